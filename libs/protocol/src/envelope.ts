@@ -1,0 +1,96 @@
+import type { WireTensor } from './tensor.ts'
+
+/** Version of the envelope format; bumped on incompatible changes. */
+export const ENVELOPE_VERSION = 1
+
+/**
+ * What the gateway publishes on `cohort.infer.<model>` (msgpack, standard maps, no records).
+ *
+ * Exactly one of `tensors` (batch-major tensors whose shape[0] = number of items) or `items`
+ * (one JSON value per item, for schema predictors and Cog-style inputs) is present.
+ */
+export interface InferRequest {
+  v: typeof ENVELOPE_VERSION
+  /** Request id, unique per gateway request; echoed in the reply and used for cancellation. */
+  id: string
+  /** Model name (also in the subject). */
+  model: string
+  /** Absolute deadline, epoch milliseconds. Items still queued at the deadline are answered 504. */
+  deadline: number
+  /** W3C trace context of the HTTP request, if any. */
+  traceparent?: string
+  /** Higher runs first when the engine supports priorities. Default 0. */
+  priority?: number
+  /** Batch-major input tensors, by input name. shape[0] of each = item count. */
+  tensors?: Record<string, WireTensor>
+  /** JSON items (one per prediction). */
+  items?: unknown[]
+  /** Names of the outputs wanted; all when absent. */
+  outputs?: string[]
+}
+
+/** A per-item or per-request failure with a stable code from the error registry. */
+export interface WireError {
+  code: string
+  message: string
+}
+
+/** Timing of an item as measured by the worker, in milliseconds. */
+export interface ItemTiming {
+  /** Time queued in the worker before its batch started. */
+  queueMs: number
+  /** Compute time of the batch it ran in. */
+  computeMs: number
+  /** Size (items) of the batch it ran in. */
+  batchSize: number
+}
+
+/**
+ * The worker's reply to an {@link InferRequest}.
+ *
+ * `error` set: the whole request failed before any item ran (bad envelope, unknown model).
+ * Otherwise `errors[i]` is null or the failure of item i, and outputs come as batch-major
+ * `tensors` (for tensor models) or `items` (JSON outputs, one per item).
+ */
+export interface InferReply {
+  v: typeof ENVELOPE_VERSION
+  id: string
+  error?: WireError
+  errors?: (WireError | null)[]
+  tensors?: Record<string, WireTensor>
+  items?: unknown[]
+  timing?: ItemTiming[]
+  /** Id of the worker that answered. */
+  worker?: string
+}
+
+/** Published on `cohort.cancel.<model>` when a client goes away: drop its queued items. */
+export interface CancelNotice {
+  v: typeof ENVELOPE_VERSION
+  id: string
+}
+
+/** Tensor description in model metadata (OIP `$metadata_tensor`). -1 marks a variable dim. */
+export interface TensorMeta {
+  name: string
+  datatype: string
+  shape: number[]
+}
+
+/** Model metadata, answered on `cohort.meta.<model>`; OIP model metadata plus batching. */
+export interface ModelMeta {
+  name: string
+  versions: string[]
+  platform: string
+  inputs: TensorMeta[]
+  outputs: TensorMeta[]
+  /** Kind of predictor: an ONNX model or a TypeScript schema predictor. */
+  kind: 'onnx' | 'predictor'
+  ready: boolean
+  maxBatchSize: number
+  maxDelayMs: number
+  /** JSON Schema of one input item (schema predictors). */
+  inputSchema?: unknown
+  /** JSON Schema of one output item, when declared. */
+  outputSchema?: unknown
+}

@@ -1,0 +1,87 @@
+/**
+ * The one registry of Cohort's error codes. Every error that crosses a process boundary
+ * (NATS reply, HTTP response) carries one of these codes; the HTTP status comes from here.
+ * `docs/errors.md` lists the same codes (a test keeps them in sync).
+ * @module
+ */
+import type { WireError } from './envelope.ts'
+
+/** Code -> HTTP status and a one-line meaning. */
+export const ERROR_CODES = {
+  BAD_REQUEST: { status: 400, doc: 'The request is malformed: unreadable JSON, missing fields, bad tensor data.' },
+  INVALID_INPUT: { status: 400, doc: 'An item does not match the model: wrong input names, datatype, shape, or schema.' },
+  UNAUTHORIZED: { status: 401, doc: 'Credentials are missing or wrong.' },
+  FORBIDDEN: { status: 403, doc: 'Credentials are valid but not allowed to do this.' },
+  MODEL_NOT_FOUND: { status: 404, doc: 'No model of that name is known.' },
+  NOT_FOUND: { status: 404, doc: 'No such route.' },
+  PAYLOAD_TOO_LARGE: { status: 413, doc: 'The request body or its encoded message exceeds a size limit (HTTP body limit or NATS max_payload).' },
+  RESPONSE_TOO_LARGE: { status: 413, doc: 'The reply would exceed NATS max_payload; send fewer items per request.' },
+  RATE_LIMITED: { status: 429, doc: 'A per-client rate limit was hit; see Retry-After.' },
+  CANCELLED: { status: 499, doc: 'The client went away before its items ran; they were dropped.' },
+  PREDICTOR_FAILED: { status: 500, doc: 'The predictor threw or failed this item.' },
+  INTERNAL: { status: 500, doc: 'An unexpected failure inside Cohort.' },
+  NO_WORKER: { status: 503, doc: 'No worker is serving the model right now (NATS had no responders).' },
+  OVERLOADED: { status: 503, doc: 'The model queue is full; retry after Retry-After seconds.' },
+  SHUTTING_DOWN: { status: 503, doc: 'The process is draining and takes no new work.' },
+  NOT_READY: { status: 503, doc: 'The model is still loading.' },
+  DEADLINE_EXCEEDED: { status: 504, doc: 'The deadline passed before the item could be answered; it was not run, or its result came too late.' },
+} as const satisfies Record<string, { status: number; doc: string }>
+
+/** A stable error code. */
+export type ErrorCode = keyof typeof ERROR_CODES
+
+/** True when `code` is a registered code. */
+export function isErrorCode(code: unknown): code is ErrorCode {
+  return typeof code === 'string' && Object.hasOwn(ERROR_CODES, code)
+}
+
+/** HTTP status for a code; 500 for unknown codes. */
+export function statusOf(code: string): number {
+  return isErrorCode(code) ? ERROR_CODES[code].status : 500
+}
+
+/** Options of {@link CohortError}. */
+export interface CohortErrorOptions extends ErrorOptions {
+  /** Seconds for a `Retry-After` header (503/429). */
+  retryAfterS?: number
+}
+
+/** The one error class that carries a registered code and its HTTP status. */
+export class CohortError extends Error {
+  override name = 'CohortError'
+  readonly code: ErrorCode
+  readonly status: number
+  readonly retryAfterS: number | undefined
+
+  constructor(code: ErrorCode, message: string, options?: CohortErrorOptions) {
+    super(message, options)
+    this.code = code
+    this.status = ERROR_CODES[code].status
+    this.retryAfterS = options?.retryAfterS
+  }
+
+  /** The wire form `{code, message}`. */
+  toWire(): WireError {
+    return { code: this.code, message: this.message }
+  }
+}
+
+/** Rebuild a {@link CohortError} from its wire form; unknown codes become INTERNAL. */
+export function fromWire(w: WireError): CohortError {
+  const code = isErrorCode(w.code) ? w.code : 'INTERNAL'
+  return new CohortError(code, String(w.message))
+}
+
+/** Any thrown value to the wire form; non-Cohort errors become `fallback` (default INTERNAL). */
+export function toWireError(e: unknown, fallback: ErrorCode = 'INTERNAL'): WireError {
+  if (e instanceof CohortError) {
+    return e.toWire()
+  }
+  const message = e instanceof Error ? e.message : String(e)
+  return { code: fallback, message }
+}
+
+/** Shorthand for `new CohortError(...)`. */
+export function cohortError(code: ErrorCode, message: string, options?: CohortErrorOptions): CohortError {
+  return new CohortError(code, message, options)
+}

@@ -1,0 +1,13 @@
+/**
+ * Cohort's wire protocol: datatypes, tensors, the msgpack envelope, subjects and the error registry.
+ * Pure and runtime-agnostic. See docs/protocol.md.
+ * @module
+ */
+export * from './datatypes.ts'
+export * from './tensor.ts'
+export * from './envelope.ts'
+export * from './subjects.ts'
+export * from './errors.ts'
+export * from './codec.ts'
+export * from './tensor-data.ts'
+export * from './fp16.ts'

@@ -1,0 +1,34 @@
+/**
+ * NATS subject names. One subject and one queue group per model.
+ * @module
+ */
+
+/** Default subject prefix. */
+export const DEFAULT_SUBJECT_PREFIX = 'cohort'
+
+/** Model names are kept to NATS-token-safe characters. */
+export const MODEL_NAME_RE = /^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}$/
+
+/** True when `name` is a valid model name (no wildcards, dots only inside). */
+export function isValidModelName(name: string): boolean {
+  return MODEL_NAME_RE.test(name) && !name.includes('..') && !name.endsWith('.')
+}
+
+/** Subject builder for one prefix. */
+export function subjects(prefix: string = DEFAULT_SUBJECT_PREFIX) {
+  return {
+    /** Inference requests for a model (queue group {@link queue}). */
+    infer: (model: string) => `${prefix}.infer.${model}`,
+    /** Model metadata requests (queue group {@link queue}). */
+    meta: (model: string) => `${prefix}.meta.${model}`,
+    /** Cancellation notices for a model, to every worker (no queue group). */
+    cancel: (model: string) => `${prefix}.cancel.${model}`,
+    /** Discovery: every worker answers with the models it serves. */
+    discover: () => `${prefix}.discover`,
+    /** The queue group of a model's workers. */
+    queue: (model: string) => `${prefix}.q.${model}`,
+  }
+}
+
+/** The subject set type. */
+export type Subjects = ReturnType<typeof subjects>
