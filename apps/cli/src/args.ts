@@ -1,0 +1,63 @@
+import { parseArgs, type ParseArgsConfig } from 'node:util'
+import { CliError } from './cli-error.ts'
+
+/** parseArgs with one-line errors. */
+export function parse(
+  args: string[],
+  options: NonNullable<ParseArgsConfig['options']>,
+): { values: Record<string, string | boolean | string[] | undefined> } {
+  try {
+    const r = parseArgs({ args, options: { ...options, help: { type: 'boolean', short: 'h' } }, strict: true, allowPositionals: false })
+    return { values: r.values as Record<string, string | boolean | string[] | undefined> }
+  } catch (e) {
+    throw new CliError(e instanceof Error ? e.message : String(e))
+  }
+}
+
+/** A positive integer flag, or undefined. */
+export function intFlag(name: string, v: unknown, min = 1): number | undefined {
+  if (v === undefined) {
+    return undefined
+  }
+  const n = Number(v)
+  if (!Number.isInteger(n) || n < min) {
+    throw new CliError(`--${name} must be an integer >= ${min}, got "${String(v)}"`)
+  }
+  return n
+}
+
+/** A non-negative number flag, or undefined. */
+export function numFlag(name: string, v: unknown): number | undefined {
+  if (v === undefined) {
+    return undefined
+  }
+  const n = Number(v)
+  if (!Number.isFinite(n) || n < 0) {
+    throw new CliError(`--${name} must be a number >= 0, got "${String(v)}"`)
+  }
+  return n
+}
+
+/** Options shared by serve and worker. */
+export const MODEL_OPTIONS = {
+  model: { type: 'string', multiple: true },
+  predictor: { type: 'string', multiple: true },
+  ep: { type: 'string', default: 'cpu' },
+  instances: { type: 'string' },
+  threads: { type: 'string' },
+  'max-batch-size': { type: 'string' },
+  'max-delay-ms': { type: 'string' },
+  policy: { type: 'string' },
+  'max-queue': { type: 'string' },
+} as const
+
+/** Help text of the shared model flags. */
+export const MODEL_HELP = `  --model SPEC           ONNX model: demo | NAME=PATH.onnx | PATH.onnx (repeatable)
+  --predictor FILE       TypeScript/JS module exporting definePredictor(...) (repeatable)
+  --ep cpu|webgpu|cuda   ONNX Runtime execution provider (default cpu)
+  --instances N          ORT sessions per model: threads on cpu, processes on GPU EPs (default 1)
+  --threads N            ORT intra-op threads per instance (default: cores / instances)
+  --max-batch-size N     items per batch (default 32)
+  --max-delay-ms MS      max hold time of the timer policy (default 5)
+  --policy eager|timer   batching policy (default eager: dispatch at once when idle)
+  --max-queue N          queued items per model before 503 (default 4096)`

@@ -1,0 +1,205 @@
+import { availableParallelism } from 'node:os'
+import { Hono } from 'hono'
+import type { BatchingConfig, Policy } from '@cohort/batching'
+import { createApp } from '@cohort/gateway'
+import { PROMETHEUS_CONTENT_TYPE, Registry } from '@cohort/metrics'
+import { CohortWorker } from '@cohort/worker'
+import { InProcessTransport, createNatsTransport, type Transport } from '@cohort/transport'
+import { MODEL_HELP, MODEL_OPTIONS, intFlag, numFlag, parse } from './args.ts'
+import { CliError } from './cli-error.ts'
+import { connectNats } from './connect.ts'
+import { listen } from './http.ts'
+import { buildRunners, type ModelFlags } from './runners.ts'
+
+type Values = Record<string, string | boolean | string[] | undefined>
+
+const DEFAULT_NATS = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222'
+
+function modelFlags(v: Values, defaultDemo: boolean): ModelFlags {
+  const model = (v['model'] as string[] | undefined) ?? []
+  const predictor = (v['predictor'] as string[] | undefined) ?? []
+  if (model.length === 0 && predictor.length === 0) {
+    if (!defaultDemo) {
+      throw new CliError('give at least one --model or --predictor')
+    }
+    model.push('demo')
+  }
+  const instances = intFlag('instances', v['instances']) ?? 1
+  return {
+    model,
+    predictor,
+    ep: (v['ep'] as string) ?? 'cpu',
+    instances,
+    threads: intFlag('threads', v['threads']) ?? Math.max(1, Math.floor(availableParallelism() / instances)),
+    maxBatchSize: intFlag('max-batch-size', v['max-batch-size']),
+    maxDelayMs: numFlag('max-delay-ms', v['max-delay-ms']),
+  }
+}
+
+function batching(v: Values): Partial<BatchingConfig> {
+  const out: Partial<BatchingConfig> = {}
+  const policy = v['policy']
+  if (policy !== undefined) {
+    if (policy !== 'eager' && policy !== 'timer') {
+      throw new CliError(`--policy must be eager or timer, got "${String(policy)}"`)
+    }
+    out.policy = policy as Policy
+  }
+  const q = intFlag('max-queue', v['max-queue'])
+  if (q !== undefined) {
+    out.maxQueue = q
+  }
+  return out
+}
+
+function onSignals(stop: () => Promise<void>): void {
+  let stopping = false
+  const handler = (sig: string) => {
+    if (stopping) {
+      process.exit(1)
+    }
+    stopping = true
+    console.error(`cohort: ${sig}, draining...`)
+    stop().then(
+      () => process.exit(0),
+      (e) => {
+        console.error(`cohort: drain failed: ${e instanceof Error ? e.message : String(e)}`)
+        process.exit(1)
+      },
+    )
+  }
+  process.on('SIGTERM', () => handler('SIGTERM'))
+  process.on('SIGINT', () => handler('SIGINT'))
+}
+
+export const SERVE_HELP = `cohort serve [options]
+Gateway and worker in one process (embedded; no NATS needed unless --nats is given).
+  --port N               HTTP port (default $PORT or 8080)
+  --host H               HTTP host (default 127.0.0.1)
+  --nats URL             use NATS between the gateway and worker instead of in-process
+  --timeout-ms MS        server-side request deadline (default 30000)
+${MODEL_HELP}`
+
+/** `cohort serve`: embedded gateway + worker. */
+export async function serveCommand(args: string[]): Promise<void> {
+  const { values: v } = parse(args, {
+    ...MODEL_OPTIONS,
+    port: { type: 'string' },
+    host: { type: 'string', default: '127.0.0.1' },
+    nats: { type: 'string' },
+    'timeout-ms': { type: 'string' },
+  })
+  if (v.help) {
+    console.log(SERVE_HELP)
+    return
+  }
+  const flags = modelFlags(v, true)
+  const port = intFlag('port', v.port ?? process.env['PORT'] ?? '8080', 0) ?? 8080
+  let transport: Transport
+  let close: () => Promise<void>
+  if (v.nats) {
+    const nc = await connectNats(v.nats as string, 'cohort-serve')
+    transport = createNatsTransport(nc, { ownsConnection: true })
+  } else {
+    transport = new InProcessTransport()
+  }
+  const registry = new Registry()
+  const { runners, outputSchemas } = await buildRunners(flags)
+  const worker = new CohortWorker({ transport, runners, registry, outputSchemas, batching: batching(v) })
+  await worker.start()
+  const timeout = intFlag('timeout-ms', v['timeout-ms'])
+  const app = createApp({ transport, registry, ...(timeout ? { requestTimeoutMs: timeout } : {}) })
+  const http = await listen(app, v.host as string, port)
+  close = async () => {
+    await http.close()
+    await worker.drain()
+    await transport.close()
+  }
+  onSignals(close)
+  const base = `http://${http.host}:${http.port}`
+  const names = worker.models().map((m) => m.name)
+  console.log(`cohort: serving ${names.join(', ')} on ${base} (${v.nats ? `NATS ${v.nats}` : 'embedded'})`)
+  console.log(`cohort: try  curl -s ${base}/v2/models/${names[0]}  and  POST ${base}/v2/models/${names[0]}/infer`)
+}
+
+export const GATEWAY_HELP = `cohort gateway [options]
+The stateless HTTP gateway: publishes each request to NATS.
+  --nats URL             NATS server(s), comma-separated (default $NATS_URL or ${DEFAULT_NATS})
+  --port N               HTTP port (default $PORT or 8080)
+  --host H               HTTP host (default 127.0.0.1)
+  --timeout-ms MS        server-side request deadline (default 30000)`
+
+/** `cohort gateway`. */
+export async function gatewayCommand(args: string[]): Promise<void> {
+  const { values: v } = parse(args, {
+    nats: { type: 'string', default: DEFAULT_NATS },
+    port: { type: 'string' },
+    host: { type: 'string', default: '127.0.0.1' },
+    'timeout-ms': { type: 'string' },
+  })
+  if (v.help) {
+    console.log(GATEWAY_HELP)
+    return
+  }
+  const port = intFlag('port', v.port ?? process.env['PORT'] ?? '8080', 0) ?? 8080
+  const timeout = intFlag('timeout-ms', v['timeout-ms'])
+  const nc = await connectNats(v.nats as string, 'cohort-gateway')
+  const transport = createNatsTransport(nc, { ownsConnection: true })
+  const app = createApp({ transport, ...(timeout ? { requestTimeoutMs: timeout } : {}) })
+  const http = await listen(app, v.host as string, port)
+  onSignals(async () => {
+    await http.close()
+    await transport.close()
+  })
+  console.log(`cohort: gateway on http://${http.host}:${http.port} -> NATS ${v.nats as string}`)
+}
+
+export const WORKER_HELP = `cohort worker [options]
+A long-lived worker: serves its models from NATS in queue groups, batching requests.
+  --nats URL             NATS server(s) (default $NATS_URL or ${DEFAULT_NATS})
+  --metrics-port N       serve Prometheus /metrics on this port (off by default)
+  --metrics-host H       host of the metrics server (default 127.0.0.1)
+  --id ID                worker id in replies and discovery (default random)
+${MODEL_HELP}`
+
+/** `cohort worker`. */
+export async function workerCommand(args: string[]): Promise<void> {
+  const { values: v } = parse(args, {
+    ...MODEL_OPTIONS,
+    nats: { type: 'string', default: DEFAULT_NATS },
+    'metrics-port': { type: 'string' },
+    'metrics-host': { type: 'string', default: '127.0.0.1' },
+    id: { type: 'string' },
+  })
+  if (v.help) {
+    console.log(WORKER_HELP)
+    return
+  }
+  const flags = modelFlags(v, false)
+  const metricsPort = intFlag('metrics-port', v['metrics-port'], 0)
+  const { runners, outputSchemas } = await buildRunners(flags)
+  const nc = await connectNats(v.nats as string, 'cohort-worker')
+  const transport = createNatsTransport(nc, { ownsConnection: true })
+  const worker = new CohortWorker({
+    transport,
+    runners,
+    outputSchemas,
+    batching: batching(v),
+    ...(v.id ? { id: v.id as string } : {}),
+  })
+  await worker.start()
+  let metricsClose: (() => Promise<void>) | undefined
+  if (metricsPort !== undefined) {
+    const app = new Hono()
+    app.get('/metrics', (c) => c.body(worker.registry.render(), 200, { 'content-type': PROMETHEUS_CONTENT_TYPE }))
+    const m = await listen(app, v['metrics-host'] as string, metricsPort)
+    metricsClose = m.close
+    console.log(`cohort: worker metrics on http://${m.host}:${m.port}/metrics`)
+  }
+  onSignals(async () => {
+    await worker.drain()
+    await metricsClose?.()
+    await transport.close()
+  })
+  console.log(`cohort: worker ${worker.id} serving ${worker.models().map((m) => m.name).join(', ')} from NATS ${v.nats as string}`)
+}

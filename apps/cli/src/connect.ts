@@ -1,0 +1,17 @@
+import { connect, type NatsConnection } from '@nats-io/transport-node'
+import { CliError } from './cli-error.ts'
+
+/** Connect to NATS or fail with one clear line. */
+export async function connectNats(servers: string, name: string): Promise<NatsConnection> {
+  try {
+    return await connect({
+      servers: servers.split(','),
+      name,
+      timeout: 5_000,
+      maxReconnectAttempts: -1,
+      reconnectTimeWait: 500,
+    })
+  } catch (e) {
+    throw new CliError(`cannot connect to NATS at ${servers}: ${e instanceof Error ? e.message : String(e)}`)
+  }
+}

@@ -1,0 +1,63 @@
+import { OnnxRunner, PredictorRunner, loadPredictors, type ExecutionProvider, type ModelRunner } from '@cohort/worker'
+import type { TSchema } from '@sinclair/typebox'
+import { CliError } from './cli-error.ts'
+import { parseModelSpec } from './model-spec.ts'
+
+/** Flags shared by `serve` and `worker` that choose and tune models. */
+export interface ModelFlags {
+  model: string[]
+  predictor: string[]
+  ep: string
+  instances: number
+  threads: number | undefined
+  maxBatchSize: number | undefined
+  maxDelayMs: number | undefined
+}
+
+const EPS = ['cpu', 'webgpu', 'cuda'] as const
+
+/** Build the runners for `--model` and `--predictor` flags. */
+export async function buildRunners(f: ModelFlags): Promise<{ runners: ModelRunner[]; outputSchemas: Record<string, TSchema | undefined> }> {
+  if (!(EPS as readonly string[]).includes(f.ep)) {
+    throw new CliError(`--ep must be one of ${EPS.join(', ')}, got "${f.ep}"`)
+  }
+  const runners: ModelRunner[] = []
+  const outputSchemas: Record<string, TSchema | undefined> = {}
+  for (const spec of f.model) {
+    const m = parseModelSpec(spec)
+    runners.push(
+      new OnnxRunner({
+        name: m.name,
+        path: m.path,
+        ep: f.ep as ExecutionProvider,
+        instances: f.instances,
+        ...(f.threads !== undefined ? { intraOpNumThreads: f.threads } : {}),
+        ...(f.maxBatchSize !== undefined ? { maxBatchSize: f.maxBatchSize } : {}),
+        ...(f.maxDelayMs !== undefined ? { maxDelayMs: f.maxDelayMs } : {}),
+      }),
+    )
+  }
+  for (const path of f.predictor) {
+    let ps
+    try {
+      ps = await loadPredictors(path)
+    } catch (e) {
+      throw new CliError(e instanceof Error ? e.message : String(e))
+    }
+    for (const p of ps) {
+      runners.push(
+        new PredictorRunner(p, {
+          ...(f.maxBatchSize !== undefined ? { maxBatchSize: f.maxBatchSize } : {}),
+          ...(f.maxDelayMs !== undefined ? { maxDelayMs: f.maxDelayMs } : {}),
+        }),
+      )
+      outputSchemas[p.name] = p.output
+    }
+  }
+  const names = runners.map((r) => r.name)
+  const dup = names.find((n, i) => names.indexOf(n) !== i)
+  if (dup) {
+    throw new CliError(`model "${dup}" is given twice`)
+  }
+  return { runners, outputSchemas }
+}

@@ -1,0 +1,68 @@
+import { Hono, type Context } from 'hono'
+import { CohortError, subjects as makeSubjects, type ModelMeta } from '@cohort/protocol'
+import { PROMETHEUS_CONTENT_TYPE, Registry, gatewayMetrics } from '@cohort/metrics'
+import { asCohortError, errorResponse } from './errors.ts'
+import { resolveOptions, type GatewayOptions } from './options.ts'
+import { checkModelPath, inferHandler } from './routes/infer.ts'
+import { predictionsHandler } from './routes/predictions.ts'
+import { Upstream } from './upstream.ts'
+
+function oipMeta(m: ModelMeta) {
+  return { name: m.name, versions: m.versions, platform: m.platform, inputs: m.inputs, outputs: m.outputs }
+}
+
+/**
+ * The gateway as a pure Hono app (Web Request/Response only): runs unchanged on Node, Bun,
+ * Deno and workerd. It keeps no state a restart loses: metadata comes from the workers.
+ */
+export function createApp(options: GatewayOptions): Hono {
+  const o = resolveOptions(options)
+  const registry = o.registry ?? new Registry()
+  const metrics = gatewayMetrics(registry)
+  const up = new Upstream(o.transport, makeSubjects(o.subjectPrefix), o.metaTimeoutMs)
+  const app = new Hono()
+
+  app.onError((e, c) => errorResponse(c, asCohortError(e, o.onUnexpectedError)))
+  app.notFound((c) => errorResponse(c, new CohortError('NOT_FOUND', `no route ${c.req.method} ${c.req.path}`)))
+
+  app.get('/v2/health/live', (c) => c.json({ live: true }))
+  app.get('/v2/health/ready', async (c) => {
+    const { models, workers } = await up.discover()
+    const ready = workers > 0 && models.length > 0 && models.every((m) => m.ready)
+    return c.json({ ready, models: models.length, workers }, ready ? 200 : 503)
+  })
+  app.get('/v2', (c) =>
+    c.json({ name: o.serverName, version: o.serverVersion, extensions: ['binary_tensor_data', 'parameters'] }),
+  )
+  app.get('/v2/models', async (c) => {
+    const { models } = await up.discover()
+    return c.json({ models: models.map((m) => ({ ...oipMeta(m), ready: m.ready, max_batch_size: m.maxBatchSize })) })
+  })
+
+  const modelMeta = async (c: Context) => {
+    const model = c.req.param('model') ?? ''
+    checkModelPath(model, c.req.param('version'))
+    return c.json(oipMeta(await up.meta(model)))
+  }
+  const modelReady = async (c: Context) => {
+    const model = c.req.param('model') ?? ''
+    checkModelPath(model, c.req.param('version'))
+    const m = await up.meta(model)
+    return c.json({ name: model, ready: m.ready }, m.ready ? 200 : 503)
+  }
+  const infer = inferHandler(o, up, metrics)
+  for (const base of ['/v2/models/:model', '/v2/models/:model/versions/:version']) {
+    app.get(base, modelMeta)
+    app.get(`${base}/ready`, modelReady)
+    app.post(`${base}/infer`, infer)
+  }
+  const predictions = predictionsHandler(o, up, metrics)
+  app.post('/predictions', predictions)
+  app.post('/models/:model/predictions', predictions)
+
+  app.get('/metrics', (c) => {
+    const text = registry.render() + (o.extraMetrics?.() ?? '')
+    return c.body(text, 200, { 'content-type': PROMETHEUS_CONTENT_TYPE })
+  })
+  return app
+}

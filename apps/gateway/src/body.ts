@@ -1,0 +1,46 @@
+import { CohortError } from '@cohort/protocol'
+
+/** Read a request body up to `max` bytes (413 beyond), checking Content-Length first. */
+export async function readBody(req: Request, max: number): Promise<Uint8Array> {
+  const len = req.headers.get('content-length')
+  if (len !== null && Number(len) > max) {
+    throw new CohortError('PAYLOAD_TOO_LARGE', `request body of ${len} bytes exceeds the limit of ${max} bytes`)
+  }
+  if (!req.body) {
+    return new Uint8Array(0)
+  }
+  const chunks: Uint8Array[] = []
+  let total = 0
+  const reader = req.body.getReader()
+  for (;;) {
+    const { done, value } = await reader.read()
+    if (done) {
+      break
+    }
+    total += value.byteLength
+    if (total > max) {
+      await reader.cancel().catch(() => undefined)
+      throw new CohortError('PAYLOAD_TOO_LARGE', `request body exceeds the limit of ${max} bytes`)
+    }
+    chunks.push(value)
+  }
+  if (chunks.length === 1) {
+    return chunks[0]!
+  }
+  const out = new Uint8Array(total)
+  let o = 0
+  for (const c of chunks) {
+    out.set(c, o)
+    o += c.byteLength
+  }
+  return out
+}
+
+/** Parse JSON bytes or answer 400 with the parser's message. */
+export function parseJson(bytes: Uint8Array): unknown {
+  try {
+    return JSON.parse(new TextDecoder().decode(bytes))
+  } catch (e) {
+    throw new CohortError('BAD_REQUEST', `body is not valid JSON: ${e instanceof Error ? e.message : String(e)}`)
+  }
+}

@@ -1,0 +1,9 @@
+/**
+ * The Cohort gateway: a pure Hono app speaking the Open Inference Protocol (and Cog-style
+ * predictions) that forwards each request over the transport to the model's workers.
+ * @module
+ */
+export * from './app.ts'
+export * from './options.ts'
+export * from './upstream.ts'
+export * from './deadline.ts'

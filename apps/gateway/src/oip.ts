@@ -1,0 +1,140 @@
+import {
+  CohortError,
+  isDatatype,
+  jsonToTensor,
+  tensorToJson,
+  type Datatype,
+  type WireTensor,
+} from '@cohort/protocol'
+
+/** A parsed Open Inference Protocol inference request. */
+export interface OipRequest {
+  id: string | undefined
+  parameters: Record<string, unknown>
+  tensors: Record<string, WireTensor>
+  /** Requested outputs in order, with their parameters. */
+  outputs: { name: string; binary: boolean }[] | undefined
+  /** `binary_data_output` on the request. */
+  binaryOutput: boolean
+  itemCount: number
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v)
+}
+
+/**
+ * Parse and check an OIP request body: JSON, or JSON followed by binary tensors
+ * (`Inference-Header-Content-Length`, Triton's binary tensor data extension).
+ */
+export function parseInferBody(body: Uint8Array, headerLength: string | undefined): OipRequest {
+  let jsonPart = body
+  let binary: Uint8Array | undefined
+  if (headerLength !== undefined) {
+    const n = Number(headerLength)
+    if (!Number.isSafeInteger(n) || n < 0 || n > body.byteLength) {
+      throw new CohortError('BAD_REQUEST', `Inference-Header-Content-Length ${headerLength} is not within the body (${body.byteLength} bytes)`)
+    }
+    jsonPart = body.subarray(0, n)
+    binary = body.subarray(n)
+  }
+  let doc: unknown
+  try {
+    doc = JSON.parse(new TextDecoder().decode(jsonPart))
+  } catch (e) {
+    throw new CohortError('BAD_REQUEST', `body is not valid JSON: ${e instanceof Error ? e.message : String(e)}`)
+  }
+  if (!isObject(doc)) {
+    throw new CohortError('BAD_REQUEST', 'body must be a JSON object with "inputs"')
+  }
+  const id = doc['id']
+  if (id !== undefined && typeof id !== 'string') {
+    throw new CohortError('BAD_REQUEST', '"id" must be a string')
+  }
+  const parameters = doc['parameters'] ?? {}
+  if (!isObject(parameters)) {
+    throw new CohortError('BAD_REQUEST', '"parameters" must be an object')
+  }
+  const inputs = doc['inputs']
+  if (!Array.isArray(inputs) || inputs.length === 0) {
+    throw new CohortError('BAD_REQUEST', '"inputs" must be a non-empty array')
+  }
+  const tensors: Record<string, WireTensor> = {}
+  let offset = 0
+  let itemCount: number | undefined
+  for (const [i, inp] of inputs.entries()) {
+    if (!isObject(inp) || typeof inp['name'] !== 'string') {
+      throw new CohortError('BAD_REQUEST', `inputs[${i}] must be an object with a string "name"`)
+    }
+    const name = inp['name']
+    const datatype = inp['datatype']
+    if (!isDatatype(datatype)) {
+      throw new CohortError('BAD_REQUEST', `input "${name}": unknown datatype ${JSON.stringify(datatype)}`)
+    }
+    const shape = inp['shape']
+    if (!Array.isArray(shape) || shape.length === 0 || !shape.every((d) => Number.isSafeInteger(d) && d >= 0)) {
+      throw new CohortError('BAD_REQUEST', `input "${name}": "shape" must be a non-empty array of non-negative integers (dim 0 = items)`)
+    }
+    if (Object.hasOwn(tensors, name)) {
+      throw new CohortError('BAD_REQUEST', `input "${name}" appears twice`)
+    }
+    const params = isObject(inp['parameters']) ? inp['parameters'] : {}
+    const binSize = params['binary_data_size']
+    if (binSize !== undefined) {
+      tensors[name] = binaryTensor(name, datatype, shape as number[], binary, offset, binSize)
+      offset += binSize as number
+    } else {
+      if (!('data' in inp)) {
+        throw new CohortError('BAD_REQUEST', `input "${name}" has no "data"`)
+      }
+      tensors[name] = jsonToTensor(name, datatype, shape as number[], inp['data'])
+    }
+    const n = (shape as number[])[0]!
+    if (itemCount !== undefined && n !== itemCount) {
+      throw new CohortError('BAD_REQUEST', `inputs disagree on dim 0 (items): ${itemCount} vs ${n} for "${name}"`)
+    }
+    itemCount = n
+  }
+  const outputsRaw = doc['outputs']
+  let outputs: OipRequest['outputs']
+  if (outputsRaw !== undefined) {
+    if (!Array.isArray(outputsRaw) || !outputsRaw.every((o) => isObject(o) && typeof o['name'] === 'string')) {
+      throw new CohortError('BAD_REQUEST', '"outputs" must be an array of {"name": string}')
+    }
+    outputs = outputsRaw.map((o) => {
+      const p = isObject(o['parameters']) ? o['parameters'] : {}
+      return { name: o['name'] as string, binary: p['binary_data'] === true }
+    })
+  }
+  return {
+    id,
+    parameters,
+    tensors,
+    outputs,
+    binaryOutput: parameters['binary_data_output'] === true,
+    itemCount: itemCount ?? 0,
+  }
+}
+
+function binaryTensor(
+  name: string,
+  datatype: Datatype,
+  shape: number[],
+  binary: Uint8Array | undefined,
+  offset: number,
+  size: unknown,
+): WireTensor {
+  if (!binary) {
+    throw new CohortError('BAD_REQUEST', `input "${name}" has binary_data_size but the request has no Inference-Header-Content-Length`)
+  }
+  if (!Number.isSafeInteger(size) || (size as number) < 0 || offset + (size as number) > binary.byteLength) {
+    throw new CohortError('BAD_REQUEST', `input "${name}": binary_data_size ${String(size)} exceeds the binary section`)
+  }
+  const bytes = binary.subarray(offset, offset + (size as number))
+  return { datatype, shape, bytes }
+}
+
+/** One output tensor in the OIP JSON response (data as a flat row-major array). */
+export function outputJson(name: string, t: WireTensor): Record<string, unknown> {
+  return { name, datatype: t.datatype, shape: t.shape, data: tensorToJson(t) }
+}

@@ -1,0 +1,114 @@
+import type { Context } from 'hono'
+import { CohortError, fromWire, isValidModelName, type InferReply, type WireTensor } from '@cohort/protocol'
+import type { GatewayMetrics } from '@cohort/metrics'
+import { readBody } from '../body.ts'
+import { effectiveTimeoutMs } from '../deadline.ts'
+import { outputJson, parseInferBody } from '../oip.ts'
+import type { ResolvedGatewayOptions } from '../options.ts'
+import type { Upstream } from '../upstream.ts'
+
+/** Grace after the deadline before the gateway stops waiting: the worker's own 504 usually wins. */
+const REPLY_GRACE_MS = 50
+
+/** Check a model name and version from the path. */
+export function checkModelPath(model: string, version: string | undefined): void {
+  if (!isValidModelName(model)) {
+    throw new CohortError('MODEL_NOT_FOUND', `"${model}" is not a valid model name`)
+  }
+  if (version !== undefined && version !== '1') {
+    throw new CohortError('MODEL_NOT_FOUND', `model "${model}" has no version "${version}" (each name serves version 1)`)
+  }
+}
+
+/** Throw the first failed item's error, if any. */
+export function firstItemError(reply: InferReply): void {
+  const e = reply.errors?.find((x) => x !== null && x !== undefined)
+  if (e) {
+    throw fromWire(e)
+  }
+}
+
+/** `POST /v2/models/{m}[/versions/{v}]/infer`: OIP JSON or binary tensor data. */
+export function inferHandler(o: ResolvedGatewayOptions, up: Upstream, metrics: GatewayMetrics) {
+  return async function infer(c: Context): Promise<Response> {
+    const model = c.req.param('model') ?? ''
+    const t0 = performance.now()
+    let code = 'OK'
+    try {
+      checkModelPath(model, c.req.param('version'))
+      const body = await readBody(c.req.raw, o.maxBodyBytes)
+      const oip = parseInferBody(body, c.req.header('inference-header-content-length'))
+      const timeoutMs = effectiveTimeoutMs(o.requestTimeoutMs, c.req.header('x-cohort-timeout-ms'), oip.parameters['timeout'])
+      const priority = oip.parameters['priority']
+      const requestId = crypto.randomUUID()
+      const traceparent = c.req.header('traceparent')
+      const reply = await up.infer(
+        {
+          v: 1,
+          id: requestId,
+          model,
+          deadline: Date.now() + timeoutMs,
+          tensors: oip.tensors,
+          ...(traceparent ? { traceparent } : {}),
+          ...(typeof priority === 'number' ? { priority } : {}),
+          ...(oip.outputs ? { outputs: oip.outputs.map((x) => x.name) } : {}),
+        },
+        timeoutMs + REPLY_GRACE_MS,
+        c.req.raw.signal,
+      )
+      firstItemError(reply)
+      const tensors = reply.tensors ?? {}
+      const order = oip.outputs?.map((x) => x.name) ?? Object.keys(tensors)
+      const binaryNames = new Set(
+        oip.outputs ? oip.outputs.filter((x) => x.binary || oip.binaryOutput).map((x) => x.name) : oip.binaryOutput ? order : [],
+      )
+      const head = {
+        model_name: model,
+        model_version: '1',
+        id: oip.id ?? requestId,
+        outputs: [] as Record<string, unknown>[],
+      }
+      const blobs: Uint8Array[] = []
+      for (const name of order) {
+        const t = tensors[name]
+        if (!t) {
+          continue
+        }
+        if (binaryNames.has(name)) {
+          head.outputs.push({ name, datatype: t.datatype, shape: t.shape, parameters: { binary_data_size: t.bytes.byteLength } })
+          blobs.push(t.bytes)
+        } else {
+          head.outputs.push(outputJson(name, t as WireTensor))
+        }
+      }
+      if (blobs.length === 0) {
+        return c.json(head)
+      }
+      return binaryResponse(head, blobs)
+    } catch (e) {
+      code = e instanceof CohortError ? e.code : 'INTERNAL'
+      throw e
+    } finally {
+      metrics.requests.inc({ model, code })
+      metrics.duration.observe({ model }, (performance.now() - t0) / 1000)
+    }
+  }
+}
+
+function binaryResponse(head: unknown, blobs: Uint8Array[]): Response {
+  const json = new TextEncoder().encode(JSON.stringify(head))
+  const total = json.byteLength + blobs.reduce((a, b) => a + b.byteLength, 0)
+  const out = new Uint8Array(total)
+  out.set(json, 0)
+  let off = json.byteLength
+  for (const b of blobs) {
+    out.set(b, off)
+    off += b.byteLength
+  }
+  return new Response(out, {
+    headers: {
+      'content-type': 'application/octet-stream',
+      'inference-header-content-length': String(json.byteLength),
+    },
+  })
+}

@@ -1,0 +1,12 @@
+/**
+ * The Cohort worker: serves ONNX models and TypeScript predictors from a transport (NATS or
+ * in-process), batching requests with @cohort/batching and running ORT off the main thread.
+ * @module
+ */
+export * from './worker.ts'
+export * from './model-server.ts'
+export * from './load.ts'
+export * from './runners/types.ts'
+export * from './runners/onnx-runner.ts'
+export * from './runners/predictor-runner.ts'
+export * from './ort/ort-pool.ts'

@@ -1,0 +1,268 @@
+import {
+  BatchEngine,
+  type Batch,
+  type BatchingConfig,
+  type ExpireReason,
+} from '@cohort/batching'
+import {
+  CohortError,
+  decodeCancel,
+  decodeRequest,
+  encodeReply,
+  encodeValue,
+  requestItemCount,
+  toWireError,
+  type InferReply,
+  type InferRequest,
+  type ItemTiming,
+  type Subjects,
+} from '@cohort/protocol'
+import type { WorkerMetrics } from '@cohort/metrics'
+import type { Transport, TransportMessage, TransportSubscription } from '@cohort/transport'
+import type { TSchema } from '@sinclair/typebox'
+import { buildReply, checkRequestedOutputs } from './reply.ts'
+import type { ItemResult, ModelRunner } from './runners/types.ts'
+
+interface Pending {
+  req: InferRequest
+  msg: TransportMessage
+  results: (ItemResult | undefined)[]
+  timing: ItemTiming[]
+  remaining: number
+}
+
+interface QItem {
+  p: Pending
+  index: number
+  payload: unknown
+}
+
+/** Options of {@link ModelServer}. */
+export interface ModelServerOptions {
+  runner: ModelRunner
+  transport: Transport
+  subjects: Subjects
+  metrics: WorkerMetrics
+  workerId: string
+  /** Overrides of the runner's batching defaults. */
+  batching?: Partial<BatchingConfig>
+  outputSchema?: TSchema | undefined
+  /** Injected clock for the engine (tests). */
+  now?: () => number
+}
+
+const EXPIRE_CODE: Record<ExpireReason, { code: 'DEADLINE_EXCEEDED' | 'CANCELLED' | 'SHUTTING_DOWN'; msg: string }> = {
+  deadline: { code: 'DEADLINE_EXCEEDED', msg: 'deadline passed while queued; the item did not run' },
+  cancelled: { code: 'CANCELLED', msg: 'the client went away; the item did not run' },
+  closed: { code: 'SHUTTING_DOWN', msg: 'the worker closed before the item ran' },
+}
+
+/** Serves one model on its NATS subjects: decode, validate, batch, run, reply per request. */
+export class ModelServer {
+  readonly runner: ModelRunner
+  readonly engine: BatchEngine<QItem>
+  readonly #o: ModelServerOptions
+  readonly #labels: { model: string }
+  readonly #abort = new AbortController()
+  #subs: TransportSubscription[] = []
+  #inferSub: TransportSubscription | undefined
+  #loops: Promise<void>[] = []
+  #closing: Promise<void> | undefined
+
+  constructor(o: ModelServerOptions) {
+    this.#o = o
+    this.runner = o.runner
+    this.#labels = { model: o.runner.name }
+    this.engine = new BatchEngine<QItem>({
+      maxBatchSize: o.batching?.maxBatchSize ?? o.runner.batchDefaults.maxBatchSize,
+      maxDelayMs: o.batching?.maxDelayMs ?? o.runner.batchDefaults.maxDelayMs,
+      ...(o.batching?.policy ? { policy: o.batching.policy } : {}),
+      ...(o.batching?.maxQueue ? { maxQueue: o.batching.maxQueue } : {}),
+      concurrency: o.runner.concurrency,
+      run: (b) => this.#run(b),
+      expire: (v, reason) => this.#expire(v, reason),
+    })
+  }
+
+  /** Subscribe to the model's subjects and announce it. The runner must be started. */
+  async start(): Promise<void> {
+    const { transport: t, subjects: s } = this.#o
+    const name = this.runner.name
+    this.#inferSub = t.subscribe(s.infer(name), { queue: s.queue(name) })
+    const metaSub = t.subscribe(s.meta(name), { queue: s.queue(name) })
+    const cancelSub = t.subscribe(s.cancel(name))
+    this.#subs = [this.#inferSub, metaSub, cancelSub]
+    this.#loops = [
+      this.#consume(this.#inferSub, (m) => this.#onInfer(m)),
+      this.#consume(metaSub, (m) => m.respond(encodeValue(this.meta()))),
+      this.#consume(cancelSub, (m) => this.#onCancel(m)),
+    ]
+    await t.directory.announce(name, encodeValue(this.meta()))
+  }
+
+  /** Model metadata with the live batching config. */
+  meta() {
+    const m = this.runner.meta()
+    return { ...m, maxBatchSize: this.engine.config.maxBatchSize, maxDelayMs: this.engine.config.maxDelayMs }
+  }
+
+  /** Stop taking requests, finish every one already received, then release the model. */
+  drain(): Promise<void> {
+    this.#closing ??= (async () => {
+      await this.#inferSub?.drain().catch(() => undefined)
+      await this.#loops[0]
+      await this.engine.idle()
+      for (const s of this.#subs) {
+        s.unsubscribe()
+      }
+      this.engine.close()
+      this.#abort.abort()
+      await this.runner.close()
+    })()
+    return this.#closing
+  }
+
+  async #consume(sub: TransportSubscription, fn: (m: TransportMessage) => unknown): Promise<void> {
+    for await (const m of sub) {
+      try {
+        fn(m)
+      } catch (e) {
+        // Never let one bad message end the loop.
+        m.respond(encodeReply({ v: 1, id: '', error: toWireError(e) }))
+      }
+    }
+  }
+
+  #onInfer(m: TransportMessage): void {
+    let req: InferRequest
+    try {
+      req = decodeRequest(m.data)
+    } catch (e) {
+      this.#respond(m, { v: 1, id: '', error: toWireError(e, 'BAD_REQUEST') })
+      return
+    }
+    let items
+    try {
+      requestItemCount(req)
+      checkRequestedOutputs(req, this.#knownOutputs(), this.runner.name)
+      items = this.runner.prepare(req)
+    } catch (e) {
+      this.#respond(m, { v: 1, id: req.id, error: toWireError(e, 'BAD_REQUEST') })
+      this.#o.metrics.items.inc({ ...this.#labels, code: e instanceof CohortError ? e.code : 'BAD_REQUEST' })
+      return
+    }
+    const p: Pending = {
+      req,
+      msg: m,
+      results: new Array(items.length),
+      timing: Array.from({ length: items.length }, () => ({ queueMs: 0, computeMs: 0, batchSize: 0 })),
+      remaining: items.length,
+    }
+    if (items.length === 0) {
+      this.#finish(p)
+      return
+    }
+    const now = Date.now()
+    items.forEach((it, index) => {
+      if (it.error) {
+        this.#complete(p, index, { error: it.error })
+      } else if (req.deadline <= now) {
+        this.#complete(p, index, { error: { code: 'DEADLINE_EXCEEDED', message: 'deadline passed before the item was queued' } })
+      } else {
+        const ok = this.engine.push({
+          value: { p, index, payload: it.payload },
+          deadline: req.deadline,
+          group: it.group,
+          priority: req.priority ?? 0,
+        })
+        if (!ok) {
+          this.#complete(p, index, {
+            error: { code: 'OVERLOADED', message: `model "${this.runner.name}" queue is full (${this.engine.config.maxQueue} items)` },
+          })
+        }
+      }
+    })
+    this.#o.metrics.queueDepth.set(this.#labels, this.engine.queued)
+  }
+
+  #onCancel(m: TransportMessage): void {
+    const { id } = decodeCancel(m.data)
+    this.engine.cancel((v) => v.p.req.id === id)
+  }
+
+  async #run(batch: Batch<QItem>): Promise<void> {
+    const t0 = performance.now()
+    let results: ItemResult[]
+    try {
+      results = await this.runner.runBatch(
+        batch.items.map((i) => i.payload),
+        this.#abort.signal,
+      )
+    } catch (e) {
+      const err = toWireError(e, 'PREDICTOR_FAILED')
+      results = batch.items.map(() => ({ error: err }))
+    }
+    const computeMs = performance.now() - t0
+    const mx = this.#o.metrics
+    mx.compute.observe(this.#labels, computeMs / 1000)
+    mx.batchSize.observe(this.#labels, batch.items.length)
+    mx.dispatch.inc({ ...this.#labels, reason: batch.reason })
+    mx.queueDepth.set(this.#labels, this.engine.queued)
+    batch.items.forEach((it, k) => {
+      const queueMs = batch.queuedMs[k] ?? 0
+      mx.queue.observe(this.#labels, queueMs / 1000)
+      it.p.timing[it.index] = { queueMs, computeMs, batchSize: batch.items.length }
+      this.#complete(it.p, it.index, results[k] ?? { error: { code: 'INTERNAL', message: 'missing result' } })
+    })
+  }
+
+  #expire(v: QItem, reason: ExpireReason): void {
+    const e = EXPIRE_CODE[reason]
+    this.#complete(v.p, v.index, { error: { code: e.code, message: e.msg } })
+  }
+
+  #complete(p: Pending, index: number, r: ItemResult): void {
+    if (p.results[index] !== undefined) {
+      return
+    }
+    p.results[index] = r
+    this.#o.metrics.items.inc({ ...this.#labels, code: 'error' in r ? r.error.code : 'OK' })
+    if (--p.remaining === 0) {
+      this.#finish(p)
+    }
+  }
+
+  #finish(p: Pending): void {
+    let reply: InferReply
+    try {
+      reply = buildReply(p.req, p.results as ItemResult[], p.timing, this.#o.workerId, this.#o.outputSchema)
+    } catch (e) {
+      reply = { v: 1, id: p.req.id, error: toWireError(e) }
+    }
+    this.#respond(p.msg, reply)
+  }
+
+  #respond(m: TransportMessage, reply: InferReply): void {
+    let bytes = encodeReply(reply)
+    const max = this.#o.transport.maxPayload
+    if (bytes.byteLength > max) {
+      bytes = encodeReply({
+        v: 1,
+        id: reply.id,
+        error: {
+          code: 'RESPONSE_TOO_LARGE',
+          message: `reply of ${bytes.byteLength} bytes exceeds the NATS max_payload of ${max} bytes; send fewer items per request`,
+        },
+      })
+    }
+    m.respond(bytes)
+  }
+
+  #knownOutputs(): string[] | undefined {
+    const m = this.runner.meta()
+    if (m.kind === 'predictor' && !m.outputSchema) {
+      return undefined
+    }
+    return m.outputs.map((o) => o.name)
+  }
+}

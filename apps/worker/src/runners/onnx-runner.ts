@@ -1,0 +1,276 @@
+import {
+  CohortError,
+  DATATYPE_SIZE,
+  encodeBytesElements,
+  groupKeyOf,
+  jsonToTensor,
+  sliceRows,
+  toValues,
+  toWireError,
+  type Datatype,
+  type InferRequest,
+  type ModelMeta,
+  type WireTensor,
+} from '@cohort/protocol'
+import { OrtPool, type ExecutionProvider, type HostTensor, type HostValueMeta } from '../ort/ort-pool.ts'
+import { datatypeOfOrt, ortType, viewOf } from './ort-types.ts'
+import type { ItemResult, ModelRunner, PreparedItem } from './types.ts'
+
+/** Options of {@link OnnxRunner}. */
+export interface OnnxRunnerOptions {
+  name: string
+  path: string
+  /** @default 'cpu' */
+  ep?: ExecutionProvider
+  /** @default 1 */
+  instances?: number
+  intraOpNumThreads?: number
+  /** @default 32 */
+  maxBatchSize?: number
+  /** @default 5 */
+  maxDelayMs?: number
+}
+
+interface InputSpec {
+  name: string
+  datatype: Datatype
+  /** Non-batch dims; -1 = any. */
+  rest: number[]
+}
+
+/** Where one item's rows live: a request's batch-major tensors and the row index. */
+interface OnnxItem {
+  src: Record<string, WireTensor>
+  row: number
+}
+
+/**
+ * Serves any ONNX model with a leading dynamic batch dimension: items are concatenated on dim 0,
+ * run in an ORT session off the main thread, and outputs split back per item.
+ */
+export class OnnxRunner implements ModelRunner {
+  readonly name: string
+  readonly concurrency: number
+  readonly batchDefaults: { maxBatchSize: number; maxDelayMs: number }
+  readonly #pool: OrtPool
+  #inputs: InputSpec[] = []
+  #ready = false
+
+  constructor(opts: OnnxRunnerOptions) {
+    this.name = opts.name
+    this.#pool = new OrtPool({
+      path: opts.path,
+      ep: opts.ep ?? 'cpu',
+      instances: opts.instances ?? 1,
+      ...(opts.intraOpNumThreads !== undefined ? { intraOpNumThreads: opts.intraOpNumThreads } : {}),
+    })
+    this.concurrency = this.#pool.instances
+    this.batchDefaults = { maxBatchSize: opts.maxBatchSize ?? 32, maxDelayMs: opts.maxDelayMs ?? 5 }
+  }
+
+  async start(): Promise<void> {
+    await this.#pool.start()
+    this.#inputs = this.#pool.inputs.map((m) => specOf(this.name, m))
+    for (const o of this.#pool.outputs) {
+      specOf(this.name, o)
+    }
+    await this.#warmup()
+    this.#ready = true
+  }
+
+  meta(): ModelMeta {
+    const t = (m: HostValueMeta) => ({ name: m.name, datatype: datatypeOfOrt(m.type) ?? m.type, shape: m.shape })
+    return {
+      name: this.name,
+      versions: ['1'],
+      platform: 'onnx_onnxv1',
+      inputs: this.#pool.inputs.map(t),
+      outputs: this.#pool.outputs.map(t),
+      kind: 'onnx',
+      ready: this.#ready,
+      maxBatchSize: this.batchDefaults.maxBatchSize,
+      maxDelayMs: this.batchDefaults.maxDelayMs,
+    }
+  }
+
+  prepare(req: InferRequest): PreparedItem[] {
+    if (req.tensors) {
+      const tensors = req.tensors
+      this.#checkTensors(tensors)
+      const n = this.#inputs.length > 0 ? (tensors[this.#inputs[0]!.name]!.shape[0] ?? 0) : 0
+      const group = groupKeyOf(tensors)
+      return Array.from({ length: n }, (_, row) => ({ group, payload: { src: tensors, row } satisfies OnnxItem }))
+    }
+    return (req.items ?? []).map((item, i) => {
+      try {
+        const src = this.#itemToTensors(item, i)
+        return { group: groupKeyOf(src), payload: { src, row: 0 } satisfies OnnxItem }
+      } catch (e) {
+        return { group: '', payload: undefined, error: toWireError(e, 'INVALID_INPUT') }
+      }
+    })
+  }
+
+  async runBatch(payloads: unknown[]): Promise<ItemResult[]> {
+    const items = payloads as OnnxItem[]
+    const n = items.length
+    const feeds: Record<string, HostTensor> = {}
+    for (const spec of this.#inputs) {
+      feeds[spec.name] = gather(spec, items)
+    }
+    const { outputs } = await this.#pool.run(feeds)
+    const results: ItemResult[] = items.map(() => ({ tensors: {} }))
+    for (const [name, out] of Object.entries(outputs)) {
+      const datatype = datatypeOfOrt(out.type)
+      if (!datatype) {
+        throw new CohortError('INTERNAL', `output "${name}" has unsupported type ${out.type}`)
+      }
+      if (out.dims[0] !== n) {
+        throw new CohortError('INTERNAL', `output "${name}" has dim 0 = ${out.dims[0]}, expected the batch size ${n}`)
+      }
+      const t: WireTensor = { datatype, shape: out.dims, bytes: bytesOf(out.data) }
+      for (let i = 0; i < n; i++) {
+        ;(results[i] as { tensors: Record<string, WireTensor> }).tensors[name] = sliceRows(t, i, 1)
+      }
+    }
+    return results
+  }
+
+  close(): Promise<void> {
+    return this.#pool.close()
+  }
+
+  #checkTensors(tensors: Record<string, WireTensor>): void {
+    const names = Object.keys(tensors)
+    for (const spec of this.#inputs) {
+      const t = tensors[spec.name]
+      if (!t) {
+        throw new CohortError(
+          'INVALID_INPUT',
+          `model "${this.name}" needs input "${spec.name}" (inputs: ${this.#inputs.map((s) => s.name).join(', ')})`,
+        )
+      }
+      checkTensor(this.name, spec, t)
+    }
+    for (const n of names) {
+      if (!this.#inputs.some((s) => s.name === n)) {
+        throw new CohortError('INVALID_INPUT', `model "${this.name}" has no input "${n}"`)
+      }
+    }
+  }
+
+  /** A JSON item `{inputName: nestedArray (one item, no batch dim)}` to one-row tensors. */
+  #itemToTensors(item: unknown, index: number): Record<string, WireTensor> {
+    if (typeof item !== 'object' || item === null || Array.isArray(item)) {
+      throw new CohortError('INVALID_INPUT', `item ${index}: expected an object of input name -> array`)
+    }
+    const obj = item as Record<string, unknown>
+    const out: Record<string, WireTensor> = {}
+    for (const spec of this.#inputs) {
+      if (!(spec.name in obj)) {
+        throw new CohortError('INVALID_INPUT', `item ${index}: missing input "${spec.name}"`)
+      }
+      const v = obj[spec.name]
+      const shape = [1, ...nestedShape(v)]
+      const t = jsonToTensor(spec.name, spec.datatype, shape, v)
+      checkTensor(this.name, spec, t)
+      out[spec.name] = t
+    }
+    for (const k of Object.keys(obj)) {
+      if (!this.#inputs.some((s) => s.name === k)) {
+        throw new CohortError('INVALID_INPUT', `item ${index}: model "${this.name}" has no input "${k}"`)
+      }
+    }
+    return out
+  }
+
+  /** One batch of one row with zeros (symbolic dims = 1) so the first request pays no warm-up. */
+  async #warmup(): Promise<void> {
+    const src: Record<string, WireTensor> = {}
+    for (const spec of this.#inputs) {
+      const shape = [1, ...spec.rest.map((d) => (d < 0 ? 1 : d))]
+      const count = shape.reduce((a, b) => a * b, 1)
+      src[spec.name] =
+        spec.datatype === 'BYTES'
+          ? { datatype: 'BYTES', shape, bytes: encodeBytesElements(new Array<string>(count).fill('')) }
+          : { datatype: spec.datatype, shape, bytes: new Uint8Array(count * DATATYPE_SIZE[spec.datatype]) }
+    }
+    try {
+      await this.runBatch([{ src, row: 0 } satisfies OnnxItem])
+    } catch {
+      // Models whose symbolic dims need other values than 1 warm up on their first real batch.
+    }
+  }
+}
+
+function specOf(model: string, m: HostValueMeta): InputSpec {
+  const datatype = datatypeOfOrt(m.type)
+  if (!m.isTensor || !datatype) {
+    throw new Error(`model "${model}": value "${m.name}" has type ${m.type}, which Cohort cannot serve`)
+  }
+  if (m.shape.length === 0 || (m.shape[0] !== -1 && m.shape[0] !== undefined && m.shape[0] > 1)) {
+    throw new Error(`model "${model}": "${m.name}" needs a leading dynamic batch dimension (shape ${JSON.stringify(m.shape)})`)
+  }
+  return { name: m.name, datatype, rest: m.shape.slice(1) }
+}
+
+function checkTensor(model: string, spec: InputSpec, t: WireTensor): void {
+  if (t.datatype !== spec.datatype) {
+    throw new CohortError('INVALID_INPUT', `input "${spec.name}" of model "${model}" is ${spec.datatype}, got ${t.datatype}`)
+  }
+  const rest = t.shape.slice(1)
+  const ok = rest.length === spec.rest.length && spec.rest.every((d, i) => d < 0 || d === rest[i])
+  if (!ok) {
+    const want = JSON.stringify([-1, ...spec.rest])
+    throw new CohortError('INVALID_INPUT', `input "${spec.name}" of model "${model}" has shape ${want}, got ${JSON.stringify(t.shape)}`)
+  }
+}
+
+function nestedShape(v: unknown): number[] {
+  const shape: number[] = []
+  let x = v
+  while (Array.isArray(x)) {
+    shape.push(x.length)
+    x = x[0]
+  }
+  return shape
+}
+
+/** Concatenate each item's row of one input into an aligned batch tensor for ORT. */
+function gather(spec: InputSpec, items: OnnxItem[]): HostTensor {
+  const first = items[0]!.src[spec.name]!
+  const rest = first.shape.slice(1)
+  const dims = [items.length, ...rest]
+  if (spec.datatype === 'BYTES') {
+    const data: string[] = []
+    for (const it of items) {
+      data.push(...(toValues(sliceRows(it.src[spec.name]!, it.row, 1)) as string[]))
+    }
+    return { type: 'string', dims, data }
+  }
+  const rowElems = rest.reduce((a, b) => a * b, 1)
+  const rowBytes = rowElems * DATATYPE_SIZE[spec.datatype]
+  const buf = new ArrayBuffer(rowBytes * items.length)
+  const dst = new Uint8Array(buf)
+  let i = 0
+  while (i < items.length) {
+    // Copy runs of consecutive rows of one request in one go.
+    const it = items[i]!
+    const src = it.src[spec.name]!
+    let j = i + 1
+    while (j < items.length && items[j]!.src === it.src && items[j]!.row === it.row + (j - i)) {
+      j++
+    }
+    const from = it.row * rowBytes
+    dst.set(src.bytes.subarray(from, from + (j - i) * rowBytes), i * rowBytes)
+    i = j
+  }
+  return { type: ortType(spec.datatype), dims, data: viewOf(spec.datatype, buf, rowElems * items.length) }
+}
+
+function bytesOf(data: HostTensor['data']): Uint8Array {
+  if (Array.isArray(data)) {
+    return encodeBytesElements(data)
+  }
+  return new Uint8Array(data.buffer, data.byteOffset, data.byteLength)
+}

@@ -1,0 +1,89 @@
+import {
+  CohortError,
+  isErrorCode,
+  toWireError,
+  type InferRequest,
+  type ModelMeta,
+} from '@cohort/protocol'
+import { schemaToTensorMeta, tensorsToItems, validateItem, type Predictor } from '@cohort/predictor'
+import type { ItemResult, ModelRunner, PreparedItem } from './types.ts'
+
+/** Plain JSON copy of a TypeBox schema (drops its symbol keys). */
+function plainSchema(s: unknown): unknown {
+  return s === undefined ? undefined : JSON.parse(JSON.stringify(s))
+}
+
+/** Runs a TypeScript predictor made with `definePredictor`. */
+export class PredictorRunner implements ModelRunner {
+  readonly name: string
+  readonly concurrency = 1
+  readonly batchDefaults: { maxBatchSize: number; maxDelayMs: number }
+  readonly #p: Predictor
+  readonly #abort = new AbortController()
+  #ready = false
+
+  constructor(p: Predictor, overrides: { maxBatchSize?: number; maxDelayMs?: number } = {}) {
+    this.#p = p
+    this.name = p.name
+    this.batchDefaults = {
+      maxBatchSize: overrides.maxBatchSize ?? p.batch.maxBatchSize,
+      maxDelayMs: overrides.maxDelayMs ?? p.batch.maxDelayMs,
+    }
+  }
+
+  async start(): Promise<void> {
+    await this.#p.setup({ name: this.name, signal: this.#abort.signal })
+    this.#ready = true
+  }
+
+  meta(): ModelMeta {
+    return {
+      name: this.name,
+      versions: ['1'],
+      platform: 'cohort_predictor',
+      inputs: schemaToTensorMeta(this.#p.input, 'input'),
+      outputs: schemaToTensorMeta(this.#p.output, 'output'),
+      kind: 'predictor',
+      ready: this.#ready,
+      maxBatchSize: this.batchDefaults.maxBatchSize,
+      maxDelayMs: this.batchDefaults.maxDelayMs,
+      inputSchema: plainSchema(this.#p.input),
+      ...(this.#p.output ? { outputSchema: plainSchema(this.#p.output) } : {}),
+    }
+  }
+
+  prepare(req: InferRequest): PreparedItem[] {
+    let raw: unknown[]
+    if (req.items) {
+      raw = req.items
+    } else if (req.tensors) {
+      const first = Object.values(req.tensors)[0]
+      raw = tensorsToItems(req.tensors, first?.shape[0] ?? 0)
+    } else {
+      throw new CohortError('BAD_REQUEST', 'request has neither tensors nor items')
+    }
+    return raw.map((item, i) => {
+      try {
+        return { group: '', payload: validateItem(this.#p.input, item, i) }
+      } catch (e) {
+        return { group: '', payload: undefined, error: toWireError(e, 'INVALID_INPUT') }
+      }
+    })
+  }
+
+  async runBatch(payloads: unknown[]): Promise<ItemResult[]> {
+    const out = await this.#p.predictBatch(payloads, { batchSize: payloads.length, signal: this.#abort.signal })
+    return out.map((v): ItemResult => {
+      if (v instanceof Error) {
+        const code = (v as Error & { code?: unknown }).code
+        return { error: { code: isErrorCode(code) ? code : 'PREDICTOR_FAILED', message: v.message } }
+      }
+      return { json: v }
+    })
+  }
+
+  async close(): Promise<void> {
+    this.#abort.abort()
+    await this.#p.teardown()
+  }
+}

@@ -1,0 +1,31 @@
+import type { InferRequest, ModelMeta, WireError, WireTensor } from '@cohort/protocol'
+
+/** One item of a request, ready for the batch engine (or already failed). */
+export interface PreparedItem {
+  /** Items of different groups never share a batch (e.g. different non-batch shapes). */
+  group: string
+  /** Runner-specific data for `runBatch`. */
+  payload: unknown
+  /** Set when the item failed validation: it is answered without running. */
+  error?: WireError
+}
+
+/** The result of one item: output tensors (one row each), a JSON output, or an error. */
+export type ItemResult = { tensors: Record<string, WireTensor> } | { json: unknown } | { error: WireError }
+
+/** Runs one model's batches. Implemented for ONNX files and TypeScript predictors. */
+export interface ModelRunner {
+  readonly name: string
+  /** Concurrent batches the runner can take (ORT instances). */
+  readonly concurrency: number
+  /** The model's own batching defaults. */
+  readonly batchDefaults: { maxBatchSize: number; maxDelayMs: number }
+  /** Load and warm up. */
+  start(): Promise<void>
+  meta(): ModelMeta
+  /** Validate a request and split it into items. Throws CohortError for request-level faults. */
+  prepare(req: InferRequest): PreparedItem[]
+  /** Run one batch: one result per payload, in order. A throw fails every item of the batch. */
+  runBatch(payloads: unknown[], signal: AbortSignal): Promise<ItemResult[]>
+  close(): Promise<void>
+}

@@ -1,0 +1,38 @@
+import { BATCH_SIZE_BUCKETS, DURATION_BUCKETS_S, type Registry } from './registry.ts'
+
+/** The gateway's request metrics. */
+export function gatewayMetrics(r: Registry) {
+  return {
+    requests: r.counter('cohort_requests_total', 'HTTP inference requests by model and result code.'),
+    duration: r.histogram(
+      'cohort_request_duration_seconds',
+      'End-to-end HTTP inference request duration.',
+      DURATION_BUCKETS_S,
+    ),
+  }
+}
+
+/** The worker's batching and compute metrics. */
+export function workerMetrics(r: Registry) {
+  return {
+    queue: r.histogram(
+      'cohort_queue_duration_seconds',
+      'Time an item waited in the worker queue before its batch started.',
+      DURATION_BUCKETS_S,
+    ),
+    batchSize: r.histogram('cohort_batch_size', 'Items per executed batch.', BATCH_SIZE_BUCKETS),
+    compute: r.histogram(
+      'cohort_compute_duration_seconds',
+      'Compute time per executed batch (predict or session.run, plus assembly).',
+      DURATION_BUCKETS_S,
+    ),
+    items: r.counter('cohort_worker_items_total', 'Items answered by the worker, by model and code.'),
+    dispatch: r.counter('cohort_batch_dispatch_total', 'Batches dispatched, by model and reason (idle, full, timer).'),
+    queueDepth: r.gauge('cohort_queue_depth', 'Items queued in the worker, by model.'),
+  }
+}
+
+/** Typed handles of {@link gatewayMetrics}. */
+export type GatewayMetrics = ReturnType<typeof gatewayMetrics>
+/** Typed handles of {@link workerMetrics}. */
+export type WorkerMetrics = ReturnType<typeof workerMetrics>

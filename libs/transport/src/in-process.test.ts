@@ -1,0 +1,69 @@
+import { describe, expect, it } from 'vitest'
+import { CohortError } from '@cohort/protocol'
+import { InProcessTransport } from './index.ts'
+
+const enc = (s: string) => new TextEncoder().encode(s)
+const dec = (b: Uint8Array) => new TextDecoder().decode(b)
+
+describe('InProcessTransport', () => {
+  it('answers NO_WORKER at once without subscribers', async () => {
+    const t = new InProcessTransport()
+    await expect(t.request('a', enc('x'), { timeoutMs: 1000 })).rejects.toMatchObject({ code: 'NO_WORKER' })
+  })
+
+  it('round-robins a queue group and replies', async () => {
+    const t = new InProcessTransport()
+    const seen: string[] = []
+    for (const name of ['w1', 'w2']) {
+      const sub = t.subscribe('s', { queue: 'q' })
+      void (async () => {
+        for await (const m of sub) {
+          seen.push(name)
+          m.respond(enc(`${name}:${dec(m.data)}`))
+        }
+      })()
+    }
+    const replies = await Promise.all([1, 2, 3, 4].map((i) => t.request('s', enc(String(i)), { timeoutMs: 1000 })))
+    expect(replies.map(dec).sort()).toEqual(['w1:1', 'w1:3', 'w2:2', 'w2:4'])
+    expect(seen.filter((s) => s === 'w1')).toHaveLength(2)
+    await t.close()
+  })
+
+  it('times out with DEADLINE_EXCEEDED and aborts with CANCELLED', async () => {
+    const t = new InProcessTransport()
+    t.subscribe('s')
+    await expect(t.request('s', enc('x'), { timeoutMs: 10 })).rejects.toMatchObject({ code: 'DEADLINE_EXCEEDED' })
+    const ac = new AbortController()
+    const p = t.request('s', enc('x'), { timeoutMs: 1000, signal: ac.signal })
+    ac.abort()
+    await expect(p).rejects.toBeInstanceOf(CohortError)
+    await expect(p).rejects.toMatchObject({ code: 'CANCELLED' })
+  })
+
+  it('refuses messages over maxPayload', async () => {
+    const t = new InProcessTransport({ maxPayload: 4 })
+    t.subscribe('s')
+    await expect(t.request('s', enc('12345'), { timeoutMs: 100 })).rejects.toMatchObject({ code: 'PAYLOAD_TOO_LARGE' })
+  })
+
+  it('drain ends the iterator after delivered messages', async () => {
+    const t = new InProcessTransport()
+    const sub = t.subscribe('s')
+    t.publish('s', enc('a'))
+    t.publish('s', enc('b'))
+    await sub.drain()
+    t.publish('s', enc('c'))
+    const got: string[] = []
+    for await (const m of sub) {
+      got.push(dec(m.data))
+    }
+    expect(got).toEqual(['a', 'b'])
+  })
+
+  it('keeps a directory of announced models', async () => {
+    const t = new InProcessTransport()
+    expect(await t.directory.known('m')).toBe(false)
+    await t.directory.announce('m', enc('{}'))
+    expect(await t.directory.known('m')).toBe(true)
+  })
+})

@@ -1,0 +1,166 @@
+import { CohortError } from '@cohort/protocol'
+import { AsyncQueue } from './async-queue.ts'
+import type {
+  ModelDirectory,
+  RequestOptions,
+  SubscribeOptions,
+  Transport,
+  TransportMessage,
+  TransportSubscription,
+} from './types.ts'
+
+/** Default max message size of the in-process bus (64 MiB, like NATS's hard ceiling). */
+export const IN_PROCESS_MAX_PAYLOAD = 64 * 1024 * 1024
+
+interface LocalSub {
+  queue: string | undefined
+  q: AsyncQueue<TransportMessage>
+  draining: boolean
+}
+
+/**
+ * A bus inside one process with NATS semantics: exact subjects, queue groups (round robin),
+ * no-responders errors, request timeouts. Used by the embedded `cohort serve` and by tests.
+ */
+export class InProcessTransport implements Transport {
+  readonly maxPayload: number
+  readonly #subs = new Map<string, LocalSub[]>()
+  readonly #rr = new Map<string, number>()
+  readonly #known = new Set<string>()
+  #closed = false
+
+  constructor(opts: { maxPayload?: number } = {}) {
+    this.maxPayload = opts.maxPayload ?? IN_PROCESS_MAX_PAYLOAD
+  }
+
+  readonly directory: ModelDirectory = {
+    announce: async (model) => {
+      this.#known.add(model)
+    },
+    known: async (model) => this.#known.has(model),
+  }
+
+  request(subject: string, data: Uint8Array, opts: RequestOptions): Promise<Uint8Array> {
+    if (this.#closed) {
+      return Promise.reject(new CohortError('SHUTTING_DOWN', 'transport is closed'))
+    }
+    if (data.byteLength > this.maxPayload) {
+      return Promise.reject(
+        new CohortError('PAYLOAD_TOO_LARGE', `message of ${data.byteLength} bytes exceeds max payload ${this.maxPayload}`),
+      )
+    }
+    return new Promise<Uint8Array>((resolve, reject) => {
+      let done = false
+      const finish = (fn: () => void) => {
+        if (!done) {
+          done = true
+          clearTimeout(timer)
+          opts.signal?.removeEventListener('abort', onAbort)
+          fn()
+        }
+      }
+      const onAbort = () => finish(() => reject(new CohortError('CANCELLED', 'request aborted')))
+      const timer = setTimeout(
+        () => finish(() => reject(new CohortError('DEADLINE_EXCEEDED', `no reply on ${subject} within ${opts.timeoutMs} ms`))),
+        Math.max(0, opts.timeoutMs),
+      )
+      if (opts.signal?.aborted) {
+        onAbort()
+        return
+      }
+      opts.signal?.addEventListener('abort', onAbort, { once: true })
+      const msg: TransportMessage = {
+        subject,
+        data,
+        respond: (reply) => {
+          if (done) {
+            return false
+          }
+          finish(() => resolve(reply))
+          return true
+        },
+      }
+      if (this.#deliver(subject, msg) === 0) {
+        finish(() => reject(new CohortError('NO_WORKER', `no responders on ${subject}`)))
+      }
+    })
+  }
+
+  async requestAll(subject: string, data: Uint8Array, opts: { timeoutMs: number }): Promise<Uint8Array[]> {
+    const replies: Uint8Array[] = []
+    const msg: TransportMessage = { subject, data, respond: (r) => (replies.push(r), true) }
+    if (this.#deliver(subject, msg, true) === 0) {
+      return []
+    }
+    await new Promise((r) => setTimeout(r, opts.timeoutMs))
+    return replies
+  }
+
+  publish(subject: string, data: Uint8Array): void {
+    if (!this.#closed) {
+      this.#deliver(subject, { subject, data, respond: () => false })
+    }
+  }
+
+  subscribe(subject: string, opts: SubscribeOptions = {}): TransportSubscription {
+    const sub: LocalSub = { queue: opts.queue, q: new AsyncQueue(), draining: false }
+    const list = this.#subs.get(subject) ?? []
+    list.push(sub)
+    this.#subs.set(subject, list)
+    const remove = () => {
+      const l = this.#subs.get(subject)
+      if (l) {
+        const i = l.indexOf(sub)
+        if (i >= 0) {
+          l.splice(i, 1)
+        }
+      }
+    }
+    return {
+      [Symbol.asyncIterator]: () => sub.q,
+      unsubscribe: () => {
+        remove()
+        sub.q.end(true)
+      },
+      drain: async () => {
+        remove()
+        sub.q.end(false)
+      },
+    }
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true
+    for (const l of this.#subs.values()) {
+      for (const s of l) {
+        s.q.end(false)
+      }
+    }
+    this.#subs.clear()
+  }
+
+  /** Deliver to every plain subscriber and one member per queue group; returns receivers. */
+  #deliver(subject: string, msg: TransportMessage, all = false): number {
+    const list = this.#subs.get(subject)
+    if (!list || list.length === 0) {
+      return 0
+    }
+    let n = 0
+    const groups = new Map<string, LocalSub[]>()
+    for (const s of list) {
+      if (s.queue === undefined || all) {
+        n += s.q.push(msg) ? 1 : 0
+      } else {
+        const g = groups.get(s.queue) ?? []
+        g.push(s)
+        groups.set(s.queue, g)
+      }
+    }
+    for (const [name, g] of groups) {
+      const i = (this.#rr.get(name) ?? 0) % g.length
+      this.#rr.set(name, i + 1)
+      n += g[i]?.q.push(msg) ? 1 : 0
+    }
+    return n
+  }
+}

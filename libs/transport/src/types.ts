@@ -1,0 +1,60 @@
+/**
+ * The transport port: what the gateway and the worker need from a message bus.
+ * Two implementations: NATS (`createNatsTransport`) and in-process (`InProcessTransport`),
+ * so the embedded mode runs the very same gateway and worker code without a NATS server.
+ * @module
+ */
+
+/** A message received on a subscription. */
+export interface TransportMessage {
+  readonly subject: string
+  readonly data: Uint8Array
+  /** Reply to the sender of a request; false when there is no one to reply to. */
+  respond(data: Uint8Array): boolean
+}
+
+/** A subscription, consumed with `for await`. */
+export interface TransportSubscription extends AsyncIterable<TransportMessage> {
+  /** Stop receiving now; messages not yet consumed are dropped. Idempotent. */
+  unsubscribe(): void
+  /** Stop receiving new messages; the iterator ends once the delivered ones are consumed. */
+  drain(): Promise<void>
+}
+
+/** Options of {@link Transport.request}. */
+export interface RequestOptions {
+  /** Give up after this many ms (DEADLINE_EXCEEDED). */
+  timeoutMs: number
+  /** Abort the wait (CANCELLED). */
+  signal?: AbortSignal
+}
+
+/** Options of {@link Transport.subscribe}. */
+export interface SubscribeOptions {
+  /** Queue group: each message goes to one member of the group. */
+  queue?: string
+}
+
+/** The bus. Requests fail with CohortError: NO_WORKER, DEADLINE_EXCEEDED, CANCELLED, PAYLOAD_TOO_LARGE. */
+export interface Transport {
+  /** Largest message the bus takes, in bytes (NATS `max_payload`). */
+  readonly maxPayload: number
+  /** Request-reply. Rejects with NO_WORKER at once when nobody subscribes to `subject`. */
+  request(subject: string, data: Uint8Array, opts: RequestOptions): Promise<Uint8Array>
+  /** Gather every reply that arrives within `timeoutMs` (discovery). */
+  requestAll(subject: string, data: Uint8Array, opts: { timeoutMs: number }): Promise<Uint8Array[]>
+  /** Fire and forget. */
+  publish(subject: string, data: Uint8Array): void
+  subscribe(subject: string, opts?: SubscribeOptions): TransportSubscription
+  /** Directory of models that were ever announced (to tell 404 from 503). */
+  readonly directory: ModelDirectory
+  /** Flush and close. Idempotent. */
+  close(): Promise<void>
+}
+
+/** Remembers which model names exist, beyond the life of any one worker. */
+export interface ModelDirectory {
+  announce(model: string, info: Uint8Array): Promise<void>
+  /** true/false when known; undefined when the directory cannot tell (no JetStream). */
+  known(model: string): Promise<boolean | undefined>
+}
