@@ -1,0 +1,224 @@
+/**
+ * msgpack encoding of the envelopes (standard maps, no msgpackr records) with validating decoders:
+ * anything malformed throws `CohortError('BAD_REQUEST')`, never a TypeError or RangeError.
+ * @module
+ */
+import { Packr, type Options } from 'msgpackr'
+import { ENVELOPE_VERSION, type CancelNotice, type InferReply, type InferRequest, type ItemTiming, type WireError } from './envelope.ts'
+import { CohortError } from './errors.ts'
+import { checkTensor } from './tensor-data.ts'
+import type { WireTensor } from './tensor.ts'
+
+/**
+ * Standard msgpack only: maps (no records), Uint8Array as `bin` (decoded as views of the input),
+ * `undefined` properties omitted, 64-bit integers decoded as numbers when safe (bigint otherwise),
+ * structured-clone references refused.
+ */
+const options = {
+  useRecords: false,
+  moreTypes: false,
+  structuredClone: false,
+  mapsAsObjects: true,
+  encodeUndefinedAsNil: true,
+  skipValues: [undefined],
+  int64AsType: 'auto', // accepted by msgpackr 2.1.4 but missing from its typings, as is skipValues
+}
+const packr = new Packr(options as unknown as Options)
+
+const bad = (message: string): CohortError => new CohortError('BAD_REQUEST', message)
+
+type Obj = Record<string, unknown>
+
+const isObj = (v: unknown): v is Obj =>
+  typeof v === 'object' && v !== null && !Array.isArray(v) && !(v instanceof Uint8Array) && !(v instanceof Date)
+
+/** Encode any value as msgpack (for metadata and discovery answers). The result may view a shared buffer. */
+export function encodeValue(v: unknown): Uint8Array {
+  return packr.pack(v)
+}
+
+/** Decode msgpack bytes; garbage, truncation or trailing bytes throw BAD_REQUEST. `bin` values view `buf`. */
+export function decodeValue(buf: Uint8Array): unknown {
+  if (!(buf instanceof Uint8Array)) {
+    throw bad('message must be binary')
+  }
+  try {
+    return packr.unpack(buf)
+  } catch (e) {
+    throw bad(`message is not valid msgpack: ${e instanceof Error ? e.message : String(e)}`)
+  }
+}
+
+function envelope(buf: Uint8Array, what: string): Obj {
+  const o = decodeValue(buf)
+  if (!isObj(o)) {
+    throw bad(`${what} must be a msgpack map`)
+  }
+  if (o.v !== ENVELOPE_VERSION) {
+    throw bad(`${what}.v must be ${ENVELOPE_VERSION}, got ${String(o.v).slice(0, 20)}`)
+  }
+  if (typeof o.id !== 'string') {
+    throw bad(`${what}.id must be a string`)
+  }
+  return o
+}
+
+function optional<T>(o: Obj, key: string, what: string, ok: (v: unknown) => boolean, kind: string): T | undefined {
+  const v = o[key]
+  if (v === undefined || v === null) {
+    return undefined
+  }
+  if (!ok(v)) {
+    throw bad(`${what}.${key} must be ${kind}`)
+  }
+  return v as T
+}
+
+const isNum = (v: unknown): boolean => typeof v === 'number' && Number.isFinite(v)
+const isString = (v: unknown): boolean => typeof v === 'string'
+const isStringArray = (v: unknown): boolean => Array.isArray(v) && v.every(isString)
+const isWireError = (v: unknown): boolean => isObj(v) && typeof v.code === 'string' && typeof v.message === 'string'
+const isTiming = (v: unknown): boolean =>
+  isObj(v) && isNum(v.queueMs) && isNum(v.computeMs) && isNum(v.batchSize)
+
+/** Validate a tensor map; returns fresh tensors and the common shape[0] (undefined when empty). */
+function tensorsOf(v: unknown, what: string): [Record<string, WireTensor>, number | undefined] {
+  if (!isObj(v)) {
+    throw bad(`${what}.tensors must be a map of name -> tensor`)
+  }
+  const entries: [string, WireTensor][] = []
+  let rows: number | undefined
+  for (const [name, raw] of Object.entries(v)) {
+    const label = `${what}.tensors[${JSON.stringify(name).slice(0, 80)}]`
+    const t = checkTensor(raw, label)
+    if (t.shape.length === 0) {
+      throw bad(`${label} must be batch-major (rank >= 1), got a scalar`)
+    }
+    if (rows !== undefined && t.shape[0] !== rows) {
+      throw bad(`${label} has ${t.shape[0]} rows but another tensor has ${rows}; shape[0] must agree`)
+    }
+    rows = t.shape[0]
+    entries.push([name, t])
+  }
+  return [Object.fromEntries(entries), rows]
+}
+
+/**
+ * Items in a request: the common shape[0] of `tensors` or the length of `items`. Exactly one of them
+ * must be present and tensors must agree on shape[0] (BAD_REQUEST otherwise).
+ */
+export function requestItemCount(r: InferRequest): number {
+  const hasT = r.tensors !== undefined && r.tensors !== null
+  const hasI = r.items !== undefined && r.items !== null
+  if (hasT === hasI) {
+    throw bad(hasT ? 'request has both tensors and items' : 'request has neither tensors nor items')
+  }
+  if (hasI) {
+    if (!Array.isArray(r.items)) {
+      throw bad('request.items must be an array')
+    }
+    return r.items.length
+  }
+  let rows: number | undefined
+  for (const [name, t] of Object.entries(r.tensors!)) {
+    const n = t.shape[0]
+    if (n === undefined) {
+      throw bad(`request tensor ${JSON.stringify(name)} must be batch-major (rank >= 1)`)
+    }
+    if (rows !== undefined && n !== rows) {
+      throw bad(`request tensors disagree on shape[0]: ${rows} vs ${n} (${JSON.stringify(name)})`)
+    }
+    rows = n
+  }
+  if (rows === undefined) {
+    throw bad('request.tensors is empty')
+  }
+  return rows
+}
+
+/** Encode an inference request. */
+export function encodeRequest(r: InferRequest): Uint8Array {
+  return packr.pack(r)
+}
+
+/** Decode and validate an inference request (see module docs); tensor bytes view `buf`. */
+export function decodeRequest(buf: Uint8Array): InferRequest {
+  const what = 'request'
+  const o = envelope(buf, what)
+  if (typeof o.model !== 'string') {
+    throw bad(`${what}.model must be a string`)
+  }
+  if (!isNum(o.deadline)) {
+    throw bad(`${what}.deadline must be a finite number (epoch ms)`)
+  }
+  const r: InferRequest = { v: ENVELOPE_VERSION, id: o.id as string, model: o.model, deadline: o.deadline as number }
+  const traceparent = optional<string>(o, 'traceparent', what, isString, 'a string')
+  if (traceparent !== undefined) r.traceparent = traceparent
+  const priority = optional<number>(o, 'priority', what, isNum, 'a finite number')
+  if (priority !== undefined) r.priority = priority
+  const outputs = optional<string[]>(o, 'outputs', what, isStringArray, 'an array of strings')
+  if (outputs !== undefined) r.outputs = outputs
+  if (o.tensors !== undefined && o.tensors !== null) r.tensors = tensorsOf(o.tensors, what)[0]
+  const items = optional<unknown[]>(o, 'items', what, Array.isArray, 'an array')
+  if (items !== undefined) r.items = items
+  requestItemCount(r)
+  return r
+}
+
+/** Encode a worker reply. */
+export function encodeReply(r: InferReply): Uint8Array {
+  return packr.pack(r)
+}
+
+/**
+ * Decode and validate a worker reply. Per-item fields (`tensors` shape[0], `items`, `errors`, `timing`)
+ * must agree on the item count when present.
+ */
+export function decodeReply(buf: Uint8Array): InferReply {
+  const what = 'reply'
+  const o = envelope(buf, what)
+  const r: InferReply = { v: ENVELOPE_VERSION, id: o.id as string }
+  const error = optional<WireError>(o, 'error', what, isWireError, 'a {code, message} map')
+  if (error !== undefined) r.error = { code: error.code, message: error.message }
+  const counts: [string, number][] = []
+  if (o.tensors !== undefined && o.tensors !== null) {
+    const [tensors, rows] = tensorsOf(o.tensors, what)
+    r.tensors = tensors
+    if (rows !== undefined) counts.push(['tensors', rows])
+  }
+  const items = optional<unknown[]>(o, 'items', what, Array.isArray, 'an array')
+  if (items !== undefined) {
+    r.items = items
+    counts.push(['items', items.length])
+  }
+  const isErrors = (v: unknown) => Array.isArray(v) && v.every((e) => e === null || isWireError(e))
+  const errors = optional<(WireError | null)[]>(o, 'errors', what, isErrors, 'an array of null or {code, message}')
+  if (errors !== undefined) {
+    r.errors = errors.map((e) => (e === null ? null : { code: e.code, message: e.message }))
+    counts.push(['errors', errors.length])
+  }
+  const isTimings = (v: unknown) => Array.isArray(v) && v.every(isTiming)
+  const timing = optional<ItemTiming[]>(o, 'timing', what, isTimings, 'an array of {queueMs, computeMs, batchSize}')
+  if (timing !== undefined) {
+    r.timing = timing.map((t) => ({ queueMs: t.queueMs, computeMs: t.computeMs, batchSize: t.batchSize }))
+    counts.push(['timing', timing.length])
+  }
+  for (const [k, n] of counts) {
+    if (n !== counts[0]![1]) {
+      throw bad(`${what}.${k} has ${n} items but ${what}.${counts[0]![0]} has ${counts[0]![1]}`)
+    }
+  }
+  const worker = optional<string>(o, 'worker', what, isString, 'a string')
+  if (worker !== undefined) r.worker = worker
+  return r
+}
+
+/** Encode a cancellation notice. */
+export function encodeCancel(c: CancelNotice): Uint8Array {
+  return packr.pack(c)
+}
+
+/** Decode and validate a cancellation notice. */
+export function decodeCancel(buf: Uint8Array): CancelNotice {
+  return { v: ENVELOPE_VERSION, id: envelope(buf, 'cancel').id as string }
+}

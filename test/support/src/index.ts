@@ -1,0 +1,8 @@
+/**
+ * Test support: a real nats-server on a random port, cohort subprocesses, model fixtures, HTTP helpers.
+ * @module
+ */
+export * from './nats-server.ts'
+export * from './cli-process.ts'
+export * from './fixtures.ts'
+export * from './http.ts'

@@ -1,0 +1,88 @@
+import { spawn, type ChildProcess } from 'node:child_process'
+import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+
+/** A nats-server started for a test on a random port. */
+export interface NatsServerHandle {
+  url: string
+  port: number
+  /** Stop the server (SIGTERM, then SIGKILL). Idempotent. */
+  stop(): Promise<void>
+  [Symbol.asyncDispose](): Promise<void>
+}
+
+/** Options of {@link startNatsServer}. */
+export interface NatsServerOptions {
+  /** Enable JetStream (store in a temp dir). @default true */
+  jetstream?: boolean
+  /** max_payload in bytes. @default the server's (1 MiB) */
+  maxPayload?: number
+}
+
+/**
+ * Start a real `nats-server` on 127.0.0.1 with a random port (read from its ports file).
+ * Fails with an install hint when the binary is missing.
+ */
+export async function startNatsServer(opts: NatsServerOptions = {}): Promise<NatsServerHandle> {
+  const dir = mkdtempSync(join(tmpdir(), 'cohort-nats-'))
+  const conf = [`listen: 127.0.0.1:-1`, `ports_file_dir: "${dir}"`]
+  if (opts.jetstream ?? true) {
+    conf.push(`jetstream { store_dir: "${join(dir, 'js')}" }`)
+  }
+  if (opts.maxPayload) {
+    conf.push(`max_payload: ${opts.maxPayload}`)
+  }
+  writeFileSync(join(dir, 'server.conf'), conf.join('\n') + '\n')
+  let proc: ChildProcess
+  try {
+    proc = spawn('nats-server', ['-c', join(dir, 'server.conf')], { stdio: ['ignore', 'ignore', 'pipe'] })
+  } catch (e) {
+    throw new Error(`cannot start nats-server (install it: apt-get install nats-server): ${String(e)}`)
+  }
+  let stderr = ''
+  proc.stderr?.on('data', (d: Buffer) => (stderr += d.toString()))
+  const spawnError = new Promise<never>((_, reject) => {
+    proc.once('error', (e) => reject(new Error(`nats-server is not on PATH (install it: apt-get install nats-server): ${e.message}`)))
+    proc.once('exit', (code) => reject(new Error(`nats-server exited with ${code}: ${stderr}`)))
+  })
+  spawnError.catch(() => undefined)
+  const port = await Promise.race([waitForPort(dir), spawnError])
+  let stopping: Promise<void> | undefined
+  const stop = () =>
+    (stopping ??= new Promise<void>((resolve) => {
+      if (proc.exitCode !== null || proc.signalCode !== null) {
+        rmSync(dir, { recursive: true, force: true })
+        resolve()
+        return
+      }
+      const kill = setTimeout(() => proc.kill('SIGKILL'), 3000)
+      proc.once('exit', () => {
+        clearTimeout(kill)
+        rmSync(dir, { recursive: true, force: true })
+        resolve()
+      })
+      proc.kill('SIGTERM')
+    }))
+  return { url: `nats://127.0.0.1:${port}`, port, stop, [Symbol.asyncDispose]: stop }
+}
+
+async function waitForPort(dir: string): Promise<number> {
+  const until = Date.now() + 10_000
+  while (Date.now() < until) {
+    const f = readdirSync(dir).find((n) => n.endsWith('.ports'))
+    if (f) {
+      try {
+        const ports = JSON.parse(readFileSync(join(dir, f), 'utf8')) as { nats?: string[] }
+        const url = ports.nats?.[0]
+        if (url) {
+          return Number(new URL(url).port)
+        }
+      } catch {
+        // Partially written; read again.
+      }
+    }
+    await new Promise((r) => setTimeout(r, 20))
+  }
+  throw new Error('nats-server did not write its ports file within 10 s')
+}
