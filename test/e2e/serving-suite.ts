@@ -170,9 +170,15 @@ export function defineServingSuite(label: string, setup: (f: ModelFixtures) => P
       const before = await env.workerMetrics()
       const n0 = metricSum(before, 'cohort_batch_size_count{model="sleepy"')
       const s0 = metricSum(before, 'cohort_batch_size_sum{model="sleepy"')
+      // A 150 ms sleep per batch: batch sizes then depend on concurrency, not on CPU speed.
       const xs = Array.from({ length: 320 }, (_, i) => i)
       const replies = await pool(xs, 64, (x) =>
-        postJson(url('/v2/models/sleepy/infer'), { inputs: [{ name: 'x', datatype: 'FP64', shape: [1], data: [x] }] }),
+        postJson(url('/v2/models/sleepy/infer'), {
+          inputs: [
+            { name: 'x', datatype: 'FP64', shape: [1], data: [x] },
+            { name: 'sleepMs', datatype: 'FP64', shape: [1], data: [125] },
+          ],
+        }),
       )
       replies.forEach((rep, i) => {
         expect(rep.status, JSON.stringify(rep.body)).toBe(200)

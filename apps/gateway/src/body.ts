@@ -9,6 +9,10 @@ export async function readBody(req: Request, max: number): Promise<Uint8Array> {
   if (!req.body) {
     return new Uint8Array(0)
   }
+  if (len !== null) {
+    // Known length within the limit: arrayBuffer() is much cheaper than a web stream on Node.
+    return new Uint8Array(await req.arrayBuffer())
+  }
   const chunks: Uint8Array[] = []
   let total = 0
   const reader = req.body.getReader()

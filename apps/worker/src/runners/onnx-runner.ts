@@ -78,7 +78,17 @@ export class OnnxRunner implements ModelRunner {
     this.#ready = true
   }
 
+  #meta: ModelMeta | undefined
+
   meta(): ModelMeta {
+    if (this.#meta?.ready === this.#ready) {
+      return this.#meta
+    }
+    this.#meta = this.#buildMeta()
+    return this.#meta
+  }
+
+  #buildMeta(): ModelMeta {
     const t = (m: HostValueMeta) => ({ name: m.name, datatype: datatypeOfOrt(m.type) ?? m.type, shape: m.shape })
     return {
       name: this.name,

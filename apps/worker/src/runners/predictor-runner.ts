@@ -21,6 +21,7 @@ export class PredictorRunner implements ModelRunner {
   readonly #p: Predictor
   readonly #abort = new AbortController()
   #ready = false
+  #meta: ModelMeta | undefined
 
   constructor(p: Predictor, overrides: { maxBatchSize?: number; maxDelayMs?: number } = {}) {
     this.#p = p
@@ -37,7 +38,10 @@ export class PredictorRunner implements ModelRunner {
   }
 
   meta(): ModelMeta {
-    return {
+    if (this.#meta?.ready === this.#ready) {
+      return this.#meta
+    }
+    this.#meta = {
       name: this.name,
       versions: ['1'],
       platform: 'cohort_predictor',
@@ -50,6 +54,7 @@ export class PredictorRunner implements ModelRunner {
       inputSchema: plainSchema(this.#p.input),
       ...(this.#p.output ? { outputSchema: plainSchema(this.#p.output) } : {}),
     }
+    return this.#meta
   }
 
   prepare(req: InferRequest): PreparedItem[] {
