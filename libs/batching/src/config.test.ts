@@ -1,0 +1,95 @@
+import { describe, expect, it } from 'vitest'
+import { DEFAULT_BATCHING, resolveBatchingConfig, validateBatchingConfig } from './config.ts'
+import { harness, pushAll } from './test-harness.ts'
+
+describe('batching config', () => {
+  it('has the documented, frozen defaults', () => {
+    expect(DEFAULT_BATCHING).toEqual({ maxBatchSize: 32, maxDelayMs: 5, policy: 'eager', maxQueue: 4096 })
+    expect(Object.isFrozen(DEFAULT_BATCHING)).toBe(true)
+  })
+
+  it('merges a patch over a base, keeping fields that are absent or undefined', () => {
+    const c = resolveBatchingConfig({ maxBatchSize: 8, maxDelayMs: undefined })
+    expect(c).toEqual({ ...DEFAULT_BATCHING, maxBatchSize: 8 })
+    expect(Object.isFrozen(c)).toBe(true)
+    expect(resolveBatchingConfig({ policy: 'timer' }, c)).toEqual({ ...c, policy: 'timer' })
+  })
+
+  it('ignores keys that are not batching knobs', () => {
+    const c = resolveBatchingConfig({ concurrency: 3, maxQueue: 7 } as never)
+    expect(c).toEqual({ ...DEFAULT_BATCHING, maxQueue: 7 })
+  })
+
+  it.each([
+    { maxBatchSize: 0 },
+    { maxBatchSize: -1 },
+    { maxBatchSize: 1.5 },
+    { maxBatchSize: Number.NaN },
+    { maxDelayMs: -1 },
+    { maxDelayMs: Number.NaN },
+    { maxQueue: 0 },
+    { maxQueue: 2.5 },
+    { policy: 'fifo' },
+    { policy: 'EAGER' },
+  ])('rejects %o with a RangeError', (patch) => {
+    expect(() => resolveBatchingConfig(patch as never)).toThrow(RangeError)
+    expect(() => validateBatchingConfig({ ...DEFAULT_BATCHING, ...patch } as never)).toThrow(RangeError)
+  })
+
+  it('accepts the boundaries', () => {
+    expect(() => resolveBatchingConfig({ maxBatchSize: 1, maxDelayMs: 0, maxQueue: 1 })).not.toThrow()
+    expect(() => resolveBatchingConfig({ maxDelayMs: Infinity })).not.toThrow()
+  })
+})
+
+describe('BatchEngine.configure', () => {
+  it('validates, leaving the config unchanged on error', () => {
+    const h = harness({ maxBatchSize: 4 })
+    const before = h.engine.config
+    expect(() => h.engine.configure({ maxBatchSize: 0 })).toThrow(RangeError)
+    expect(() => h.engine.configure({ maxDelayMs: -1 })).toThrow(RangeError)
+    expect(() => h.engine.configure({ maxQueue: 0 })).toThrow(RangeError)
+    expect(() => h.engine.configure({ policy: 'lifo' as never })).toThrow(RangeError)
+    expect(() => h.engine.configure({ maxBatchSize: 2, maxQueue: 0 })).toThrow(RangeError)
+    expect(h.engine.config).toBe(before)
+    expect(Object.isFrozen(h.engine.config)).toBe(true)
+  })
+
+  it('applies a patch to the current config', () => {
+    const h = harness({ maxBatchSize: 4 })
+    h.engine.configure({ maxDelayMs: 9 })
+    expect(h.engine.config).toEqual({ maxBatchSize: 4, maxDelayMs: 9, policy: 'eager', maxQueue: 4096 })
+  })
+
+  it('lowering maxBatchSize while items are queued splits the next batch', async () => {
+    const h = harness()
+    pushAll(h, 'a')
+    h.clock.flushDefers()
+    pushAll(h, 'b', 'c', 'd', 'e', 'f')
+    h.engine.configure({ maxBatchSize: 2 })
+    await h.complete()
+    expect(h.items()).toEqual([['a'], ['b', 'c']])
+    h.engine.configure({ maxBatchSize: 10 })
+    await h.complete()
+    expect(h.items()[2]).toEqual(['d', 'e', 'f'])
+  })
+
+  it('lowering maxQueue refuses pushes until the queue is shorter', async () => {
+    const h = harness()
+    pushAll(h, 'a')
+    h.clock.flushDefers()
+    pushAll(h, 'b', 'c', 'd')
+    h.engine.configure({ maxQueue: 2 })
+    expect(h.engine.queued).toBe(3)
+    expect(h.engine.push({ value: 'x', deadline: Infinity })).toBe(false)
+    await h.complete()
+    expect(h.engine.push({ value: 'y', deadline: Infinity })).toBe(true)
+  })
+
+  it('schedules nothing when the queue is empty', () => {
+    const h = harness()
+    h.engine.configure({ policy: 'timer' })
+    expect(h.clock.pendingDefers).toBe(0)
+    expect(h.clock.timers).toHaveLength(0)
+  })
+})

@@ -1,0 +1,95 @@
+/**
+ * Batching configuration: the policy, its knobs, their defaults, and the one place where options
+ * are merged over defaults and validated.
+ * @module
+ */
+
+/** Every dispatch policy, as a value (for validation and iteration). */
+export const POLICIES = ['eager', 'timer'] as const
+
+/**
+ * How the engine decides when to dispatch.
+ * - `'eager'`: work-conserving. Whenever an executor slot is free and something is queued, dispatch
+ *   (after the current I/O turn), taking up to `maxBatchSize` items. No timer.
+ * - `'timer'`: the Triton/TorchServe comparison policy. A group dispatches when it holds
+ *   `maxBatchSize` items or its oldest item has waited `maxDelayMs`, and only when a slot is free.
+ */
+export type Policy = (typeof POLICIES)[number]
+
+/** Knobs of the batching engine; all can be changed at run time with `BatchEngine.configure`. */
+export interface BatchingConfig {
+  /**
+   * Largest number of items in one batch. An integer >= 1.
+   * @default 32
+   */
+  maxBatchSize: number
+  /**
+   * Under `'timer'`: how long (ms) a group's oldest item may wait before the group dispatches
+   * anyway. >= 0; `Infinity` means "only when full". Ignored under `'eager'`.
+   * @default 5
+   */
+  maxDelayMs: number
+  /**
+   * Dispatch policy.
+   * @default 'eager'
+   */
+  policy: Policy
+  /**
+   * Most items that may wait in the queue; `push` returns false at this size. An integer >= 1.
+   * Lowering it below the current queue length keeps what is queued and refuses new pushes.
+   * @default 4096
+   */
+  maxQueue: number
+}
+
+/** The defaults used for every `BatchingConfig` field that is not given. */
+export const DEFAULT_BATCHING: Readonly<BatchingConfig> = Object.freeze({
+  maxBatchSize: 32,
+  maxDelayMs: 5,
+  policy: 'eager',
+  maxQueue: 4096,
+})
+
+function isPositiveInteger(n: unknown): boolean {
+  return typeof n === 'number' && Number.isInteger(n) && n >= 1
+}
+
+/**
+ * Check a complete configuration.
+ * @throws RangeError when `maxBatchSize` or `maxQueue` is not an integer >= 1, `maxDelayMs` is
+ * negative or NaN, or `policy` is not one of `POLICIES`.
+ */
+export function validateBatchingConfig(config: BatchingConfig): void {
+  if (!isPositiveInteger(config.maxBatchSize)) {
+    throw new RangeError(`maxBatchSize must be an integer >= 1, got ${String(config.maxBatchSize)}`)
+  }
+  if (typeof config.maxDelayMs !== 'number' || Number.isNaN(config.maxDelayMs) || config.maxDelayMs < 0) {
+    throw new RangeError(`maxDelayMs must be a number >= 0, got ${String(config.maxDelayMs)}`)
+  }
+  if (!(POLICIES as readonly unknown[]).includes(config.policy)) {
+    throw new RangeError(`policy must be one of ${POLICIES.join(', ')}, got ${String(config.policy)}`)
+  }
+  if (!isPositiveInteger(config.maxQueue)) {
+    throw new RangeError(`maxQueue must be an integer >= 1, got ${String(config.maxQueue)}`)
+  }
+}
+
+/**
+ * Merge `patch` over `base` (fields that are absent or `undefined` keep the base value), validate
+ * the result and return it frozen. Extra keys in `patch` (for example engine options) are ignored.
+ * @default base `DEFAULT_BATCHING`
+ * @throws RangeError as `validateBatchingConfig`.
+ */
+export function resolveBatchingConfig(
+  patch: Partial<BatchingConfig> = {},
+  base: Readonly<BatchingConfig> = DEFAULT_BATCHING,
+): Readonly<BatchingConfig> {
+  const config: BatchingConfig = {
+    maxBatchSize: patch.maxBatchSize ?? base.maxBatchSize,
+    maxDelayMs: patch.maxDelayMs ?? base.maxDelayMs,
+    policy: patch.policy ?? base.policy,
+    maxQueue: patch.maxQueue ?? base.maxQueue,
+  }
+  validateBatchingConfig(config)
+  return Object.freeze(config)
+}

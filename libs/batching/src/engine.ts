@@ -1,0 +1,281 @@
+/**
+ * The batching engine: a queue of items, a dispatch policy and a fixed number of executor slots.
+ * Pure: all time and scheduling goes through the injected `Clock`; all execution through `run`.
+ * @module
+ */
+import { realClock, type Clock } from './clock.ts'
+import { resolveBatchingConfig, type BatchingConfig } from './config.ts'
+import { dispatchReason, nextWake, pickGroup } from './policy.ts'
+import { GroupedQueue, type Queued } from './queue.ts'
+import { emptyStats, reportAsync, type MutableStats } from './stats.ts'
+import type { Batch, BatchEngineOptions, BatchStats, DispatchReason, ExpireReason, QueueEntry } from './types.ts'
+import { WakeTimer } from './wake-timer.ts'
+
+/**
+ * Collects items into batches and hands them to `run`, under the configured policy.
+ *
+ * Guarantees: every item accepted by `push` is passed to `run` exactly once or to `expire` exactly
+ * once (never both, never neither); a batch never mixes groups and never exceeds the `maxBatchSize`
+ * in force when it is dispatched; at most `concurrency` batches run at once; at most one timer is
+ * armed at any time, and none while the queue is empty.
+ */
+export class BatchEngine<T> {
+  /** Counters since construction (live). */
+  readonly stats: BatchStats
+
+  readonly #run: (batch: Batch<T>) => Promise<void>
+  readonly #expire: (value: T, reason: ExpireReason) => void
+  readonly #onRunError: (err: unknown, batch: Batch<T>) => void
+  readonly #clock: Clock
+  readonly #concurrency: number
+  readonly #queue = new GroupedQueue<T>()
+  readonly #stats: MutableStats = emptyStats()
+  #config: Readonly<BatchingConfig>
+  #running = 0
+  #closed = false
+  #pumpScheduled = false
+  readonly #wake: WakeTimer
+  #idleWaiters: (() => void)[] = []
+
+  /**
+   * @throws RangeError on an invalid batching option (see `validateBatchingConfig`) or a
+   * `concurrency` that is not an integer >= 1.
+   */
+  constructor(opts: BatchEngineOptions<T>) {
+    this.#config = resolveBatchingConfig(opts)
+    const concurrency = opts.concurrency ?? 1
+    if (!Number.isInteger(concurrency) || concurrency < 1) {
+      throw new RangeError(`concurrency must be an integer >= 1, got ${String(concurrency)}`)
+    }
+    if (typeof opts.run !== 'function' || typeof opts.expire !== 'function') {
+      throw new TypeError('BatchEngine needs run and expire callbacks')
+    }
+    this.#concurrency = concurrency
+    this.#clock = opts.clock ?? realClock
+    this.#wake = new WakeTimer(this.#clock, () => this.#pump())
+    this.#run = opts.run.bind(opts)
+    this.#expire = opts.expire.bind(opts)
+    const onRunError = opts.onRunError
+    this.#onRunError = onRunError ? onRunError.bind(opts) : reportAsync
+    this.stats = this.#stats
+  }
+
+  /** The configuration in force (frozen; replaced by `configure`). */
+  get config(): Readonly<BatchingConfig> {
+    return this.#config
+  }
+
+  /** Items waiting in the queue. */
+  get queued(): number {
+    return this.#queue.size
+  }
+
+  /** Batches currently running (at most `concurrency`). */
+  get running(): number {
+    return this.#running
+  }
+
+  /** Executor slots, as configured at construction. */
+  get concurrency(): number {
+    return this.#concurrency
+  }
+
+  /** True once `close` has been called. */
+  get closed(): boolean {
+    return this.#closed
+  }
+
+  /**
+   * Queue an item. Returns false, and queues nothing, when `queued >= maxQueue` or after `close`.
+   * An item whose deadline has already passed is accepted and expires at the next dispatch decision.
+   * @throws RangeError when `deadline` or `priority` is NaN.
+   */
+  push(entry: QueueEntry<T>): boolean {
+    const priority = entry.priority ?? 0
+    if (Number.isNaN(entry.deadline) || Number.isNaN(priority)) {
+      throw new RangeError('deadline and priority must not be NaN')
+    }
+    if (this.#closed || this.#queue.size >= this.#config.maxQueue) {
+      return false
+    }
+    const item = this.#queue.add(entry.value, entry.deadline, entry.group ?? '', priority, this.#clock.now())
+    if (this.#running < this.#concurrency) {
+      this.#schedulePump()
+    } else if (item.deadline < this.#wake.at) {
+      this.#wake.set(item.deadline)
+    }
+    return true
+  }
+
+  /**
+   * Remove every queued item whose value matches `pred`, calling `expire(value, 'cancelled')` for
+   * each (in arrival order). Running batches are not affected. Returns how many were removed.
+   * If `pred` throws, nothing is removed and the error propagates.
+   */
+  cancel(pred: (value: T) => boolean): number {
+    const hits = new Set<Queued<T>>()
+    for (const list of [...this.#queue.groups()].map((l) => [...l])) {
+      for (const item of list) {
+        if (pred(item.value)) {
+          hits.add(item)
+        }
+      }
+    }
+    if (hits.size === 0) {
+      return 0
+    }
+    const removed = this.#queue.removeWhere((item) => hits.has(item))
+    this.#refreshWake()
+    this.#expireItems(removed, 'cancelled')
+    this.#notifyIdle()
+    return removed.length
+  }
+
+  /**
+   * Change batching knobs. Validated first (nothing changes on error); the next dispatch decision
+   * uses the new values, and one is scheduled now if anything is queued (so, for example, switching
+   * `'timer'` to `'eager'` dispatches after the current turn when a slot is free).
+   * @throws RangeError as `validateBatchingConfig`.
+   */
+  configure(patch: Partial<BatchingConfig>): void {
+    this.#config = resolveBatchingConfig(patch, this.#config)
+    if (this.#queue.size > 0) {
+      this.#schedulePump()
+    }
+  }
+
+  /** Resolves once nothing is queued and nothing runs (at once if that is already so). */
+  idle(): Promise<void> {
+    if (this.#isIdle()) {
+      return Promise.resolve()
+    }
+    return new Promise((resolve) => {
+      this.#idleWaiters.push(resolve)
+    })
+  }
+
+  /**
+   * Stop: clear the timer, expire every queued item with `'closed'`, and refuse further pushes.
+   * Running batches finish normally (`idle()` still waits for them). Idempotent.
+   */
+  close(): void {
+    if (this.#closed) {
+      return
+    }
+    this.#closed = true
+    this.#wake.clear()
+    const removed = this.#queue.removeWhere(() => true)
+    this.#expireItems(removed, 'closed')
+    this.#notifyIdle()
+  }
+
+  #isIdle(): boolean {
+    return this.#queue.size === 0 && this.#running === 0
+  }
+
+  #notifyIdle(): void {
+    if (this.#idleWaiters.length > 0 && this.#isIdle()) {
+      const waiters = this.#idleWaiters
+      this.#idleWaiters = []
+      for (const resolve of waiters) {
+        resolve()
+      }
+    }
+  }
+
+  #schedulePump(): void {
+    if (this.#pumpScheduled || this.#closed) {
+      return
+    }
+    this.#pumpScheduled = true
+    this.#clock.defer(() => {
+      this.#pumpScheduled = false
+      this.#pump()
+    })
+  }
+
+  /** One dispatch decision: expire what is due, fill free slots, re-arm the timer. */
+  #pump(): void {
+    if (this.#closed) {
+      return
+    }
+    const start = this.#clock.now()
+    this.#expireItems(this.#queue.removeWhere((item) => item.deadline <= start), 'deadline')
+    while (!this.#closed && this.#running < this.#concurrency) {
+      const now = this.#clock.now()
+      const group = pickGroup(this.#queue, this.#config, now)
+      if (group === undefined) {
+        break
+      }
+      const taken = this.#queue.take(group, this.#config.maxBatchSize)
+      const live = taken.filter((item) => item.deadline > now)
+      if (live.length > 0) {
+        this.#dispatch(live, group, dispatchReason(live.length, this.#config), now)
+      }
+      if (live.length !== taken.length) {
+        this.#expireItems(taken.filter((item) => item.deadline <= now), 'deadline')
+      }
+    }
+    this.#refreshWake()
+    this.#notifyIdle()
+  }
+
+  #dispatch(items: Queued<T>[], group: string, reason: DispatchReason, now: number): void {
+    const batch: Batch<T> = {
+      items: items.map((item) => item.value),
+      group,
+      reason,
+      startedAt: now,
+      queuedMs: items.map((item) => now - item.enqueuedAt),
+    }
+    this.#running++
+    this.#stats.batches++
+    this.#stats.items += items.length
+    this.#stats.dispatched[reason]++
+    let done: Promise<void>
+    try {
+      done = Promise.resolve(this.#run(batch))
+    } catch (err) {
+      done = Promise.reject(err)
+    }
+    done.then(
+      () => this.#settled(),
+      (err: unknown) => {
+        try {
+          this.#onRunError(err, batch)
+        } catch (hookErr) {
+          reportAsync(hookErr)
+        }
+        this.#settled()
+      },
+    )
+  }
+
+  #settled(): void {
+    this.#running--
+    if (this.#queue.size > 0) {
+      this.#schedulePump()
+    }
+    this.#notifyIdle()
+  }
+
+  #expireItems(items: readonly Queued<T>[], reason: ExpireReason): void {
+    this.#stats.expired[reason] += items.length
+    for (const item of items) {
+      try {
+        this.#expire(item.value, reason)
+      } catch (err) {
+        reportAsync(err)
+      }
+    }
+  }
+
+  /** Keep the one wake-up timer at `nextWake`; none while the queue is empty or after close. */
+  #refreshWake(): void {
+    if (this.#closed || this.#queue.size === 0) {
+      this.#wake.clear()
+    } else {
+      this.#wake.set(nextWake(this.#queue, this.#config, this.#running < this.#concurrency))
+    }
+  }
+}

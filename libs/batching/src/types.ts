@@ -1,0 +1,101 @@
+/**
+ * Public data types of the batching engine: queue entries, batches, reasons, options and stats.
+ * @module
+ */
+import type { Clock } from './clock.ts'
+import type { BatchingConfig } from './config.ts'
+
+/**
+ * Why a batch was dispatched.
+ * - `'idle'`: eager policy, a slot was free (the batch is smaller than `maxBatchSize`).
+ * - `'full'`: the batch reached `maxBatchSize`.
+ * - `'timer'`: timer policy, the group's oldest item waited `maxDelayMs`.
+ */
+export type DispatchReason = 'idle' | 'full' | 'timer'
+
+/** Every `DispatchReason`, as a value. */
+export const DISPATCH_REASONS = ['idle', 'full', 'timer'] as const satisfies readonly DispatchReason[]
+
+/**
+ * Why an item left the queue without being run.
+ * - `'deadline'`: its deadline passed before it could be dispatched.
+ * - `'cancelled'`: `BatchEngine.cancel` matched it.
+ * - `'closed'`: `BatchEngine.close` was called while it was queued.
+ */
+export type ExpireReason = 'deadline' | 'cancelled' | 'closed'
+
+/** Every `ExpireReason`, as a value. */
+export const EXPIRE_REASONS = ['deadline', 'cancelled', 'closed'] as const satisfies readonly ExpireReason[]
+
+/** One item offered to `BatchEngine.push`. */
+export interface QueueEntry<T> {
+  /** The caller's payload; handed back in `Batch.items` or to `expire`. */
+  value: T
+  /** Epoch ms after which the item is worthless; `Infinity` for none. Expired when `deadline <= now`. */
+  deadline: number
+  /**
+   * Items of different groups never share a batch (for example: one group per model or shape).
+   * @default ''
+   */
+  group?: string
+  /**
+   * Higher runs first. Ties go to the older item.
+   * @default 0
+   */
+  priority?: number
+}
+
+/** A batch handed to `run`. */
+export interface Batch<T> {
+  /** The payloads, in (priority desc, arrival) order. Never empty. */
+  items: T[]
+  /** The group every item belongs to. */
+  group: string
+  /** Why it was dispatched. */
+  reason: DispatchReason
+  /** When dispatched (epoch ms, from the engine's clock). */
+  startedAt: number
+  /** Per item (same order as `items`), ms spent queued: `startedAt` minus push time. */
+  queuedMs: number[]
+}
+
+/** Options of `new BatchEngine()`: the batching knobs plus the executor callbacks. */
+export interface BatchEngineOptions<T> extends Partial<BatchingConfig> {
+  /**
+   * Executor slots: how many batches may run at once. An integer >= 1.
+   * @default 1
+   */
+  concurrency?: number
+  /**
+   * Time source and scheduler.
+   * @default realClock
+   */
+  clock?: Clock
+  /**
+   * Execute a batch. The engine awaits it; the slot is busy until the promise settles. A rejection
+   * (or a synchronous throw) is caught, passed to `onRunError`, and frees the slot.
+   */
+  run(batch: Batch<T>): Promise<void>
+  /**
+   * Called once for each item that leaves the queue without being run. Must not throw; if it does,
+   * the error is rethrown asynchronously (the engine's bookkeeping is already done).
+   */
+  expire(value: T, reason: ExpireReason): void
+  /**
+   * Receives a rejection of `run`.
+   * @default rethrow asynchronously, like an unhandled error
+   */
+  onRunError?(err: unknown, batch: Batch<T>): void
+}
+
+/** Counters kept by the engine since construction. Live: the same object keeps updating. */
+export interface BatchStats {
+  /** Batches dispatched, by reason. */
+  readonly dispatched: Readonly<Record<DispatchReason, number>>
+  /** Batches dispatched in total. */
+  readonly batches: number
+  /** Items passed to `run` in total. */
+  readonly items: number
+  /** Items expired, by reason. */
+  readonly expired: Readonly<Record<ExpireReason, number>>
+}
