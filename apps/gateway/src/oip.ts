@@ -1,5 +1,6 @@
 import {
   CohortError,
+  checkTensorBytes,
   isDatatype,
   jsonToTensor,
   tensorToJson,
@@ -128,9 +129,10 @@ function binaryTensor(
     throw new CohortError('BAD_REQUEST', `input "${name}" has binary_data_size but the request has no Inference-Header-Content-Length`)
   }
   if (!Number.isSafeInteger(size) || (size as number) < 0 || offset + (size as number) > binary.byteLength) {
-    throw new CohortError('BAD_REQUEST', `input "${name}": binary_data_size ${String(size)} exceeds the binary section`)
+    throw new CohortError('BAD_REQUEST', `input "${name}": binary_data_size ${JSON.stringify(size)} exceeds the binary section`)
   }
   const bytes = binary.subarray(offset, offset + (size as number))
+  checkTensorBytes(datatype, shape, bytes, `input "${name}"`)
   return { datatype, shape, bytes }
 }
 

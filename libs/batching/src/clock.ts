@@ -28,11 +28,12 @@ interface TimerGlobals {
 const g = globalThis as unknown as TimerGlobals
 
 /**
- * The runtime's clock: `Date.now`, the global timers, and `setImmediate` (or `setTimeout 0` where
+ * The runtime's clock: epoch ms from `performance` (sub-millisecond), the global timers, and `setImmediate` (or `setTimeout 0` where
  * the runtime has no `setImmediate`) for `defer`.
  */
 export const realClock: Clock = Object.freeze({
-  now: () => Date.now(),
+  // Sub-millisecond epoch time, so queue durations resolve below 1 ms.
+  now: () => performance.timeOrigin + performance.now(),
   setTimeout: (fn: () => void, ms: number): unknown => g.setTimeout(fn, ms),
   clearTimeout: (handle: unknown): void => g.clearTimeout(handle),
   defer: (fn: () => void): void => {

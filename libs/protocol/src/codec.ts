@@ -6,7 +6,7 @@
 import { Packr, type Options } from 'msgpackr'
 import { ENVELOPE_VERSION, type CancelNotice, type InferReply, type InferRequest, type ItemTiming, type WireError } from './envelope.ts'
 import { CohortError } from './errors.ts'
-import { checkTensor } from './tensor-data.ts'
+import { checkTensor, safeString } from './tensor-data.ts'
 import type { WireTensor } from './tensor.ts'
 
 /**
@@ -55,7 +55,7 @@ function envelope(buf: Uint8Array, what: string): Obj {
     throw bad(`${what} must be a msgpack map`)
   }
   if (o.v !== ENVELOPE_VERSION) {
-    throw bad(`${what}.v must be ${ENVELOPE_VERSION}, got ${String(o.v).slice(0, 20)}`)
+    throw bad(`${what}.v must be ${ENVELOPE_VERSION}, got ${safeString(o.v).slice(0, 20)}`)
   }
   if (typeof o.id !== 'string') {
     throw bad(`${what}.id must be a string`)

@@ -75,7 +75,7 @@ const utf8Decoder = new TextDecoder()
 
 const bad = (message: string): CohortError => new CohortError('BAD_REQUEST', message)
 
-const fmtShape = (shape: readonly unknown[]): string => `[${shape.map((d) => String(d)).join(',')}]`
+const fmtShape = (shape: readonly unknown[]): string => `[${shape.map((d) => safeString(d)).join(',')}]`
 
 /** Number of elements of a shape (1 for a scalar `[]`). Does not validate; see {@link checkShape}. */
 export function elementCount(shape: readonly number[]): number {
@@ -114,7 +114,7 @@ export function checkShape(shape: unknown, label = 'shape'): number[] {
 export function fixedByteLength(datatype: Datatype, shape: readonly number[]): number {
   const size = DATATYPE_SIZE[datatype]
   if (!size) {
-    throw bad(`${String(datatype)} has no fixed byte length`)
+    throw bad(`${safeString(datatype)} has no fixed byte length`)
   }
   return elementCount(shape) * size
 }
@@ -172,7 +172,7 @@ export function checkTensor(t: unknown, label = 'tensor'): WireTensor {
   }
   const { datatype, shape, bytes } = t as Record<string, unknown>
   if (!isDatatype(datatype)) {
-    throw bad(`${label}: unknown datatype ${JSON.stringify(String(datatype)).slice(0, 40)}`)
+    throw bad(`${label}: unknown datatype ${JSON.stringify(safeString(datatype)).slice(0, 40)}`)
   }
   const s = checkShape(shape, `${label}: shape`)
   if (!(bytes instanceof Uint8Array)) {
@@ -243,7 +243,7 @@ export function decodeBytesElements(bytes: Uint8Array, expectedCount?: number): 
 export function toValues(t: WireTensor): TensorValues {
   const { datatype, shape, bytes } = t
   if (!isDatatype(datatype)) {
-    throw bad(`unknown datatype ${String(datatype)}`)
+    throw bad(`unknown datatype ${safeString(datatype)}`)
   }
   checkTensorBytes(datatype, shape, bytes)
   const n = elementCount(shape)
@@ -280,7 +280,7 @@ export function toValues(t: WireTensor): TensorValues {
  */
 export function fromValues(datatype: Datatype, shape: readonly number[], values: TensorValues | Uint8Array[]): WireTensor {
   if (!isDatatype(datatype)) {
-    throw bad(`unknown datatype ${String(datatype)}`)
+    throw bad(`unknown datatype ${safeString(datatype)}`)
   }
   const s = [...checkShape(shape)]
   const n = elementCount(s)
@@ -415,7 +415,7 @@ function fill(dt: Datatype, a: readonly unknown[], out: FixedValues | string[], 
 export function jsonToTensor(name: string, datatype: Datatype, shape: number[], data: unknown): WireTensor {
   const label = `input ${JSON.stringify(name)}`
   if (!isDatatype(datatype)) {
-    throw bad(`${label}: unknown datatype ${JSON.stringify(String(datatype)).slice(0, 40)}`)
+    throw bad(`${label}: unknown datatype ${JSON.stringify(safeString(datatype)).slice(0, 40)}`)
   }
   const s = [...checkShape(shape, `${label}: shape`)]
   const n = elementCount(s)
@@ -577,4 +577,13 @@ export function concatRows(ts: readonly WireTensor[]): WireTensor {
     at += t.bytes.length
   }
   return { datatype, shape: [rows, ...shape.slice(1)], bytes }
+}
+
+/** `String(v)` that never throws (decoded maps may carry a non-function `toString`). */
+export function safeString(v: unknown): string {
+  try {
+    return typeof v === 'object' && v !== null ? Object.prototype.toString.call(v) : String(v)
+  } catch {
+    return typeof v
+  }
 }

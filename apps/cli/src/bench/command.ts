@@ -1,6 +1,214 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { availableParallelism, cpus, tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { mulberry32 } from '@cohort/onnx-builder'
+import { intFlag, numFlag, parse } from '../args.ts'
 import { CliError } from '../cli-error.ts'
+import { ensureDemoModel } from '../demo-model.ts'
+import { hasWrk, killLoadGenerators, runNodeLoad, runWrk, sequential, writeWrkScript } from './load.ts'
+import { batchSizes, offlineCurve, offlineItemsPerSecAt, type OfflinePoint } from './offline.ts'
+import { printProfiles, summariseProfiles } from './profile.ts'
+import { formatReport, type BenchResult, type ModeResult } from './report.ts'
+import { batchSizeTotals, startStack, writeFloorModel, type Mode } from './served.ts'
 
-/** `cohort bench`: placeholder until the benchmark lands. */
-export async function benchCommand(_args: string[]): Promise<void> {
-  throw new CliError('bench: not built yet')
+/** Help of `cohort bench`. */
+export const BENCH_HELP = `cohort bench [options]
+Offline onnxruntime-node curve of the demo MLP vs the same model served over HTTP (docs/benchmarks.md).
+  --threads N            ORT intra-op threads, offline and in the served worker (default 1)
+  --max-batch-size N     worker max batch; offline curve goes 1, 2, 4, ... up to it (default 32)
+  --duration S           seconds of the wrk saturation run (default 10)
+  --connections N        wrk connections (default 64)
+  --modes LIST           served modes, comma-separated: nats, embedded (default nats,embedded)
+  --embedded             same as --modes embedded
+  --offline-seconds S    timed seconds per offline batch size (default 1)
+  --low-rate N           requests/s of the sequential low-load client (default 20)
+  --low-seconds S        seconds of the low-load run (default 4)
+  --floor-requests N     sequential requests to the Identity "floor" model (default 200)
+  --out FILE             also write the results as JSON
+  --profile              run the served processes under --cpu-prof and print top self times`
+
+const cleanups = new Set<() => Promise<void>>()
+/** Profile printers, run after the report (--profile). */
+const profiles: (() => void)[] = []
+
+async function cleanUp(): Promise<void> {
+  killLoadGenerators()
+  for (const c of [...cleanups].reverse()) {
+    cleanups.delete(c)
+    await c().catch(() => undefined)
+  }
+}
+
+function demoBody(): string {
+  const r = mulberry32(7)
+  const data = Array.from({ length: 256 }, () => Math.fround(r() * 2 - 1))
+  return JSON.stringify({ inputs: [{ name: 'input', datatype: 'FP32', shape: [1, 256], data }] })
+}
+
+const FLOOR_BODY = JSON.stringify({ inputs: [{ name: 'in', datatype: 'FP32', shape: [1, 1], data: [0.5] }] })
+
+type Config = BenchResult['config'] & {
+  out: string | undefined
+  profile: boolean
+}
+
+function config(args: string[]): Config | undefined {
+  const { values: v } = parse(args, {
+    threads: { type: 'string' },
+    'max-batch-size': { type: 'string' },
+    duration: { type: 'string' },
+    connections: { type: 'string' },
+    modes: { type: 'string' },
+    embedded: { type: 'boolean' },
+    'offline-seconds': { type: 'string' },
+    'low-rate': { type: 'string' },
+    'low-seconds': { type: 'string' },
+    'floor-requests': { type: 'string' },
+    out: { type: 'string' },
+    profile: { type: 'boolean' },
+  })
+  if (v['help']) {
+    console.log(BENCH_HELP)
+    return undefined
+  }
+  const modes = v['embedded'] ? ['embedded'] : String(v['modes'] ?? 'nats,embedded').split(',').map((s) => s.trim()).filter(Boolean)
+  for (const m of modes) {
+    if (m !== 'nats' && m !== 'embedded') {
+      throw new CliError(`--modes: unknown mode "${m}" (use nats, embedded)`)
+    }
+  }
+  return {
+    threads: intFlag('threads', v['threads']) ?? 1,
+    maxBatchSize: intFlag('max-batch-size', v['max-batch-size']) ?? 32,
+    durationS: intFlag('duration', v['duration']) ?? 10,
+    connections: intFlag('connections', v['connections']) ?? 64,
+    modes: modes as Mode[],
+    offlineSeconds: numFlag('offline-seconds', v['offline-seconds']) ?? 1,
+    lowLoadRate: intFlag('low-rate', v['low-rate']) ?? 20,
+    lowLoadSeconds: intFlag('low-seconds', v['low-seconds']) ?? 4,
+    floorRequests: intFlag('floor-requests', v['floor-requests']) ?? 200,
+    out: v['out'] as string | undefined,
+    profile: Boolean(v['profile']),
+  }
+}
+
+async function measureMode(mode: Mode, c: Config, o: { demoPath: string; floorPath: string; dir: string; offline: OfflinePoint[]; wrkScript: string | undefined }): Promise<ModeResult> {
+  const profileDir = c.profile ? join(o.dir, `profile-${mode}`) : undefined
+  const nodeFlags = profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : []
+  console.error(`bench: [${mode}] starting ${mode === 'nats' ? 'nats-server + worker + gateway' : 'cohort serve'}...`)
+  const stack = await startStack({ mode, demoPath: o.demoPath, floorPath: o.floorPath, threads: c.threads, maxBatchSize: c.maxBatchSize, nodeFlags, track: (s) => cleanups.add(s) })
+  const demoUrl = `${stack.base}/v2/models/demo/infer`
+  const floorUrl = `${stack.base}/v2/models/floor/infer`
+  const body = demoBody()
+  try {
+    await sequential(demoUrl, body, { count: 50 })
+    await sequential(floorUrl, FLOOR_BODY, { count: 50 })
+    console.error(`bench: [${mode}] floor: ${c.floorRequests} sequential Identity requests`)
+    const floor = await sequential(floorUrl, FLOOR_BODY, { count: c.floorRequests })
+    console.error(`bench: [${mode}] low load: ${c.lowLoadRate} req/s for ${c.lowLoadSeconds} s`)
+    const lowLoad = await sequential(demoUrl, body, { rate: c.lowLoadRate, seconds: c.lowLoadSeconds })
+    const load = (s: number) =>
+      o.wrkScript ? runWrk(demoUrl, o.wrkScript, c.connections, s) : runNodeLoad(demoUrl, body, c.connections, s)
+    console.error(`bench: [${mode}] saturation: 2 s warm-up, then ${c.durationS} s with ${c.connections} connections`)
+    await load(2)
+    const before = await batchSizeTotals(stack.metricsUrl, 'demo')
+    const saturation = await load(c.durationS)
+    const after = await batchSizeTotals(stack.metricsUrl, 'demo')
+    const batches = after.count - before.count
+    const meanBatch = batches > 0 ? (after.sum - before.sum) / batches : Number.NaN
+    if (saturation.socketErrors > 0) {
+      console.error(`bench: [${mode}] warning: ${saturation.socketErrors} socket errors during saturation`)
+    }
+    // t(1): median session.run at b=1, comparable with the served p50s.
+    const t1Ms = o.offline.find((p) => p.batch === 1)?.p50Ms ?? Number.NaN
+    const offlineAtMax = o.offline.find((p) => p.batch === c.maxBatchSize)?.itemsPerSec ?? Number.NaN
+    const offlineAtMean = offlineItemsPerSecAt(o.offline, meanBatch)
+    return {
+      mode,
+      saturation,
+      meanBatch,
+      batches,
+      offlineAtMax,
+      offlineAtMean,
+      ratioMax: saturation.requestsPerSec / offlineAtMax,
+      ratioMean: saturation.requestsPerSec / offlineAtMean,
+      lowLoad,
+      floor,
+      t1Ms,
+      ratioP50: lowLoad.p50Ms / (t1Ms + floor.p50Ms),
+    }
+  } finally {
+    await stack.stop()
+    cleanups.delete(stack.stop)
+    if (profileDir) {
+      profiles.push(() => printProfiles(`CPU profile of the ${mode} processes (${profileDir}), top self time per thread:`, summariseProfiles(profileDir)))
+    }
+  }
+}
+
+/**
+ * `cohort bench`: the offline onnxruntime-node curve of the demo MLP, then the same model served
+ * over HTTP (NATS and/or embedded) at saturation (wrk) and at low load, with the transport floor
+ * measured on an Identity model. Prints a table; `--out` writes JSON. Every child process is
+ * stopped on exit, on errors and on SIGINT/SIGTERM.
+ */
+export async function benchCommand(args: string[]): Promise<void> {
+  const c = config(args)
+  if (!c) {
+    return
+  }
+  if (c.threads >= availableParallelism()) {
+    console.error(`bench: warning: --threads ${c.threads} leaves no core for the load generator (${availableParallelism()} cores)`)
+  }
+  const dir = mkdtempSync(join(tmpdir(), 'cohort-bench-'))
+  const removeDir = () => {
+    if (!c.profile) {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  }
+  const onSignal = (sig: NodeJS.Signals) => {
+    console.error(`bench: ${sig}, stopping child processes...`)
+    void cleanUp().finally(() => {
+      removeDir()
+      process.exit(130)
+    })
+  }
+  process.on('SIGINT', onSignal)
+  process.on('SIGTERM', onSignal)
+  const startedAt = new Date().toISOString()
+  try {
+    const demoPath = ensureDemoModel()
+    const floorPath = writeFloorModel(dir)
+    const wrk = hasWrk()
+    if (!wrk && c.modes.length > 0) {
+      console.error('bench: warning: wrk is not installed; falling back to a Node load generator, which competes with the server for CPU')
+    }
+    const wrkScript = wrk ? writeWrkScript(dir, demoBody()) : undefined
+    const batches = batchSizes(c.maxBatchSize)
+    console.error(`bench: offline curve, batch sizes ${batches.join(', ')}, ${c.threads} thread(s)`)
+    const offline = await offlineCurve({ path: demoPath, threads: c.threads, batches, seconds: c.offlineSeconds })
+    const served: ModeResult[] = []
+    for (const mode of c.modes) {
+      served.push(await measureMode(mode, c, { demoPath, floorPath, dir, offline, wrkScript }))
+    }
+    const { out, profile: _p, ...cfg } = c
+    const result: BenchResult = {
+      startedAt,
+      machine: { cpu: cpus()[0]?.model ?? 'unknown', cores: availableParallelism(), node: process.version, platform: `${process.platform}-${process.arch}` },
+      config: cfg,
+      offline,
+      served,
+    }
+    console.log(formatReport(result))
+    profiles.splice(0).forEach((p) => p())
+    if (out) {
+      writeFileSync(out, JSON.stringify(result, null, 2) + '\n')
+      console.error(`bench: wrote ${out}`)
+    }
+  } finally {
+    await cleanUp()
+    process.off('SIGINT', onSignal)
+    process.off('SIGTERM', onSignal)
+    removeDir()
+  }
 }

@@ -1,0 +1,114 @@
+import * as ort from 'onnxruntime-node'
+import { percentile } from './stats.ts'
+
+/** One point of the offline curve. */
+export interface OfflinePoint {
+  /** Batch size (rows per session.run). */
+  batch: number
+  /** Mean wall time of one session.run at this batch size, in ms. */
+  msPerBatch: number
+  /** Median wall time of one session.run, in ms. */
+  p50Ms: number
+  /** batch / msPerBatch, in items per second. */
+  itemsPerSec: number
+  /** Timed iterations. */
+  iterations: number
+}
+
+/** Options of {@link offlineCurve}. */
+export interface OfflineOptions {
+  /** ONNX file with input `input` FP32 [-1, 256] (the demo MLP). */
+  path: string
+  /** ORT intra-op threads (the served worker gets the same). */
+  threads: number
+  /** Batch sizes to measure. */
+  batches: number[]
+  /** Timed seconds per batch size (after warm-up). */
+  seconds: number
+  /** Features per row. @default 256 */
+  features?: number
+}
+
+/** Batch sizes 1, 2, 4, ... below `max`, plus `max` itself. */
+export function batchSizes(max: number): number[] {
+  const out: number[] = []
+  for (let b = 1; b < max; b *= 2) {
+    out.push(b)
+  }
+  out.push(max)
+  return out
+}
+
+/**
+ * The offline baseline: onnxruntime-node in this process with the worker's session options
+ * (`graphOptimizationLevel: 'all'`, `intraOpNumThreads: threads`, `interOpNumThreads: 1`), timing
+ * back-to-back `session.run` calls per batch size after a warm-up.
+ */
+export async function offlineCurve(o: OfflineOptions): Promise<OfflinePoint[]> {
+  const features = o.features ?? 256
+  const session = await ort.InferenceSession.create(o.path, {
+    executionProviders: ['cpu'],
+    graphOptimizationLevel: 'all',
+    intraOpNumThreads: o.threads,
+    interOpNumThreads: 1,
+  })
+  const points: OfflinePoint[] = []
+  try {
+    for (const b of o.batches) {
+      const data = Float32Array.from({ length: b * features }, () => Math.random() * 2 - 1)
+      const feeds = { input: new ort.Tensor('float32', data, [b, features]) }
+      // Warm-up: at least 10 runs and 200 ms.
+      const warmUntil = performance.now() + 200
+      for (let i = 0; i < 10 || performance.now() < warmUntil; i++) {
+        await session.run(feeds)
+      }
+      const times: number[] = []
+      const start = performance.now()
+      const until = start + o.seconds * 1000
+      while (times.length < 10 || performance.now() < until) {
+        const t0 = performance.now()
+        await session.run(feeds)
+        times.push(performance.now() - t0)
+      }
+      const total = performance.now() - start
+      const msPerBatch = total / times.length
+      points.push({
+        batch: b,
+        msPerBatch,
+        p50Ms: percentile(times, 50),
+        itemsPerSec: (b * 1000) / msPerBatch,
+        iterations: times.length,
+      })
+    }
+  } finally {
+    await session.release()
+  }
+  return points
+}
+
+/**
+ * Offline items/s at a (fractional) batch size, interpolating ms/batch linearly between the
+ * two nearest measured sizes (clamped to the measured range).
+ */
+export function offlineItemsPerSecAt(curve: OfflinePoint[], batch: number): number {
+  const pts = [...curve].sort((a, b) => a.batch - b.batch)
+  const first = pts[0]
+  const last = pts[pts.length - 1]
+  if (!first || !last) {
+    return Number.NaN
+  }
+  const b = Math.min(Math.max(batch, first.batch), last.batch)
+  let lo = first
+  let hi = last
+  for (const p of pts) {
+    if (p.batch <= b) {
+      lo = p
+    }
+    if (p.batch >= b) {
+      hi = p
+      break
+    }
+  }
+  const ms = hi.batch === lo.batch ? lo.msPerBatch : lo.msPerBatch + ((b - lo.batch) / (hi.batch - lo.batch)) * (hi.msPerBatch - lo.msPerBatch)
+  return (b * 1000) / ms
+}

@@ -1,0 +1,97 @@
+import type { SaturationResult } from './load.ts'
+import type { OfflinePoint } from './offline.ts'
+import type { Mode } from './served.ts'
+import type { LatencySummary } from './stats.ts'
+
+/** The served measurements of one mode, with their ratios against the offline baseline. */
+export interface ModeResult {
+  mode: Mode
+  /** Saturation run (1 item per request, so requests/s = items/s). */
+  saturation: SaturationResult
+  /** Mean `cohort_batch_size` of the demo model during the saturation run. */
+  meanBatch: number
+  /** Batches executed during the saturation run. */
+  batches: number
+  /** Offline items/s at the max batch size. */
+  offlineAtMax: number
+  /** Offline items/s at the observed mean batch size (ms/batch interpolated). */
+  offlineAtMean: number
+  /** saturation.requestsPerSec / offlineAtMax. */
+  ratioMax: number
+  /** saturation.requestsPerSec / offlineAtMean. */
+  ratioMean: number
+  /** Sequential paced demo requests. */
+  lowLoad: LatencySummary
+  /** Sequential `floor` (Identity) requests: the transport floor. */
+  floor: LatencySummary
+  /** Offline median ms per session.run at b=1. */
+  t1Ms: number
+  /** lowLoad.p50Ms / (t1Ms + floor.p50Ms). */
+  ratioP50: number
+}
+
+/** Everything one `cohort bench` run measured. */
+export interface BenchResult {
+  startedAt: string
+  machine: { cpu: string; cores: number; node: string; platform: string }
+  config: {
+    threads: number
+    maxBatchSize: number
+    durationS: number
+    connections: number
+    modes: Mode[]
+    lowLoadRate: number
+    lowLoadSeconds: number
+    floorRequests: number
+    offlineSeconds: number
+  }
+  offline: OfflinePoint[]
+  served: ModeResult[]
+}
+
+function table(head: string[], rows: string[][]): string {
+  const w = head.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)))
+  const line = (r: string[]) => r.map((c, i) => (i === 0 ? c.padEnd(w[i] ?? 0) : c.padStart(w[i] ?? 0))).join('  ')
+  return [line(head), w.map((n) => '-'.repeat(n)).join('  '), ...rows.map(line)].map((l) => `  ${l}`).join('\n')
+}
+
+const f = (n: number, d = 2) => (Number.isFinite(n) ? n.toFixed(d) : 'n/a')
+const k = (n: number) => (Number.isFinite(n) ? Math.round(n).toLocaleString('en-US') : 'n/a')
+
+/** Render the results as the plain-text tables `cohort bench` prints. */
+export function formatReport(r: BenchResult): string {
+  const out: string[] = []
+  const c = r.config
+  out.push(
+    `cohort bench  ${r.machine.cpu}, ${r.machine.cores} cores, Node ${r.machine.node}; ` +
+      `threads=${c.threads} max-batch=${c.maxBatchSize} wrk -c${c.connections} -d${c.durationS}s`,
+  )
+  out.push('\nOffline (onnxruntime-node in-process, demo MLP 256->1024->1024->10)')
+  out.push(
+    table(
+      ['batch', 'ms/batch', 'p50 ms', 'items/s', 'iters'],
+      r.offline.map((p) => [String(p.batch), f(p.msPerBatch, 3), f(p.p50Ms, 3), k(p.itemsPerSec), String(p.iterations)]),
+    ),
+  )
+  if (r.served.length === 0) {
+    return out.join('\n')
+  }
+  const cols = r.served.map((s) => s.mode)
+  const rows: [string, (s: ModeResult) => string][] = [
+    ['load generator', (s) => `${s.saturation.tool} -c${c.connections}`],
+    ['served items/s (saturation)', (s) => k(s.saturation.requestsPerSec)],
+    ['  latency p50 / p99 at saturation (ms)', (s) => `${f(s.saturation.p50Ms)} / ${f(s.saturation.p99Ms)}`],
+    ['mean batch size (saturation)', (s) => `${f(s.meanBatch)} (${k(s.batches)} batches)`],
+    [`offline items/s at max batch ${c.maxBatchSize}`, (s) => k(s.offlineAtMax)],
+    ['offline items/s at mean batch', (s) => k(s.offlineAtMean)],
+    ['served / offline(max batch)', (s) => f(s.ratioMax)],
+    ['served / offline(mean batch)', (s) => f(s.ratioMean)],
+    [`low-load p50 / p99 (ms, ${c.lowLoadRate} req/s)`, (s) => `${f(s.lowLoad.p50Ms)} / ${f(s.lowLoad.p99Ms)}`],
+    ['t(1) offline p50 ms at b=1', (s) => f(s.t1Ms, 3)],
+    ['floor p50 (Identity model, ms)', (s) => f(s.floor.p50Ms)],
+    ['low-load p50 / (t(1) + floor)', (s) => f(s.ratioP50)],
+  ]
+  out.push('\nServed (HTTP POST /v2/models/demo/infer, 1 item per request)')
+  out.push(table(['', ...cols], rows.map(([name, get]) => [name, ...r.served.map(get)])))
+  return out.join('\n')
+}

@@ -1,0 +1,141 @@
+import { writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { graph, model, node, valueInfo } from '@cohort/onnx-builder'
+import { parsePrometheus } from '@cohort/metrics'
+import { startNatsServer, type CliProcess } from '@cohort/test-support'
+import { spawnCohortWith } from './spawn.ts'
+
+/** How the gateway reaches the worker. */
+export type Mode = 'nats' | 'embedded'
+
+/** A running served stack. */
+export interface ServedStack {
+  mode: Mode
+  /** Gateway base URL, e.g. `http://127.0.0.1:PORT`. */
+  base: string
+  /** A /metrics URL that carries the worker's `cohort_batch_size` histogram. */
+  metricsUrl: string
+  /** Stop every process of the stack (graceful, then SIGKILL). Idempotent. */
+  stop(): Promise<void>
+}
+
+/** Options of {@link startStack}. */
+export interface StackOptions {
+  mode: Mode
+  demoPath: string
+  floorPath: string
+  threads: number
+  maxBatchSize: number
+  /** Node flags of the cohort processes (e.g. `--cpu-prof`). */
+  nodeFlags?: string[]
+  /** Called with a stop function as soon as each process exists, so Ctrl-C can reach it. */
+  track: (stop: () => Promise<void>) => void
+}
+
+/**
+ * Write the transport-floor model: one Identity node, `in` FP32 ['batch', 1] -> `out`.
+ * Returns its path in `dir`.
+ */
+export function writeFloorModel(dir: string): string {
+  const path = join(dir, 'floor.onnx')
+  const bytes = model(
+    graph({
+      name: 'cohort_bench_floor',
+      inputs: [valueInfo('in', 'FP32', ['batch', 1])],
+      outputs: [valueInfo('out', 'FP32', ['batch', 1])],
+      nodes: [node('Identity', ['in'], ['out'])],
+    }),
+  )
+  writeFileSync(path, bytes)
+  return path
+}
+
+function stopper(p: CliProcess): () => Promise<void> {
+  let s: Promise<void> | undefined
+  return () => (s ??= p.stop('SIGTERM', 5000).then(() => undefined))
+}
+
+/**
+ * Start the served path: `nats` = nats-server + `cohort worker` + `cohort gateway` (three
+ * processes), `embedded` = one `cohort serve` process (in-process transport). Both serve
+ * `demo` and `floor` with the same threads and max batch size, and wait until `demo` answers.
+ */
+export async function startStack(o: StackOptions): Promise<ServedStack> {
+  const models = ['--model', `demo=${o.demoPath}`, '--model', `floor=${o.floorPath}`]
+  const tuning = ['--threads', String(o.threads), '--max-batch-size', String(o.maxBatchSize)]
+  const flags = o.nodeFlags ?? []
+  const stops: (() => Promise<void>)[] = []
+  const stopAll = async () => {
+    // Gateway first, then worker, then NATS.
+    for (const s of [...stops].reverse()) {
+      await s().catch(() => undefined)
+    }
+  }
+  let stopping: Promise<void> | undefined
+  const stop = () => (stopping ??= stopAll())
+  o.track(stop)
+  try {
+    let base: string
+    let metricsUrl: string
+    if (o.mode === 'embedded') {
+      const serve = spawnCohortWith(flags, ['serve', '--port', '0', ...models, ...tuning])
+      stops.push(stopper(serve))
+      const m = await serve.waitFor(/serving .* on (http:\/\/\S+) \(embedded\)/, 60_000)
+      base = m[1] as string
+      metricsUrl = `${base}/metrics`
+    } else {
+      const nats = await startNatsServer({ jetstream: false })
+      stops.push(nats.stop)
+      const worker = spawnCohortWith(flags, ['worker', '--nats', nats.url, '--metrics-port', '0', ...models, ...tuning])
+      stops.push(stopper(worker))
+      metricsUrl = (await worker.waitFor(/worker metrics on (http:\/\/\S+\/metrics)/, 60_000))[1] as string
+      await worker.waitFor(/worker \S+ serving/, 60_000)
+      const gateway = spawnCohortWith(flags, ['gateway', '--nats', nats.url, '--port', '0'])
+      stops.push(stopper(gateway))
+      base = (await gateway.waitFor(/gateway on (http:\/\/\S+) ->/, 60_000))[1] as string
+    }
+    await waitReady(`${base}/v2/models/demo`)
+    return { mode: o.mode, base, metricsUrl, stop }
+  } catch (e) {
+    await stop()
+    throw e
+  }
+}
+
+async function waitReady(url: string): Promise<void> {
+  const until = Date.now() + 30_000
+  let last = ''
+  while (Date.now() < until) {
+    try {
+      const r = await fetch(url)
+      last = `HTTP ${r.status} ${await r.text()}`
+      if (r.ok) {
+        return
+      }
+    } catch (e) {
+      last = String(e)
+    }
+    await new Promise((r) => setTimeout(r, 100))
+  }
+  throw new Error(`${url} did not become ready: ${last}`)
+}
+
+/** `cohort_batch_size` sum and count of one model, read from a /metrics URL. */
+export async function batchSizeTotals(metricsUrl: string, modelName: string): Promise<{ sum: number; count: number }> {
+  const r = await fetch(metricsUrl)
+  if (!r.ok) {
+    throw new Error(`GET ${metricsUrl}: HTTP ${r.status}`)
+  }
+  const m = parsePrometheus(await r.text())
+  const label = `model="${modelName}"`
+  let sum = 0
+  let count = 0
+  for (const [k, v] of m) {
+    if (k.startsWith('cohort_batch_size_sum{') && k.includes(label)) {
+      sum += v
+    } else if (k.startsWith('cohort_batch_size_count{') && k.includes(label)) {
+      count += v
+    }
+  }
+  return { sum, count }
+}
