@@ -33,11 +33,20 @@ export class Upstream {
       )
     }
     let raw: Uint8Array
+    const started = Date.now()
+    const opts = { timeoutMs, ...(signal ? { signal } : {}) }
     try {
-      raw = await this.transport.request(this.subjects.infer(req.model), bytes, {
-        timeoutMs,
-        ...(signal ? { signal } : {}),
-      })
+      try {
+        raw = await this.transport.request(this.subjects.infer(req.model), bytes, opts)
+      } catch (e) {
+        if (!(e instanceof CohortError && e.code === 'NO_WORKER')) {
+          throw e
+        }
+        // No worker with spare capacity listens on the main subject: every worker listens on
+        // the overflow subject and queues there (up to its bound).
+        opts.timeoutMs = Math.max(1, timeoutMs - (Date.now() - started))
+        raw = await this.transport.request(this.subjects.overflow(req.model), bytes, opts)
+      }
     } catch (e) {
       if (e instanceof CohortError && (e.code === 'CANCELLED' || e.code === 'DEADLINE_EXCEEDED')) {
         this.transport.publish(this.subjects.cancel(req.model), encodeCancel({ v: 1, id: req.id }))

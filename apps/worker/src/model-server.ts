@@ -47,8 +47,19 @@ export interface ModelServerOptions {
   /** Overrides of the runner's batching defaults. */
   batching?: Partial<BatchingConfig>
   outputSchema?: TSchema | undefined
-  /** Injected clock for the engine (tests). */
-  now?: () => number
+  /**
+   * Capacity-aware distribution: listen on the model's main subject only while fewer than
+   * `highWater` items are queued (default 2 batches per executor slot); the overflow subject is
+   * always listened to. A busy worker thus stops taking new work while another has room.
+   * @default true
+   */
+  capacityAware?: boolean
+  /** Queued items at which the worker stops listening on the main subject. @default 2 * maxBatchSize * concurrency */
+  highWater?: number
+  /** Follow the model's runtime configuration in the transport's config store. @default true */
+  followConfig?: boolean
+  /** Called with rejected runtime configuration (bad values). @default console.error */
+  onConfigError?: (e: unknown) => void
 }
 
 const EXPIRE_CODE: Record<ExpireReason, { code: 'DEADLINE_EXCEEDED' | 'CANCELLED' | 'SHUTTING_DOWN'; msg: string }> = {
@@ -66,8 +77,14 @@ export class ModelServer {
   readonly #abort = new AbortController()
   #subs: TransportSubscription[] = []
   #inferSub: TransportSubscription | undefined
+  #inferLoop: Promise<void> = Promise.resolve()
+  #overflowSub: TransportSubscription | undefined
   #loops: Promise<void>[] = []
   #closing: Promise<void> | undefined
+  #paused = false
+  #watch: { stop(): void } | undefined
+  /** Times the worker stopped listening on the main subject because it was full. */
+  pauses = 0
 
   constructor(o: ModelServerOptions) {
     this.#o = o
@@ -88,16 +105,73 @@ export class ModelServer {
   async start(): Promise<void> {
     const { transport: t, subjects: s } = this.#o
     const name = this.runner.name
-    this.#inferSub = t.subscribe(s.infer(name), { queue: s.queue(name) })
+    if (this.#o.followConfig ?? true) {
+      this.#watch = t.config.watch(name, (cfg) => this.applyConfig(cfg))
+      const current = await t.config.get(name).catch(() => undefined)
+      if (current) {
+        this.applyConfig(current)
+      }
+    }
+    this.#listenMain()
+    this.#overflowSub = t.subscribe(s.overflow(name), { queue: s.queue(name) })
     const metaSub = t.subscribe(s.meta(name), { queue: s.queue(name) })
     const cancelSub = t.subscribe(s.cancel(name))
-    this.#subs = [this.#inferSub, metaSub, cancelSub]
+    this.#subs = [this.#overflowSub, metaSub, cancelSub]
     this.#loops = [
-      this.#consume(this.#inferSub, (m) => this.#onInfer(m)),
+      this.#consume(this.#overflowSub, (m) => this.#onInfer(m)),
       this.#consume(metaSub, (m) => m.respond(encodeValue(this.meta()))),
       this.#consume(cancelSub, (m) => this.#onCancel(m)),
     ]
     await t.directory.announce(name, encodeValue(this.meta()))
+  }
+
+  /** Apply a stored runtime configuration (batching fields only); bad values are reported, not applied. */
+  applyConfig(cfg: Record<string, unknown>): void {
+    const patch: Record<string, unknown> = {}
+    for (const k of ['maxBatchSize', 'maxDelayMs', 'policy', 'maxQueue', 'maxBatchCost']) {
+      if (cfg[k] !== undefined && cfg[k] !== null) {
+        patch[k] = cfg[k]
+      }
+    }
+    try {
+      this.engine.configure(patch as Partial<BatchingConfig>)
+    } catch (e) {
+      ;(this.#o.onConfigError ?? console.error)(e)
+    }
+  }
+
+  /** True while the worker is not listening on the main subject (full). */
+  get paused(): boolean {
+    return this.#paused
+  }
+
+  #highWater(): number {
+    return this.#o.highWater ?? 2 * this.engine.config.maxBatchSize * this.runner.concurrency
+  }
+
+  #listenMain(): void {
+    const { transport: t, subjects: s } = this.#o
+    const name = this.runner.name
+    const sub = t.subscribe(s.infer(name), { queue: s.queue(name) })
+    this.#inferSub = sub
+    this.#inferLoop = this.#consume(sub, (m) => this.#onInfer(m))
+  }
+
+  /** Stop or resume listening on the main subject according to the queue depth. */
+  #regulate(): void {
+    if (this.#closing || !(this.#o.capacityAware ?? true)) {
+      return
+    }
+    const q = this.engine.queued
+    const high = this.#highWater()
+    if (!this.#paused && q >= high) {
+      this.#paused = true
+      this.pauses++
+      void this.#inferSub?.drain().catch(() => undefined)
+    } else if (this.#paused && q <= Math.floor(high / 2)) {
+      this.#paused = false
+      this.#listenMain()
+    }
   }
 
   /** Model metadata with the live batching config. */
@@ -109,11 +183,13 @@ export class ModelServer {
   /** Stop taking requests, finish every one already received, then release the model. */
   drain(): Promise<void> {
     this.#closing ??= (async () => {
-      await this.#inferSub?.drain().catch(() => undefined)
+      this.#watch?.stop()
+      await Promise.all([this.#inferSub?.drain(), this.#overflowSub?.drain()].map((p) => p?.catch(() => undefined)))
+      await this.#inferLoop
       await this.#loops[0]
       await this.engine.idle()
-      for (const s of this.#subs) {
-        s.unsubscribe()
+      for (const s of [...this.#subs, this.#inferSub]) {
+        s?.unsubscribe()
       }
       this.engine.close()
       this.#abort.abort()
@@ -183,6 +259,7 @@ export class ModelServer {
       }
     })
     this.#o.metrics.queueDepth.set(this.#labels, this.engine.queued)
+    this.#regulate()
   }
 
   #onCancel(m: TransportMessage): void {
@@ -191,6 +268,7 @@ export class ModelServer {
   }
 
   async #run(batch: Batch<QItem>): Promise<void> {
+    this.#regulate()
     const t0 = performance.now()
     let results: ItemResult[]
     try {
@@ -208,6 +286,7 @@ export class ModelServer {
     mx.batchSize.observe(this.#labels, batch.items.length)
     mx.dispatch.inc({ ...this.#labels, reason: batch.reason })
     mx.queueDepth.set(this.#labels, this.engine.queued)
+    this.#regulate()
     batch.items.forEach((it, k) => {
       const queueMs = batch.queuedMs[k] ?? 0
       mx.queue.observe(this.#labels, queueMs / 1000)

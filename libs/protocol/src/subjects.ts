@@ -19,6 +19,12 @@ export function subjects(prefix: string = DEFAULT_SUBJECT_PREFIX) {
   return {
     /** Inference requests for a model (queue group {@link queue}). */
     infer: (model: string) => `${prefix}.infer.${model}`,
+    /**
+     * Overflow for a model's requests: every worker always listens here (queue group), while it
+     * listens on {@link infer} only when it has spare capacity. The gateway falls back to it when
+     * no worker has capacity.
+     */
+    overflow: (model: string) => `${prefix}.overflow.${model}`,
     /** Model metadata requests (queue group {@link queue}). */
     meta: (model: string) => `${prefix}.meta.${model}`,
     /** Cancellation notices for a model, to every worker (no queue group). */

@@ -1,6 +1,8 @@
 import { CohortError } from '@cohort/protocol'
 import { AsyncQueue } from './async-queue.ts'
 import type {
+  ConfigStore,
+  ModelConfig,
   ModelDirectory,
   RequestOptions,
   SubscribeOptions,
@@ -27,6 +29,8 @@ export class InProcessTransport implements Transport {
   readonly #subs = new Map<string, LocalSub[]>()
   readonly #rr = new Map<string, number>()
   readonly #known = new Set<string>()
+  readonly #configs = new Map<string, ModelConfig>()
+  readonly #watchers = new Map<string, Set<(v: ModelConfig) => void>>()
   #closed = false
 
   constructor(opts: { maxPayload?: number } = {}) {
@@ -38,6 +42,26 @@ export class InProcessTransport implements Transport {
       this.#known.add(model)
     },
     known: async (model) => this.#known.has(model),
+  }
+
+  readonly config: ConfigStore = {
+    get: async (model) => this.#configs.get(model),
+    put: async (model, value) => {
+      this.#configs.set(model, value)
+      for (const fn of this.#watchers.get(model) ?? []) {
+        queueMicrotask(() => fn(value))
+      }
+    },
+    watch: (model, onChange) => {
+      const set = this.#watchers.get(model) ?? new Set()
+      set.add(onChange)
+      this.#watchers.set(model, set)
+      const current = this.#configs.get(model)
+      if (current) {
+        queueMicrotask(() => onChange(current))
+      }
+      return { stop: () => void set.delete(onChange) }
+    },
   }
 
   request(subject: string, data: Uint8Array, opts: RequestOptions): Promise<Uint8Array> {

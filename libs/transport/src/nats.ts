@@ -3,6 +3,8 @@ import { NoRespondersError, RequestError, TimeoutError } from '@nats-io/nats-cor
 import { Kvm, type KV } from '@nats-io/kv'
 import { CohortError } from '@cohort/protocol'
 import type {
+  ConfigStore,
+  ModelConfig,
   ModelDirectory,
   RequestOptions,
   SubscribeOptions,
@@ -13,6 +15,9 @@ import type {
 
 /** KV bucket where workers announce the models they serve. */
 export const MODELS_BUCKET = 'cohort-models'
+
+/** KV bucket holding each model's runtime configuration. */
+export const CONFIG_BUCKET = 'cohort-config'
 
 /** Default NATS max_payload when the server did not say (1 MiB). */
 const DEFAULT_MAX_PAYLOAD = 1024 * 1024
@@ -68,8 +73,65 @@ export function createNatsTransport(nc: NatsConnection, opts: { ownsConnection?:
       return e !== null && e.operation === 'PUT'
     },
   }
+  let cfg: Promise<KV | undefined> | undefined
+  const configBucket = (): Promise<KV | undefined> => {
+    cfg ??= new Kvm(nc).create(CONFIG_BUCKET, { history: 1 }).catch(() => {
+      cfg = undefined
+      return undefined
+    })
+    return cfg
+  }
+  const config: ConfigStore = {
+    async get(model) {
+      const b = await configBucket()
+      const e = await b?.get(model).catch(() => null)
+      return e && e.operation === 'PUT' ? (e.json() as ModelConfig) : undefined
+    },
+    async put(model, value) {
+      const b = await configBucket()
+      if (!b) {
+        throw new CohortError('NOT_READY', 'runtime configuration needs NATS JetStream (start nats-server with -js)')
+      }
+      await b.put(model, JSON.stringify(value))
+    },
+    watch(model, onChange) {
+      let stopped = false
+      let iter: { stop(): void } | undefined
+      void (async () => {
+        const b = await configBucket()
+        if (!b || stopped) {
+          return
+        }
+        const w = await b.watch({ key: model }).catch(() => undefined)
+        if (!w) {
+          return
+        }
+        iter = w
+        if (stopped) {
+          w.stop()
+          return
+        }
+        for await (const e of w) {
+          if (e.operation === 'PUT') {
+            try {
+              onChange(e.json() as ModelConfig)
+            } catch {
+              // A bad stored value must not end the watch.
+            }
+          }
+        }
+      })()
+      return {
+        stop: () => {
+          stopped = true
+          iter?.stop()
+        },
+      }
+    },
+  }
   let closing: Promise<void> | undefined
   return {
+    config,
     get maxPayload() {
       return nc.info?.max_payload ?? DEFAULT_MAX_PAYLOAD
     },

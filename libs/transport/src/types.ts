@@ -48,6 +48,8 @@ export interface Transport {
   subscribe(subject: string, opts?: SubscribeOptions): TransportSubscription
   /** Directory of models that were ever announced (to tell 404 from 503). */
   readonly directory: ModelDirectory
+  /** Per-model runtime configuration that every worker follows (NATS KV `cohort-config`). */
+  readonly config: ConfigStore
   /** Flush and close. Idempotent. */
   close(): Promise<void>
 }
@@ -57,4 +59,16 @@ export interface ModelDirectory {
   announce(model: string, info: Uint8Array): Promise<void>
   /** true/false when known; undefined when the directory cannot tell (no JetStream). */
   known(model: string): Promise<boolean | undefined>
+}
+
+/** A model's stored runtime configuration (batching settings), as plain JSON. */
+export type ModelConfig = Record<string, unknown>
+
+/** Stored per-model configuration with change notification. */
+export interface ConfigStore {
+  get(model: string): Promise<ModelConfig | undefined>
+  /** Store a model's configuration. Throws CohortError NOT_READY when there is no store (no JetStream). */
+  put(model: string, value: ModelConfig): Promise<void>
+  /** Call `onChange` with the current value (if any) and every later one; stop() ends it. */
+  watch(model: string, onChange: (value: ModelConfig) => void): { stop(): void }
 }
