@@ -52,6 +52,12 @@ function batching(v: Values): Partial<BatchingConfig> {
   return out
 }
 
+/** Admin keys from --admin-key (repeatable) and COHORT_ADMIN_KEYS (comma-separated). */
+function adminKeys(v: Values): string[] {
+  const fromEnv = (process.env['COHORT_ADMIN_KEYS'] ?? '').split(',').map((k) => k.trim()).filter(Boolean)
+  return [...((v['admin-key'] as string[] | undefined) ?? []), ...fromEnv]
+}
+
 function onSignals(stop: () => Promise<void>): void {
   let stopping = false
   const handler = (sig: string) => {
@@ -78,6 +84,7 @@ Gateway and worker in one process (embedded; no NATS needed unless --nats is giv
   --host H               HTTP host (default 127.0.0.1)
   --nats URL             use NATS between the gateway and worker instead of in-process
   --timeout-ms MS        server-side request deadline (default 30000)
+  --admin-key KEY        key for /admin routes (repeatable; also COHORT_ADMIN_KEYS); open when none
 ${MODEL_HELP}`
 
 /** `cohort serve`: embedded gateway + worker. */
@@ -88,6 +95,7 @@ export async function serveCommand(args: string[]): Promise<void> {
     host: { type: 'string', default: '127.0.0.1' },
     nats: { type: 'string' },
     'timeout-ms': { type: 'string' },
+    'admin-key': { type: 'string', multiple: true },
   })
   if (v.help) {
     console.log(SERVE_HELP)
@@ -108,7 +116,7 @@ export async function serveCommand(args: string[]): Promise<void> {
   const worker = new CohortWorker({ transport, runners, registry, outputSchemas, batching: batching(v) })
   await worker.start()
   const timeout = intFlag('timeout-ms', v['timeout-ms'])
-  const app = createApp({ transport, registry, ...(timeout ? { requestTimeoutMs: timeout } : {}) })
+  const app = createApp({ transport, registry, adminKeys: adminKeys(v), ...(timeout ? { requestTimeoutMs: timeout } : {}) })
   const http = await listen(app, v.host as string, port)
   close = async () => {
     await http.close()
@@ -127,7 +135,8 @@ The stateless HTTP gateway: publishes each request to NATS.
   --nats URL             NATS server(s), comma-separated (default $NATS_URL or ${DEFAULT_NATS})
   --port N               HTTP port (default $PORT or 8080)
   --host H               HTTP host (default 127.0.0.1)
-  --timeout-ms MS        server-side request deadline (default 30000)`
+  --timeout-ms MS        server-side request deadline (default 30000)
+  --admin-key KEY        key for /admin routes (repeatable; also COHORT_ADMIN_KEYS); open when none`
 
 /** `cohort gateway`. */
 export async function gatewayCommand(args: string[]): Promise<void> {
@@ -136,6 +145,7 @@ export async function gatewayCommand(args: string[]): Promise<void> {
     port: { type: 'string' },
     host: { type: 'string', default: '127.0.0.1' },
     'timeout-ms': { type: 'string' },
+    'admin-key': { type: 'string', multiple: true },
   })
   if (v.help) {
     console.log(GATEWAY_HELP)
@@ -145,7 +155,7 @@ export async function gatewayCommand(args: string[]): Promise<void> {
   const timeout = intFlag('timeout-ms', v['timeout-ms'])
   const nc = await connectNats(v.nats as string, 'cohort-gateway')
   const transport = createNatsTransport(nc, { ownsConnection: true })
-  const app = createApp({ transport, ...(timeout ? { requestTimeoutMs: timeout } : {}) })
+  const app = createApp({ transport, adminKeys: adminKeys(v), ...(timeout ? { requestTimeoutMs: timeout } : {}) })
   const http = await listen(app, v.host as string, port)
   onSignals(async () => {
     await http.close()
@@ -160,6 +170,9 @@ A long-lived worker: serves its models from NATS in queue groups, batching reque
   --metrics-port N       serve Prometheus /metrics on this port (off by default)
   --metrics-host H       host of the metrics server (default 127.0.0.1)
   --id ID                worker id in replies and discovery (default random)
+  --distribution capacity|random
+                         capacity (default): leave the model's main subject while the queue is full,
+                         so idle workers get the work; random: plain NATS queue-group spreading
 ${MODEL_HELP}`
 
 /** `cohort worker`. */
@@ -170,6 +183,7 @@ export async function workerCommand(args: string[]): Promise<void> {
     'metrics-port': { type: 'string' },
     'metrics-host': { type: 'string', default: '127.0.0.1' },
     id: { type: 'string' },
+    distribution: { type: 'string', default: 'capacity' },
   })
   if (v.help) {
     console.log(WORKER_HELP)
@@ -180,10 +194,14 @@ export async function workerCommand(args: string[]): Promise<void> {
   const { runners, outputSchemas } = await buildRunners(flags)
   const nc = await connectNats(v.nats as string, 'cohort-worker')
   const transport = createNatsTransport(nc, { ownsConnection: true })
+  if (v['distribution'] !== 'capacity' && v['distribution'] !== 'random') {
+    throw new CliError(`--distribution must be capacity or random, got "${String(v['distribution'])}"`)
+  }
   const worker = new CohortWorker({
     transport,
     runners,
     outputSchemas,
+    capacityAware: v['distribution'] === 'capacity',
     batching: batching(v),
     ...(v.id ? { id: v.id as string } : {}),
   })

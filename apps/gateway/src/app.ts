@@ -5,6 +5,8 @@ import { asCohortError, errorResponse } from './errors.ts'
 import { resolveOptions, type GatewayOptions } from './options.ts'
 import { checkModelPath, inferHandler } from './routes/infer.ts'
 import { predictionsHandler } from './routes/predictions.ts'
+import { adminRoutes } from './routes/admin.ts'
+import { tritonConfig } from './routes/config.ts'
 import { Upstream } from './upstream.ts'
 
 function oipMeta(m: ModelMeta) {
@@ -50,15 +52,25 @@ export function createApp(options: GatewayOptions): Hono {
     const m = await up.meta(model)
     return c.json({ name: model, ready: m.ready }, m.ready ? 200 : 503)
   }
+  const modelConfig = async (c: Context) => {
+    const model = c.req.param('model') ?? ''
+    checkModelPath(model, c.req.param('version'))
+    return c.json(tritonConfig(await up.meta(model)))
+  }
   const infer = inferHandler(o, up, metrics)
   for (const base of ['/v2/models/:model', '/v2/models/:model/versions/:version']) {
     app.get(base, modelMeta)
     app.get(`${base}/ready`, modelReady)
+    app.get(`${base}/config`, modelConfig)
     app.post(`${base}/infer`, infer)
   }
   const predictions = predictionsHandler(o, up, metrics)
   app.post('/predictions', predictions)
   app.post('/models/:model/predictions', predictions)
+
+  const admin = adminRoutes(o, up)
+  app.get('/admin/models/:model/batching', admin.get)
+  app.put('/admin/models/:model/batching', admin.put)
 
   app.get('/metrics', (c) => {
     const text = registry.render() + (o.extraMetrics?.() ?? '')

@@ -29,13 +29,15 @@ export interface GatewayOptions {
   defaultModel?: string
   /** Extra text rendered at /metrics (e.g. the embedded worker's registry). */
   extraMetrics?: () => string
+  /** Keys accepted on admin routes (`Authorization: Bearer KEY`). Admin routes are open when empty. */
+  adminKeys?: string[]
   /** Called with unexpected errors (never with CohortErrors). @default console.error */
   onUnexpectedError?: (e: unknown) => void
 }
 
 /** Options with defaults applied. */
-export type ResolvedGatewayOptions = Required<Omit<GatewayOptions, 'registry' | 'defaultModel' | 'extraMetrics'>> &
-  Pick<GatewayOptions, 'registry' | 'defaultModel' | 'extraMetrics'>
+export type ResolvedGatewayOptions = Required<Omit<GatewayOptions, 'registry' | 'defaultModel' | 'extraMetrics' | 'adminKeys'>> &
+  Pick<GatewayOptions, 'registry' | 'defaultModel' | 'extraMetrics' | 'adminKeys'>
 
 /** Merge defaults in one place and check invariants. */
 export function resolveOptions(o: GatewayOptions): ResolvedGatewayOptions {

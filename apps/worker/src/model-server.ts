@@ -177,7 +177,16 @@ export class ModelServer {
   /** Model metadata with the live batching config. */
   meta() {
     const m = this.runner.meta()
-    return { ...m, maxBatchSize: this.engine.config.maxBatchSize, maxDelayMs: this.engine.config.maxDelayMs }
+    const c = this.engine.config as BatchingConfig & { maxBatchCost?: number }
+    return {
+      ...m,
+      maxBatchSize: c.maxBatchSize,
+      maxDelayMs: c.maxDelayMs,
+      policy: c.policy,
+      maxQueue: c.maxQueue,
+      maxBatchCost: c.maxBatchCost === undefined || c.maxBatchCost === Infinity ? null : c.maxBatchCost,
+      queued: this.engine.queued,
+    }
   }
 
   /** Stop taking requests, finish every one already received, then release the model. */

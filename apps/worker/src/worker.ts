@@ -17,6 +17,8 @@ export interface CohortWorkerOptions {
   batching?: Partial<BatchingConfig>
   /** Where metrics go. @default a new registry */
   registry?: Registry
+  /** Capacity-aware distribution (see ModelServerOptions.capacityAware). @default true */
+  capacityAware?: boolean
   /** Output schemas of predictors by model name. */
   outputSchemas?: Record<string, import('@sinclair/typebox').TSchema | undefined>
 }
@@ -53,6 +55,7 @@ export class CohortWorker {
         metrics: this.metrics,
         workerId: this.id,
         outputSchema: this.#o.outputSchemas?.[runner.name],
+        capacityAware: this.#o.capacityAware ?? true,
         ...(this.#o.batching ? { batching: this.#o.batching } : {}),
       })
       await s.start()

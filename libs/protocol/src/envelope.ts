@@ -89,6 +89,14 @@ export interface ModelMeta {
   ready: boolean
   maxBatchSize: number
   maxDelayMs: number
+  /** Live batching settings of the answering worker. */
+  policy?: string
+  maxQueue?: number
+  maxBatchCost?: number | null
+  /** Learned batch cost t(b) = a + c*b in ms, when the engine has samples. */
+  cost?: { a: number; c: number; samples: number }
+  /** Items queued on the answering worker. */
+  queued?: number
   /** JSON Schema of one input item (schema predictors). */
   inputSchema?: unknown
   /** JSON Schema of one output item, when declared. */

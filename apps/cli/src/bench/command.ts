@@ -5,7 +5,8 @@ import { mulberry32 } from '@cohort/onnx-builder'
 import { intFlag, numFlag, parse } from '../args.ts'
 import { CliError } from '../cli-error.ts'
 import { ensureDemoModel } from '../demo-model.ts'
-import { hasWrk, killLoadGenerators, runNodeLoad, runWrk, sequential, writeWrkScript } from './load.ts'
+import { runNodeLoad, sequential } from './client.ts'
+import { hasWrk, killLoadGenerators, runWrk, writeWrkScript } from './wrk.ts'
 import { batchSizes, offlineCurve, offlineItemsPerSecAt, type OfflinePoint } from './offline.ts'
 import { printProfiles, summariseProfiles } from './profile.ts'
 import { formatReport, type BenchResult, type ModeResult } from './report.ts'
@@ -92,7 +93,7 @@ function config(args: string[]): Config | undefined {
   }
 }
 
-async function measureMode(mode: Mode, c: Config, o: { demoPath: string; floorPath: string; dir: string; offline: OfflinePoint[]; wrkScript: string | undefined }): Promise<ModeResult> {
+async function measureMode(mode: Mode, c: Config, o: { demoPath: string; floorPath: string; dir: string; offline: OfflinePoint[]; wrk: { demo: string; floor: string } | undefined }): Promise<ModeResult> {
   const profileDir = c.profile ? join(o.dir, `profile-${mode}`) : undefined
   const nodeFlags = profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : []
   console.error(`bench: [${mode}] starting ${mode === 'nats' ? 'nats-server + worker + gateway' : 'cohort serve'}...`)
@@ -105,10 +106,12 @@ async function measureMode(mode: Mode, c: Config, o: { demoPath: string; floorPa
     await sequential(floorUrl, FLOOR_BODY, { count: 50 })
     console.error(`bench: [${mode}] floor: ${c.floorRequests} sequential Identity requests`)
     const floor = await sequential(floorUrl, FLOOR_BODY, { count: c.floorRequests })
+    // The same floor seen by wrk with one connection: no Node client in the measurement.
+    const floorWrk = o.wrk ? await runWrk(floorUrl, o.wrk.floor, 1, 2) : undefined
     console.error(`bench: [${mode}] low load: ${c.lowLoadRate} req/s for ${c.lowLoadSeconds} s`)
     const lowLoad = await sequential(demoUrl, body, { rate: c.lowLoadRate, seconds: c.lowLoadSeconds })
     const load = (s: number) =>
-      o.wrkScript ? runWrk(demoUrl, o.wrkScript, c.connections, s) : runNodeLoad(demoUrl, body, c.connections, s)
+      o.wrk ? runWrk(demoUrl, o.wrk.demo, c.connections, s) : runNodeLoad(demoUrl, body, c.connections, s)
     console.error(`bench: [${mode}] saturation: 2 s warm-up, then ${c.durationS} s with ${c.connections} connections`)
     await load(2)
     const before = await batchSizeTotals(stack.metricsUrl, 'demo')
@@ -134,6 +137,7 @@ async function measureMode(mode: Mode, c: Config, o: { demoPath: string; floorPa
       ratioMean: saturation.requestsPerSec / offlineAtMean,
       lowLoad,
       floor,
+      floorWrkP50Ms: floorWrk?.p50Ms ?? Number.NaN,
       t1Ms,
       ratioP50: lowLoad.p50Ms / (t1Ms + floor.p50Ms),
     }
@@ -183,13 +187,13 @@ export async function benchCommand(args: string[]): Promise<void> {
     if (!wrk && c.modes.length > 0) {
       console.error('bench: warning: wrk is not installed; falling back to a Node load generator, which competes with the server for CPU')
     }
-    const wrkScript = wrk ? writeWrkScript(dir, demoBody()) : undefined
+    const wrkScripts = wrk ? { demo: writeWrkScript(dir, 'demo', demoBody()), floor: writeWrkScript(dir, 'floor', FLOOR_BODY) } : undefined
     const batches = batchSizes(c.maxBatchSize)
     console.error(`bench: offline curve, batch sizes ${batches.join(', ')}, ${c.threads} thread(s)`)
     const offline = await offlineCurve({ path: demoPath, threads: c.threads, batches, seconds: c.offlineSeconds })
     const served: ModeResult[] = []
     for (const mode of c.modes) {
-      served.push(await measureMode(mode, c, { demoPath, floorPath, dir, offline, wrkScript }))
+      served.push(await measureMode(mode, c, { demoPath, floorPath, dir, offline, wrk: wrkScripts }))
     }
     const { out, profile: _p, ...cfg } = c
     const result: BenchResult = {

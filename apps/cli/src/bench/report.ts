@@ -1,4 +1,4 @@
-import type { SaturationResult } from './load.ts'
+import type { SaturationResult } from './wrk.ts'
 import type { OfflinePoint } from './offline.ts'
 import type { Mode } from './served.ts'
 import type { LatencySummary } from './stats.ts'
@@ -24,6 +24,8 @@ export interface ModeResult {
   lowLoad: LatencySummary
   /** Sequential `floor` (Identity) requests: the transport floor. */
   floor: LatencySummary
+  /** p50 of the floor model under `wrk -c1` (no Node client in the loop); NaN without wrk. */
+  floorWrkP50Ms: number
   /** Offline median ms per session.run at b=1. */
   t1Ms: number
   /** lowLoad.p50Ms / (t1Ms + floor.p50Ms). */
@@ -89,6 +91,7 @@ export function formatReport(r: BenchResult): string {
     [`low-load p50 / p99 (ms, ${c.lowLoadRate} req/s)`, (s) => `${f(s.lowLoad.p50Ms)} / ${f(s.lowLoad.p99Ms)}`],
     ['t(1) offline p50 ms at b=1', (s) => f(s.t1Ms, 3)],
     ['floor p50 (Identity model, ms)', (s) => f(s.floor.p50Ms)],
+    ['  floor p50 under wrk -c1 (ms)', (s) => f(s.floorWrkP50Ms)],
     ['low-load p50 / (t(1) + floor)', (s) => f(s.ratioP50)],
   ]
   out.push('\nServed (HTTP POST /v2/models/demo/infer, 1 item per request)')

@@ -1,7 +1,6 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { summarise, type LatencySummary } from './stats.ts'
 
 /** Result of a saturation run. */
 export interface SaturationResult {
@@ -67,9 +66,9 @@ export function parseWrk(out: string): Omit<SaturationResult, 'tool'> {
   }
 }
 
-/** Write the wrk Lua script that POSTs `body` as JSON; returns its path. */
-export function writeWrkScript(dir: string, body: string): string {
-  const path = join(dir, 'post.lua')
+/** Write a wrk Lua script `<name>.lua` in `dir` that POSTs `body` as JSON; returns its path. */
+export function writeWrkScript(dir: string, name: string, body: string): string {
+  const path = join(dir, `${name}.lua`)
   writeFileSync(
     path,
     `wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\nwrk.body = [==[${body}]==]\n`,
@@ -98,71 +97,4 @@ export async function runWrk(url: string, script: string, connections: number, s
     throw new Error(`wrk got ${r.non2xx} non-2xx responses from ${url}; the served path is failing:\n${out}`)
   }
   return r
-}
-
-async function post(url: string, body: string): Promise<number> {
-  const t0 = performance.now()
-  const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body })
-  const text = await res.text()
-  if (!res.ok) {
-    throw new Error(`POST ${url}: HTTP ${res.status} ${text.slice(0, 300)}`)
-  }
-  return performance.now() - t0
-}
-
-/**
- * Fallback load generator when wrk is missing: `connections` concurrent fetch loops for
- * `seconds`. It shares the CPU with the server, so it understates served throughput.
- */
-export async function runNodeLoad(url: string, body: string, connections: number, seconds: number): Promise<SaturationResult> {
-  const lat: number[] = []
-  const until = performance.now() + seconds * 1000
-  const t0 = performance.now()
-  let non2xx = 0
-  await Promise.all(
-    Array.from({ length: connections }, async () => {
-      while (performance.now() < until) {
-        try {
-          lat.push(await post(url, body))
-        } catch {
-          non2xx++
-        }
-      }
-    }),
-  )
-  const elapsed = (performance.now() - t0) / 1000
-  const s = summarise(lat)
-  if (non2xx > 0) {
-    throw new Error(`node load generator got ${non2xx} failed responses from ${url}`)
-  }
-  return { tool: 'node', requests: lat.length, seconds: elapsed, requestsPerSec: lat.length / elapsed, p50Ms: s.p50Ms, p99Ms: s.p99Ms, non2xx, socketErrors: 0 }
-}
-
-/**
- * One request at a time: `count` requests, or (with `rate`) paced at `rate` per second for
- * `seconds`. Rejects on the first non-2xx answer. Returns the latency summary in ms.
- */
-export async function sequential(
-  url: string,
-  body: string,
-  o: { count: number } | { rate: number; seconds: number },
-): Promise<LatencySummary> {
-  const lat: number[] = []
-  if ('count' in o) {
-    for (let i = 0; i < o.count; i++) {
-      lat.push(await post(url, body))
-    }
-    return summarise(lat)
-  }
-  const n = Math.max(1, Math.round(o.rate * o.seconds))
-  const start = performance.now()
-  for (let i = 0; i < n; i++) {
-    const due = start + (i * 1000) / o.rate
-    const wait = due - performance.now()
-    if (wait > 0) {
-      await new Promise((r) => setTimeout(r, wait))
-    }
-    lat.push(await post(url, body))
-  }
-  return summarise(lat)
 }

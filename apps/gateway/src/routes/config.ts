@@ -1,0 +1,58 @@
+import type { ModelMeta } from '@cohort/protocol'
+
+const TRITON_TYPE: Record<string, string> = {
+  BOOL: 'TYPE_BOOL',
+  UINT8: 'TYPE_UINT8',
+  UINT16: 'TYPE_UINT16',
+  UINT32: 'TYPE_UINT32',
+  UINT64: 'TYPE_UINT64',
+  INT8: 'TYPE_INT8',
+  INT16: 'TYPE_INT16',
+  INT32: 'TYPE_INT32',
+  INT64: 'TYPE_INT64',
+  FP16: 'TYPE_FP16',
+  FP32: 'TYPE_FP32',
+  FP64: 'TYPE_FP64',
+  BYTES: 'TYPE_STRING',
+}
+
+const sv = (v: unknown) => ({ string_value: String(v) })
+
+/**
+ * Triton's model configuration (`GET /v2/models/{m}/config`): `max_batch_size`, `input`/`output`
+ * without the batch dim, `dynamic_batching`, and Cohort's live settings under `parameters`.
+ */
+export function tritonConfig(m: ModelMeta): Record<string, unknown> {
+  const tensor = (t: { name: string; datatype: string; shape: number[] }) => ({
+    name: t.name,
+    data_type: TRITON_TYPE[t.datatype] ?? `TYPE_${t.datatype}`,
+    dims: t.shape.slice(1),
+  })
+  const parameters: Record<string, { string_value: string }> = {
+    cohort_policy: sv(m.policy ?? 'eager'),
+    cohort_max_queue: sv(m.maxQueue ?? ''),
+    cohort_max_delay_ms: sv(m.maxDelayMs),
+    cohort_kind: sv(m.kind),
+  }
+  if (m.maxBatchCost !== undefined && m.maxBatchCost !== null) {
+    parameters['cohort_max_batch_cost'] = sv(m.maxBatchCost)
+  }
+  if (m.cost) {
+    parameters['cohort_cost_a_ms'] = sv(m.cost.a)
+    parameters['cohort_cost_c_ms'] = sv(m.cost.c)
+    parameters['cohort_cost_samples'] = sv(m.cost.samples)
+  }
+  return {
+    name: m.name,
+    platform: m.kind === 'onnx' ? 'onnxruntime_onnx' : 'cohort_predictor',
+    backend: m.kind === 'onnx' ? 'onnxruntime' : 'cohort',
+    max_batch_size: m.maxBatchSize,
+    input: m.inputs.map(tensor),
+    output: m.outputs.map(tensor),
+    dynamic_batching: {
+      max_queue_delay_microseconds: Math.round(m.maxDelayMs * 1000),
+      preferred_batch_size: [],
+    },
+    parameters,
+  }
+}
