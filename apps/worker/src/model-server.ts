@@ -66,6 +66,7 @@ const EXPIRE_CODE: Record<ExpireReason, { code: 'DEADLINE_EXCEEDED' | 'CANCELLED
   deadline: { code: 'DEADLINE_EXCEEDED', msg: 'deadline passed while queued; the item did not run' },
   cancelled: { code: 'CANCELLED', msg: 'the client went away; the item did not run' },
   closed: { code: 'SHUTTING_DOWN', msg: 'the worker closed before the item ran' },
+  doomed: { code: 'DEADLINE_EXCEEDED', msg: 'the item could not finish before its deadline, so it was not run' },
 }
 
 /** Serves one model on its NATS subjects: decode, validate, batch, run, reply per request. */
