@@ -49,6 +49,11 @@ export const MODEL_OPTIONS = {
   'max-delay-ms': { type: 'string' },
   policy: { type: 'string' },
   'max-queue': { type: 'string' },
+  'max-batch-cost': { type: 'string' },
+  pad: { type: 'boolean' },
+  'pad-value': { type: 'string' },
+  'mask-input': { type: 'string' },
+  buckets: { type: 'string' },
 } as const
 
 /** Help text of the shared model flags. */
@@ -59,5 +64,11 @@ export const MODEL_HELP = `  --model SPEC           ONNX model: demo | NAME=PATH
   --threads N            ORT intra-op threads per instance (default: cores / instances)
   --max-batch-size N     items per batch (default 32)
   --max-delay-ms MS      max hold time of the timer policy (default 5)
-  --policy eager|timer   batching policy (default eager: dispatch at once when idle)
-  --max-queue N          queued items per model before 503 (default 4096)`
+  --policy eager|deadline|timer
+                         batching policy (default eager: dispatch at once when idle)
+  --max-queue N          queued items per model before 503 (default 4096)
+  --max-batch-cost N     cost units per batch (tokens, pixels: product of dynamic dims; default no limit)
+  --pad                  ONNX: batch items of different lengths by bucket, padded to the longest
+  --pad-value V          value in padded positions (default 0)
+  --mask-input NAME      ONNX input Cohort fills with the attention mask (1 real, 0 padding)
+  --buckets A,B,C        length bucket bounds (default powers of two)`

@@ -3,7 +3,7 @@ import { Hono } from 'hono'
 import type { BatchingConfig, Policy } from '@cohort/batching'
 import { createApp } from '@cohort/gateway'
 import { PROMETHEUS_CONTENT_TYPE, Registry } from '@cohort/metrics'
-import { CohortWorker } from '@cohort/worker'
+import { CohortWorker, type PaddingOptions } from '@cohort/worker'
 import { InProcessTransport, createNatsTransport, type Transport } from '@cohort/transport'
 import { MODEL_HELP, MODEL_OPTIONS, intFlag, numFlag, parse } from './args.ts'
 import { CliError } from './cli-error.ts'
@@ -33,21 +33,55 @@ function modelFlags(v: Values, defaultDemo: boolean): ModelFlags {
     threads: intFlag('threads', v['threads']) ?? Math.max(1, Math.floor(availableParallelism() / instances)),
     maxBatchSize: intFlag('max-batch-size', v['max-batch-size']),
     maxDelayMs: numFlag('max-delay-ms', v['max-delay-ms']),
+    padding: paddingFlags(v),
   }
+}
+
+function paddingFlags(v: Values): PaddingOptions | undefined {
+  if (!v['pad']) {
+    if (v['pad-value'] !== undefined || v['mask-input'] !== undefined || v['buckets'] !== undefined) {
+      throw new CliError('--pad-value, --mask-input and --buckets need --pad')
+    }
+    return undefined
+  }
+  const out: PaddingOptions = {}
+  const pv = v['pad-value']
+  if (pv !== undefined) {
+    const n = Number(pv)
+    if (!Number.isFinite(n)) {
+      throw new CliError(`--pad-value must be a number, got "${String(pv)}"`)
+    }
+    out.padValue = n
+  }
+  if (typeof v['mask-input'] === 'string') {
+    out.maskInput = v['mask-input']
+  }
+  if (typeof v['buckets'] === 'string') {
+    const b = v['buckets'].split(',').map(Number)
+    if (b.some((x) => !Number.isInteger(x) || x < 1)) {
+      throw new CliError(`--buckets must be comma-separated integers >= 1, got "${v['buckets']}"`)
+    }
+    out.buckets = b.sort((x, y) => x - y)
+  }
+  return out
 }
 
 function batching(v: Values): Partial<BatchingConfig> {
   const out: Partial<BatchingConfig> = {}
   const policy = v['policy']
   if (policy !== undefined) {
-    if (policy !== 'eager' && policy !== 'timer') {
-      throw new CliError(`--policy must be eager or timer, got "${String(policy)}"`)
+    if (policy !== 'eager' && policy !== 'timer' && policy !== 'deadline') {
+      throw new CliError(`--policy must be eager, deadline or timer, got "${String(policy)}"`)
     }
     out.policy = policy as Policy
   }
   const q = intFlag('max-queue', v['max-queue'])
   if (q !== undefined) {
     out.maxQueue = q
+  }
+  const cost = numFlag('max-batch-cost', v['max-batch-cost'])
+  if (cost !== undefined) {
+    ;(out as Record<string, unknown>)['maxBatchCost'] = cost
   }
   return out
 }

@@ -12,6 +12,7 @@ export interface ModelFlags {
   threads: number | undefined
   maxBatchSize: number | undefined
   maxDelayMs: number | undefined
+  padding?: import('@cohort/worker').PaddingOptions | undefined
 }
 
 const EPS = ['cpu', 'webgpu', 'cuda'] as const
@@ -34,6 +35,7 @@ export async function buildRunners(f: ModelFlags): Promise<{ runners: ModelRunne
         ...(f.threads !== undefined ? { intraOpNumThreads: f.threads } : {}),
         ...(f.maxBatchSize !== undefined ? { maxBatchSize: f.maxBatchSize } : {}),
         ...(f.maxDelayMs !== undefined ? { maxDelayMs: f.maxDelayMs } : {}),
+        ...(f.padding ? { padding: f.padding } : {}),
       }),
     )
   }

@@ -260,6 +260,7 @@ export class ModelServer {
           deadline: req.deadline,
           group: it.group,
           priority: req.priority ?? 0,
+          ...(it.cost !== undefined ? { cost: it.cost } : {}),
         })
         if (!ok) {
           this.#complete(p, index, {

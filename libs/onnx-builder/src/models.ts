@@ -187,3 +187,26 @@ export function buildVariableLengthModel(): Uint8Array {
     }),
   )
 }
+
+/**
+ * A masked sequence model for padding tests: inputs `tokens` FP32 ['batch', 'seq'] and
+ * `attention_mask` INT64 ['batch', 'seq']; outputs `total` FP32 ['batch', 1] = sum(tokens * mask)
+ * over seq, and `scaled` FP32 ['batch', 'seq'] = tokens * mask * 2. Padding positions (mask 0) do not
+ * change `total`, and `scaled` cropped to the real length equals the unpadded result.
+ */
+export function buildMaskedSequenceModel(): Uint8Array {
+  return model(
+    graph({
+      name: 'cohort_masked_sequence',
+      inputs: [valueInfo('tokens', 'FP32', ['batch', 'seq']), valueInfo('attention_mask', 'INT64', ['batch', 'seq'])],
+      outputs: [valueInfo('total', 'FP32', ['batch', 1]), valueInfo('scaled', 'FP32', ['batch', 'seq'])],
+      initializers: [tensorInit('axis1', 'INT64', [1], [1n]), tensorInit('two', 'FP32', [], [2])],
+      nodes: [
+        node('Cast', ['attention_mask'], ['mask_f'], { to: 1 }),
+        node('Mul', ['tokens', 'mask_f'], ['masked']),
+        node('ReduceSum', ['masked', 'axis1'], ['total'], { keepdims: 1 }),
+        node('Mul', ['masked', 'two'], ['scaled']),
+      ],
+    }),
+  )
+}

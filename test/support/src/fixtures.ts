@@ -1,7 +1,7 @@
 import { mkdtempSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { buildDemoMlp, buildIdentityAllTypes, buildMultiIoModel, buildVariableLengthModel } from '@cohort/onnx-builder'
+import { buildDemoMlp, buildIdentityAllTypes, buildMaskedSequenceModel, buildMultiIoModel, buildVariableLengthModel } from '@cohort/onnx-builder'
 
 /** Paths of the ONNX models the suites serve. */
 export interface ModelFixtures {
@@ -10,6 +10,7 @@ export interface ModelFixtures {
   multiIo: string
   identity: string
   varlen: string
+  masked: string
 }
 
 /** Write the test models to a fresh temp dir. */
@@ -26,6 +27,7 @@ export function writeModelFixtures(): ModelFixtures {
     multiIo: write('multi-io.onnx', buildMultiIoModel()),
     identity: write('identity.onnx', buildIdentityAllTypes()),
     varlen: write('varlen.onnx', buildVariableLengthModel()),
+    masked: write('masked.onnx', buildMaskedSequenceModel()),
   }
 }
 

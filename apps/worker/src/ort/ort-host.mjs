@@ -22,6 +22,7 @@ function meta(list) {
     isTensor: m.isTensor,
     type: m.isTensor ? m.type : 'unknown',
     shape: m.isTensor ? m.shape.map((d) => (typeof d === 'number' && d >= 0 ? d : -1)) : [],
+    dimNames: m.isTensor ? m.shape.map((d) => (typeof d === 'string' ? d : null)) : [],
   }))
 }
 

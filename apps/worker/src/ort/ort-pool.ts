@@ -19,6 +19,8 @@ export interface HostValueMeta {
   isTensor: boolean
   type: string
   shape: number[]
+  /** Symbolic dim names (null for fixed dims). */
+  dimNames?: (string | null)[]
 }
 
 /** Options of {@link OrtPool}. */

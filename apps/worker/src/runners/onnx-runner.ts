@@ -14,6 +14,7 @@ import {
 } from '@cohort/protocol'
 import { OrtPool, type ExecutionProvider, type HostTensor, type HostValueMeta } from '../ort/ort-pool.ts'
 import { datatypeOfOrt, ortType, viewOf } from './ort-types.ts'
+import { bucketOf, copyCorner, filledBuffer, type PaddingOptions } from './padding.ts'
 import type { ItemResult, ModelRunner, PreparedItem } from './types.ts'
 
 /** Options of {@link OnnxRunner}. */
@@ -29,6 +30,12 @@ export interface OnnxRunnerOptions {
   maxBatchSize?: number
   /** @default 5 */
   maxDelayMs?: number
+  /**
+   * Length bucketing with padding: items whose dynamic dims differ share a batch when their
+   * lengths fall in the same bucket; they are padded to the longest member and outputs that carry
+   * the padded dim are cropped back. Off by default (items of different shapes never mix).
+   */
+  padding?: PaddingOptions
 }
 
 interface InputSpec {
@@ -36,6 +43,8 @@ interface InputSpec {
   datatype: Datatype
   /** Non-batch dims; -1 = any. */
   rest: number[]
+  /** Symbolic names of the non-batch dims (null when fixed). */
+  restNames: (string | null)[]
 }
 
 /** Where one item's rows live: a request's batch-major tensors and the row index. */
@@ -53,7 +62,10 @@ export class OnnxRunner implements ModelRunner {
   readonly concurrency: number
   readonly batchDefaults: { maxBatchSize: number; maxDelayMs: number }
   readonly #pool: OrtPool
+  readonly #padding: PaddingOptions | undefined
+  /** Inputs the client sends (the mask input excluded). */
   #inputs: InputSpec[] = []
+  #mask: InputSpec | undefined
   #ready = false
 
   constructor(opts: OnnxRunnerOptions) {
@@ -65,12 +77,21 @@ export class OnnxRunner implements ModelRunner {
       ...(opts.intraOpNumThreads !== undefined ? { intraOpNumThreads: opts.intraOpNumThreads } : {}),
     })
     this.concurrency = this.#pool.instances
+    this.#padding = opts.padding
     this.batchDefaults = { maxBatchSize: opts.maxBatchSize ?? 32, maxDelayMs: opts.maxDelayMs ?? 5 }
   }
 
   async start(): Promise<void> {
     await this.#pool.start()
-    this.#inputs = this.#pool.inputs.map((m) => specOf(this.name, m))
+    const all = this.#pool.inputs.map((m) => specOf(this.name, m))
+    const maskName = this.#padding?.maskInput
+    if (maskName !== undefined) {
+      this.#mask = all.find((x) => x.name === maskName)
+      if (!this.#mask) {
+        throw new Error(`model "${this.name}" has no input "${maskName}" for the attention mask`)
+      }
+    }
+    this.#inputs = all.filter((x) => x.name !== maskName)
     for (const o of this.#pool.outputs) {
       specOf(this.name, o)
     }
@@ -94,7 +115,7 @@ export class OnnxRunner implements ModelRunner {
       name: this.name,
       versions: ['1'],
       platform: 'onnx_onnxv1',
-      inputs: this.#pool.inputs.map(t),
+      inputs: this.#pool.inputs.filter((m) => m.name !== this.#mask?.name).map(t),
       outputs: this.#pool.outputs.map(t),
       kind: 'onnx',
       ready: this.#ready,
@@ -108,13 +129,14 @@ export class OnnxRunner implements ModelRunner {
       const tensors = req.tensors
       this.#checkTensors(tensors)
       const n = this.#inputs.length > 0 ? (tensors[this.#inputs[0]!.name]!.shape[0] ?? 0) : 0
-      const group = groupKeyOf(tensors)
-      return Array.from({ length: n }, (_, row) => ({ group, payload: { src: tensors, row } satisfies OnnxItem }))
+      const group = this.#groupOf(tensors)
+      const cost = this.#costOf(tensors)
+      return Array.from({ length: n }, (_, row) => ({ group, cost, payload: { src: tensors, row } satisfies OnnxItem }))
     }
     return (req.items ?? []).map((item, i) => {
       try {
         const src = this.#itemToTensors(item, i)
-        return { group: groupKeyOf(src), payload: { src, row: 0 } satisfies OnnxItem }
+        return { group: this.#groupOf(src), cost: this.#costOf(src), payload: { src, row: 0 } satisfies OnnxItem }
       } catch (e) {
         return { group: '', payload: undefined, error: toWireError(e, 'INVALID_INPUT') }
       }
@@ -126,9 +148,25 @@ export class OnnxRunner implements ModelRunner {
     const n = items.length
     const feeds: Record<string, HostTensor> = {}
     for (const spec of this.#inputs) {
-      feeds[spec.name] = gather(spec, items)
+      feeds[spec.name] = gather(spec, items, this.#padding?.padValue ?? 0)
+    }
+    // Real length of each item along each symbolic dim, and the batch's padded length.
+    const real = new Map<string, { lens: number[]; max: number }>()
+    if (this.#padding) {
+      for (const spec of this.#inputs) {
+        spec.restNames.forEach((dn, k) => {
+          if (dn !== null && !real.has(dn) && spec.rest[k] === -1) {
+            const lens = items.map((it) => it.src[spec.name]!.shape[k + 1]!)
+            real.set(dn, { lens, max: Math.max(...lens) })
+          }
+        })
+      }
+      if (this.#mask) {
+        feeds[this.#mask.name] = buildMask(this.#mask, real, n)
+      }
     }
     const { outputs } = await this.#pool.run(feeds)
+    const outMeta = new Map(this.#pool.outputs.map((m) => [m.name, m]))
     const results: ItemResult[] = items.map(() => ({ tensors: {} }))
     for (const [name, out] of Object.entries(outputs)) {
       const datatype = datatypeOfOrt(out.type)
@@ -139,8 +177,22 @@ export class OnnxRunner implements ModelRunner {
         throw new CohortError('INTERNAL', `output "${name}" has dim 0 = ${out.dims[0]}, expected the batch size ${n}`)
       }
       const t: WireTensor = { datatype, shape: out.dims, bytes: bytesOf(out.data) }
+      const names = outMeta.get(name)?.dimNames?.slice(1) ?? []
+      const crop = real.size > 0 && datatype !== 'BYTES' && names.some((dn) => dn !== null && real.has(dn))
       for (let i = 0; i < n; i++) {
-        ;(results[i] as { tensors: Record<string, WireTensor> }).tensors[name] = sliceRows(t, i, 1)
+        let row = sliceRows(t, i, 1)
+        if (crop) {
+          const rest = row.shape.slice(1)
+          const want = rest.map((d, k) => {
+            const dn = names[k]
+            return dn !== null && dn !== undefined && real.has(dn) ? real.get(dn)!.lens[i]! : d
+          })
+          const size = DATATYPE_SIZE[datatype]
+          const dst = new Uint8Array(want.reduce((a, b) => a * b, 1) * size)
+          copyCorner(row.bytes, rest, dst, want, size)
+          row = { datatype, shape: [1, ...want], bytes: dst }
+        }
+        ;(results[i] as { tensors: Record<string, WireTensor> }).tensors[name] = row
       }
     }
     return results
@@ -148,6 +200,31 @@ export class OnnxRunner implements ModelRunner {
 
   close(): Promise<void> {
     return this.#pool.close()
+  }
+
+  /** Batch group: exact shapes, or length buckets of the dynamic dims when padding is on. */
+  #groupOf(tensors: Record<string, WireTensor>): string {
+    if (!this.#padding) {
+      return groupKeyOf(tensors)
+    }
+    const parts: string[] = []
+    for (const spec of this.#inputs) {
+      const t = tensors[spec.name]!
+      const dims = t.shape.slice(1).map((d, k) => (spec.rest[k] === -1 ? `b${bucketOf(d, this.#padding?.buckets)}` : String(d)))
+      parts.push(`${JSON.stringify(spec.name)}:${t.datatype}[${dims.join(',')}]`)
+    }
+    return parts.join('|')
+  }
+
+  /** Per-item cost: the product of the first input's dynamic dims (tokens, pixels); 1 for fixed shapes. */
+  #costOf(tensors: Record<string, WireTensor>): number {
+    for (const spec of this.#inputs) {
+      if (spec.rest.some((d) => d === -1)) {
+        const t = tensors[spec.name]!
+        return t.shape.slice(1).reduce((acc, d, k) => (spec.rest[k] === -1 ? acc * d : acc), 1)
+      }
+    }
+    return 1
   }
 
   #checkTensors(tensors: Record<string, WireTensor>): void {
@@ -221,7 +298,27 @@ function specOf(model: string, m: HostValueMeta): InputSpec {
   if (m.shape.length === 0 || (m.shape[0] !== -1 && m.shape[0] !== undefined && m.shape[0] > 1)) {
     throw new Error(`model "${model}": "${m.name}" needs a leading dynamic batch dimension (shape ${JSON.stringify(m.shape)})`)
   }
-  return { name: m.name, datatype, rest: m.shape.slice(1) }
+  return { name: m.name, datatype, rest: m.shape.slice(1), restNames: (m.dimNames ?? []).slice(1) }
+}
+
+/** The attention mask: 1 where an item has real data along the padded dims, 0 in the padding. */
+function buildMask(spec: InputSpec, real: Map<string, { lens: number[]; max: number }>, n: number): HostTensor {
+  const target = spec.rest.map((d, k) => {
+    const dn = spec.restNames[k]
+    return dn !== null && dn !== undefined && real.has(dn) ? real.get(dn)!.max : Math.max(d, 1)
+  })
+  const rowElems = target.reduce((a, b) => a * b, 1)
+  const size = DATATYPE_SIZE[spec.datatype]
+  const buf = new Uint8Array(filledBuffer(spec.datatype, rowElems * n, 0))
+  for (let i = 0; i < n; i++) {
+    const mine = spec.rest.map((d, k) => {
+      const dn = spec.restNames[k]
+      return dn !== null && dn !== undefined && real.has(dn) ? real.get(dn)!.lens[i]! : target[k]!
+    })
+    const ones = new Uint8Array(filledBuffer(spec.datatype, mine.reduce((a, b) => a * b, 1), 1))
+    copyCorner(ones, mine, buf.subarray(i * rowElems * size, (i + 1) * rowElems * size), target, size)
+  }
+  return { type: ortType(spec.datatype), dims: [n, ...target], data: viewOf(spec.datatype, buf.buffer as ArrayBuffer, rowElems * n) }
 }
 
 function checkTensor(model: string, spec: InputSpec, t: WireTensor): void {
@@ -246,11 +343,31 @@ function nestedShape(v: unknown): number[] {
   return shape
 }
 
-/** Concatenate each item's row of one input into an aligned batch tensor for ORT. */
-function gather(spec: InputSpec, items: OnnxItem[]): HostTensor {
+/** Concatenate each item's row of one input into an aligned batch tensor for ORT (padding rows that are shorter). */
+function gather(spec: InputSpec, items: OnnxItem[], padValue: number): HostTensor {
   const first = items[0]!.src[spec.name]!
-  const rest = first.shape.slice(1)
+  let rest = first.shape.slice(1)
+  let ragged = false
+  for (const it of items) {
+    const r = it.src[spec.name]!.shape
+    if (r.length - 1 !== rest.length || r.some((d, k) => k > 0 && d !== rest[k - 1])) {
+      ragged = true
+      rest = rest.map((d, k) => Math.max(d, r[k + 1] ?? 0))
+    }
+  }
   const dims = [items.length, ...rest]
+  if (ragged && spec.datatype !== 'BYTES') {
+    const rowElems = rest.reduce((a, b) => a * b, 1)
+    const size = DATATYPE_SIZE[spec.datatype]
+    const buf = filledBuffer(spec.datatype, rowElems * items.length, padValue)
+    const dst = new Uint8Array(buf)
+    items.forEach((it, i) => {
+      const src = it.src[spec.name]!
+      const rowBytes = src.shape.slice(1).reduce((a, b) => a * b, 1) * size
+      copyCorner(src.bytes.subarray(it.row * rowBytes, (it.row + 1) * rowBytes), src.shape.slice(1), dst.subarray(i * rowElems * size, (i + 1) * rowElems * size), rest, size)
+    })
+    return { type: ortType(spec.datatype), dims, data: viewOf(spec.datatype, buf, rowElems * items.length) }
+  }
   if (spec.datatype === 'BYTES') {
     const data: string[] = []
     for (const it of items) {

@@ -4,6 +4,8 @@ import type { InferRequest, ModelMeta, WireError, WireTensor } from '@cohort/pro
 export interface PreparedItem {
   /** Items of different groups never share a batch (e.g. different non-batch shapes). */
   group: string
+  /** Cost units of the item (tokens, pixels) for the batch cost budget. @default 1 */
+  cost?: number
   /** Runner-specific data for `runBatch`. */
   payload: unknown
   /** Set when the item failed validation: it is answered without running. */
