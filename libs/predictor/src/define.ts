@@ -33,6 +33,11 @@ interface CommonDefinition<I extends TSchema> {
   /** Optional TypeBox schema of one output item (drives metadata and tensor types). */
   output?: TSchema
   batch?: PredictorBatchConfig
+  /**
+   * Cost of one item in the units of the batch cost budget (`--max-batch-cost`), e.g. its token
+   * count. @default every item costs 1
+   */
+  cost?(input: Static<I>): number
   /** Load weights, warm caches. Runs once before the predictor reports ready. */
   setup?(ctx: SetupContext): Promise<void> | void
   /** Release what setup took. */
@@ -70,6 +75,8 @@ export interface Predictor<I extends TSchema = TSchema, O = unknown> {
   readonly input: I
   readonly output: TSchema | undefined
   readonly batch: Required<PredictorBatchConfig>
+  /** Cost of one (validated) item; 1 when the definition gives no cost function. */
+  cost(input: Static<I>): number
   setup(ctx: SetupContext): Promise<void>
   teardown(): Promise<void>
   /** Batch form always: one result per input; an Error result fails that item. */
@@ -133,6 +140,13 @@ export function definePredictor<I extends TSchema, O>(def: PredictorDefinition<I
     input: def.input,
     output: def.output,
     batch,
+    cost: (input) => {
+      const c = def.cost ? def.cost(input) : 1
+      if (!(typeof c === 'number' && Number.isFinite(c) && c > 0)) {
+        throw new RangeError(`predictor ${def.name}: cost() must return a finite number > 0, got ${String(c)}`)
+      }
+      return c
+    },
     setup: async (ctx) => {
       await def.setup?.(ctx)
     },

@@ -69,7 +69,8 @@ export class PredictorRunner implements ModelRunner {
     }
     return raw.map((item, i) => {
       try {
-        return { group: '', payload: validateItem(this.#p.input, item, i) }
+        const payload = validateItem(this.#p.input, item, i)
+        return { group: '', cost: this.#p.cost(payload), payload }
       } catch (e) {
         return { group: '', payload: undefined, error: toWireError(e, 'INVALID_INPUT') }
       }
