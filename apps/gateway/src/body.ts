@@ -11,7 +11,11 @@ export async function readBody(req: Request, max: number): Promise<Uint8Array> {
   }
   if (len !== null) {
     // Known length within the limit: arrayBuffer() is much cheaper than a web stream on Node.
-    return new Uint8Array(await req.arrayBuffer())
+    const buf = await req.arrayBuffer()
+    if (buf.byteLength > max) {
+      throw new CohortError('PAYLOAD_TOO_LARGE', `request body exceeds the limit of ${max} bytes`)
+    }
+    return new Uint8Array(buf)
   }
   const chunks: Uint8Array[] = []
   let total = 0

@@ -96,6 +96,9 @@ export function parseInferBody(body: Uint8Array, headerLength: string | undefine
     }
     itemCount = n
   }
+  if (itemCount === 0) {
+    throw new CohortError('BAD_REQUEST', 'the request has no items (dim 0 of the inputs is 0)')
+  }
   const outputsRaw = doc['outputs']
   let outputs: OipRequest['outputs']
   if (outputsRaw !== undefined) {

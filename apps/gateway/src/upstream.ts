@@ -56,7 +56,7 @@ export class Upstream {
       }
       throw e
     }
-    const reply = decodeReply(raw)
+    const reply = fromWorker(() => decodeReply(raw))
     if (reply.error) {
       throw fromWire(reply.error)
     }
@@ -69,7 +69,7 @@ export class Upstream {
       const raw = await this.transport.request(this.subjects.meta(model), new Uint8Array(0), {
         timeoutMs: this.metaTimeoutMs,
       })
-      return decodeValue(raw) as ModelMeta
+      return fromWorker(() => decodeValue(raw) as ModelMeta)
     } catch (e) {
       if (e instanceof CohortError && e.code === 'NO_WORKER') {
         throw await this.#noWorker(model, e)
@@ -85,8 +85,16 @@ export class Upstream {
     })
     const byName = new Map<string, ModelMeta>()
     for (const r of replies) {
-      const v = decodeValue(r) as { models?: ModelMeta[] }
-      for (const m of v.models ?? []) {
+      let v: { models?: ModelMeta[] }
+      try {
+        v = decodeValue(r) as { models?: ModelMeta[] }
+      } catch {
+        continue // One broken worker must not break discovery for every model.
+      }
+      for (const m of Array.isArray(v?.models) ? v.models : []) {
+        if (typeof m?.name !== 'string') {
+          continue
+        }
         const prev = byName.get(m.name)
         byName.set(m.name, prev ? { ...prev, ready: prev.ready || m.ready } : m)
       }
@@ -100,5 +108,14 @@ export class Upstream {
       return new CohortError('MODEL_NOT_FOUND', `model "${model}" is not served by any worker`, { cause })
     }
     return new CohortError('NO_WORKER', `no worker is serving model "${model}" right now`, { cause, retryAfterS: 1 })
+  }
+}
+
+/** Decode what a worker sent; an unreadable message is the worker's fault (500), not the client's. */
+function fromWorker<T>(decode: () => T): T {
+  try {
+    return decode()
+  } catch (e) {
+    throw new CohortError('INTERNAL', `a worker sent an unreadable reply: ${e instanceof Error ? e.message : 'decode failed'}`, { cause: e })
   }
 }

@@ -299,6 +299,19 @@ describe('itemsToTensors', () => {
     expect(plain(itemsToTensors([{ a: 1 }, 2]))).toEqual({ output: { datatype: 'BYTES', shape: [2], data: ['{"a":1}', '2'] } })
   })
 
+  it('takes the union of keys: a key missing in some items travels as JSON text with null there', () => {
+    const t = itemsToTensors([{ s: 1, extra: 1 }, { s: 2 }])
+    expect(tensorToJson(t['s']!)).toEqual([1, 2])
+    expect(t['extra']!.datatype).toBe('BYTES')
+    expect(tensorToJson(t['extra']!)).toEqual(['1', 'null'])
+  })
+
+  it('keeps integral numbers beyond 2^53 as FP64 instead of failing', () => {
+    const t = itemsToTensors([{ s: 1e20 }, { s: 3 }])
+    expect(t['s']!.datatype).toBe('FP64')
+    expect(tensorToJson(t['s']!)).toEqual([1e20, 3])
+  })
+
   it('gives an empty BYTES output for no outputs', () => {
     expect(plain(itemsToTensors([]))).toEqual({ output: { datatype: 'BYTES', shape: [0], data: [] } })
   })

@@ -108,7 +108,7 @@ function leafType(v: unknown): 'number' | 'integer' | 'boolean' | 'string' | 'ot
     x = x[0]
   }
   if (typeof x === 'number') {
-    return Number.isInteger(x) ? 'integer' : 'number'
+    return Number.isSafeInteger(x) ? 'integer' : 'number'
   }
   return typeof x === 'boolean' ? 'boolean' : typeof x === 'string' ? 'string' : 'other'
 }
@@ -125,8 +125,15 @@ export function itemsToTensors(outputs: unknown[], schema?: TSchema): Record<str
   const isObj = (v: unknown) => typeof v === 'object' && v !== null && !Array.isArray(v)
   const columns: Record<string, unknown[]> = {}
   if (outputs.length > 0 && outputs.every(isObj)) {
-    for (const k of Object.keys(first as object)) {
-      columns[k] = outputs.map((o) => (o as Record<string, unknown>)[k])
+    // The union of keys: an item without a key gets null there (and the column travels as JSON text).
+    const keys = new Set<string>()
+    for (const o of outputs) {
+      for (const k of Object.keys(o as object)) {
+        keys.add(k)
+      }
+    }
+    for (const k of keys) {
+      columns[k] = outputs.map((o) => (o as Record<string, unknown>)[k] ?? null)
     }
   } else {
     columns['output'] = outputs
@@ -152,7 +159,7 @@ export function itemsToTensors(outputs: unknown[], schema?: TSchema): Record<str
     if (datatype && shape) {
       out[name] = jsonToTensor(name, datatype, shape, values)
     } else {
-      out[name] = jsonToTensor(name, 'BYTES', [values.length], values.map((v) => JSON.stringify(v)))
+      out[name] = jsonToTensor(name, 'BYTES', [values.length], values.map((v) => JSON.stringify(v) ?? 'null'))
     }
   }
   return out
