@@ -409,3 +409,40 @@ describe('ModelServer used directly', () => {
     await transport.close()
   })
 })
+
+describe('priorities under overload', () => {
+  it('serves the high level first when both levels are queued', async () => {
+    const { transport, gate, calls, server } = await start({ batching: { maxBatchSize: 2 } })
+    gate.close()
+    const via = (req: InferRequest) =>
+      transport.request(subj.overflow('calc'), encodeRequest(req), { timeoutMs: 3_000 }).then(decodeReply)
+    const first = via(request([{ x: 0 }]))
+    await waitFor(() => expect(calls).toEqual([[0]]))
+    const low = [1, 2, 3, 4].map((x) => via(request([{ x }], { priority: 0 })))
+    const high = [10, 11].map((x) => via(request([{ x }], { priority: 5 })))
+    await waitFor(() => expect(server.engine.queued).toBe(6))
+    gate.open()
+    await Promise.all([first, ...low, ...high])
+    expect(calls[1]).toEqual([10, 11])
+    expect(calls.slice(2).flat().sort()).toEqual([1, 2, 3, 4])
+  })
+})
+
+describe('capacity-aware distribution', () => {
+  it('leaves the main subject when full and comes back once the queue drains', async () => {
+    const { transport, gate, server } = await start({ batching: { maxBatchSize: 2 } })
+    gate.close()
+    const via = (subject: string, x: number) =>
+      transport.request(subject, encodeRequest(request([{ x }])), { timeoutMs: 3_000 }).then(decodeReply)
+    // One batch running plus 2 * maxBatchSize queued = the high-water mark.
+    const held = [0, 1, 2, 3, 4].map((x) => via(subj.infer('calc'), x))
+    await waitFor(() => expect(server.paused).toBe(true))
+    await expect(via(subj.infer('calc'), 9)).rejects.toMatchObject({ code: 'NO_WORKER' })
+    const overflow = via(subj.overflow('calc'), 7)
+    gate.open()
+    const replies = await Promise.all([...held, overflow])
+    expect(replies.map((r) => (r.items?.[0] as { y: number }).y)).toEqual([0, 2, 4, 6, 8, 14])
+    await waitFor(() => expect(server.paused).toBe(false))
+    expect((await via(subj.infer('calc'), 5)).items).toEqual([{ y: 10, pad: '' }])
+  })
+})
