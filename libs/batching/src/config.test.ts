@@ -4,7 +4,13 @@ import { harness, pushAll } from './test-harness.ts'
 
 describe('batching config', () => {
   it('has the documented, frozen defaults', () => {
-    expect(DEFAULT_BATCHING).toEqual({ maxBatchSize: 32, maxDelayMs: 5, policy: 'eager', maxQueue: 4096 })
+    expect(DEFAULT_BATCHING).toEqual({
+      maxBatchSize: 32,
+      maxDelayMs: 5,
+      policy: 'eager',
+      maxQueue: 4096,
+      maxBatchCost: Infinity,
+    })
     expect(Object.isFrozen(DEFAULT_BATCHING)).toBe(true)
   })
 
@@ -31,6 +37,10 @@ describe('batching config', () => {
     { maxQueue: 2.5 },
     { policy: 'fifo' },
     { policy: 'EAGER' },
+    { maxBatchCost: 0 },
+    { maxBatchCost: -5 },
+    { maxBatchCost: Number.NaN },
+    { maxBatchCost: '8' },
   ])('rejects %o with a RangeError', (patch) => {
     expect(() => resolveBatchingConfig(patch as never)).toThrow(RangeError)
     expect(() => validateBatchingConfig({ ...DEFAULT_BATCHING, ...patch } as never)).toThrow(RangeError)
@@ -39,6 +49,16 @@ describe('batching config', () => {
   it('accepts the boundaries', () => {
     expect(() => resolveBatchingConfig({ maxBatchSize: 1, maxDelayMs: 0, maxQueue: 1 })).not.toThrow()
     expect(() => resolveBatchingConfig({ maxDelayMs: Infinity })).not.toThrow()
+    expect(resolveBatchingConfig({ policy: 'deadline', maxBatchCost: 0.5 })).toMatchObject({
+      policy: 'deadline',
+      maxBatchCost: 0.5,
+    })
+  })
+
+  it('fills maxBatchCost from an older base config that lacks it', () => {
+    const old = { maxBatchSize: 8, maxDelayMs: 5, policy: 'eager' as const, maxQueue: 10 }
+    expect(() => validateBatchingConfig(old)).not.toThrow()
+    expect(resolveBatchingConfig({}, old)).toEqual({ ...old, maxBatchCost: Infinity })
   })
 })
 
@@ -50,6 +70,7 @@ describe('BatchEngine.configure', () => {
     expect(() => h.engine.configure({ maxDelayMs: -1 })).toThrow(RangeError)
     expect(() => h.engine.configure({ maxQueue: 0 })).toThrow(RangeError)
     expect(() => h.engine.configure({ policy: 'lifo' as never })).toThrow(RangeError)
+    expect(() => h.engine.configure({ maxBatchCost: -1 })).toThrow(RangeError)
     expect(() => h.engine.configure({ maxBatchSize: 2, maxQueue: 0 })).toThrow(RangeError)
     expect(h.engine.config).toBe(before)
     expect(Object.isFrozen(h.engine.config)).toBe(true)
@@ -58,7 +79,7 @@ describe('BatchEngine.configure', () => {
   it('applies a patch to the current config', () => {
     const h = harness({ maxBatchSize: 4 })
     h.engine.configure({ maxDelayMs: 9 })
-    expect(h.engine.config).toEqual({ maxBatchSize: 4, maxDelayMs: 9, policy: 'eager', maxQueue: 4096 })
+    expect(h.engine.config).toEqual({ ...DEFAULT_BATCHING, maxBatchSize: 4, maxDelayMs: 9 })
   })
 
   it('lowering maxBatchSize while items are queued splits the next batch', async () => {

@@ -5,14 +5,19 @@
  */
 
 /** Every dispatch policy, as a value (for validation and iteration). */
-export const POLICIES = ['eager', 'timer'] as const
+export const POLICIES = ['eager', 'timer', 'deadline'] as const
 
 /**
  * How the engine decides when to dispatch.
  * - `'eager'`: work-conserving. Whenever an executor slot is free and something is queued, dispatch
  *   (after the current I/O turn), taking up to `maxBatchSize` items. No timer.
  * - `'timer'`: the Triton/TorchServe comparison policy. A group dispatches when it holds
- *   `maxBatchSize` items or its oldest item has waited `maxDelayMs`, and only when a slot is free.
+ *   `maxBatchSize` items (or `maxBatchCost`) or its oldest item has waited `maxDelayMs`, and only
+ *   when a slot is free.
+ * - `'deadline'`: least slack / EDF. Items in (priority, deadline) order; the largest batch whose
+ *   upper cost estimate still meets the tightest deadline in it; items that cannot meet their
+ *   deadline even alone are expired `'doomed'`; an uncut batch may wait for company up to
+ *   `maxDelayMs` and never past its latest feasible start. Needs cost samples; eager until then.
  */
 export type Policy = (typeof POLICIES)[number]
 
@@ -25,7 +30,8 @@ export interface BatchingConfig {
   maxBatchSize: number
   /**
    * Under `'timer'`: how long (ms) a group's oldest item may wait before the group dispatches
-   * anyway. >= 0; `Infinity` means "only when full". Ignored under `'eager'`.
+   * anyway. Under `'deadline'`: the longest wait for company (also bounded by the slack).
+   * >= 0; `Infinity` means "only when full". Ignored under `'eager'`.
    * @default 5
    */
   maxDelayMs: number
@@ -40,14 +46,25 @@ export interface BatchingConfig {
    * @default 4096
    */
   maxQueue: number
+  /**
+   * Largest summed `QueueEntry.cost` of one batch (> 0, `Infinity` for none), like TEI's
+   * `max_batch_tokens`. A batch always takes at least one item, even one whose cost alone
+   * exceeds it. Optional for compatibility; resolved configurations always carry it.
+   * @default Infinity
+   */
+  maxBatchCost?: number
 }
 
+/** A configuration with every field present, as held by the engine. */
+export type ResolvedBatchingConfig = Required<BatchingConfig>
+
 /** The defaults used for every `BatchingConfig` field that is not given. */
-export const DEFAULT_BATCHING: Readonly<BatchingConfig> = Object.freeze({
+export const DEFAULT_BATCHING: Readonly<ResolvedBatchingConfig> = Object.freeze({
   maxBatchSize: 32,
   maxDelayMs: 5,
   policy: 'eager',
   maxQueue: 4096,
+  maxBatchCost: Infinity,
 })
 
 function isPositiveInteger(n: unknown): boolean {
@@ -57,7 +74,8 @@ function isPositiveInteger(n: unknown): boolean {
 /**
  * Check a complete configuration.
  * @throws RangeError when `maxBatchSize` or `maxQueue` is not an integer >= 1, `maxDelayMs` is
- * negative or NaN, or `policy` is not one of `POLICIES`.
+ * negative or NaN, `policy` is not one of `POLICIES`, or `maxBatchCost` (when present) is not a
+ * number > 0.
  */
 export function validateBatchingConfig(config: BatchingConfig): void {
   if (!isPositiveInteger(config.maxBatchSize)) {
@@ -72,6 +90,10 @@ export function validateBatchingConfig(config: BatchingConfig): void {
   if (!isPositiveInteger(config.maxQueue)) {
     throw new RangeError(`maxQueue must be an integer >= 1, got ${String(config.maxQueue)}`)
   }
+  const cost = config.maxBatchCost
+  if (cost !== undefined && !(typeof cost === 'number' && cost > 0)) {
+    throw new RangeError(`maxBatchCost must be a number > 0, got ${String(cost)}`)
+  }
 }
 
 /**
@@ -83,12 +105,13 @@ export function validateBatchingConfig(config: BatchingConfig): void {
 export function resolveBatchingConfig(
   patch: Partial<BatchingConfig> = {},
   base: Readonly<BatchingConfig> = DEFAULT_BATCHING,
-): Readonly<BatchingConfig> {
-  const config: BatchingConfig = {
+): Readonly<ResolvedBatchingConfig> {
+  const config: ResolvedBatchingConfig = {
     maxBatchSize: patch.maxBatchSize ?? base.maxBatchSize,
     maxDelayMs: patch.maxDelayMs ?? base.maxDelayMs,
     policy: patch.policy ?? base.policy,
     maxQueue: patch.maxQueue ?? base.maxQueue,
+    maxBatchCost: patch.maxBatchCost ?? base.maxBatchCost ?? Infinity,
   }
   validateBatchingConfig(config)
   return Object.freeze(config)

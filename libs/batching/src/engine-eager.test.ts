@@ -12,7 +12,7 @@ describe('BatchEngine, eager policy', () => {
     h.clock.flushDefers()
     expect(h.clock.now()).toBe(0)
     expect(h.runs).toHaveLength(1)
-    expect(h.runs[0]?.batch).toEqual({ items: ['a'], group: '', reason: 'idle', startedAt: 0, queuedMs: [0] })
+    expect(h.runs[0]?.batch).toEqual({ items: ['a'], group: '', reason: 'idle', startedAt: 0, queuedMs: [0], cost: 1 })
     expect(h.engine.queued).toBe(0)
     expect(h.engine.running).toBe(1)
     expect(h.clock.timers).toHaveLength(0)
@@ -55,7 +55,7 @@ describe('BatchEngine, eager policy', () => {
     await h.complete()
     expect(h.items()).toEqual([['a', 'b'], ['c', 'd'], ['e']])
     expect(h.runs.map((r) => r.batch.reason)).toEqual(['full', 'full', 'idle'])
-    expect(h.engine.stats.dispatched).toEqual({ idle: 1, full: 2, timer: 0 })
+    expect(h.engine.stats.dispatched).toEqual({ idle: 1, full: 2, timer: 0, deadline: 0 })
   })
 
   it("reports 'full' when the batch reaches maxBatchSize exactly", () => {

@@ -221,9 +221,16 @@ describe('BatchEngine construction and stats', () => {
     expect(() => new BatchEngine({ ...base, concurrency: 1.5 })).toThrow(RangeError)
     expect(() => new BatchEngine({ ...base, maxBatchSize: 0 })).toThrow(RangeError)
     expect(() => new BatchEngine({ ...base, policy: 'fifo' as never })).toThrow(RangeError)
+    expect(() => new BatchEngine({ ...base, maxBatchCost: 0 })).toThrow(RangeError)
     expect(() => new BatchEngine({ expire: () => {} } as never)).toThrow(TypeError)
     const e = new BatchEngine(base)
-    expect(e.config).toEqual({ maxBatchSize: 32, maxDelayMs: 5, policy: 'eager', maxQueue: 4096 })
+    expect(e.config).toEqual({
+      maxBatchSize: 32,
+      maxDelayMs: 5,
+      policy: 'eager',
+      maxQueue: 4096,
+      maxBatchCost: Infinity,
+    })
     expect(e.concurrency).toBe(1)
     e.close()
   })
@@ -235,10 +242,10 @@ describe('BatchEngine construction and stats', () => {
     h.clock.flushDefers()
     await h.complete()
     expect(h.engine.stats).toEqual({
-      dispatched: { idle: 1, full: 1, timer: 0 },
+      dispatched: { idle: 1, full: 1, timer: 0, deadline: 0 },
       batches: 2,
       items: 3,
-      expired: { deadline: 1, cancelled: 0, closed: 0 },
+      expired: { deadline: 1, cancelled: 0, closed: 0, doomed: 0 },
     })
   })
 })

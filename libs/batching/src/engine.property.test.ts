@@ -2,67 +2,16 @@ import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import type { BatchingConfig } from './config.ts'
 import { BatchEngine } from './engine.ts'
+import { before, costOf, edfBefore, groupFull, opArb, type Item, type Op } from './engine.property.model.ts'
 import { FakeClock } from './fake-clock.ts'
 import type { Batch, ExpireReason } from './types.ts'
 
-interface Item {
-  id: number
-  group: string
-  priority: number
-  deadline: number
-  enqueuedAt: number
-}
-
-type Op =
-  | { kind: 'push'; group: string; priority: number; ttl: number }
-  | { kind: 'advance'; ms: number }
-  | { kind: 'complete'; pick: number; fail: boolean }
-  | { kind: 'cancel'; mod: number; rem: number }
-  | { kind: 'configure'; patch: Partial<BatchingConfig> }
-  | { kind: 'flush' }
-  | { kind: 'settle' }
-
-const patchArb: fc.Arbitrary<Partial<BatchingConfig>> = fc.record(
-  {
-    maxBatchSize: fc.integer({ min: 1, max: 5 }),
-    maxDelayMs: fc.integer({ min: 0, max: 8 }),
-    policy: fc.constantFrom('eager' as const, 'timer' as const),
-    maxQueue: fc.integer({ min: 1, max: 12 }),
-  },
-  { requiredKeys: [] },
-)
-
-const opArb: fc.Arbitrary<Op> = fc.oneof(
-  {
-    weight: 6,
-    arbitrary: fc.record({
-      kind: fc.constant('push' as const),
-      group: fc.constantFrom('', 'a', 'b'),
-      priority: fc.integer({ min: 0, max: 2 }),
-      ttl: fc.oneof(fc.integer({ min: 0, max: 15 }), fc.constant(Infinity)),
-    }),
-  },
-  { weight: 3, arbitrary: fc.record({ kind: fc.constant('advance' as const), ms: fc.integer({ min: 0, max: 12 }) }) },
-  {
-    weight: 3,
-    arbitrary: fc.record({ kind: fc.constant('complete' as const), pick: fc.nat(), fail: fc.boolean() }),
-  },
-  {
-    weight: 1,
-    arbitrary: fc.record({
-      kind: fc.constant('cancel' as const),
-      mod: fc.integer({ min: 2, max: 4 }),
-      rem: fc.integer({ min: 0, max: 3 }),
-    }),
-  },
-  { weight: 1, arbitrary: fc.record({ kind: fc.constant('configure' as const), patch: patchArb }) },
-  { weight: 1, arbitrary: fc.constant({ kind: 'flush' as const }) },
-  { weight: 3, arbitrary: fc.constant({ kind: 'settle' as const }) },
-)
-
-const before = (a: Item, b: Item): boolean => a.priority > b.priority || (a.priority === b.priority && a.id < b.id)
-
-async function check(initial: BatchingConfig, concurrency: number, ops: Op[]): Promise<void> {
+async function check(
+  initial: Required<BatchingConfig>,
+  concurrency: number,
+  prime: [size: number, ms: number][],
+  ops: Op[],
+): Promise<void> {
   const clock = new FakeClock(1000)
   const violations: string[] = []
   const accepted = new Map<number, Item>()
@@ -70,6 +19,7 @@ async function check(initial: BatchingConfig, concurrency: number, ops: Op[]): P
   const queued = new Map<number, Item>()
   const pending: { resolve(): void; reject(e: unknown): void }[] = []
   let closed = false
+  let doomedInPlan: Item[] = []
   let runErrors = 0
   const bad = (msg: string): void => {
     violations.push(`${msg} @${clock.now()}`)
@@ -86,9 +36,18 @@ async function check(initial: BatchingConfig, concurrency: number, ops: Op[]): P
     concurrency,
     clock,
     run: (batch: Batch<Item>) => {
-      const { maxBatchSize, policy } = engine.config
+      const { maxBatchSize, maxBatchCost, policy } = engine.config
+      const order = policy === 'deadline' ? edfBefore : before
+      const cost = costOf(batch.items)
+      const model = engine.costModel
       if (batch.items.length === 0) bad('empty batch')
       if (batch.items.length > maxBatchSize) bad(`batch of ${batch.items.length} > ${maxBatchSize}`)
+      if (batch.items.length > 1 && cost > maxBatchCost) bad(`batch cost ${cost} > ${maxBatchCost}`)
+      if (batch.cost !== cost) bad(`batch.cost ${batch.cost} != ${cost}`)
+      const tightest = Math.min(...batch.items.map((it) => it.deadline))
+      if (policy === 'deadline' && model.samples > 0 && batch.items.length > 1) {
+        if (clock.now() + model.upper(cost) > tightest) bad(`deadline batch cannot meet ${tightest}`)
+      }
       if (engine.running > concurrency) bad(`running ${engine.running} > ${concurrency}`)
       if (batch.startedAt !== clock.now()) bad('startedAt is not now')
       batch.items.forEach((it, k) => {
@@ -96,19 +55,38 @@ async function check(initial: BatchingConfig, concurrency: number, ops: Op[]): P
         if (it.deadline <= clock.now()) bad(`item ${it.id} ran past its deadline`)
         if (batch.queuedMs[k] !== clock.now() - it.enqueuedAt) bad(`queuedMs of ${it.id}`)
         const prev = batch.items[k - 1]
-        if (prev !== undefined && !before(prev, it)) bad('batch not in (priority, arrival) order')
+        if (prev !== undefined && !order(prev, it)) bad(`batch not in ${policy} order`)
         settleOutcome(it, 'run')
       })
       const first = batch.items[0] as Item
       const last = batch.items[batch.items.length - 1] as Item
       for (const q of queued.values()) {
-        if (q.group === batch.group && before(q, last)) bad(`item ${q.id} skipped in its group`)
+        if (q.group === batch.group && order(q, last)) bad(`item ${q.id} skipped in its group`)
         if (policy === 'eager' && before(q, first)) bad(`item ${q.id} should have been chosen first`)
       }
+      doomedInPlan = []
       return new Promise<void>((resolve, reject) => pending.push({ resolve, reject }))
     },
     expire: (item, reason) => {
-      if (reason === 'deadline' && item.deadline > clock.now()) bad(`item ${item.id} expired early`)
+      const now = clock.now()
+      if (reason === 'deadline' && item.deadline > now) bad(`item ${item.id} expired early`)
+      if (reason === 'doomed') {
+        const { policy, maxBatchSize, maxBatchCost } = engine.config
+        const model = engine.costModel
+        // The group as the plan saw it: still queued, plus what the same plan doomed before.
+        const group = [...queued.values(), ...doomedInPlan].filter((q) => q.group === item.group)
+        doomedInPlan.push(item)
+        if (item.deadline <= now) bad(`item ${item.id} doomed after its deadline`)
+        if (policy === 'timer') bad(`item ${item.id} doomed under timer`)
+        const alone = model.samples > 0 && now + model.upper(item.cost) > item.deadline
+        // Overload drop: a full batch's worth waits behind it, and it would be late in that batch.
+        const overload =
+          model.samples >= 5 &&
+          (group.length > maxBatchSize || costOf(group) > maxBatchCost) &&
+          item.deadline < now + model.upper(costOf(group))
+        if (policy === 'deadline' && !alone && !overload) bad(`deadline: item ${item.id} was not doomed`)
+        if (policy === 'eager' && !overload) bad(`eager: item ${item.id} dropped without overload`)
+      }
       if (reason === 'closed' && !closed) bad(`item ${item.id} closed before close()`)
       settleOutcome(item, reason)
     },
@@ -118,27 +96,39 @@ async function check(initial: BatchingConfig, concurrency: number, ops: Op[]): P
   })
 
   const checkSync = (): void => {
+    doomedInPlan = []
     if (engine.queued !== queued.size) bad(`queued ${engine.queued} != model ${queued.size}`)
     if (clock.timers.length > 1) bad(`${clock.timers.length} timers armed`)
     if (engine.queued === 0 && clock.timers.length > 0) bad('timer armed with an empty queue')
   }
   const checkSettled = (): void => {
-    const { policy, maxBatchSize, maxDelayMs } = engine.config
+    const config = engine.config
+    const { policy, maxDelayMs } = config
+    const model = engine.costModel
     const now = clock.now()
     for (const q of queued.values()) {
       if (q.deadline <= now) bad(`item ${q.id} waits past its deadline`)
     }
     if (engine.running >= concurrency) return
-    if (policy === 'eager' && queued.size > 0) bad(`eager: ${queued.size} waiting while a slot is free`)
-    if (policy === 'timer') {
-      for (const group of new Set([...queued.values()].map((q) => q.group))) {
-        const items = [...queued.values()].filter((q) => q.group === group)
-        if (items.length >= maxBatchSize) bad(`timer: full group ${group} waiting while a slot is free`)
-        if (Math.min(...items.map((q) => q.enqueuedAt)) + maxDelayMs <= now) bad(`timer: ripe group ${group} waiting`)
+    const waitsAlways = policy === 'eager' || (policy === 'deadline' && (model.samples === 0 || maxDelayMs === 0))
+    if (waitsAlways && queued.size > 0) bad(`${policy}: ${queued.size} waiting while a slot is free`)
+    if (policy === 'eager') return
+    for (const group of new Set([...queued.values()].map((q) => q.group))) {
+      const items = [...queued.values()].filter((q) => q.group === group)
+      const oldest = Math.min(...items.map((q) => q.enqueuedAt))
+      const order = policy === 'deadline' ? edfBefore : before
+      if (groupFull(items, config, order)) bad(`${policy}: full group ${group} waiting while a slot is free`)
+      if (oldest + maxDelayMs <= now) bad(`${policy}: ripe group ${group} waiting`)
+      if (policy !== 'deadline') continue
+      for (const q of items) {
+        if (now + model.upper(q.cost) > q.deadline) bad(`deadline: doomed item ${q.id} still queued`)
       }
+      const tightest = Math.min(...items.map((q) => q.deadline))
+      if (tightest - model.upper(costOf(items)) <= now) bad(`deadline: group ${group} waits past its slack`)
     }
   }
 
+  for (const [size, ms] of prime) engine.costModel.observe(size, ms)
   let nextId = 0
   for (const op of ops) {
     switch (op.kind) {
@@ -149,9 +139,11 @@ async function check(initial: BatchingConfig, concurrency: number, ops: Op[]): P
           priority: op.priority,
           deadline: clock.now() + op.ttl,
           enqueuedAt: clock.now(),
+          cost: op.cost,
         }
         const expected = queued.size < engine.config.maxQueue
-        const ok = engine.push({ value: item, deadline: item.deadline, group: item.group, priority: item.priority })
+        const { deadline, group, priority, cost } = item
+        const ok = engine.push({ value: item, deadline, group, priority, ...(cost === 1 ? {} : { cost }) })
         if (ok !== expected) bad(`push returned ${ok} with ${queued.size}/${engine.config.maxQueue} queued`)
         if (ok) {
           accepted.set(item.id, item)
@@ -159,6 +151,10 @@ async function check(initial: BatchingConfig, concurrency: number, ops: Op[]): P
         }
         break
       }
+      case 'observe':
+        engine.costModel.observe(op.size, op.ms)
+        engine.configure({}) // a new estimate takes effect at the next decision
+        break
       case 'advance':
         clock.advance(op.ms)
         break
@@ -210,9 +206,10 @@ async function check(initial: BatchingConfig, concurrency: number, ops: Op[]): P
     deadline: count('deadline'),
     cancelled: count('cancelled'),
     closed: count('closed'),
+    doomed: count('doomed'),
   })
-  const { idle, full, timer } = engine.stats.dispatched
-  expect(idle + full + timer).toBe(engine.stats.batches)
+  const { idle, full, timer, deadline } = engine.stats.dispatched
+  expect(idle + full + timer + deadline).toBe(engine.stats.batches)
   expect(runErrors).toBeLessThanOrEqual(engine.stats.batches)
 }
 
@@ -223,11 +220,13 @@ describe('BatchEngine properties', () => {
         fc.record({
           maxBatchSize: fc.integer({ min: 1, max: 5 }),
           maxDelayMs: fc.integer({ min: 0, max: 8 }),
-          policy: fc.constantFrom('eager' as const, 'timer' as const),
+          policy: fc.constantFrom('eager' as const, 'timer' as const, 'deadline' as const),
           maxQueue: fc.integer({ min: 1, max: 12 }),
+          maxBatchCost: fc.oneof(fc.constant(Infinity), fc.integer({ min: 1, max: 6 })),
         }),
         fc.integer({ min: 1, max: 3 }),
-        fc.array(opArb, { maxLength: 80 }),
+        fc.array(fc.tuple(fc.integer({ min: 1, max: 6 }), fc.integer({ min: 0, max: 4 })), { maxLength: 8 }),
+        fc.array(opArb, { maxLength: 80, size: 'medium' }),
         check,
       ),
       { numRuns: 1000 },

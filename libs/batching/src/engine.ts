@@ -4,11 +4,13 @@
  * @module
  */
 import { realClock, type Clock } from './clock.ts'
-import { resolveBatchingConfig, type BatchingConfig } from './config.ts'
-import { dispatchReason, nextWake, pickGroup } from './policy.ts'
+import { resolveBatchingConfig, type BatchingConfig, type ResolvedBatchingConfig } from './config.ts'
+import { CostModel } from './cost-model.ts'
+import { sumCost, type PlannedBatch } from './fill.ts'
+import { nextWake, plan } from './policy.ts'
 import { GroupedQueue, type Queued } from './queue.ts'
 import { emptyStats, reportAsync, type MutableStats } from './stats.ts'
-import type { Batch, BatchEngineOptions, BatchStats, DispatchReason, ExpireReason, QueueEntry } from './types.ts'
+import type { Batch, BatchEngineOptions, BatchStats, ExpireReason, QueueEntry } from './types.ts'
 import { WakeTimer } from './wake-timer.ts'
 
 /**
@@ -16,12 +18,18 @@ import { WakeTimer } from './wake-timer.ts'
  *
  * Guarantees: every item accepted by `push` is passed to `run` exactly once or to `expire` exactly
  * once (never both, never neither); a batch never mixes groups and never exceeds the `maxBatchSize`
- * in force when it is dispatched; at most `concurrency` batches run at once; at most one timer is
- * armed at any time, and none while the queue is empty.
+ * (nor, unless it holds a single item, the `maxBatchCost`) in force when it is dispatched; at most
+ * `concurrency` batches run at once; at most one timer is armed at any time, and none while the
+ * queue is empty.
  */
 export class BatchEngine<T> {
   /** Counters since construction (live). */
   readonly stats: BatchStats
+  /**
+   * The service-time model, fed by the engine with every batch that `run` completes (summed cost,
+   * ms from dispatch to settle). `.a`, `.c`, `.samples` and `.ratio` are useful as metrics.
+   */
+  readonly costModel: CostModel
 
   readonly #run: (batch: Batch<T>) => Promise<void>
   readonly #expire: (value: T, reason: ExpireReason) => void
@@ -30,7 +38,7 @@ export class BatchEngine<T> {
   readonly #concurrency: number
   readonly #queue = new GroupedQueue<T>()
   readonly #stats: MutableStats = emptyStats()
-  #config: Readonly<BatchingConfig>
+  #config: Readonly<ResolvedBatchingConfig>
   #running = 0
   #closed = false
   #pumpScheduled = false
@@ -55,13 +63,13 @@ export class BatchEngine<T> {
     this.#wake = new WakeTimer(this.#clock, () => this.#pump())
     this.#run = opts.run.bind(opts)
     this.#expire = opts.expire.bind(opts)
-    const onRunError = opts.onRunError
-    this.#onRunError = onRunError ? onRunError.bind(opts) : reportAsync
+    this.#onRunError = opts.onRunError ? opts.onRunError.bind(opts) : reportAsync
     this.stats = this.#stats
+    this.costModel = opts.costModel ?? new CostModel()
   }
 
   /** The configuration in force (frozen; replaced by `configure`). */
-  get config(): Readonly<BatchingConfig> {
+  get config(): Readonly<ResolvedBatchingConfig> {
     return this.#config
   }
 
@@ -88,17 +96,21 @@ export class BatchEngine<T> {
   /**
    * Queue an item. Returns false, and queues nothing, when `queued >= maxQueue` or after `close`.
    * An item whose deadline has already passed is accepted and expires at the next dispatch decision.
-   * @throws RangeError when `deadline` or `priority` is NaN.
+   * @throws RangeError when `deadline` or `priority` is NaN, or `cost` is not a finite number > 0.
    */
   push(entry: QueueEntry<T>): boolean {
     const priority = entry.priority ?? 0
+    const cost = entry.cost ?? 1
     if (Number.isNaN(entry.deadline) || Number.isNaN(priority)) {
       throw new RangeError('deadline and priority must not be NaN')
+    }
+    if (!(typeof cost === 'number' && cost > 0 && cost < Infinity)) {
+      throw new RangeError(`cost must be a finite number > 0, got ${String(cost)}`)
     }
     if (this.#closed || this.#queue.size >= this.#config.maxQueue) {
       return false
     }
-    const item = this.#queue.add(entry.value, entry.deadline, entry.group ?? '', priority, this.#clock.now())
+    const item = this.#queue.add(entry.value, entry.deadline, entry.group ?? '', priority, this.#clock.now(), cost)
     if (this.#running < this.#concurrency) {
       this.#schedulePump()
     } else if (item.deadline < this.#wake.at) {
@@ -113,14 +125,8 @@ export class BatchEngine<T> {
    * If `pred` throws, nothing is removed and the error propagates.
    */
   cancel(pred: (value: T) => boolean): number {
-    const hits = new Set<Queued<T>>()
-    for (const list of [...this.#queue.groups()].map((l) => [...l])) {
-      for (const item of list) {
-        if (pred(item.value)) {
-          hits.add(item)
-        }
-      }
-    }
+    const all = [...this.#queue.groups()].flatMap((list) => [...list])
+    const hits = new Set(all.filter((item) => pred(item.value)))
     if (hits.size === 0) {
       return 0
     }
@@ -194,39 +200,43 @@ export class BatchEngine<T> {
     })
   }
 
-  /** One dispatch decision: expire what is due, fill free slots, re-arm the timer. */
+  /** One dispatch decision: expire what is due, fill free slots (dooming what the policy drops), re-arm the timer. */
   #pump(): void {
-    if (this.#closed) {
-      return
-    }
-    const start = this.#clock.now()
-    this.#expireItems(this.#queue.removeWhere((item) => item.deadline <= start), 'deadline')
-    while (!this.#closed && this.#running < this.#concurrency) {
+    while (!this.#closed) {
       const now = this.#clock.now()
-      const group = pickGroup(this.#queue, this.#config, now)
-      if (group === undefined) {
+      this.#expireItems(this.#queue.removeWhere((item) => item.deadline <= now), 'deadline')
+      if (this.#closed || this.#running >= this.#concurrency) {
         break
       }
-      const taken = this.#queue.take(group, this.#config.maxBatchSize)
-      const live = taken.filter((item) => item.deadline > now)
-      if (live.length > 0) {
-        this.#dispatch(live, group, dispatchReason(live.length, this.#config), now)
+      const { doomed, batch } = plan(this.#queue, this.#config, this.costModel, now)
+      if (batch === undefined && doomed.length === 0) {
+        break
       }
-      if (live.length !== taken.length) {
-        this.#expireItems(taken.filter((item) => item.deadline <= now), 'deadline')
+      const gone = new Set<Queued<T>>([...doomed, ...(batch?.items ?? [])])
+      this.#queue.removeWhere((item) => gone.has(item))
+      // Answer the doomed first; an `expire` callback may close the engine meanwhile.
+      this.#expireItems(doomed, 'doomed')
+      if (batch !== undefined) {
+        if (this.#closed) {
+          this.#expireItems(batch.items, 'closed')
+        } else {
+          this.#dispatch(batch, now)
+        }
       }
     }
     this.#refreshWake()
     this.#notifyIdle()
   }
 
-  #dispatch(items: Queued<T>[], group: string, reason: DispatchReason, now: number): void {
+  #dispatch({ items, group, reason }: PlannedBatch<T>, now: number): void {
+    const cost = sumCost(items)
     const batch: Batch<T> = {
       items: items.map((item) => item.value),
       group,
       reason,
       startedAt: now,
       queuedMs: items.map((item) => now - item.enqueuedAt),
+      cost,
     }
     this.#running++
     this.#stats.batches++
@@ -239,7 +249,10 @@ export class BatchEngine<T> {
       done = Promise.reject(err)
     }
     done.then(
-      () => this.#settled(),
+      () => {
+        this.costModel.observe(cost, this.#clock.now() - now)
+        this.#settled()
+      },
       (err: unknown) => {
         try {
           this.#onRunError(err, batch)
@@ -275,7 +288,8 @@ export class BatchEngine<T> {
     if (this.#closed || this.#queue.size === 0) {
       this.#wake.clear()
     } else {
-      this.#wake.set(nextWake(this.#queue, this.#config, this.#running < this.#concurrency))
+      const slotFree = this.#running < this.#concurrency
+      this.#wake.set(nextWake(this.#queue, this.#config, this.costModel, this.#clock.now(), slotFree))
     }
   }
 }

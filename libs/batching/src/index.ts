@@ -1,7 +1,8 @@
 /**
  * Pure batching engine for Cohort workers: queue items with deadlines, groups and priorities,
- * and dispatch them in batches under an `'eager'` or `'timer'` policy onto a fixed number of
- * executor slots. No I/O; time comes from an injected `Clock`. See README.md.
+ * and dispatch them in batches under an `'eager'`, `'timer'` or `'deadline'` policy onto a fixed
+ * number of executor slots, learning the batch cost t(b) = a + c·b online (`CostModel`) for
+ * deadline checks and early drops. No I/O; time comes from an injected `Clock`. See README.md.
  * @module
  */
 export { realClock, type Clock } from './clock.ts'
@@ -12,7 +13,10 @@ export {
   validateBatchingConfig,
   type BatchingConfig,
   type Policy,
+  type ResolvedBatchingConfig,
 } from './config.ts'
+export { CostModel, type CostModelOptions } from './cost-model.ts'
+export { EARLY_DROP_MIN_SAMPLES } from './fill.ts'
 export {
   DISPATCH_REASONS,
   EXPIRE_REASONS,

@@ -10,6 +10,8 @@ export interface Queued<T> {
   readonly deadline: number
   readonly group: string
   readonly priority: number
+  /** Size in cost units (`QueueEntry.cost`, default 1). */
+  readonly cost: number
   /** Arrival order, unique and increasing. */
   readonly seq: number
   /** Push time (ms, engine clock). */
@@ -33,8 +35,8 @@ export class GroupedQueue<T> {
   }
 
   /** Add an item and return its stored form. */
-  add(value: T, deadline: number, group: string, priority: number, now: number): Queued<T> {
-    const item: Queued<T> = { value, deadline, group, priority, seq: this.#seq++, enqueuedAt: now }
+  add(value: T, deadline: number, group: string, priority: number, now: number, cost = 1): Queued<T> {
+    const item: Queued<T> = { value, deadline, group, priority, cost, seq: this.#seq++, enqueuedAt: now }
     let list = this.#groups.get(group)
     if (list === undefined) {
       list = []
@@ -117,6 +119,11 @@ export class GroupedQueue<T> {
       }
     }
     return min
+  }
+
+  /** The items of `group` in (priority desc, arrival) order (empty when none). Do not mutate. */
+  items(group: string): readonly Queued<T>[] {
+    return this.#groups.get(group) ?? []
   }
 
   /** The items of each non-empty group, in (priority desc, arrival) order. Do not mutate. */

@@ -15,10 +15,10 @@ export interface MutableStats {
 /** Fresh counters, all zero. */
 export function emptyStats(): MutableStats {
   return {
-    dispatched: { idle: 0, full: 0, timer: 0 },
+    dispatched: { idle: 0, full: 0, timer: 0, deadline: 0 },
     batches: 0,
     items: 0,
-    expired: { deadline: 0, cancelled: 0, closed: 0 },
+    expired: { deadline: 0, cancelled: 0, closed: 0, doomed: 0 },
   }
 }
 

@@ -4,28 +4,36 @@
  */
 import type { Clock } from './clock.ts'
 import type { BatchingConfig } from './config.ts'
+import type { CostModel } from './cost-model.ts'
 
 /**
  * Why a batch was dispatched.
- * - `'idle'`: eager policy, a slot was free (the batch is smaller than `maxBatchSize`).
- * - `'full'`: the batch reached `maxBatchSize`.
- * - `'timer'`: timer policy, the group's oldest item waited `maxDelayMs`.
+ * - `'idle'`: a slot was free and the batch took everything eligible in its group, with no wait
+ *   (eager; deadline policy with no cost samples or `maxDelayMs` 0).
+ * - `'full'`: the batch reached `maxBatchSize` or `maxBatchCost` (the next item did not fit).
+ * - `'timer'`: timer policy, or deadline policy's wait for company: the group's oldest item
+ *   waited `maxDelayMs`.
+ * - `'deadline'`: deadline policy: the batch was cut short so that its tightest deadline is met,
+ *   or its wait for company ended at its latest feasible start (no slack left).
  */
-export type DispatchReason = 'idle' | 'full' | 'timer'
+export type DispatchReason = 'idle' | 'full' | 'timer' | 'deadline'
 
 /** Every `DispatchReason`, as a value. */
-export const DISPATCH_REASONS = ['idle', 'full', 'timer'] as const satisfies readonly DispatchReason[]
+export const DISPATCH_REASONS = ['idle', 'full', 'timer', 'deadline'] as const satisfies readonly DispatchReason[]
 
 /**
  * Why an item left the queue without being run.
  * - `'deadline'`: its deadline passed before it could be dispatched.
  * - `'cancelled'`: `BatchEngine.cancel` matched it.
  * - `'closed'`: `BatchEngine.close` was called while it was queued.
+ * - `'doomed'`: its deadline had not passed yet, but the cost model's upper estimate said it
+ *   could not finish in time (deadline policy: not even alone; eager under overload: not in the
+ *   full batch about to run). Dropped before spending compute; answer it like `'deadline'`.
  */
-export type ExpireReason = 'deadline' | 'cancelled' | 'closed'
+export type ExpireReason = 'deadline' | 'cancelled' | 'closed' | 'doomed'
 
 /** Every `ExpireReason`, as a value. */
-export const EXPIRE_REASONS = ['deadline', 'cancelled', 'closed'] as const satisfies readonly ExpireReason[]
+export const EXPIRE_REASONS = ['deadline', 'cancelled', 'closed', 'doomed'] as const satisfies readonly ExpireReason[]
 
 /** One item offered to `BatchEngine.push`. */
 export interface QueueEntry<T> {
@@ -43,11 +51,20 @@ export interface QueueEntry<T> {
    * @default 0
    */
   priority?: number
+  /**
+   * Size of the item in cost units (for example tokens), counted against `maxBatchCost` and used
+   * as the cost model's size variable. A finite number > 0.
+   * @default 1
+   */
+  cost?: number
 }
 
 /** A batch handed to `run`. */
 export interface Batch<T> {
-  /** The payloads, in (priority desc, arrival) order. Never empty. */
+  /**
+   * The payloads, in (priority desc, arrival) order; under `'deadline'`, in (priority desc,
+   * deadline asc, arrival) order. Never empty.
+   */
   items: T[]
   /** The group every item belongs to. */
   group: string
@@ -57,6 +74,8 @@ export interface Batch<T> {
   startedAt: number
   /** Per item (same order as `items`), ms spent queued: `startedAt` minus push time. */
   queuedMs: number[]
+  /** Summed `QueueEntry.cost` of the items (the item count when no costs are given). */
+  cost?: number
 }
 
 /** Options of `new BatchEngine()`: the batching knobs plus the executor callbacks. */
@@ -71,6 +90,12 @@ export interface BatchEngineOptions<T> extends Partial<BatchingConfig> {
    * @default realClock
    */
   clock?: Clock
+  /**
+   * The service-time model the engine feeds and the `'deadline'` policy and early drops consult
+   * (pass one to share it or to start from measured values).
+   * @default a new `CostModel()`
+   */
+  costModel?: CostModel
   /**
    * Execute a batch. The engine awaits it; the slot is busy until the promise settles. A rejection
    * (or a synchronous throw) is caught, passed to `onRunError`, and frees the slot.
