@@ -96,6 +96,7 @@ export class ModelServer {
       maxDelayMs: o.batching?.maxDelayMs ?? o.runner.batchDefaults.maxDelayMs,
       ...(o.batching?.policy ? { policy: o.batching.policy } : {}),
       ...(o.batching?.maxQueue ? { maxQueue: o.batching.maxQueue } : {}),
+      ...(o.batching?.maxBatchCost ? { maxBatchCost: o.batching.maxBatchCost } : {}),
       concurrency: o.runner.concurrency,
       run: (b) => this.#run(b),
       expire: (v, reason) => this.#expire(v, reason),
@@ -178,8 +179,10 @@ export class ModelServer {
   /** Model metadata with the live batching config. */
   meta() {
     const m = this.runner.meta()
-    const c = this.engine.config as BatchingConfig & { maxBatchCost?: number }
+    const c = this.engine.config
+    const cm = this.engine.costModel
     return {
+      ...(cm.samples > 0 ? { cost: { a: cm.a, c: cm.c, samples: cm.samples } } : {}),
       ...m,
       maxBatchSize: c.maxBatchSize,
       maxDelayMs: c.maxDelayMs,
@@ -263,6 +266,7 @@ export class ModelServer {
           ...(it.cost !== undefined ? { cost: it.cost } : {}),
         })
         if (!ok) {
+          this.#o.metrics.shed.inc({ ...this.#labels, reason: 'overloaded' })
           this.#complete(p, index, {
             error: { code: 'OVERLOADED', message: `model "${this.runner.name}" queue is full (${this.engine.config.maxQueue} items)` },
           })
@@ -307,6 +311,7 @@ export class ModelServer {
   }
 
   #expire(v: QItem, reason: ExpireReason): void {
+    this.#o.metrics.shed.inc({ ...this.#labels, reason })
     const e = EXPIRE_CODE[reason]
     this.#complete(v.p, v.index, { error: { code: e.code, message: e.msg } })
   }

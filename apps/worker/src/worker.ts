@@ -62,6 +62,9 @@ export class CohortWorker {
       this.servers.push(s)
     }
     this.metrics.queueDepth.collect(() => this.servers.map((s) => [{ model: s.runner.name }, s.engine.queued]))
+    this.metrics.costA.collect(() => this.servers.map((s) => [{ model: s.runner.name }, s.engine.costModel.a / 1000]))
+    this.metrics.costC.collect(() => this.servers.map((s) => [{ model: s.runner.name }, s.engine.costModel.c / 1000]))
+    this.metrics.costSamples.collect(() => this.servers.map((s) => [{ model: s.runner.name }, s.engine.costModel.samples]))
     this.#discover = this.#o.transport.subscribe(subjects.discover())
     void (async () => {
       for await (const m of this.#discover!) {

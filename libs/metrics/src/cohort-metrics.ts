@@ -29,6 +29,13 @@ export function workerMetrics(r: Registry) {
     items: r.counter('cohort_worker_items_total', 'Items answered by the worker, by model and code.'),
     dispatch: r.counter('cohort_batch_dispatch_total', 'Batches dispatched, by model and reason (idle, full, timer).'),
     queueDepth: r.gauge('cohort_queue_depth', 'Items queued in the worker, by model.'),
+    shed: r.counter(
+      'cohort_shed_total',
+      'Items answered without running, by model and reason (overloaded, deadline, doomed, cancelled, closed).',
+    ),
+    costA: r.gauge('cohort_cost_model_a_seconds', 'Learned fixed cost a of a batch, t(b) = a + c*b, by model.'),
+    costC: r.gauge('cohort_cost_model_c_seconds', 'Learned per-item (per cost unit) cost c of a batch, by model.'),
+    costSamples: r.gauge('cohort_cost_model_samples', 'Batches the cost model has learned from, by model.'),
   }
 }
 
