@@ -243,6 +243,41 @@ export function defineServingSuite(label: string, setup: (f: ModelFixtures) => P
       expect((await sleepy(21)).body.output.y).toBe(42)
     })
 
+    it('bulk: many predictions in one call, in input order or streamed, a bad item failing alone', async () => {
+      const inputs = [{ x: 1 }, { x: 'bad' }, { x: 3, fail: true }, { x: 4 }]
+      const rep = await postJson(url('/models/sleepy/predictions/bulk'), { inputs })
+      expect(rep.status).toBe(200)
+      expect(rep.body).toMatchObject({ total: 4, succeeded: 2, failed: 2 })
+      expect(rep.body.results.map((r: { index: number; status: string; code?: string }) => [r.index, r.status, r.code])).toEqual([
+        [0, 'succeeded', undefined],
+        [1, 'failed', 'INVALID_INPUT'],
+        [2, 'failed', 'PREDICTOR_FAILED'],
+        [3, 'succeeded', undefined],
+      ])
+      expect(rep.body.results[3].output.y).toBe(8)
+      const nd = await fetch(url('/models/sleepy/predictions/bulk'), {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'application/x-ndjson' },
+        body: JSON.stringify({ inputs: [{ x: 1, sleepMs: 300 }, { x: 2 }, { x: 3 }] }),
+      })
+      expect(nd.headers.get('content-type')).toContain('application/x-ndjson')
+      const lines = (await nd.text()).trim().split('\n').map((l) => JSON.parse(l))
+      expect(lines.map((l) => l.index).sort()).toEqual([0, 1, 2])
+      for (const l of lines) {
+        expect(l.output.y).toBe((l.index + 1) * 2)
+      }
+      const sse = await fetch(url('/models/sleepy/predictions/bulk'), {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'text/event-stream' },
+        body: JSON.stringify({ inputs: [{ x: 5 }] }),
+      })
+      const text = await sse.text()
+      expect(text).toContain('event: prediction')
+      expect(text).toContain('event: done')
+      expect((await postJson(url('/models/sleepy/predictions/bulk'), { inputs: [] })).status).toBe(400)
+      expect((await postJson(url('/models/nope/predictions/bulk'), { inputs: [{ x: 1 }] })).status).toBe(404)
+    })
+
     it('answers 504 when the deadline is shorter than the model time, and nothing hangs', async () => {
       const t0 = Date.now()
       const header = await postJson(url('/models/sleepy/predictions'), { input: { x: 1, sleepMs: 400 } }, { 'x-cohort-timeout-ms': '60' })

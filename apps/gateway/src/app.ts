@@ -5,6 +5,7 @@ import { asCohortError, errorResponse } from './errors.ts'
 import { resolveOptions, type GatewayOptions } from './options.ts'
 import { checkModelPath, inferHandler } from './routes/infer.ts'
 import { predictionsHandler } from './routes/predictions.ts'
+import { bulkHandler } from './routes/bulk.ts'
 import { adminRoutes } from './routes/admin.ts'
 import { tritonConfig } from './routes/config.ts'
 import { Upstream } from './upstream.ts'
@@ -67,6 +68,7 @@ export function createApp(options: GatewayOptions): Hono {
   const predictions = predictionsHandler(o, up, metrics)
   app.post('/predictions', predictions)
   app.post('/models/:model/predictions', predictions)
+  app.post('/models/:model/predictions/bulk', bulkHandler(o, up, metrics))
 
   const admin = adminRoutes(o, up)
   app.get('/admin/models/:model/batching', admin.get)

@@ -29,6 +29,8 @@ export interface GatewayOptions {
   defaultModel?: string
   /** Extra text rendered at /metrics (e.g. the embedded worker's registry). */
   extraMetrics?: () => string
+  /** Most inputs in one bulk request. @default 1000 */
+  maxBulkInputs?: number
   /** Keys accepted on admin routes (`Authorization: Bearer KEY`). Admin routes are open when empty. */
   adminKeys?: string[]
   /** Called with unexpected errors (never with CohortErrors). @default console.error */
@@ -36,8 +38,8 @@ export interface GatewayOptions {
 }
 
 /** Options with defaults applied. */
-export type ResolvedGatewayOptions = Required<Omit<GatewayOptions, 'registry' | 'defaultModel' | 'extraMetrics' | 'adminKeys'>> &
-  Pick<GatewayOptions, 'registry' | 'defaultModel' | 'extraMetrics' | 'adminKeys'>
+export type ResolvedGatewayOptions = Required<Omit<GatewayOptions, 'registry' | 'defaultModel' | 'extraMetrics' | 'adminKeys' | 'maxBulkInputs'>> &
+  Pick<GatewayOptions, 'registry' | 'defaultModel' | 'extraMetrics' | 'adminKeys' | 'maxBulkInputs'>
 
 /** Merge defaults in one place and check invariants. */
 export function resolveOptions(o: GatewayOptions): ResolvedGatewayOptions {
