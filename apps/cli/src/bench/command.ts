@@ -1,5 +1,6 @@
+import { execFileSync } from 'node:child_process'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
-import { availableParallelism, cpus, tmpdir } from 'node:os'
+import { availableParallelism, cpus, loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { mulberry32 } from '@cohort/onnx-builder'
 import { intFlag, numFlag, parse } from '../args.ts'
@@ -44,6 +45,17 @@ function demoBody(): string {
   const r = mulberry32(7)
   const data = Array.from({ length: 256 }, () => Math.fround(r() * 2 - 1))
   return JSON.stringify({ inputs: [{ name: 'input', datatype: 'FP32', shape: [1, 256], data }] })
+}
+
+/** `git describe`-like id of the code under test: short HEAD, `+dirty` with local changes. */
+function gitCommit(): string {
+  try {
+    const head = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim()
+    const dirty = execFileSync('git', ['status', '--porcelain', '--untracked-files=no'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim()
+    return dirty ? `${head}+dirty` : head
+  } catch {
+    return 'unknown'
+  }
 }
 
 const FLOOR_BODY = JSON.stringify({ inputs: [{ name: 'in', datatype: 'FP32', shape: [1, 1], data: [0.5] }] })
@@ -180,6 +192,7 @@ export async function benchCommand(args: string[]): Promise<void> {
   process.on('SIGINT', onSignal)
   process.on('SIGTERM', onSignal)
   const startedAt = new Date().toISOString()
+  const loadStart = loadavg()[0] ?? Number.NaN
   try {
     const demoPath = ensureDemoModel()
     const floorPath = writeFloorModel(dir)
@@ -198,7 +211,14 @@ export async function benchCommand(args: string[]): Promise<void> {
     const { out, profile: _p, ...cfg } = c
     const result: BenchResult = {
       startedAt,
-      machine: { cpu: cpus()[0]?.model ?? 'unknown', cores: availableParallelism(), node: process.version, platform: `${process.platform}-${process.arch}` },
+      commit: gitCommit(),
+      machine: {
+        cpu: cpus()[0]?.model ?? 'unknown',
+        cores: availableParallelism(),
+        node: process.version,
+        platform: `${process.platform}-${process.arch}`,
+        loadAvg1m: [loadStart, loadavg()[0] ?? Number.NaN],
+      },
       config: cfg,
       offline,
       served,

@@ -35,7 +35,16 @@ export interface ModeResult {
 /** Everything one `cohort bench` run measured. */
 export interface BenchResult {
   startedAt: string
-  machine: { cpu: string; cores: number; node: string; platform: string }
+  /** Short git commit of the code measured (`+dirty` with uncommitted changes). */
+  commit: string
+  machine: {
+    cpu: string
+    cores: number
+    node: string
+    platform: string
+    /** 1-minute load average at the start and at the end of the run (other work on the machine). */
+    loadAvg1m: [number, number]
+  }
   config: {
     threads: number
     maxBatchSize: number
@@ -65,9 +74,11 @@ export function formatReport(r: BenchResult): string {
   const out: string[] = []
   const c = r.config
   out.push(
-    `cohort bench  ${r.machine.cpu}, ${r.machine.cores} cores, Node ${r.machine.node}; ` +
+    `cohort bench @ ${r.commit}  ${r.machine.cpu}, ${r.machine.cores} cores, Node ${r.machine.node}; ` +
       `threads=${c.threads} max-batch=${c.maxBatchSize} wrk -c${c.connections} -d${c.durationS}s`,
   )
+  const [l0, l1] = r.machine.loadAvg1m
+  out.push(`load average (1 min) at start ${f(l0)}, at end ${f(l1)}: this run's own load is ~2; more means other work shared the cores`)
   out.push('\nOffline (onnxruntime-node in-process, demo MLP 256->1024->1024->10)')
   out.push(
     table(
