@@ -9,6 +9,7 @@ import { MODEL_HELP, MODEL_OPTIONS, intFlag, numFlag, parse } from './args.ts'
 import { CliError } from './cli-error.ts'
 import { connectNats } from './connect.ts'
 import { listen } from './http.ts'
+import { nodeAdapter } from './node-adapter.ts'
 import { buildRunners, type ModelFlags } from './runners.ts'
 
 type Values = Record<string, string | boolean | string[] | undefined>
@@ -150,7 +151,7 @@ export async function serveCommand(args: string[]): Promise<void> {
   const worker = new CohortWorker({ transport, runners, registry, outputSchemas, batching: batching(v) })
   await worker.start()
   const timeout = intFlag('timeout-ms', v['timeout-ms'])
-  const app = createApp({ transport, registry, adminKeys: adminKeys(v), ...(timeout ? { requestTimeoutMs: timeout } : {}) })
+  const app = createApp({ transport, registry, adapter: nodeAdapter, adminKeys: adminKeys(v), ...(timeout ? { requestTimeoutMs: timeout } : {}) })
   const http = await listen(app, v.host as string, port)
   close = async () => {
     await http.close()
@@ -189,7 +190,7 @@ export async function gatewayCommand(args: string[]): Promise<void> {
   const timeout = intFlag('timeout-ms', v['timeout-ms'])
   const nc = await connectNats(v.nats as string, 'cohort-gateway')
   const transport = createNatsTransport(nc, { ownsConnection: true })
-  const app = createApp({ transport, adminKeys: adminKeys(v), ...(timeout ? { requestTimeoutMs: timeout } : {}) })
+  const app = createApp({ transport, adapter: nodeAdapter, adminKeys: adminKeys(v), ...(timeout ? { requestTimeoutMs: timeout } : {}) })
   const http = await listen(app, v.host as string, port)
   onSignals(async () => {
     await http.close()

@@ -1,4 +1,17 @@
+import type { Context } from 'hono'
 import { CohortError } from '@cohort/protocol'
+import type { AbortSignalLike } from '@cohort/transport'
+import type { ResolvedGatewayOptions } from './options.ts'
+
+/** The request body through the runtime adapter when it has a reader, else the Web Request. */
+export function bodyOf(c: Context, o: ResolvedGatewayOptions, max = o.maxBodyBytes): Promise<Uint8Array> {
+  return o.adapter?.readBody ? o.adapter.readBody(c, max) : readBody(c.req.raw, max)
+}
+
+/** The client-disconnect signal through the runtime adapter when it has one. */
+export function clientGone(c: Context, o: ResolvedGatewayOptions): AbortSignalLike | undefined {
+  return o.adapter?.clientGone ? o.adapter.clientGone(c) : c.req.raw.signal
+}
 
 /** Read a request body up to `max` bytes (413 beyond), checking Content-Length first. */
 export async function readBody(req: Request, max: number): Promise<Uint8Array> {

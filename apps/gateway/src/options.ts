@@ -1,5 +1,6 @@
+import type { Context } from 'hono'
 import type { Registry } from '@cohort/metrics'
-import type { Transport } from '@cohort/transport'
+import type { AbortSignalLike, Transport } from '@cohort/transport'
 
 /** Default server-side request deadline: 30 s. A request may shorten it, never extend it. */
 export const DEFAULT_REQUEST_TIMEOUT_MS = 30_000
@@ -33,13 +34,26 @@ export interface GatewayOptions {
   maxBulkInputs?: number
   /** Keys accepted on admin routes (`Authorization: Bearer KEY`). Admin routes are open when empty. */
   adminKeys?: string[]
+  /**
+   * Runtime adapter hooks (optional): a cheaper body reader and client-disconnect signal than the
+   * Web `Request` ones. The Node entry passes versions built on `IncomingMessage`/`ServerResponse`.
+   */
+  adapter?: GatewayAdapter
   /** Called with unexpected errors (never with CohortErrors). @default console.error */
   onUnexpectedError?: (e: unknown) => void
 }
 
+/** Runtime-specific fast paths of the gateway. */
+export interface GatewayAdapter {
+  /** Read the body, at most `max` bytes (throw CohortError PAYLOAD_TOO_LARGE beyond). */
+  readBody?(c: Context, max: number): Promise<Uint8Array>
+  /** A signal that aborts when the client disconnects before the response is sent. */
+  clientGone?(c: Context): AbortSignalLike | undefined
+}
+
 /** Options with defaults applied. */
-export type ResolvedGatewayOptions = Required<Omit<GatewayOptions, 'registry' | 'defaultModel' | 'extraMetrics' | 'adminKeys' | 'maxBulkInputs'>> &
-  Pick<GatewayOptions, 'registry' | 'defaultModel' | 'extraMetrics' | 'adminKeys' | 'maxBulkInputs'>
+export type ResolvedGatewayOptions = Required<Omit<GatewayOptions, 'registry' | 'defaultModel' | 'extraMetrics' | 'adminKeys' | 'maxBulkInputs' | 'adapter'>> &
+  Pick<GatewayOptions, 'registry' | 'defaultModel' | 'extraMetrics' | 'adminKeys' | 'maxBulkInputs' | 'adapter'>
 
 /** Merge defaults in one place and check invariants. */
 export function resolveOptions(o: GatewayOptions): ResolvedGatewayOptions {

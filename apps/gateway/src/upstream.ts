@@ -10,7 +10,7 @@ import {
   type ModelMeta,
   type Subjects,
 } from '@cohort/protocol'
-import type { Transport } from '@cohort/transport'
+import type { AbortSignalLike, Transport } from '@cohort/transport'
 
 /** The gateway's side of the bus: infer, metadata, discovery, cancellation. */
 export class Upstream {
@@ -24,7 +24,7 @@ export class Upstream {
    * Send a request and wait for its reply; on client abort, tell the workers to drop its
    * queued items. Throws CohortError (request-level failures and the first failed item).
    */
-  async infer(req: InferRequest, timeoutMs: number, signal: AbortSignal | undefined): Promise<InferReply> {
+  async infer(req: InferRequest, timeoutMs: number, signal: AbortSignalLike | undefined): Promise<InferReply> {
     const bytes = encodeRequest(req)
     if (bytes.byteLength > this.transport.maxPayload) {
       throw new CohortError(

@@ -25,8 +25,15 @@ export interface TransportSubscription extends AsyncIterable<TransportMessage> {
 export interface RequestOptions {
   /** Give up after this many ms (DEADLINE_EXCEEDED). */
   timeoutMs: number
-  /** Abort the wait (CANCELLED). */
-  signal?: AbortSignal
+  /** Abort the wait (CANCELLED). An AbortSignal, or anything shaped like one. */
+  signal?: AbortSignalLike
+}
+
+/** The part of AbortSignal the transports use (so adapters can pass cheaper objects). */
+export interface AbortSignalLike {
+  readonly aborted: boolean
+  addEventListener(type: 'abort', fn: () => void, opts?: { once?: boolean }): void
+  removeEventListener(type: 'abort', fn: () => void): void
 }
 
 /** Options of {@link Transport.subscribe}. */

@@ -1,6 +1,6 @@
 import type { Context } from 'hono'
 import { CohortError } from '@cohort/protocol'
-import { parseJson, readBody } from '../body.ts'
+import { bodyOf, parseJson } from '../body.ts'
 import type { ResolvedGatewayOptions } from '../options.ts'
 import type { Upstream } from '../upstream.ts'
 import { checkModelPath } from './infer.ts'
@@ -67,7 +67,7 @@ export function adminRoutes(o: ResolvedGatewayOptions & { adminKeys?: readonly s
       requireAdmin(c, o.adminKeys)
       const model = c.req.param('model') ?? ''
       checkModelPath(model, undefined)
-      const patch = parseBatchingPatch(parseJson(await readBody(c.req.raw, 64 * 1024)))
+      const patch = parseBatchingPatch(parseJson(await bodyOf(c, o, 64 * 1024)))
       await up.meta(model) // 404 for unknown models
       const merged = { ...((await o.transport.config.get(model)) ?? {}), ...patch }
       await o.transport.config.put(model, merged)

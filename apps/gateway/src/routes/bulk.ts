@@ -1,7 +1,7 @@
 import type { Context } from 'hono'
 import { CohortError } from '@cohort/protocol'
 import type { GatewayMetrics } from '@cohort/metrics'
-import { parseJson, readBody } from '../body.ts'
+import { bodyOf, clientGone, parseJson } from '../body.ts'
 import { effectiveTimeoutMs } from '../deadline.ts'
 import type { ResolvedGatewayOptions } from '../options.ts'
 import type { Upstream } from '../upstream.ts'
@@ -26,7 +26,7 @@ export function bulkHandler(o: ResolvedGatewayOptions & { maxBulkInputs?: number
   return async function bulk(c: Context): Promise<Response> {
     const model = c.req.param('model') ?? ''
     checkModelPath(model, undefined)
-    const body = parseJson(await readBody(c.req.raw, o.maxBodyBytes))
+    const body = parseJson(await bodyOf(c, o))
     const inputs = (body as { inputs?: unknown } | null)?.inputs
     if (!Array.isArray(inputs) || inputs.length === 0) {
       throw new CohortError('BAD_REQUEST', 'body must be {"inputs": [...]} with at least one input')
@@ -36,7 +36,7 @@ export function bulkHandler(o: ResolvedGatewayOptions & { maxBulkInputs?: number
     }
     const timeoutMs = effectiveTimeoutMs(o.requestTimeoutMs, c.req.header('x-cohort-timeout-ms'), undefined)
     const deadline = Date.now() + timeoutMs
-    const signal = c.req.raw.signal
+    const signal = clientGone(c, o)
     // Fail fast, before fanning out, when no worker serves the model at all.
     await up.meta(model)
     const one = async (input: unknown, index: number): Promise<BulkResult> => {

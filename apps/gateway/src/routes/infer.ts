@@ -1,7 +1,7 @@
 import type { Context } from 'hono'
 import { CohortError, fromWire, isValidModelName, type InferReply, type WireTensor } from '@cohort/protocol'
 import type { GatewayMetrics } from '@cohort/metrics'
-import { readBody } from '../body.ts'
+import { bodyOf, clientGone } from '../body.ts'
 import { effectiveTimeoutMs } from '../deadline.ts'
 import { outputJson, parseInferBody } from '../oip.ts'
 import type { ResolvedGatewayOptions } from '../options.ts'
@@ -36,7 +36,7 @@ export function inferHandler(o: ResolvedGatewayOptions, up: Upstream, metrics: G
     let code = 'OK'
     try {
       checkModelPath(model, c.req.param('version'))
-      const body = await readBody(c.req.raw, o.maxBodyBytes)
+      const body = await bodyOf(c, o)
       const oip = parseInferBody(body, c.req.header('inference-header-content-length'))
       const timeoutMs = effectiveTimeoutMs(o.requestTimeoutMs, c.req.header('x-cohort-timeout-ms'), oip.parameters['timeout'])
       const priority = oip.parameters['priority']
@@ -54,7 +54,7 @@ export function inferHandler(o: ResolvedGatewayOptions, up: Upstream, metrics: G
           ...(oip.outputs ? { outputs: oip.outputs.map((x) => x.name) } : {}),
         },
         timeoutMs + REPLY_GRACE_MS,
-        c.req.raw.signal,
+        clientGone(c, o),
       )
       firstItemError(reply)
       const tensors = reply.tensors ?? {}

@@ -1,7 +1,7 @@
 import type { Context } from 'hono'
 import { CohortError } from '@cohort/protocol'
 import type { GatewayMetrics } from '@cohort/metrics'
-import { parseJson, readBody } from '../body.ts'
+import { bodyOf, clientGone, parseJson } from '../body.ts'
 import { effectiveTimeoutMs } from '../deadline.ts'
 import type { ResolvedGatewayOptions } from '../options.ts'
 import type { Upstream } from '../upstream.ts'
@@ -25,7 +25,7 @@ export function predictionsHandler(o: ResolvedGatewayOptions, up: Upstream, metr
         }
       }
       checkModelPath(model, undefined)
-      const body = parseJson(await readBody(c.req.raw, o.maxBodyBytes))
+      const body = parseJson(await bodyOf(c, o))
       if (typeof body !== 'object' || body === null || !('input' in body)) {
         throw new CohortError('BAD_REQUEST', 'body must be {"input": {...}}')
       }
@@ -36,7 +36,7 @@ export function predictionsHandler(o: ResolvedGatewayOptions, up: Upstream, metr
       const reply = await up.infer(
         { v: 1, id: crypto.randomUUID(), model, deadline: Date.now() + timeoutMs, items: [b.input] },
         timeoutMs + 50,
-        c.req.raw.signal,
+        clientGone(c, o),
       )
       firstItemError(reply)
       const predictTime = reply.timing?.[0]?.computeMs
