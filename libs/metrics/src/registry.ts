@@ -16,11 +16,24 @@ export const DURATION_BUCKETS_S = [
 export const BATCH_SIZE_BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512] as const
 
 function labelKey(labels: Labels): string {
-  const keys = Object.keys(labels).sort()
-  return keys.map((k) => `${k}="${escapeLabel(labels[k] ?? '')}"`).join(',')
+  let out = ''
+  // Keys in a fixed (sorted) order so {a,b} and {b,a} are one series; most label sets are 1-2 keys.
+  const keys = Object.keys(labels)
+  if (keys.length > 1) {
+    keys.sort()
+  }
+  for (const k of keys) {
+    out += `${out ? ',' : ''}${k}="${escapeLabel(labels[k] ?? '')}"`
+  }
+  return out
 }
 
+const NEEDS_ESCAPE = /[\\\n"]/
+
 function escapeLabel(v: string): string {
+  if (!NEEDS_ESCAPE.test(v)) {
+    return v
+  }
   return v.replace(/\\/g, '\\\\').replace(/\n/g, '\\n').replace(/"/g, '\\"')
 }
 
