@@ -9,6 +9,8 @@ import { bulkHandler } from './routes/bulk.ts'
 import { adminRoutes } from './routes/admin.ts'
 import { tritonConfig } from './routes/config.ts'
 import { Upstream } from './upstream.ts'
+import { gatewayMiddleware } from './middleware/index.ts'
+import { registerDashboard } from './routes/dashboard.ts'
 
 function oipMeta(m: ModelMeta) {
   return { name: m.name, versions: m.versions, platform: m.platform, inputs: m.inputs, outputs: m.outputs }
@@ -27,6 +29,10 @@ export function createApp(options: GatewayOptions): Hono {
 
   app.onError((e, c) => errorResponse(c, asCohortError(e, o.onUnexpectedError)))
   app.notFound((c) => errorResponse(c, new CohortError('NOT_FOUND', `no route ${c.req.method} ${c.req.path}`)))
+
+  for (const mw of gatewayMiddleware(o)) {
+    app.use('*', mw)
+  }
 
   app.get('/v2/health/live', (c) => c.json({ live: true }))
   app.get('/v2/health/ready', async (c) => {
@@ -73,6 +79,8 @@ export function createApp(options: GatewayOptions): Hono {
   const admin = adminRoutes(o, up)
   app.get('/admin/models/:model/batching', admin.get)
   app.put('/admin/models/:model/batching', admin.put)
+
+  registerDashboard(app, o, up, registry)
 
   app.get('/metrics', (c) => {
     const text = registry.render() + (o.extraMetrics?.() ?? '')
