@@ -210,3 +210,43 @@ export function buildMaskedSequenceModel(): Uint8Array {
     }),
   )
 }
+
+/**
+ * A generic seeded MLP `sizes[0] -> ... -> sizes[n]` (FP32; Relu between layers), input `input`
+ * ['batch', sizes[0]], output `logits` ['batch', sizes[n]]. `buildMlp([512, 2048, 2048, 2048, 16])`
+ * is the "heavy" benchmark model: about 9.5 M multiply-adds per item.
+ */
+export function buildMlp(sizes: readonly number[], seed = 7): Uint8Array {
+  if (sizes.length < 2) {
+    throw new RangeError('buildMlp needs at least an input and an output size')
+  }
+  const normal = normalSampler(mulberry32(seed))
+  const inits = []
+  const nodes = []
+  let prev = 'input'
+  for (let l = 0; l < sizes.length - 1; l++) {
+    const k = sizes[l]!
+    const n = sizes[l + 1]!
+    inits.push(tensorInit(`w${l}`, 'FP32', [k, n], fillNormal(k * n, normal, Math.sqrt(2 / k))))
+    inits.push(tensorInit(`b${l}`, 'FP32', [n], fillNormal(n, normal, BIAS_STD)))
+    const last = l === sizes.length - 2
+    nodes.push(node('MatMul', [prev, `w${l}`], [`mm${l}`]))
+    nodes.push(node('Add', [`mm${l}`, `b${l}`], [last ? 'logits' : `pre${l}`]))
+    if (!last) {
+      nodes.push(node('Relu', [`pre${l}`], [`h${l}`]))
+      prev = `h${l}`
+    }
+  }
+  return model(
+    graph({
+      name: 'cohort_mlp',
+      inputs: [valueInfo('input', 'FP32', ['batch', sizes[0]!])],
+      outputs: [valueInfo('logits', 'FP32', ['batch', sizes[sizes.length - 1]!])],
+      initializers: inits,
+      nodes,
+    }),
+  )
+}
+
+/** Layer sizes of the heavy benchmark MLP. */
+export const HEAVY_MLP_SIZES = [512, 2048, 2048, 2048, 16] as const
