@@ -57,7 +57,7 @@ export const MODEL_OPTIONS = {
 } as const
 
 /** Help text of the shared model flags. */
-export const MODEL_HELP = `  --model SPEC           ONNX model: demo | NAME=PATH.onnx | PATH.onnx (repeatable)
+export const MODEL_HELP = `  --model SPEC           ONNX model: demo | heavy | NAME=PATH.onnx | PATH.onnx (repeatable)
   --predictor FILE       TypeScript/JS module exporting definePredictor(...) (repeatable)
   --ep cpu|webgpu|cuda   ONNX Runtime execution provider (default cpu)
   --instances N          ORT sessions per model: threads on cpu, processes on GPU EPs (default 1)

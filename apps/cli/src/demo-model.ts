@@ -1,7 +1,7 @@
 import { existsSync, mkdirSync, renameSync, writeFileSync } from 'node:fs'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { buildDemoMlp } from '@cohort/onnx-builder'
+import { HEAVY_MLP_SIZES, buildDemoMlp, buildMlp } from '@cohort/onnx-builder'
 
 /** Seed of the demo model's weights: the same file on every machine. */
 export const DEMO_SEED = 42
@@ -12,14 +12,23 @@ export function cacheDir(): string {
   return env ? resolve(env) : join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..', '.cache', 'models')
 }
 
-/** Path of the demo MLP (256 -> 1024 -> 1024 -> 10), generated deterministically on first use. */
-export function ensureDemoModel(): string {
-  const path = join(cacheDir(), `demo-mlp-seed${DEMO_SEED}.onnx`)
+function ensure(file: string, build: () => Uint8Array): string {
+  const path = join(cacheDir(), file)
   if (!existsSync(path)) {
     mkdirSync(dirname(path), { recursive: true })
     const tmp = `${path}.${process.pid}.tmp`
-    writeFileSync(tmp, buildDemoMlp(DEMO_SEED))
+    writeFileSync(tmp, build())
     renameSync(tmp, path)
   }
   return path
+}
+
+/** Path of the demo MLP (256 -> 1024 -> 1024 -> 10), generated deterministically on first use. */
+export function ensureDemoModel(): string {
+  return ensure(`demo-mlp-seed${DEMO_SEED}.onnx`, () => buildDemoMlp(DEMO_SEED))
+}
+
+/** Path of the heavy benchmark MLP (512 -> 2048 x3 -> 16, ~9.5 M multiply-adds per item; 38 MB). */
+export function ensureHeavyModel(): string {
+  return ensure(`heavy-mlp-${HEAVY_MLP_SIZES.join('-')}.onnx`, () => buildMlp(HEAVY_MLP_SIZES))
 }

@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs'
 import { basename, extname } from 'node:path'
 import { isValidModelName } from '@cohort/protocol'
-import { ensureDemoModel } from './demo-model.ts'
+import { ensureDemoModel, ensureHeavyModel } from './demo-model.ts'
 import { CliError } from './cli-error.ts'
 
 /** A model to serve: a name and an ONNX file. */
@@ -10,10 +10,13 @@ export interface ModelSpec {
   path: string
 }
 
-/** Parse `--model` values: `demo`, `NAME=PATH.onnx` or `PATH.onnx` (named after the file). */
+/** Parse `--model` values: `demo`, `heavy`, `NAME=PATH.onnx` or `PATH.onnx` (named after the file). */
 export function parseModelSpec(spec: string): ModelSpec {
   if (spec === 'demo') {
     return { name: 'demo', path: ensureDemoModel() }
+  }
+  if (spec === 'heavy') {
+    return { name: 'heavy', path: ensureHeavyModel() }
   }
   const eq = spec.indexOf('=')
   const name = eq > 0 ? spec.slice(0, eq) : basename(spec, extname(spec))
