@@ -22,6 +22,28 @@ export default defineConfig({
           fileParallelism: false,
         },
       },
+      {
+        test: {
+          // Headless Chromium (playwright-core + /usr/bin/chromium) against `cohort serve`: in
+          // `npm run test:all`, not in `npm test`.
+          name: 'browser',
+          include: ['test/browser/**/*.test.ts'],
+          testTimeout: 180_000,
+          hookTimeout: 120_000,
+          fileParallelism: false,
+        },
+      },
+      {
+        test: {
+          // Suites that drive external tools (the `nats` CLI, from `go install`): in
+          // `npm run test:all`, not in `npm test`.
+          name: 'tools',
+          include: ['test/tools/**/*.test.ts'],
+          testTimeout: 60_000,
+          hookTimeout: 90_000,
+          fileParallelism: false,
+        },
+      },
     ],
   },
 })

@@ -141,7 +141,7 @@ describe('over NATS: distribution and reconfiguration', () => {
       `capacity fast ${capFast.toFixed(0)}/s, slow ${capSlow.toFixed(0)}/s; together ${goodput.toFixed(0)}/s ` +
         `(${(goodput / sum).toFixed(3)} of the sum), failed ${r.failed}, p99 ${r.p99} ms, by worker ${JSON.stringify(r.byWorker)}`,
     )
-    expect(capFast / capSlow).toBeGreaterThan(3)
+    expect(capFast / capSlow).toBeGreaterThan(2)
     expect(goodput).toBeGreaterThanOrEqual(0.9 * sum)
     // The slow worker's share is bounded by what it can finish: it does not hoard work.
     expect(r.byWorker['slow'] ?? 0).toBeLessThanOrEqual(capSlow * r.seconds * 1.25)

@@ -1,6 +1,6 @@
 // The end-to-end serving suite, run once over real NATS with separate processes and once over
 // the in-process transport (embedded mode). Tests run in order: the last ones stop workers.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import * as ort from 'onnxruntime-node'
 import { parsePrometheus } from '@cohort/metrics'
 import { getJson, pool, postJson, writeModelFixtures, type ModelFixtures } from '@cohort/test-support'
@@ -46,6 +46,12 @@ export function defineServingSuite(label: string, setup: (f: ModelFixtures) => P
     let fx: ModelFixtures
     let demo: ort.InferenceSession
     const url = (p: string) => `${env.baseUrl}${p}`
+    /** Wait until the workers hold at least n sleepy items (queued or running). */
+    const waitForPending = (n: number) =>
+      vi.waitFor(
+        async () => expect(metricSum(await env.workerMetrics(), 'cohort_pending_requests{model="sleepy"')).toBeGreaterThanOrEqual(n),
+        { timeout: 10_000, interval: 10 },
+      )
 
     beforeAll(async () => {
       fx = writeModelFixtures()
@@ -295,7 +301,7 @@ export function defineServingSuite(label: string, setup: (f: ModelFixtures) => P
     it('drops the queued items of a client that went away', async () => {
       const before = metricSum(await env.workerMetrics(), 'cohort_worker_items_total{code="CANCELLED",model="sleepy"')
       const blockers = Array.from({ length: 6 }, (_, i) => postJson(url('/models/sleepy/predictions'), { input: { x: i, sleepMs: 500 } }))
-      await new Promise((r) => setTimeout(r, 100))
+      await waitForPending(6)
       const ac = new AbortController()
       const gone = fetch(url('/models/sleepy/predictions'), {
         method: 'POST',
@@ -303,7 +309,8 @@ export function defineServingSuite(label: string, setup: (f: ModelFixtures) => P
         body: JSON.stringify({ input: { x: 99, sleepMs: 500 } }),
         signal: ac.signal,
       }).catch(() => 'aborted')
-      await new Promise((r) => setTimeout(r, 100))
+      // Abort only once the request sits in a worker (queued behind the blockers).
+      await waitForPending(7)
       ac.abort()
       expect(await gone).toBe('aborted')
       await Promise.all(blockers)
@@ -312,10 +319,22 @@ export function defineServingSuite(label: string, setup: (f: ModelFixtures) => P
     })
 
     it('drains on SIGTERM without losing in-flight requests, then answers 503 with no workers', async () => {
+      const answered0 = metricSum(await env.workerMetrics(), 'cohort_worker_items_total{code="OK",model="sleepy"')
       const inflight = Array.from({ length: 40 }, (_, i) =>
         postJson(url('/models/sleepy/predictions'), { input: { x: i, sleepMs: 150 } }),
       )
-      await new Promise((r) => setTimeout(r, 60))
+      // Stop a worker only once every request was accepted by some worker (queued, running or done).
+      await vi.waitFor(
+        async () => {
+          const text = await env.workerMetrics()
+          const accepted =
+            metricSum(text, 'cohort_pending_requests{model="sleepy"') +
+            metricSum(text, 'cohort_worker_items_total{code="OK",model="sleepy"') -
+            answered0
+          expect(accepted).toBeGreaterThanOrEqual(40)
+        },
+        { timeout: 10_000, interval: 10 },
+      )
       await env.stopOneWorker()
       const replies = await Promise.all(inflight)
       replies.forEach((r, i) => {

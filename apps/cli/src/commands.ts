@@ -8,9 +8,12 @@ import { InProcessTransport, createNatsTransport, type Transport } from '@cohort
 import { MODEL_HELP, MODEL_OPTIONS, intFlag, numFlag, parse } from './args.ts'
 import { CliError } from './cli-error.ts'
 import { connectNats } from './connect.ts'
+import { NATS_AUTH_HELP, NATS_AUTH_OPTIONS, natsAuthOptions } from './nats-auth.ts'
+import { SECURITY_HELP, SECURITY_OPTIONS, describeSecurity, securityOptions, tlsFiles } from './security-flags.ts'
 import { listen } from './http.ts'
 import { nodeAdapter } from './node-adapter.ts'
 import { buildRunners, type ModelFlags } from './runners.ts'
+import { TELEMETRY_HELP, TELEMETRY_OPTIONS, setupTelemetry } from './telemetry.ts'
 
 type Values = Record<string, string | boolean | string[] | undefined>
 
@@ -119,7 +122,11 @@ Gateway and worker in one process (embedded; no NATS needed unless --nats is giv
   --host H               HTTP host (default 127.0.0.1)
   --nats URL             use NATS between the gateway and worker instead of in-process
   --timeout-ms MS        server-side request deadline (default 30000)
-  --admin-key KEY        key for /admin routes (repeatable; also COHORT_ADMIN_KEYS); open when none
+  --admin-key KEY        key for /admin routes (repeatable; also COHORT_ADMIN_KEYS); without one they
+                         are open, or closed (403) when --api-key or a JWT secret is set
+${SECURITY_HELP}
+${NATS_AUTH_HELP}
+${TELEMETRY_HELP}
 ${MODEL_HELP}`
 
 /** `cohort serve`: embedded gateway + worker. */
@@ -131,38 +138,64 @@ export async function serveCommand(args: string[]): Promise<void> {
     nats: { type: 'string' },
     'timeout-ms': { type: 'string' },
     'admin-key': { type: 'string', multiple: true },
+    ...SECURITY_OPTIONS,
+    ...NATS_AUTH_OPTIONS,
+    ...TELEMETRY_OPTIONS,
   })
   if (v.help) {
     console.log(SERVE_HELP)
     return
   }
+  const tel = setupTelemetry(v, 'cohort')
   const flags = modelFlags(v, true)
+  const security = securityOptions(v)
+  const tls = tlsFiles(v)
+  const natsAuth = natsAuthOptions(v)
   const port = intFlag('port', v.port ?? process.env['PORT'] ?? '8080', 0) ?? 8080
   let transport: Transport
   let close: () => Promise<void>
   if (v.nats) {
-    const nc = await connectNats(v.nats as string, 'cohort-serve')
+    const nc = await connectNats(v.nats as string, 'cohort-serve', natsAuth)
     transport = createNatsTransport(nc, { ownsConnection: true })
   } else {
     transport = new InProcessTransport()
   }
   const registry = new Registry()
   const { runners, outputSchemas } = await buildRunners(flags)
-  const worker = new CohortWorker({ transport, runners, registry, outputSchemas, batching: batching(v) })
+  const worker = new CohortWorker({
+    transport,
+    runners,
+    registry,
+    outputSchemas,
+    batching: batching(v),
+    tracer: tel.tracer,
+    logger: tel.logger.child({ component: 'worker' }),
+  })
   await worker.start()
   const timeout = intFlag('timeout-ms', v['timeout-ms'])
-  const app = createApp({ transport, registry, adapter: nodeAdapter, adminKeys: adminKeys(v), ...(timeout ? { requestTimeoutMs: timeout } : {}) })
-  const http = await listen(app, v.host as string, port)
+  const app = createApp({
+    transport,
+    registry,
+    adapter: nodeAdapter,
+    adminKeys: adminKeys(v),
+    ...security,
+    ...(timeout ? { requestTimeoutMs: timeout } : {}),
+    tracer: tel.tracer,
+    logger: tel.logger.child({ component: 'gateway' }),
+  })
+  const http = await listen(app, v.host as string, port, tls)
   close = async () => {
     await http.close()
     await worker.drain()
     await transport.close()
+    await tel.shutdown()
   }
   onSignals(close)
-  const base = `http://${http.host}:${http.port}`
+  const base = `${tls ? 'https' : 'http'}://${http.host}:${http.port}`
   const names = worker.models().map((m) => m.name)
   console.log(`cohort: serving ${names.join(', ')} on ${base} (${v.nats ? `NATS ${v.nats}` : 'embedded'})`)
   console.log(`cohort: try  curl -s ${base}/v2/models/${names[0]}  and  POST ${base}/v2/models/${names[0]}/infer`)
+  console.log(`cohort: ${describeSecurity(security, tls !== undefined)}`)
 }
 
 export const GATEWAY_HELP = `cohort gateway [options]
@@ -171,7 +204,11 @@ The stateless HTTP gateway: publishes each request to NATS.
   --port N               HTTP port (default $PORT or 8080)
   --host H               HTTP host (default 127.0.0.1)
   --timeout-ms MS        server-side request deadline (default 30000)
-  --admin-key KEY        key for /admin routes (repeatable; also COHORT_ADMIN_KEYS); open when none`
+  --admin-key KEY        key for /admin routes (repeatable; also COHORT_ADMIN_KEYS); without one they
+                         are open, or closed (403) when --api-key or a JWT secret is set
+${SECURITY_HELP}
+${NATS_AUTH_HELP}
+${TELEMETRY_HELP}`
 
 /** `cohort gateway`. */
 export async function gatewayCommand(args: string[]): Promise<void> {
@@ -181,22 +218,39 @@ export async function gatewayCommand(args: string[]): Promise<void> {
     host: { type: 'string', default: '127.0.0.1' },
     'timeout-ms': { type: 'string' },
     'admin-key': { type: 'string', multiple: true },
+    ...SECURITY_OPTIONS,
+    ...NATS_AUTH_OPTIONS,
+    ...TELEMETRY_OPTIONS,
   })
   if (v.help) {
     console.log(GATEWAY_HELP)
     return
   }
+  const tel = setupTelemetry(v, 'cohort-gateway')
+  const security = securityOptions(v)
+  const tls = tlsFiles(v)
+  const natsAuth = natsAuthOptions(v)
   const port = intFlag('port', v.port ?? process.env['PORT'] ?? '8080', 0) ?? 8080
   const timeout = intFlag('timeout-ms', v['timeout-ms'])
-  const nc = await connectNats(v.nats as string, 'cohort-gateway')
+  const nc = await connectNats(v.nats as string, 'cohort-gateway', natsAuth)
   const transport = createNatsTransport(nc, { ownsConnection: true })
-  const app = createApp({ transport, adapter: nodeAdapter, adminKeys: adminKeys(v), ...(timeout ? { requestTimeoutMs: timeout } : {}) })
-  const http = await listen(app, v.host as string, port)
+  const app = createApp({
+    transport,
+    adapter: nodeAdapter,
+    adminKeys: adminKeys(v),
+    ...security,
+    ...(timeout ? { requestTimeoutMs: timeout } : {}),
+    tracer: tel.tracer,
+    logger: tel.logger,
+  })
+  const http = await listen(app, v.host as string, port, tls)
   onSignals(async () => {
     await http.close()
     await transport.close()
+    await tel.shutdown()
   })
-  console.log(`cohort: gateway on http://${http.host}:${http.port} -> NATS ${v.nats as string}`)
+  console.log(`cohort: gateway on ${tls ? 'https' : 'http'}://${http.host}:${http.port} -> NATS ${v.nats as string}`)
+  console.log(`cohort: ${describeSecurity(security, tls !== undefined)}`)
 }
 
 export const WORKER_HELP = `cohort worker [options]
@@ -208,6 +262,8 @@ A long-lived worker: serves its models from NATS in queue groups, batching reque
   --distribution capacity|random
                          capacity (default): leave the model's main subject while the queue is full,
                          so idle workers get the work; random: plain NATS queue-group spreading
+${NATS_AUTH_HELP}
+${TELEMETRY_HELP}
 ${MODEL_HELP}`
 
 /** `cohort worker`. */
@@ -219,15 +275,19 @@ export async function workerCommand(args: string[]): Promise<void> {
     'metrics-host': { type: 'string', default: '127.0.0.1' },
     id: { type: 'string' },
     distribution: { type: 'string', default: 'capacity' },
+    ...NATS_AUTH_OPTIONS,
+    ...TELEMETRY_OPTIONS,
   })
   if (v.help) {
     console.log(WORKER_HELP)
     return
   }
+  const tel = setupTelemetry(v, 'cohort-worker')
+  const natsAuth = natsAuthOptions(v)
   const flags = modelFlags(v, false)
   const metricsPort = intFlag('metrics-port', v['metrics-port'], 0)
   const { runners, outputSchemas } = await buildRunners(flags)
-  const nc = await connectNats(v.nats as string, 'cohort-worker')
+  const nc = await connectNats(v.nats as string, 'cohort-worker', natsAuth)
   const transport = createNatsTransport(nc, { ownsConnection: true })
   if (v['distribution'] !== 'capacity' && v['distribution'] !== 'random') {
     throw new CliError(`--distribution must be capacity or random, got "${String(v['distribution'])}"`)
@@ -239,6 +299,8 @@ export async function workerCommand(args: string[]): Promise<void> {
     capacityAware: v['distribution'] === 'capacity',
     batching: batching(v),
     ...(v.id ? { id: v.id as string } : {}),
+    tracer: tel.tracer,
+    logger: tel.logger,
   })
   await worker.start()
   let metricsClose: (() => Promise<void>) | undefined
@@ -253,6 +315,7 @@ export async function workerCommand(args: string[]): Promise<void> {
     await worker.drain()
     await metricsClose?.()
     await transport.close()
+    await tel.shutdown()
   })
   console.log(`cohort: worker ${worker.id} serving ${worker.models().map((m) => m.name).join(', ')} from NATS ${v.nats as string}`)
 }

@@ -1,5 +1,6 @@
 import { serve } from '@hono/node-server'
 import type { Hono } from 'hono'
+import { createServer as createHttpsServer } from 'node:https'
 import type { AddressInfo } from 'node:net'
 import { CliError } from './cli-error.ts'
 
@@ -10,10 +11,25 @@ export interface HttpServer {
   close(): Promise<void>
 }
 
-/** Serve a Hono app on host:port (port 0 = any free port). */
-export function listen(app: Hono, host: string, port: number): Promise<HttpServer> {
+/** PEM certificate and key for HTTPS. */
+export interface TlsFiles {
+  cert: string | Buffer
+  key: string | Buffer
+}
+
+/** Serve a Hono app on host:port (port 0 = any free port); over HTTPS when `tls` is given. */
+export function listen(app: Hono, host: string, port: number, tls?: TlsFiles): Promise<HttpServer> {
   return new Promise((resolve, reject) => {
-    const server = serve({ fetch: app.fetch, hostname: host, port }, (info: AddressInfo) => {
+    const https = tls ? { createServer: createHttpsServer, serverOptions: { cert: tls.cert, key: tls.key } } : {}
+    let server: ReturnType<typeof serve>
+    try {
+      server = serve({ fetch: app.fetch, hostname: host, port, ...https }, onListening)
+    } catch (e) {
+      // A certificate that does not parse, or a key that does not match it.
+      reject(new CliError(`cannot serve HTTPS with --tls-cert/--tls-key: ${e instanceof Error ? e.message : String(e)}`))
+      return
+    }
+    function onListening(info: AddressInfo) {
       let closing: Promise<void> | undefined
       resolve({
         port: info.port,
@@ -24,7 +40,7 @@ export function listen(app: Hono, host: string, port: number): Promise<HttpServe
             ;(server as unknown as { closeIdleConnections?: () => void }).closeIdleConnections?.()
           })),
       })
-    })
+    }
     server.on('error', (e: NodeJS.ErrnoException) =>
       reject(new CliError(e.code === 'EADDRINUSE' ? `port ${port} on ${host} is already in use` : e.message)),
     )

@@ -70,4 +70,7 @@ export const nodeAdapter: GatewayAdapter = {
     const out = (c.env as NodeBindings | undefined)?.outgoing
     return out ? new ResponseGoneSignal(out) : c.req.raw.signal
   },
+  clientAddress(c: Context) {
+    return (c.env as NodeBindings | undefined)?.incoming?.socket?.remoteAddress
+  },
 }

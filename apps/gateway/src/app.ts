@@ -36,10 +36,10 @@ export function createApp(options: GatewayOptions): Hono {
 
   app.get('/v2/health/live', (c) => c.json({ live: true }))
   app.get('/v2/health/ready', async (c) => {
-    const { models, workers } = await up.discover()
-    const ready = workers > 0 && models.length > 0 && models.every((m) => m.ready)
-    return c.json({ ready, models: models.length, workers }, ready ? 200 : 503)
+    const { ready, models, workers } = await up.readiness()
+    return c.json({ ready, models, workers }, ready ? 200 : 503)
   })
+  app.get('/v2/workers', async (c) => c.json({ workers: await up.workers() }))
   app.get('/v2', (c) =>
     c.json({ name: o.serverName, version: o.serverVersion, extensions: ['binary_tensor_data', 'parameters'] }),
   )

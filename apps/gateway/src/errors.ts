@@ -8,6 +8,9 @@ export function errorResponse(c: Context, e: CohortError): Response {
   } else if (e.code === 'OVERLOADED' || e.code === 'NO_WORKER') {
     c.header('Retry-After', '1')
   }
+  if (e.code === 'UNAUTHORIZED') {
+    c.header('WWW-Authenticate', 'Bearer realm="cohort"')
+  }
   return c.json({ error: e.message, code: e.code }, e.status as 400)
 }
 

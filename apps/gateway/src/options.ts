@@ -1,6 +1,8 @@
 import type { Context } from 'hono'
 import type { Registry } from '@cohort/metrics'
 import type { AbortSignalLike, Transport } from '@cohort/transport'
+import type { Tracer } from '@opentelemetry/api'
+import { consoleErrorLogger, defaultTracer, type LogFields, type Logger } from '@cohort/observability'
 
 /** Default server-side request deadline: 30 s. A request may shorten it, never extend it. */
 export const DEFAULT_REQUEST_TIMEOUT_MS = 30_000
@@ -35,12 +37,74 @@ export interface GatewayOptions {
   /** Keys accepted on admin routes (`Authorization: Bearer KEY`). Admin routes are open when empty. */
   adminKeys?: string[]
   /**
+   * API keys accepted on every route but health and admin (`Authorization: Bearer KEY`).
+   * Authentication is on when `apiKeys` or `jwt` is given; off by default. See docs/security.md.
+   */
+  apiKeys?: string[]
+  /** JWT bearer tokens (verified with `hono/jwt`); a valid token or an API key passes. */
+  jwt?: JwtAuthOptions
+  /** Serve `/metrics` without credentials while authentication is on. @default false */
+  metricsOpen?: boolean
+  /** Token-bucket rate limit per client (API key, JWT `sub`, else client address). Off by default. */
+  rateLimit?: RateLimitOptions
+  /** CORS (off by default): the origins allowed to call the gateway from a browser. */
+  cors?: CorsOptions
+  /**
    * Runtime adapter hooks (optional): a cheaper body reader and client-disconnect signal than the
    * Web `Request` ones. The Node entry passes versions built on `IncomingMessage`/`ServerResponse`.
    */
   adapter?: GatewayAdapter
-  /** Called with unexpected errors (never with CohortErrors). @default console.error */
-  onUnexpectedError?: (e: unknown) => void
+  /**
+   * Called with unexpected errors (never with CohortErrors), with the request's log fields (model,
+   * requestId, traceId) when known. @default `logger.error({ ...fields, err }, 'unexpected error')`
+   */
+  onUnexpectedError?: (e: unknown, fields?: LogFields) => void
+  /**
+   * Tracer of the `cohort.gateway.infer` spans (see docs/observability.md).
+   * @default trace.getTracer('cohort'): a no-op unless an OpenTelemetry SDK is registered
+   */
+  tracer?: Tracer
+  /**
+   * Structured logger (pino fits): failed requests at `warn`, unexpected errors at `error`.
+   * @default errors to console.error, other levels dropped
+   */
+  logger?: Logger
+}
+
+/** JWT verification settings of {@link GatewayOptions.jwt}. */
+export interface JwtAuthOptions {
+  /** HMAC secret (HS*), or the PEM public key for RS*, PS*, ES* and EdDSA. */
+  secret: string
+  /** @default 'HS256' */
+  alg?: 'HS256' | 'HS384' | 'HS512' | 'RS256' | 'RS384' | 'RS512' | 'PS256' | 'PS384' | 'PS512' | 'ES256' | 'ES384' | 'ES512' | 'EdDSA'
+  /** Required `iss` claim. */
+  issuer?: string
+  /** Required `aud` claim (one of). */
+  audience?: string | string[]
+  /** A scope the token must hold (`scope` claim, space-separated, or `scp` array); 403 otherwise. */
+  scope?: string
+}
+
+/** Settings of {@link GatewayOptions.rateLimit}. */
+export interface RateLimitOptions {
+  /** Sustained requests per second per client. */
+  requestsPerSecond: number
+  /** Requests a client may make at once after being idle. @default max(1, requestsPerSecond) */
+  burst?: number
+  /** Most clients tracked; the least recently seen are forgotten beyond it. @default 10000 */
+  maxClients?: number
+  /** Clock in ms (tests). @default Date.now */
+  now?: () => number
+}
+
+/** Settings of {@link GatewayOptions.cors}. */
+export interface CorsOptions {
+  /** Allowed origins, e.g. `https://app.example.com`; `*` allows any origin. */
+  origins: string[]
+  /** Send `Access-Control-Allow-Credentials: true`. @default false */
+  credentials?: boolean
+  /** Preflight cache time in seconds. @default 600 */
+  maxAgeS?: number
 }
 
 /** Runtime-specific fast paths of the gateway. */
@@ -49,11 +113,16 @@ export interface GatewayAdapter {
   readBody?(c: Context, max: number): Promise<Uint8Array>
   /** A signal that aborts when the client disconnects before the response is sent. */
   clientGone?(c: Context): AbortSignalLike | undefined
+  /** The client's network address: the rate-limit key of a request without credentials or `x-forwarded-for`. */
+  clientAddress?(c: Context): string | undefined
 }
 
 /** Options with defaults applied. */
-export type ResolvedGatewayOptions = Required<Omit<GatewayOptions, 'registry' | 'defaultModel' | 'extraMetrics' | 'adminKeys' | 'maxBulkInputs' | 'adapter'>> &
-  Pick<GatewayOptions, 'registry' | 'defaultModel' | 'extraMetrics' | 'adminKeys' | 'maxBulkInputs' | 'adapter'>
+export type ResolvedGatewayOptions = Required<Omit<GatewayOptions, 'registry' | 'defaultModel' | 'extraMetrics' | 'adminKeys' | 'maxBulkInputs' | 'adapter' | SecurityOptionKeys>> &
+  Pick<GatewayOptions, 'registry' | 'defaultModel' | 'extraMetrics' | 'adminKeys' | 'maxBulkInputs' | 'adapter' | SecurityOptionKeys>
+
+/** The optional security settings (authentication, rate limit, CORS): no defaults to apply. */
+type SecurityOptionKeys = 'apiKeys' | 'jwt' | 'metricsOpen' | 'rateLimit' | 'cors'
 
 /** Merge defaults in one place and check invariants. */
 export function resolveOptions(o: GatewayOptions): ResolvedGatewayOptions {
@@ -64,8 +133,10 @@ export function resolveOptions(o: GatewayOptions): ResolvedGatewayOptions {
     metaTimeoutMs: DEFAULT_META_TIMEOUT_MS,
     serverName: 'cohort',
     serverVersion: '0.1.0',
-    onUnexpectedError: (e) => console.error(e),
+    onUnexpectedError: (e, fields) => r.logger.error({ ...fields, err: e }, 'unexpected error'),
     ...o,
+    tracer: o.tracer ?? defaultTracer(),
+    logger: o.logger ?? consoleErrorLogger,
   }
   if (!(r.requestTimeoutMs > 0) || !(r.maxBodyBytes > 0) || !(r.metaTimeoutMs > 0)) {
     throw new RangeError('requestTimeoutMs, maxBodyBytes and metaTimeoutMs must be > 0')

@@ -5,6 +5,7 @@
  */
 export * from './worker.ts'
 export * from './model-server.ts'
+export * from './services.ts'
 export * from './load.ts'
 export * from './runners/types.ts'
 export * from './runners/onnx-runner.ts'

@@ -18,9 +18,12 @@ import {
   type Subjects,
 } from '@cohort/protocol'
 import type { WorkerMetrics } from '@cohort/metrics'
-import type { Transport, TransportMessage, TransportSubscription } from '@cohort/transport'
+import { consume, type Transport, type TransportMessage, type TransportSubscription } from '@cohort/transport'
 import type { TSchema } from '@sinclair/typebox'
+import type { Span, Tracer } from '@opentelemetry/api'
+import { consoleErrorLogger, defaultTracer, type Logger } from '@cohort/observability'
 import { buildReply, checkRequestedOutputs } from './reply.ts'
+import { ModelTelemetry } from './tracing.ts'
 import type { ItemResult, ModelRunner } from './runners/types.ts'
 
 interface Pending {
@@ -29,6 +32,10 @@ interface Pending {
   results: (ItemResult | undefined)[]
   timing: ItemTiming[]
   remaining: number
+  /** performance.now() at receipt (for the services protocol's processing_time). */
+  t0: number
+  /** The `cohort.worker.request` span (queue + compute), ended with the reply. */
+  span: Span
 }
 
 interface QItem {
@@ -58,8 +65,12 @@ export interface ModelServerOptions {
   highWater?: number
   /** Follow the model's runtime configuration in the transport's config store. @default true */
   followConfig?: boolean
-  /** Called with rejected runtime configuration (bad values). @default console.error */
+  /** Called with rejected runtime configuration (bad values). @default logger.error */
   onConfigError?: (e: unknown) => void
+  /** Tracer of the request and batch spans. @default trace.getTracer('cohort') (no-op without an SDK) */
+  tracer?: Tracer
+  /** Structured logger: config changes, batch failures. @default errors to console.error */
+  logger?: Logger
 }
 
 const EXPIRE_CODE: Record<ExpireReason, { code: 'DEADLINE_EXCEEDED' | 'CANCELLED' | 'SHUTTING_DOWN'; msg: string }> = {
@@ -76,6 +87,7 @@ export class ModelServer {
   readonly #o: ModelServerOptions
   readonly #labels: { model: string }
   readonly #abort = new AbortController()
+  readonly #tel: ModelTelemetry
   #subs: TransportSubscription[] = []
   #inferSub: TransportSubscription | undefined
   #inferLoop: Promise<void> = Promise.resolve()
@@ -86,11 +98,20 @@ export class ModelServer {
   #watch: { stop(): void } | undefined
   /** Times the worker stopped listening on the main subject because it was full. */
   pauses = 0
+  /** Items in batches running now. */
+  runningItems = 0
+  /**
+   * Request counters of the NATS services protocol (`$SRV.STATS`, see services.ts): inference
+   * requests received on the main and overflow subjects, those answered with an error (request-level
+   * or any failed item), those answered, the latest error and the summed receipt-to-reply time in ns.
+   */
+  readonly requestStats = { requests: 0, answered: 0, errors: 0, lastError: '', processingNs: 0 }
 
   constructor(o: ModelServerOptions) {
     this.#o = o
     this.runner = o.runner
     this.#labels = { model: o.runner.name }
+    this.#tel = new ModelTelemetry(o.tracer ?? defaultTracer(), o.logger ?? consoleErrorLogger, o.runner.name, o.workerId)
     this.engine = new BatchEngine<QItem>({
       maxBatchSize: o.batching?.maxBatchSize ?? o.runner.batchDefaults.maxBatchSize,
       maxDelayMs: o.batching?.maxDelayMs ?? o.runner.batchDefaults.maxDelayMs,
@@ -135,10 +156,25 @@ export class ModelServer {
         patch[k] = cfg[k]
       }
     }
+    const log = this.#tel.logger
     try {
       this.engine.configure(patch as Partial<BatchingConfig>)
+      log.info({ model: this.runner.name, workerId: this.#o.workerId, patch, batching: this.batchingSummary() }, 'batching configuration changed')
     } catch (e) {
-      ;(this.#o.onConfigError ?? console.error)(e)
+      ;(this.#o.onConfigError ?? ((err: unknown) => log.error({ model: this.runner.name, workerId: this.#o.workerId, patch, err }, 'batching configuration rejected')))(e)
+    }
+  }
+
+  /** The live batching settings, for log lines (`maxBatchCost` null when unlimited). */
+  batchingSummary(): Record<string, unknown> {
+    const c = this.engine.config
+    return {
+      maxBatchSize: c.maxBatchSize,
+      maxDelayMs: c.maxDelayMs,
+      policy: c.policy,
+      maxQueue: c.maxQueue,
+      maxBatchCost: c.maxBatchCost === undefined || c.maxBatchCost === Infinity ? null : c.maxBatchCost,
+      concurrency: this.runner.concurrency,
     }
   }
 
@@ -211,32 +247,35 @@ export class ModelServer {
     return this.#closing
   }
 
-  async #consume(sub: TransportSubscription, fn: (m: TransportMessage) => unknown): Promise<void> {
-    for await (const m of sub) {
-      try {
-        fn(m)
-      } catch (e) {
-        // Never let one bad message end the loop.
+  #consume(sub: TransportSubscription, fn: (m: TransportMessage) => unknown): Promise<void> {
+    // Never let one bad message, or a subscription that fails (permissions), end the worker.
+    return consume(sub, fn, (e, m) => {
+      if (m) {
         m.respond(encodeReply({ v: 1, id: '', error: toWireError(e) }))
+      } else {
+        console.error(`cohort: subscription for model "${this.runner.name}" ended: ${e instanceof Error ? e.message : String(e)}`)
       }
-    }
+    })
   }
 
   #onInfer(m: TransportMessage): void {
+    const t0 = performance.now()
+    this.requestStats.requests++
     let req: InferRequest
     try {
       req = decodeRequest(m.data)
     } catch (e) {
-      this.#respond(m, { v: 1, id: '', error: toWireError(e, 'BAD_REQUEST') })
+      this.#respond(m, { v: 1, id: '', error: toWireError(e, 'BAD_REQUEST') }, t0)
       return
     }
+    const span = this.#tel.startRequest(req)
     let items
     try {
       requestItemCount(req)
       checkRequestedOutputs(req, this.#knownOutputs(), this.runner.name)
       items = this.runner.prepare(req)
     } catch (e) {
-      this.#respond(m, { v: 1, id: req.id, error: toWireError(e, 'BAD_REQUEST') })
+      this.#tel.endRequest(span, this.#respond(m, { v: 1, id: req.id, error: toWireError(e, 'BAD_REQUEST') }, t0), 0)
       this.#o.metrics.items.inc({ ...this.#labels, code: e instanceof CohortError ? e.code : 'BAD_REQUEST' })
       return
     }
@@ -246,6 +285,8 @@ export class ModelServer {
       results: new Array(items.length),
       timing: Array.from({ length: items.length }, () => ({ queueMs: 0, computeMs: 0, batchSize: 0 })),
       remaining: items.length,
+      t0,
+      span,
     }
     if (items.length === 0) {
       this.#finish(p)
@@ -284,7 +325,10 @@ export class ModelServer {
 
   async #run(batch: Batch<QItem>): Promise<void> {
     this.#regulate()
+    const span = this.#tel.startBatch(batch.items, batch.reason, batch.queuedMs)
+    let failure: { err: unknown; code: string; message: string } | undefined
     const t0 = performance.now()
+    this.runningItems += batch.items.length
     let results: ItemResult[]
     try {
       results = await this.runner.runBatch(
@@ -293,9 +337,12 @@ export class ModelServer {
       )
     } catch (e) {
       const err = toWireError(e, 'PREDICTOR_FAILED')
+      failure = { err: e, code: err.code, message: err.message }
       results = batch.items.map(() => ({ error: err }))
     }
+    this.runningItems -= batch.items.length
     const computeMs = performance.now() - t0
+    this.#tel.endBatch(span, batch.items, computeMs, batch.reason, failure)
     const mx = this.#o.metrics
     mx.compute.observe(this.#labels, computeMs / 1000)
     mx.batchSize.observe(this.#labels, batch.items.length)
@@ -334,23 +381,41 @@ export class ModelServer {
     } catch (e) {
       reply = { v: 1, id: p.req.id, error: toWireError(e) }
     }
-    this.#respond(p.msg, reply)
+    this.#tel.endRequest(p.span, this.#respond(p.msg, reply, p.t0), p.results.length)
   }
 
-  #respond(m: TransportMessage, reply: InferReply): void {
+  /** Send a reply (RESPONSE_TOO_LARGE instead when it exceeds the bus limit); returns what was sent. */
+  #respond(m: TransportMessage, reply: InferReply, t0?: number): InferReply {
     let bytes = encodeReply(reply)
     const max = this.#o.transport.maxPayload
     if (bytes.byteLength > max) {
-      bytes = encodeReply({
+      reply = {
         v: 1,
         id: reply.id,
         error: {
           code: 'RESPONSE_TOO_LARGE',
           message: `reply of ${bytes.byteLength} bytes exceeds the NATS max_payload of ${max} bytes; send fewer items per request`,
         },
-      })
+      }
+      bytes = encodeReply(reply)
     }
+    this.#account(reply, t0)
     m.respond(bytes)
+    return reply
+  }
+
+  /** Count a reply in {@link requestStats}. */
+  #account(reply: InferReply, t0: number | undefined): void {
+    const st = this.requestStats
+    if (t0 !== undefined) {
+      st.answered++
+      st.processingNs += Math.round((performance.now() - t0) * 1e6)
+    }
+    const err = reply.error ?? reply.errors?.find((e) => e)
+    if (err) {
+      st.errors++
+      st.lastError = `${err.code}: ${err.message}`
+    }
   }
 
   #knownOutputs(): string[] | undefined {

@@ -1,8 +1,11 @@
 import type { BatchingConfig } from '@cohort/batching'
 import { encodeValue, subjects as makeSubjects, DEFAULT_SUBJECT_PREFIX, type ModelMeta } from '@cohort/protocol'
 import { Registry, workerMetrics, type WorkerMetrics } from '@cohort/metrics'
-import type { Transport, TransportSubscription } from '@cohort/transport'
+import { consume, type Transport, type TransportSubscription } from '@cohort/transport'
+import type { Tracer } from '@opentelemetry/api'
+import { consoleErrorLogger, defaultTracer, type Logger } from '@cohort/observability'
 import { ModelServer } from './model-server.ts'
+import { WorkerServices } from './services.ts'
 import type { ModelRunner } from './runners/types.ts'
 
 /** Options of {@link CohortWorker}. */
@@ -21,6 +24,16 @@ export interface CohortWorkerOptions {
   capacityAware?: boolean
   /** Output schemas of predictors by model name. */
   outputSchemas?: Record<string, import('@sinclair/typebox').TSchema | undefined>
+  /**
+   * Tracer of the `cohort.worker.request` and `cohort.worker.batch` spans (docs/observability.md).
+   * @default trace.getTracer('cohort'): a no-op unless an OpenTelemetry SDK is registered
+   */
+  tracer?: Tracer
+  /**
+   * Structured logger (pino fits): startup, configuration changes, drain, batch failures.
+   * @default errors to console.error, other levels dropped
+   */
+  logger?: Logger
 }
 
 /**
@@ -33,14 +46,18 @@ export class CohortWorker {
   readonly metrics: WorkerMetrics
   readonly servers: ModelServer[] = []
   readonly #o: CohortWorkerOptions
+  readonly #log: Logger
   #discover: TransportSubscription | undefined
   #draining: Promise<void> | undefined
+  /** The NATS services protocol responder ($SRV.PING/INFO/STATS); set once started. */
+  services: WorkerServices | undefined
 
   constructor(o: CohortWorkerOptions) {
     this.#o = o
     this.id = o.id ?? `w-${Math.random().toString(36).slice(2, 10)}`
     this.registry = o.registry ?? new Registry()
     this.metrics = workerMetrics(this.registry)
+    this.#log = o.logger ?? consoleErrorLogger
   }
 
   /** Load every model (with warm-up), then start serving. */
@@ -57,6 +74,8 @@ export class CohortWorker {
         outputSchema: this.#o.outputSchemas?.[runner.name],
         capacityAware: this.#o.capacityAware ?? true,
         ...(this.#o.batching ? { batching: this.#o.batching } : {}),
+        tracer: this.#o.tracer ?? defaultTracer(),
+        logger: this.#log,
       })
       await s.start()
       this.servers.push(s)
@@ -65,12 +84,30 @@ export class CohortWorker {
     this.metrics.costA.collect(() => this.servers.map((s) => [{ model: s.runner.name }, s.engine.costModel.a / 1000]))
     this.metrics.costC.collect(() => this.servers.map((s) => [{ model: s.runner.name }, s.engine.costModel.c / 1000]))
     this.metrics.costSamples.collect(() => this.servers.map((s) => [{ model: s.runner.name }, s.engine.costModel.samples]))
+    this.metrics.pending.collect(() => this.servers.map((s) => [{ model: s.runner.name }, s.engine.queued + s.runningItems]))
     this.#discover = this.#o.transport.subscribe(subjects.discover())
-    void (async () => {
-      for await (const m of this.#discover!) {
-        m.respond(encodeValue({ worker: this.id, models: this.models() }))
-      }
-    })()
+    void consume(this.#discover, (m) => m.respond(encodeValue({ worker: this.id, models: this.models() })), (e) =>
+      console.error(`cohort: discovery subscription failed: ${e instanceof Error ? e.message : String(e)}`),
+    )
+    const prefix = this.#o.subjectPrefix ?? DEFAULT_SUBJECT_PREFIX
+    this.services = new WorkerServices({
+      transport: this.#o.transport,
+      id: this.id,
+      subjects,
+      subjectPrefix: prefix,
+      servers: () => this.servers,
+      draining: () => this.#draining !== undefined,
+    })
+    this.services.start()
+    this.#log.info(
+      {
+        workerId: this.id,
+        subjectPrefix: prefix,
+        capacityAware: this.#o.capacityAware ?? true,
+        models: this.servers.map((s) => ({ name: s.runner.name, kind: s.runner.meta().kind, ...s.batchingSummary() })),
+      },
+      'worker started',
+    )
   }
 
   /** Metadata of every served model. */
@@ -83,6 +120,7 @@ export class CohortWorker {
     for (const s of this.servers) {
       if (!model || s.runner.name === model) {
         s.engine.configure(patch)
+        this.#log.info({ workerId: this.id, model: s.runner.name, patch, batching: s.batchingSummary() }, 'batching configuration changed')
       }
     }
   }
@@ -90,8 +128,19 @@ export class CohortWorker {
   /** Stop taking work, finish what is held, release models. Idempotent. */
   drain(): Promise<void> {
     this.#draining ??= (async () => {
+      const t0 = Date.now()
+      const queued = this.servers.reduce((a, s) => a + s.engine.queued + s.runningItems, 0)
+      this.#log.info({ workerId: this.id, pendingItems: queued }, 'worker draining')
       this.#discover?.unsubscribe()
-      await Promise.allSettled(this.servers.map((s) => s.drain()))
+      const settled = await Promise.allSettled(this.servers.map((s) => s.drain()))
+      settled.forEach((r, i) => {
+        if (r.status === 'rejected') {
+          this.#log.error({ workerId: this.id, model: this.servers[i]?.runner.name, err: r.reason }, 'model drain failed')
+        }
+      })
+      this.#log.info({ workerId: this.id, ms: Date.now() - t0 }, 'worker drained')
+      // Last: $SRV keeps answering (state "draining") while accepted work finishes.
+      this.services?.stop()
     })()
     return this.#draining
   }

@@ -5,3 +5,4 @@
  */
 export * from './registry.ts'
 export * from './cohort-metrics.ts'
+export * from './quantile.ts'

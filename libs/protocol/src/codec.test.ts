@@ -37,9 +37,9 @@ const req = (patch: Record<string, unknown>) => raw({ ...base, ...patch })
 
 describe('request', () => {
   it('round-trips tensors and optional fields', () => {
-    const r: InferRequest = { ...base, traceparent: '00-abc-def-01', priority: 2, outputs: ['y'] }
+    const r: InferRequest = { ...base, traceparent: '00-abc-def-01', tracestate: 'k=v', priority: 2, outputs: ['y'] }
     const back = decodeRequest(encodeRequest(r))
-    expect(back).toMatchObject({ v: 1, id: 'r1', model: 'm', deadline: base.deadline, traceparent: '00-abc-def-01', priority: 2, outputs: ['y'] })
+    expect(back).toMatchObject({ v: 1, id: 'r1', model: 'm', deadline: base.deadline, traceparent: '00-abc-def-01', tracestate: 'k=v', priority: 2, outputs: ['y'] })
     expect(tensorToJson(back.tensors!.x!)).toEqual([1, 2, 3, 4])
     expect(tensorToJson(back.tensors!.s!)).toEqual(['a', 'bé'])
     expect(back.tensors!.x!.bytes).toBeInstanceOf(Uint8Array)
@@ -100,6 +100,7 @@ describe('request', () => {
       [req({ deadline: 2n ** 60n }), /deadline/],
       [req({ deadline: undefined }), /deadline/],
       [req({ traceparent: 1 }), /traceparent must be a string/],
+      [req({ tracestate: 2 }), /tracestate must be a string/],
       [req({ priority: 'high' }), /priority must be a finite number/],
       [req({ outputs: ['a', 1] }), /outputs must be an array of strings/],
       [req({ outputs: 'a' }), /outputs/],

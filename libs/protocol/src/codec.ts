@@ -154,6 +154,8 @@ export function decodeRequest(buf: Uint8Array): InferRequest {
   const r: InferRequest = { v: ENVELOPE_VERSION, id: o.id as string, model: o.model, deadline: o.deadline as number }
   const traceparent = optional<string>(o, 'traceparent', what, isString, 'a string')
   if (traceparent !== undefined) r.traceparent = traceparent
+  const tracestate = optional<string>(o, 'tracestate', what, isString, 'a string')
+  if (tracestate !== undefined) r.tracestate = tracestate
   const priority = optional<number>(o, 'priority', what, isNum, 'a finite number')
   if (priority !== undefined) r.priority = priority
   const outputs = optional<string[]>(o, 'outputs', what, isStringArray, 'an array of strings')

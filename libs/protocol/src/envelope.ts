@@ -17,8 +17,13 @@ export interface InferRequest {
   model: string
   /** Absolute deadline, epoch milliseconds. Items still queued at the deadline are answered 504. */
   deadline: number
-  /** W3C trace context of the HTTP request, if any. */
+  /**
+   * W3C `traceparent` of the request's parent span (the gateway's `cohort.gateway.infer` span, or
+   * the HTTP caller's when tracing is off), if any. See docs/observability.md.
+   */
   traceparent?: string
+  /** W3C `tracestate` that goes with `traceparent`, if any. */
+  tracestate?: string
   /** Higher runs first when the engine supports priorities. Default 0. */
   priority?: number
   /** Batch-major input tensors, by input name. shape[0] of each = item count. */

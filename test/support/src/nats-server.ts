@@ -18,6 +18,8 @@ export interface NatsServerOptions {
   jetstream?: boolean
   /** max_payload in bytes. @default the server's (1 MiB) */
   maxPayload?: number
+  /** Text appended to the generated server config (e.g. an `authorization` block). */
+  extraConfig?: string
 }
 
 /**
@@ -32,6 +34,9 @@ export async function startNatsServer(opts: NatsServerOptions = {}): Promise<Nat
   }
   if (opts.maxPayload) {
     conf.push(`max_payload: ${opts.maxPayload}`)
+  }
+  if (opts.extraConfig) {
+    conf.push(opts.extraConfig)
   }
   writeFileSync(join(dir, 'server.conf'), conf.join('\n') + '\n')
   let proc: ChildProcess

@@ -1,9 +1,10 @@
 import type { Context } from 'hono'
-import { CohortError, fromWire, isValidModelName, type InferReply, type WireTensor } from '@cohort/protocol'
+import { CohortError, fromWire, isValidModelName, type InferReply, type InferRequest, type WireTensor } from '@cohort/protocol'
 import type { GatewayMetrics } from '@cohort/metrics'
 import { bodyOf, clientGone } from '../body.ts'
 import { effectiveTimeoutMs } from '../deadline.ts'
 import { outputJson, parseInferBody } from '../oip.ts'
+import { RequestObservation } from '../observe.ts'
 import type { ResolvedGatewayOptions } from '../options.ts'
 import type { Upstream } from '../upstream.ts'
 
@@ -20,6 +21,11 @@ export function checkModelPath(model: string, version: string | undefined): void
   }
 }
 
+/** Label value for a model in request metrics: unknown or invalid names share one series (bounded memory). */
+export function metricModel(model: string, code: string): string {
+  return code === 'MODEL_NOT_FOUND' || code === 'NOT_FOUND' || !isValidModelName(model) ? '_unknown' : model
+}
+
 /** Throw the first failed item's error, if any. */
 export function firstItemError(reply: InferReply): void {
   const e = reply.errors?.find((x) => x !== null && x !== undefined)
@@ -34,28 +40,26 @@ export function inferHandler(o: ResolvedGatewayOptions, up: Upstream, metrics: G
     const model = c.req.param('model') ?? ''
     const t0 = performance.now()
     let code = 'OK'
+    const obs = new RequestObservation(o, c, model)
     try {
       checkModelPath(model, c.req.param('version'))
       const body = await bodyOf(c, o)
       const oip = parseInferBody(body, c.req.header('inference-header-content-length'))
       const timeoutMs = effectiveTimeoutMs(o.requestTimeoutMs, c.req.header('x-cohort-timeout-ms'), oip.parameters['timeout'])
       const priority = oip.parameters['priority']
-      const requestId = crypto.randomUUID()
-      const traceparent = c.req.header('traceparent')
-      const reply = await up.infer(
-        {
-          v: 1,
-          id: requestId,
-          model,
-          deadline: Date.now() + timeoutMs,
-          tensors: oip.tensors,
-          ...(traceparent ? { traceparent } : {}),
-          ...(typeof priority === 'number' ? { priority } : {}),
-          ...(oip.outputs ? { outputs: oip.outputs.map((x) => x.name) } : {}),
-        },
-        timeoutMs + REPLY_GRACE_MS,
-        clientGone(c, o),
-      )
+      const requestId = obs.requestId
+      const req: InferRequest = {
+        v: 1,
+        id: requestId,
+        model,
+        deadline: Date.now() + timeoutMs,
+        tensors: oip.tensors,
+        ...obs.trace,
+        ...(typeof priority === 'number' ? { priority } : {}),
+        ...(oip.outputs ? { outputs: oip.outputs.map((x) => x.name) } : {}),
+      }
+      obs.sent(req)
+      const reply = await up.infer(req, timeoutMs + REPLY_GRACE_MS, clientGone(c, o))
       firstItemError(reply)
       const tensors = reply.tensors ?? {}
       const order = oip.outputs?.map((x) => x.name) ?? Object.keys(tensors)
@@ -87,10 +91,12 @@ export function inferHandler(o: ResolvedGatewayOptions, up: Upstream, metrics: G
       return binaryResponse(head, blobs)
     } catch (e) {
       code = e instanceof CohortError ? e.code : 'INTERNAL'
-      throw e
+      throw obs.fail(e)
     } finally {
-      metrics.requests.inc({ model, code })
-      metrics.duration.observe({ model }, (performance.now() - t0) / 1000)
+      const label = metricModel(model, code)
+      metrics.requests.inc({ model: label, code })
+      metrics.duration.observe({ model: label }, (performance.now() - t0) / 1000)
+      obs.end()
     }
   }
 }

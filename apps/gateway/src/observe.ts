@@ -1,0 +1,121 @@
+import type { Context } from 'hono'
+import { SpanKind, type Span } from '@opentelemetry/api'
+import { CohortError, statusOf, type InferRequest } from '@cohort/protocol'
+import {
+  ATTR,
+  SPAN,
+  TRACEPARENT,
+  TRACESTATE,
+  carrierOf,
+  setSpanError,
+  startChildSpan,
+  traceIdOf,
+  type LogFields,
+  type TraceCarrier,
+} from '@cohort/observability'
+import type { ResolvedGatewayOptions } from './options.ts'
+
+const SERVER = { kind: SpanKind.SERVER }
+
+/**
+ * Tracing and logging of one inference HTTP request at the gateway: the `cohort.gateway.infer`
+ * SERVER span (child of the caller's W3C `traceparent`), the trace fields its envelopes carry to the
+ * workers, and the log line of a failure (`warn` for a CohortError, `error` for anything else).
+ * With the default no-op tracer this costs one non-recording span and this object.
+ */
+export class RequestObservation {
+  readonly span: Span
+  /** The envelope id of the request (bulk: of the HTTP request; each item has its own too). */
+  readonly requestId: string
+  /** Items (predictions) sent; recorded on the span. */
+  items = 0
+  #status = 200
+  #code = 'OK'
+  #ended = false
+
+  constructor(
+    readonly o: ResolvedGatewayOptions,
+    c: Context,
+    public model: string,
+  ) {
+    this.requestId = crypto.randomUUID()
+    const traceparent = c.req.header(TRACEPARENT)
+    const parent: TraceCarrier | undefined = traceparent ? { traceparent, tracestate: c.req.header(TRACESTATE) ?? '' } : undefined
+    this.span = startChildSpan(o.tracer, SPAN.gatewayInfer, parent, SERVER)
+    if (this.span.isRecording()) {
+      this.span.setAttributes({
+        [ATTR.httpMethod]: c.req.method,
+        [ATTR.httpRoute]: c.req.routePath,
+        [ATTR.requestId]: this.requestId,
+      })
+    }
+  }
+
+  /** The W3C fields to put in an envelope: the gateway span as the worker's parent. */
+  get trace(): TraceCarrier | undefined {
+    return carrierOf(this.span)
+  }
+
+  /** The trace id for log lines (undefined without a trace). */
+  get traceId(): string | undefined {
+    return traceIdOf(this.span)
+  }
+
+  /** Count the items of an envelope (for the span). */
+  sent(req: InferRequest): void {
+    if (this.span.isRecording()) {
+      const first = req.tensors ? Object.values(req.tensors)[0] : undefined
+      this.items += first ? (first.shape[0] ?? 0) : (req.items?.length ?? 0)
+    }
+  }
+
+  /**
+   * Record a failed request and return what to throw: the CohortError itself (logged at `warn` with
+   * code, status, model, requestId, traceId), or for an unexpected error an INTERNAL CohortError
+   * after reporting the original once through `onUnexpectedError` (logged at `error`).
+   * `status` overrides the HTTP status answered (Cog-style 422).
+   */
+  fail(e: unknown, status?: number): CohortError {
+    const ce = e instanceof CohortError ? e : new CohortError('INTERNAL', 'internal error')
+    this.#code = ce.code
+    this.#status = status ?? ce.status
+    const fields = this.fields({ code: ce.code, status: this.#status })
+    if (e instanceof CohortError) {
+      this.o.logger.warn({ ...fields, error: ce.message }, 'request failed')
+    } else {
+      this.o.onUnexpectedError(e, fields)
+    }
+    return ce
+  }
+
+  /** Log a failed item of a bulk request (its own envelope id) at `warn`. */
+  failedItem(requestId: string, index: number, code: string, message: string): void {
+    this.o.logger.warn(
+      { ...this.fields({ code, status: statusOf(code) }), requestId, index, error: message },
+      'bulk item failed',
+    )
+  }
+
+  /** Log fields of this request: model, requestId, traceId and `extra`. */
+  fields(extra?: LogFields): LogFields {
+    const traceId = this.traceId
+    return { model: this.model, requestId: this.requestId, ...(traceId ? { traceId } : {}), ...extra }
+  }
+
+  /** End the span with the outcome. Idempotent. */
+  end(): void {
+    if (this.#ended) {
+      return
+    }
+    this.#ended = true
+    const span = this.span
+    if (span.isRecording()) {
+      span.setAttributes({ [ATTR.model]: this.model, [ATTR.items]: this.items, [ATTR.httpStatus]: this.#status })
+      if (this.#code !== 'OK') {
+        // Server-span convention: 5xx is an error of this span, 4xx only records the code.
+        setSpanError(span, this.#code, undefined, this.#status >= 500)
+      }
+    }
+    span.end()
+  }
+}

@@ -1,0 +1,169 @@
+// infra/nats/auth.conf on a real nats-server: a worker and a gateway process with their own NATS
+// users serve real requests (inference, metadata, readiness over $SRV, KV reads, admin KV writes),
+// while each credential is refused the subjects of the other role.
+import { execFile } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import { readFileSync } from 'node:fs'
+import { fileURLToPath } from 'node:url'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { connect, type NatsConnection } from '@nats-io/transport-node'
+import { PermissionViolationError } from '@nats-io/nats-core'
+import { SLEEPY_PREDICTOR, getJson, postJson, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle } from '@cohort/test-support'
+
+const NATS_DIR = fileURLToPath(new URL('../../infra/nats/', import.meta.url))
+const AUTH_CONF = readFileSync(`${NATS_DIR}auth.conf`, 'utf8')
+const GATEWAY_PASS = `gw-${randomBytes(12).toString('hex')}`
+const WORKER_PASS = `wk-${randomBytes(12).toString('hex')}`
+const API_KEY = `key-${randomBytes(12).toString('hex')}`
+const ADMIN_KEY = `admin-${randomBytes(12).toString('hex')}`
+
+let nats: NatsServerHandle
+let worker: CliProcess
+let gateway: CliProcess
+let base = ''
+const conns: NatsConnection[] = []
+
+async function as(user: 'gateway' | 'worker'): Promise<NatsConnection> {
+  const nc = await connect({ servers: nats.url, user, pass: user === 'gateway' ? GATEWAY_PASS : WORKER_PASS })
+  conns.push(nc)
+  return nc
+}
+
+/** The next `error` status of `nc`, or undefined after `ms`. */
+function nextError(nc: NatsConnection, ms = 3_000): Promise<Error | undefined> {
+  return new Promise((resolve) => {
+    const t = setTimeout(() => resolve(undefined), ms)
+    void (async () => {
+      for await (const s of nc.status()) {
+        if (s.type === 'error') {
+          clearTimeout(t)
+          resolve(s.error)
+          return
+        }
+      }
+    })()
+  })
+}
+
+beforeAll(async () => {
+  // The same authorization block, with the passwords it reads from the environment given as
+  // variables in front of it (nats-server resolves `$NAME` from earlier variables or the env).
+  nats = await startNatsServer({
+    extraConfig: `COHORT_NATS_GATEWAY_PASS: "${GATEWAY_PASS}"\nCOHORT_NATS_WORKER_PASS: "${WORKER_PASS}"\n${AUTH_CONF}`,
+  })
+  worker = spawnCohort(
+    ['worker', '--nats', nats.url, '--nats-user', 'worker', '--id', 'w1', '--threads', '1', '--predictor', SLEEPY_PREDICTOR],
+    { COHORT_NATS_PASS: WORKER_PASS },
+  )
+  await worker.waitFor(/worker w1 serving sleepy/, 60_000)
+  gateway = spawnCohort([
+    'gateway', '--nats', nats.url, '--port', '0',
+    '--nats-user', 'gateway', '--nats-pass', GATEWAY_PASS,
+    '--api-key', API_KEY, '--admin-key', ADMIN_KEY,
+  ])
+  const [, port] = await gateway.waitFor(/gateway on http:\/\/127\.0\.0\.1:(\d+)/, 30_000)
+  base = `http://127.0.0.1:${port}`
+})
+
+afterAll(async () => {
+  await Promise.all(conns.map((c) => c.close().catch(() => undefined)))
+  await Promise.all([worker, gateway].map((p) => p?.stop('SIGKILL')))
+  await nats?.stop()
+})
+
+const auth = { authorization: `Bearer ${API_KEY}` }
+
+describe('NATS permissions per role (infra/nats/auth.conf)', () => {
+  it('serves requests end to end with the gateway and worker users', async () => {
+    const ready = await fetch(`${base}/v2/health/ready`)
+    expect(ready.status).toBe(200)
+    const r = await postJson(`${base}/models/sleepy/predictions`, { input: { x: 21 } }, auth)
+    expect(r.status).toBe(200)
+    expect(r.body.output).toMatchObject({ y: 42 })
+    const oip = await postJson(`${base}/v2/models/sleepy/infer`, { inputs: [{ name: 'x', datatype: 'FP64', shape: [2], data: [1, 2] }] }, auth)
+    expect(oip.status).toBe(200)
+    const meta = await fetch(`${base}/v2/models/sleepy`, { headers: auth })
+    expect(meta.status).toBe(200)
+    // The directory (KV cohort-models) is readable: an unknown model is 404, not 503.
+    const unknown = await postJson(`${base}/models/nope/predictions`, { input: { x: 1 } }, auth)
+    expect(unknown.status).toBe(404)
+    expect(unknown.body.code).toBe('MODEL_NOT_FOUND')
+    // Without the API key the gateway refuses before anything reaches NATS.
+    expect((await postJson(`${base}/models/sleepy/predictions`, { input: { x: 1 } })).status).toBe(401)
+  })
+
+  it('lets the gateway write cohort-config and the worker follow it', async () => {
+    const put = await fetch(`${base}/admin/models/sleepy/batching`, {
+      method: 'PUT',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${ADMIN_KEY}` },
+      body: JSON.stringify({ maxBatchSize: 7 }),
+    })
+    expect(put.status).toBe(200)
+    const until = Date.now() + 10_000
+    let live = 0
+    while (Date.now() < until) {
+      const r = await fetch(`${base}/admin/models/sleepy/batching`, { headers: { authorization: `Bearer ${ADMIN_KEY}` } })
+      live = ((await r.json()) as { live: { maxBatchSize: number } }).live.maxBatchSize
+      if (live === 7) {
+        break
+      }
+      await new Promise((res) => setTimeout(res, 100))
+    }
+    expect(live).toBe(7)
+  })
+
+  it('refuses the worker user a publish on gateway-only subjects', async () => {
+    const nc = await as('worker')
+    const err = nextError(nc)
+    nc.publish('cohort.cancel.sleepy', new Uint8Array(1))
+    await nc.flush()
+    const e = await err
+    expect(e).toBeInstanceOf(PermissionViolationError)
+    expect((e as PermissionViolationError).operation).toBe('publish')
+    expect((e as PermissionViolationError).subject).toBe('cohort.cancel.sleepy')
+    // A request on an inference subject fails with the violation as its cause.
+    const req = await nc.request('cohort.infer.sleepy', new Uint8Array(1), { timeout: 3_000 }).then(
+      () => undefined,
+      (x: unknown) => x as Error,
+    )
+    expect(req?.cause ?? req).toBeInstanceOf(PermissionViolationError)
+    // Nor may it change the runtime config.
+    const kv = nextError(nc)
+    nc.publish('$KV.cohort-config.sleepy', new TextEncoder().encode('{"maxBatchSize":1}'))
+    await nc.flush()
+    expect(((await kv) as PermissionViolationError | undefined)?.subject).toBe('$KV.cohort-config.sleepy')
+  })
+
+  it('refuses the gateway user a subscription to inference subjects', async () => {
+    const nc = await as('gateway')
+    for (const subject of ['cohort.infer.>', 'cohort.cancel.sleepy', 'cohort.discover']) {
+      const sub = nc.subscribe(subject)
+      const closed = await Promise.race([sub.closed, new Promise<string>((r) => setTimeout(() => r('still open'), 3_000))])
+      expect(closed, subject).toBeInstanceOf(PermissionViolationError)
+      expect((closed as PermissionViolationError).operation).toBe('subscription')
+    }
+    // What it may do still works on the same connection.
+    const reply = await nc.request('cohort.meta.sleepy', new Uint8Array(0), { timeout: 3_000 })
+    expect(reply.data.byteLength).toBeGreaterThan(0)
+  })
+
+  it('refuses connections without credentials or with a wrong password', async () => {
+    await expect(connect({ servers: nats.url, reconnect: false })).rejects.toThrow(/Authorization Violation/)
+    await expect(connect({ servers: nats.url, user: 'worker', pass: 'wrong', reconnect: false })).rejects.toThrow(/Authorization Violation/)
+    const w = spawnCohort(['worker', '--nats', nats.url, '--nats-user', 'worker', '--nats-pass', 'wrong', '--predictor', SLEEPY_PREDICTOR])
+    expect(await w.exited).toBe(1)
+    expect(w.output().trim()).toMatch(/^cohort: cannot connect to NATS at .*Authorization Violation$/)
+  })
+
+  it('ships a server config that includes it (infra/nats/secure.conf)', async () => {
+    const out = await new Promise<string>((resolve, reject) =>
+      execFile(
+        'nats-server',
+        ['-c', `${NATS_DIR}secure.conf`, '-t'],
+        { env: { ...process.env, COHORT_NATS_GATEWAY_PASS: 'a', COHORT_NATS_WORKER_PASS: 'b' } },
+        (e, so, se) => (e ? reject(new Error(`${e.message}\n${se}`)) : resolve(so + se)),
+      ),
+    )
+    expect(out).toMatch(/valid/)
+  })
+})
