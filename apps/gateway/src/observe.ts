@@ -40,7 +40,11 @@ export class RequestObservation {
   ) {
     this.requestId = crypto.randomUUID()
     const traceparent = c.req.header(TRACEPARENT)
-    const parent: TraceCarrier | undefined = traceparent ? { traceparent, tracestate: c.req.header(TRACESTATE) ?? '' } : undefined
+    let parent: TraceCarrier | undefined
+    if (traceparent) {
+      const tracestate = c.req.header(TRACESTATE)
+      parent = tracestate ? { traceparent, tracestate } : { traceparent }
+    }
     this.span = startChildSpan(o.tracer, SPAN.gatewayInfer, parent, SERVER)
     if (this.span.isRecording()) {
       this.span.setAttributes({
