@@ -128,6 +128,12 @@ export function planDeadline<T>(
   const doomed: Queued<T>[] = []
   const lists = edfLists(queue, model, now, doomed)
   doomed.sort((x, y) => x.seq - y.seq)
+  if (lists.length === 0) {
+    const probe = probeBatch(doomed, config, now)
+    if (probe) {
+      return probe
+    }
+  }
   for (const list of lists) {
     const c = candidate(list, config, model, now)
     if (c.late !== undefined) {
@@ -138,6 +144,37 @@ export function planDeadline<T>(
     }
   }
   return { doomed }
+}
+
+/**
+ * Work-conserving fallback when the model dooms every queued item: if any of them has not yet
+ * passed its deadline, run those with the most slack (one group, up to the caps) instead of
+ * idling the executor. Without this, a stale, pessimistic estimate dooms everything, nothing runs,
+ * the model never gets the samples that would correct it, and goodput stays at zero.
+ */
+function probeBatch<T>(doomed: Queued<T>[], config: Readonly<ResolvedBatchingConfig>, now: number): Plan<T> | undefined {
+  const alive = doomed.filter((d) => d.deadline > now)
+  if (alive.length === 0) {
+    return undefined
+  }
+  alive.sort((x, y) => y.deadline - x.deadline || x.seq - y.seq)
+  const group = (alive[0] as Queued<T>).group
+  const items: Queued<T>[] = []
+  let cost = 0
+  for (const d of alive) {
+    if (d.group !== group || items.length >= config.maxBatchSize) {
+      continue
+    }
+    if (items.length > 0 && cost + d.cost > config.maxBatchCost) {
+      continue
+    }
+    items.push(d)
+    cost += d.cost
+  }
+  const taken = new Set(items)
+  // The batch itself in the policy's order: priority, then deadline, then arrival.
+  items.sort((x, y) => y.priority - x.priority || x.deadline - y.deadline || x.seq - y.seq)
+  return { doomed: doomed.filter((d) => !taken.has(d)), batch: { group, items, reason: 'deadline' } }
 }
 
 /** The earliest instant (>= now) a group's wait for company ends; `Infinity` when none waits. */
