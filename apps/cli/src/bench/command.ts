@@ -2,9 +2,9 @@ import { execFileSync } from 'node:child_process'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { availableParallelism, cpus, loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { mulberry32 } from '@cohort/onnx-builder'
 import { intFlag, numFlag, parse } from '../args.ts'
 import { CliError } from '../cli-error.ts'
+import { demoBody, FLOOR_BODY } from './bodies.ts'
 import { ensureDemoModel } from '../demo-model.ts'
 import { runNodeLoad, sequential } from './client.ts'
 import { hasWrk, killLoadGenerators, runWrk, writeWrkScript } from './wrk.ts'
@@ -15,7 +15,9 @@ import { batchSizeTotals, startStack, writeFloorModel, type Mode } from './serve
 
 /** Help of `cohort bench`. */
 export const BENCH_HELP = `cohort bench [options]
+cohort bench policies [options]   (batching policies under open-loop load; --help for its flags)
 Offline onnxruntime-node curve of the demo MLP vs the same model served over HTTP (docs/benchmarks.md).
+  --ep cpu|webgpu|cuda   execution provider, offline and in the served worker (default cpu)
   --threads N            ORT intra-op threads, offline and in the served worker (default 1)
   --max-batch-size N     worker max batch; offline curve goes 1, 2, 4, ... up to it (default 32)
   --duration S           seconds of the wrk saturation run (default 10)
@@ -41,14 +43,8 @@ async function cleanUp(): Promise<void> {
   }
 }
 
-function demoBody(): string {
-  const r = mulberry32(7)
-  const data = Array.from({ length: 256 }, () => Math.fround(r() * 2 - 1))
-  return JSON.stringify({ inputs: [{ name: 'input', datatype: 'FP32', shape: [1, 256], data }] })
-}
-
 /** `git describe`-like id of the code under test: short HEAD, `+dirty` with local changes. */
-function gitCommit(): string {
+export function gitCommit(): string {
   try {
     const head = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim()
     const dirty = execFileSync('git', ['status', '--porcelain', '--untracked-files=no'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim()
@@ -58,9 +54,8 @@ function gitCommit(): string {
   }
 }
 
-const FLOOR_BODY = JSON.stringify({ inputs: [{ name: 'in', datatype: 'FP32', shape: [1, 1], data: [0.5] }] })
-
 type Config = BenchResult['config'] & {
+  ep: string
   out: string | undefined
   profile: boolean
 }
@@ -68,6 +63,7 @@ type Config = BenchResult['config'] & {
 function config(args: string[]): Config | undefined {
   const { values: v } = parse(args, {
     threads: { type: 'string' },
+    ep: { type: 'string' },
     'max-batch-size': { type: 'string' },
     duration: { type: 'string' },
     connections: { type: 'string' },
@@ -91,6 +87,7 @@ function config(args: string[]): Config | undefined {
     }
   }
   return {
+    ep: String(v['ep'] ?? 'cpu'),
     threads: intFlag('threads', v['threads']) ?? 1,
     maxBatchSize: intFlag('max-batch-size', v['max-batch-size']) ?? 32,
     durationS: intFlag('duration', v['duration']) ?? 10,
@@ -109,7 +106,7 @@ async function measureMode(mode: Mode, c: Config, o: { demoPath: string; floorPa
   const profileDir = c.profile ? join(o.dir, `profile-${mode}`) : undefined
   const nodeFlags = profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : []
   console.error(`bench: [${mode}] starting ${mode === 'nats' ? 'nats-server + worker + gateway' : 'cohort serve'}...`)
-  const stack = await startStack({ mode, demoPath: o.demoPath, floorPath: o.floorPath, threads: c.threads, maxBatchSize: c.maxBatchSize, nodeFlags, track: (s) => cleanups.add(s) })
+  const stack = await startStack({ mode, demoPath: o.demoPath, floorPath: o.floorPath, threads: c.threads, maxBatchSize: c.maxBatchSize, ep: c.ep, nodeFlags, track: (s) => cleanups.add(s) })
   const demoUrl = `${stack.base}/v2/models/demo/infer`
   const floorUrl = `${stack.base}/v2/models/floor/infer`
   const body = demoBody()
@@ -166,9 +163,18 @@ async function measureMode(mode: Mode, c: Config, o: { demoPath: string; floorPa
  * `cohort bench`: the offline onnxruntime-node curve of the demo MLP, then the same model served
  * over HTTP (NATS and/or embedded) at saturation (wrk) and at low load, with the transport floor
  * measured on an Identity model. Prints a table; `--out` writes JSON. Every child process is
- * stopped on exit, on errors and on SIGINT/SIGTERM.
+ * stopped on exit, on errors and on SIGINT/SIGTERM. `cohort bench policies ...` runs the batching
+ * policy benchmark instead (policies.ts); `cohort bench load-worker` is its load-generator process.
  */
 export async function benchCommand(args: string[]): Promise<void> {
+  if (args[0] === 'policies') {
+    const { benchPoliciesCommand } = await import('./policies.ts')
+    return benchPoliciesCommand(args.slice(1))
+  }
+  if (args[0] === 'load-worker') {
+    const { loadWorkerMain } = await import('./load-worker.ts')
+    return loadWorkerMain()
+  }
   const c = config(args)
   if (!c) {
     return
@@ -203,7 +209,7 @@ export async function benchCommand(args: string[]): Promise<void> {
     const wrkScripts = wrk ? { demo: writeWrkScript(dir, 'demo', demoBody()), floor: writeWrkScript(dir, 'floor', FLOOR_BODY) } : undefined
     const batches = batchSizes(c.maxBatchSize)
     console.error(`bench: offline curve, batch sizes ${batches.join(', ')}, ${c.threads} thread(s)`)
-    const offline = await offlineCurve({ path: demoPath, threads: c.threads, batches, seconds: c.offlineSeconds })
+    const offline = await offlineCurve({ path: demoPath, threads: c.threads, batches, seconds: c.offlineSeconds, ep: c.ep })
     const served: ModeResult[] = []
     for (const mode of c.modes) {
       served.push(await measureMode(mode, c, { demoPath, floorPath, dir, offline, wrk: wrkScripts }))

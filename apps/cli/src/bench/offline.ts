@@ -25,6 +25,8 @@ export interface OfflineOptions {
   batches: number[]
   /** Timed seconds per batch size (after warm-up). */
   seconds: number
+  /** ONNX Runtime execution provider. @default cpu */
+  ep?: string
   /** Features per row. @default 256 */
   features?: number
 }
@@ -47,7 +49,7 @@ export function batchSizes(max: number): number[] {
 export async function offlineCurve(o: OfflineOptions): Promise<OfflinePoint[]> {
   const features = o.features ?? 256
   const session = await ort.InferenceSession.create(o.path, {
-    executionProviders: ['cpu'],
+    executionProviders: [o.ep ?? 'cpu'],
     graphOptimizationLevel: 'all',
     intraOpNumThreads: o.threads,
     interOpNumThreads: 1,

@@ -46,6 +46,8 @@ export interface BenchResult {
     loadAvg1m: [number, number]
   }
   config: {
+    /** ONNX Runtime execution provider (offline and served). */
+    ep?: string
     threads: number
     maxBatchSize: number
     durationS: number
@@ -60,7 +62,8 @@ export interface BenchResult {
   served: ModeResult[]
 }
 
-function table(head: string[], rows: string[][]): string {
+/** A plain-text table: first column left-aligned, the others right-aligned, indented by two. */
+export function table(head: string[], rows: string[][]): string {
   const w = head.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)))
   const line = (r: string[]) => r.map((c, i) => (i === 0 ? c.padEnd(w[i] ?? 0) : c.padStart(w[i] ?? 0))).join('  ')
   return [line(head), w.map((n) => '-'.repeat(n)).join('  '), ...rows.map(line)].map((l) => `  ${l}`).join('\n')
@@ -75,7 +78,7 @@ export function formatReport(r: BenchResult): string {
   const c = r.config
   out.push(
     `cohort bench @ ${r.commit}  ${r.machine.cpu}, ${r.machine.cores} cores, Node ${r.machine.node}; ` +
-      `threads=${c.threads} max-batch=${c.maxBatchSize} wrk -c${c.connections} -d${c.durationS}s`,
+      `ep=${c.ep ?? 'cpu'} threads=${c.threads} max-batch=${c.maxBatchSize} wrk -c${c.connections} -d${c.durationS}s`,
   )
   const [l0, l1] = r.machine.loadAvg1m
   out.push(`load average (1 min) at start ${f(l0)}, at end ${f(l1)}: this run's own load is ~2; more means other work shared the cores`)

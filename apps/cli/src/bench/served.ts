@@ -26,6 +26,8 @@ export interface StackOptions {
   floorPath: string
   threads: number
   maxBatchSize: number
+  /** ONNX Runtime execution provider of the served model. @default cpu */
+  ep?: string
   /** Node flags of the cohort processes (e.g. `--cpu-prof`). */
   nodeFlags?: string[]
   /** Called with a stop function as soon as each process exists, so Ctrl-C can reach it. */
@@ -62,7 +64,7 @@ function stopper(p: CliProcess): () => Promise<void> {
  */
 export async function startStack(o: StackOptions): Promise<ServedStack> {
   const models = ['--model', `demo=${o.demoPath}`, '--model', `floor=${o.floorPath}`]
-  const tuning = ['--threads', String(o.threads), '--max-batch-size', String(o.maxBatchSize)]
+  const tuning = ['--threads', String(o.threads), '--max-batch-size', String(o.maxBatchSize), '--ep', o.ep ?? 'cpu']
   const flags = o.nodeFlags ?? []
   const stops: (() => Promise<void>)[] = []
   const stopAll = async () => {
@@ -102,7 +104,8 @@ export async function startStack(o: StackOptions): Promise<ServedStack> {
   }
 }
 
-async function waitReady(url: string): Promise<void> {
+/** Poll `url` until it answers 2xx (30 s at most). */
+export async function waitReady(url: string): Promise<void> {
   const until = Date.now() + 30_000
   let last = ''
   while (Date.now() < until) {

@@ -1,0 +1,11 @@
+import { mulberry32 } from '@cohort/onnx-builder'
+
+/** One OIP JSON request for the demo MLP: 1 item of 256 seeded floats. */
+export function demoBody(): string {
+  const r = mulberry32(7)
+  const data = Array.from({ length: 256 }, () => Math.fround(r() * 2 - 1))
+  return JSON.stringify({ inputs: [{ name: 'input', datatype: 'FP32', shape: [1, 256], data }] })
+}
+
+/** One OIP JSON request for the Identity `floor` model (written by `writeFloorModel`). */
+export const FLOOR_BODY = JSON.stringify({ inputs: [{ name: 'in', datatype: 'FP32', shape: [1, 1], data: [0.5] }] })
