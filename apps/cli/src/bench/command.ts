@@ -5,7 +5,7 @@ import { join } from 'node:path'
 import { intFlag, numFlag, parse } from '../args.ts'
 import { CliError } from '../cli-error.ts'
 import { demoBody, FLOOR_BODY } from './bodies.ts'
-import { ensureDemoModel } from '../demo-model.ts'
+import { ensureDemoModel, ensureHeavyModel } from '../demo-model.ts'
 import { runNodeLoad, sequential } from './client.ts'
 import { hasWrk, killLoadGenerators, runWrk, writeWrkScript } from './wrk.ts'
 import { batchSizes, offlineCurve, offlineItemsPerSecAt, type OfflinePoint } from './offline.ts'
@@ -28,6 +28,7 @@ Offline onnxruntime-node curve of the demo MLP vs the same model served over HTT
   --low-rate N           requests/s of the sequential low-load client (default 20)
   --low-seconds S        seconds of the low-load run (default 4)
   --floor-requests N     sequential requests to the Identity "floor" model (default 200)
+  --model demo|heavy     the MLP benchmarked (heavy: 512->2048x3->16, >= 0.5 ms per item; default demo)
   --out FILE             also write the results as JSON
   --profile              run the served processes under --cpu-prof and print top self times`
 
@@ -58,7 +59,12 @@ type Config = BenchResult['config'] & {
   ep: string
   out: string | undefined
   profile: boolean
+  /** Which MLP is benchmarked (served under the name `demo`). */
+  model: 'demo' | 'heavy'
 }
+
+/** Input features of each benchmarkable MLP. */
+const FEATURES = { demo: 256, heavy: 512 } as const
 
 function config(args: string[]): Config | undefined {
   const { values: v } = parse(args, {
@@ -75,6 +81,7 @@ function config(args: string[]): Config | undefined {
     'floor-requests': { type: 'string' },
     out: { type: 'string' },
     profile: { type: 'boolean' },
+    model: { type: 'string' },
   })
   if (v['help']) {
     console.log(BENCH_HELP)
@@ -99,7 +106,15 @@ function config(args: string[]): Config | undefined {
     floorRequests: intFlag('floor-requests', v['floor-requests']) ?? 200,
     out: v['out'] as string | undefined,
     profile: Boolean(v['profile']),
+    model: benchModel(v['model']),
   }
+}
+
+function benchModel(v: unknown): 'demo' | 'heavy' {
+  if (v === undefined || v === 'demo' || v === 'heavy') {
+    return (v ?? 'demo') as 'demo' | 'heavy'
+  }
+  throw new CliError(`--model must be demo or heavy, got "${String(v)}"`)
 }
 
 async function measureMode(mode: Mode, c: Config, o: { demoPath: string; floorPath: string; dir: string; offline: OfflinePoint[]; wrk: { demo: string; floor: string } | undefined }): Promise<ModeResult> {
@@ -109,7 +124,7 @@ async function measureMode(mode: Mode, c: Config, o: { demoPath: string; floorPa
   const stack = await startStack({ mode, demoPath: o.demoPath, floorPath: o.floorPath, threads: c.threads, maxBatchSize: c.maxBatchSize, ep: c.ep, nodeFlags, track: (s) => cleanups.add(s) })
   const demoUrl = `${stack.base}/v2/models/demo/infer`
   const floorUrl = `${stack.base}/v2/models/floor/infer`
-  const body = demoBody()
+  const body = demoBody(FEATURES[c.model])
   try {
     await sequential(demoUrl, body, { count: 50 })
     await sequential(floorUrl, FLOOR_BODY, { count: 50 })
@@ -200,16 +215,17 @@ export async function benchCommand(args: string[]): Promise<void> {
   const startedAt = new Date().toISOString()
   const loadStart = loadavg()[0] ?? Number.NaN
   try {
-    const demoPath = ensureDemoModel()
+    const demoPath = c.model === 'heavy' ? ensureHeavyModel() : ensureDemoModel()
+    console.error(`bench: model ${c.model === 'heavy' ? 'heavy MLP 512->2048x3->16' : 'demo MLP 256->1024->1024->10'} (served as "demo")`)
     const floorPath = writeFloorModel(dir)
     const wrk = hasWrk()
     if (!wrk && c.modes.length > 0) {
       console.error('bench: warning: wrk is not installed; falling back to a Node load generator, which competes with the server for CPU')
     }
-    const wrkScripts = wrk ? { demo: writeWrkScript(dir, 'demo', demoBody()), floor: writeWrkScript(dir, 'floor', FLOOR_BODY) } : undefined
+    const wrkScripts = wrk ? { demo: writeWrkScript(dir, 'demo', demoBody(FEATURES[c.model])), floor: writeWrkScript(dir, 'floor', FLOOR_BODY) } : undefined
     const batches = batchSizes(c.maxBatchSize)
     console.error(`bench: offline curve, batch sizes ${batches.join(', ')}, ${c.threads} thread(s)`)
-    const offline = await offlineCurve({ path: demoPath, threads: c.threads, batches, seconds: c.offlineSeconds, ep: c.ep })
+    const offline = await offlineCurve({ path: demoPath, threads: c.threads, batches, seconds: c.offlineSeconds, ep: c.ep, features: FEATURES[c.model] })
     const served: ModeResult[] = []
     for (const mode of c.modes) {
       served.push(await measureMode(mode, c, { demoPath, floorPath, dir, offline, wrk: wrkScripts }))

@@ -82,7 +82,7 @@ export function formatReport(r: BenchResult): string {
   )
   const [l0, l1] = r.machine.loadAvg1m
   out.push(`load average (1 min) at start ${f(l0)}, at end ${f(l1)}: this run's own load is ~2; more means other work shared the cores`)
-  out.push('\nOffline (onnxruntime-node in-process, demo MLP 256->1024->1024->10)')
+  out.push('\nOffline (onnxruntime-node in-process, the same model file as served)')
   out.push(
     table(
       ['batch', 'ms/batch', 'p50 ms', 'items/s', 'iters'],
