@@ -17,7 +17,7 @@ import { hasWrk, killLoadGenerators, writeWrkScript } from './wrk.ts'
 
 /** Help of `cohort bench policies`. */
 export const POLICIES_HELP = `cohort bench policies [options]
-Batching policies under open-loop Poisson load (docs/benchmarks.md#batching-policies): per model and
+Batching policies under open-loop Poisson load (docs/benchmarks.md, "Batching policies"): per model and
 policy config, one \`cohort serve --threads 1\`: capacity, floor, 5% load, rate sweep, capacity at the
 SLO (p99 <= 10 x t(1)), bursts from idle and overload; tables, targets, SVG plots.
   --models LIST          affine, demo (default affine,demo; --quick: affine)

@@ -54,7 +54,8 @@ export function latencyThroughputSvg(m: ModelResult): string {
   const o: string[] = []
   o.push(`<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" font-family="sans-serif" font-size="12">`)
   o.push(`<rect width="${W}" height="${H}" fill="#fff"/>`)
-  o.push(`<text x="${M.l}" y="22" font-size="14" font-weight="bold">${esc(`${m.name}: p99 latency vs throughput, per batching policy`)}</text>`)
+  const title = `${m.name}: p99 latency vs throughput per policy (t(1) ${m.t1Ms.toFixed(2)} ms, SLO ${m.sloMs.toFixed(1)} ms)`
+  o.push(`<text x="${M.l}" y="22" font-size="14" font-weight="bold">${esc(title)}</text>`)
   const step = niceStep(maxX)
   for (let x = 0; x <= maxX; x += step) {
     o.push(`<line x1="${sx(x).toFixed(1)}" y1="${M.t}" x2="${sx(x).toFixed(1)}" y2="${M.t + ph}" stroke="#eee"/>`)
