@@ -300,8 +300,8 @@ export function defineServingSuite(label: string, setup: (f: ModelFixtures) => P
 
     it('drops the queued items of a client that went away', async () => {
       const before = metricSum(await env.workerMetrics(), 'cohort_worker_items_total{code="CANCELLED",model="sleepy"')
-      const blockers = Array.from({ length: 6 }, (_, i) => postJson(url('/models/sleepy/predictions'), { input: { x: i, sleepMs: 500 } }))
-      await waitForPending(6)
+      const blockers = Array.from({ length: 12 }, (_, i) => postJson(url('/models/sleepy/predictions'), { input: { x: i, sleepMs: 500 } }))
+      await waitForPending(12)
       const ac = new AbortController()
       const gone = fetch(url('/models/sleepy/predictions'), {
         method: 'POST',
@@ -310,7 +310,7 @@ export function defineServingSuite(label: string, setup: (f: ModelFixtures) => P
         signal: ac.signal,
       }).catch(() => 'aborted')
       // Abort only once the request sits in a worker (queued behind the blockers).
-      await waitForPending(7)
+      await waitForPending(13)
       ac.abort()
       expect(await gone).toBe('aborted')
       await Promise.all(blockers)
