@@ -8,7 +8,7 @@ export default defineConfig({
       {
         test: {
           name: 'unit',
-          include: ['libs/*/src/**/*.test.ts', 'apps/*/src/**/*.test.ts'],
+          include: ['libs/*/src/**/*.test.ts', 'apps/*/src/**/*.test.ts', 'examples/*/src/**/*.test.ts'],
           testTimeout: 10_000,
         },
       },
@@ -41,6 +41,50 @@ export default defineConfig({
           include: ['test/tools/**/*.test.ts'],
           testTimeout: 60_000,
           hookTimeout: 90_000,
+          fileParallelism: false,
+        },
+      },
+      {
+        test: {
+          // Kubernetes manifests (infra/k8s) against one pinned Kubernetes version's schemas, with
+          // kubernetes-validate from a venv in test/infra/.venv (.ci/run installs it): in
+          // `npm run test:all`, not in `npm test`.
+          name: 'infra',
+          include: ['test/infra/**/*.test.ts'],
+          testTimeout: 60_000,
+          fileParallelism: false,
+        },
+      },
+      {
+        test: {
+          // Multi-host fault tests, scaling and soak on network namespaces (test/netns; needs root and
+          // iproute2): in `npm run test:all`, not in `npm test`.
+          name: 'netns',
+          include: ['test/netns/**/*.test.ts'],
+          testTimeout: 180_000,
+          hookTimeout: 180_000,
+          fileParallelism: false,
+        },
+      },
+      {
+        test: {
+          // The gateway on edge runtimes (workerd and Bun, binaries from npm devDependencies) against
+          // a real nats-server with a websocket listener: in `npm run test:all`, not in `npm test`.
+          name: 'edge',
+          include: ['test/edge/**/*.test.ts'],
+          testTimeout: 60_000,
+          hookTimeout: 180_000,
+          fileParallelism: false,
+        },
+      },
+      {
+        test: {
+          // Triton's Python clients and perf_analyzer (test/python/.venv from PyPI, setup.sh) against
+          // real processes: in `npm run test:all`, not in `npm test`.
+          name: 'python',
+          include: ['test/python/**/*.test.ts'],
+          testTimeout: 240_000,
+          hookTimeout: 660_000,
           fileParallelism: false,
         },
       },

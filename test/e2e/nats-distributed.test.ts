@@ -22,7 +22,10 @@ defineServingSuite('over NATS: gateway + 2 worker processes', async (fx) => {
     metricsUrls.push(`http://127.0.0.1:${port}/metrics`)
     workers.push(w)
   }
-  const gw = spawnCohort(['gateway', '--nats', nats.url, '--port', '0'])
+  // Messages past max_payload travel in chunks up to --max-request-bytes (64 MiB by default); 1 MiB
+  // here so the suite's 413 case means the same as in the in-process env (test/e2e/large-payloads.test.ts
+  // covers chunking).
+  const gw = spawnCohort(['gateway', '--nats', nats.url, '--port', '0', '--max-request-bytes', String(1024 * 1024)])
   const [, gwPort] = await gw.waitFor(/gateway on http:\/\/127\.0\.0\.1:(\d+)/, 30_000)
   let live = [...workers]
   return {

@@ -1,6 +1,7 @@
 // infra/nats/auth.conf on a real nats-server: a worker and a gateway process with their own NATS
 // users serve real requests (inference, metadata, readiness over $SRV, KV reads, admin KV writes),
-// while each credential is refused the subjects of the other role.
+// the async-prediction stream and bucket work for both roles, the admin user manages JetStream and
+// queries $SRV, and each credential is refused, subject by subject, what its role does not need.
 import { execFile } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { readFileSync } from 'node:fs'
@@ -8,12 +9,16 @@ import { fileURLToPath } from 'node:url'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { connect, type NatsConnection } from '@nats-io/transport-node'
 import { PermissionViolationError } from '@nats-io/nats-core'
+import { AckPolicy, RetentionPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream'
+import { Kvm } from '@nats-io/kv'
 import { SLEEPY_PREDICTOR, getJson, postJson, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle } from '@cohort/test-support'
 
 const NATS_DIR = fileURLToPath(new URL('../../infra/nats/', import.meta.url))
 const AUTH_CONF = readFileSync(`${NATS_DIR}auth.conf`, 'utf8')
 const GATEWAY_PASS = `gw-${randomBytes(12).toString('hex')}`
 const WORKER_PASS = `wk-${randomBytes(12).toString('hex')}`
+const ADMIN_PASS = `ad-${randomBytes(12).toString('hex')}`
+const PASS = { gateway: GATEWAY_PASS, worker: WORKER_PASS, admin: ADMIN_PASS }
 const API_KEY = `key-${randomBytes(12).toString('hex')}`
 const ADMIN_KEY = `admin-${randomBytes(12).toString('hex')}`
 
@@ -23,8 +28,8 @@ let gateway: CliProcess
 let base = ''
 const conns: NatsConnection[] = []
 
-async function as(user: 'gateway' | 'worker'): Promise<NatsConnection> {
-  const nc = await connect({ servers: nats.url, user, pass: user === 'gateway' ? GATEWAY_PASS : WORKER_PASS })
+async function as(user: 'gateway' | 'worker' | 'admin'): Promise<NatsConnection> {
+  const nc = await connect({ servers: nats.url, user, pass: PASS[user] })
   conns.push(nc)
   return nc
 }
@@ -49,7 +54,7 @@ beforeAll(async () => {
   // The same authorization block, with the passwords it reads from the environment given as
   // variables in front of it (nats-server resolves `$NAME` from earlier variables or the env).
   nats = await startNatsServer({
-    extraConfig: `COHORT_NATS_GATEWAY_PASS: "${GATEWAY_PASS}"\nCOHORT_NATS_WORKER_PASS: "${WORKER_PASS}"\n${AUTH_CONF}`,
+    extraConfig: `COHORT_NATS_GATEWAY_PASS: "${GATEWAY_PASS}"\nCOHORT_NATS_WORKER_PASS: "${WORKER_PASS}"\nCOHORT_NATS_ADMIN_PASS: "${ADMIN_PASS}"\n${AUTH_CONF}`,
   })
   worker = spawnCohort(
     ['worker', '--nats', nats.url, '--nats-user', 'worker', '--id', 'w1', '--threads', '1', '--predictor', SLEEPY_PREDICTOR],
@@ -147,6 +152,98 @@ describe('NATS permissions per role (infra/nats/auth.conf)', () => {
     expect(reply.data.byteLength).toBeGreaterThan(0)
   })
 
+  it('lets the gateway enqueue async predictions and the worker pull them (COHORT_JOBS, cohort-predictions)', async () => {
+    // The calls of libs/transport/src/jobs.ts, each role with its own user, for a model no running
+    // worker serves (the worker process would otherwise take the job first).
+    const gw = await as('gateway')
+    const gjsm = await jetstreamManager(gw)
+    await gjsm.streams.info('COHORT_JOBS').catch(() =>
+      gjsm.streams.add({ name: 'COHORT_JOBS', subjects: ['cohort.jobs.>'], retention: RetentionPolicy.Workqueue, num_replicas: 1 }),
+    )
+    const gkv = await new Kvm(gw).create('cohort-predictions', { history: 1 })
+    await gkv.create('perm-job-1', new TextEncoder().encode('{"status":"starting"}'))
+    await jetstream(gw).publish('cohort.jobs.permcheck', new TextEncoder().encode('perm-job-1'), { msgID: 'perm-job-1' })
+
+    const wk = await as('worker')
+    const wjsm = await jetstreamManager(wk)
+    await wjsm.consumers.info('COHORT_JOBS', 'jobs-permcheck').catch(() =>
+      wjsm.consumers.add('COHORT_JOBS', { durable_name: 'jobs-permcheck', ack_policy: AckPolicy.Explicit, filter_subject: 'cohort.jobs.permcheck' }),
+    )
+    const consumer = await jetstream(wk).consumers.get('COHORT_JOBS', 'jobs-permcheck')
+    const ids: string[] = []
+    for await (const m of await consumer.fetch({ max_messages: 1, expires: 3_000 })) {
+      ids.push(m.string())
+      m.ack()
+    }
+    expect(ids).toEqual(['perm-job-1'])
+    const wkv = await new Kvm(wk).open('cohort-predictions')
+    const e = await wkv.get('perm-job-1')
+    expect(e?.string()).toBe('{"status":"starting"}')
+    await wkv.update('perm-job-1', new TextEncoder().encode('{"status":"succeeded"}'), e!.revision)
+    expect((await gkv.get('perm-job-1'))?.string()).toBe('{"status":"succeeded"}')
+  })
+
+  it('lets the admin user manage JetStream and query workers, nothing of the data path', async () => {
+    const nc = await as('admin')
+    const jsm = await jetstreamManager(nc)
+    const names: string[] = []
+    for await (const si of jsm.streams.list()) {
+      names.push(si.config.name)
+    }
+    expect(names).toContain('KV_cohort-models')
+    expect((await (await new Kvm(nc).open('cohort-models')).get('sleepy'))?.operation).toBe('PUT')
+    const ping = await nc.request('$SRV.PING.cohort-worker', new Uint8Array(0), { timeout: 3_000 })
+    expect(ping.json<{ id: string }>().id).toBe('w1')
+    const meta = await nc.request('cohort.meta.sleepy', new Uint8Array(0), { timeout: 3_000 })
+    expect(meta.data.byteLength).toBeGreaterThan(0)
+  })
+
+  // Every role, subject by subject (docs/security.md#nats-permissions-per-role): what it may not
+  // publish, and what it may not subscribe to.
+  const DENIED = {
+    gateway: {
+      publish: [
+        'cohort.heartbeat', 'cohort.accept.gw-1', '$SRV.PING', '$KV.cohort-models.sleepy',
+        '$JS.API.STREAM.DELETE.KV_cohort-config', '$JS.API.CONSUMER.MSG.NEXT.COHORT_JOBS.jobs-sleepy',
+      ],
+      subscribe: ['cohort.infer.>', 'cohort.overflow.sleepy', 'cohort.cancel.sleepy', 'cohort.discover', '$SRV.>', 'cohort.jobs.>'],
+    },
+    worker: {
+      publish: [
+        'cohort.infer.sleepy', 'cohort.cancel.sleepy', 'cohort.jobs.sleepy', '$KV.cohort-config.sleepy',
+        '$JS.API.STREAM.DELETE.KV_cohort-models', '$JS.API.STREAM.PURGE.COHORT_JOBS',
+      ],
+      subscribe: ['cohort.jobs.>', 'cohort.heartbeat', 'cohort.accept.>', '>'],
+    },
+    admin: {
+      publish: ['cohort.infer.sleepy', 'cohort.overflow.sleepy', 'cohort.cancel.sleepy', 'cohort.jobs.sleepy', 'cohort.heartbeat'],
+      subscribe: ['cohort.infer.>', 'cohort.discover', '$SRV.>', 'cohort.heartbeat'],
+    },
+  } as const
+  for (const [role, denied] of Object.entries(DENIED) as [keyof typeof DENIED, (typeof DENIED)[keyof typeof DENIED]][]) {
+    it(`refuses the ${role} user each subject its role does not need`, async () => {
+      const nc = await as(role)
+      for (const subject of denied.publish) {
+        const err = nextError(nc)
+        nc.publish(subject, new Uint8Array(1))
+        await nc.flush()
+        const e = await err
+        expect(e, `publish ${subject}`).toBeInstanceOf(PermissionViolationError)
+        expect((e as PermissionViolationError).operation).toBe('publish')
+        expect((e as PermissionViolationError).subject).toBe(subject)
+      }
+      for (const subject of denied.subscribe) {
+        const sub = nc.subscribe(subject)
+        const closed = await Promise.race([sub.closed, new Promise<string>((r) => setTimeout(() => r('still open'), 3_000))])
+        expect(closed, `subscribe ${subject}`).toBeInstanceOf(PermissionViolationError)
+        expect((closed as PermissionViolationError).operation).toBe('subscription')
+      }
+      // The connection is still usable for what the role may do.
+      expect(nc.isClosed()).toBe(false)
+      await nc.flush()
+    })
+  }
+
   it('refuses connections without credentials or with a wrong password', async () => {
     await expect(connect({ servers: nats.url, reconnect: false })).rejects.toThrow(/Authorization Violation/)
     await expect(connect({ servers: nats.url, user: 'worker', pass: 'wrong', reconnect: false })).rejects.toThrow(/Authorization Violation/)
@@ -160,7 +257,7 @@ describe('NATS permissions per role (infra/nats/auth.conf)', () => {
       execFile(
         'nats-server',
         ['-c', `${NATS_DIR}secure.conf`, '-t'],
-        { env: { ...process.env, COHORT_NATS_GATEWAY_PASS: 'a', COHORT_NATS_WORKER_PASS: 'b' } },
+        { env: { ...process.env, COHORT_NATS_GATEWAY_PASS: 'a', COHORT_NATS_WORKER_PASS: 'b', COHORT_NATS_ADMIN_PASS: 'c' } },
         (e, so, se) => (e ? reject(new Error(`${e.message}\n${se}`)) : resolve(so + se)),
       ),
     )

@@ -5,10 +5,11 @@ import { CliError } from './cli-error.ts'
 export function parse(
   args: string[],
   options: NonNullable<ParseArgsConfig['options']>,
-): { values: Record<string, string | boolean | string[] | undefined> } {
+  allowPositionals = false,
+): { values: Record<string, string | boolean | string[] | undefined>; positionals: string[] } {
   try {
-    const r = parseArgs({ args, options: { ...options, help: { type: 'boolean', short: 'h' } }, strict: true, allowPositionals: false })
-    return { values: r.values as Record<string, string | boolean | string[] | undefined> }
+    const r = parseArgs({ args, options: { ...options, help: { type: 'boolean', short: 'h' } }, strict: true, allowPositionals })
+    return { values: r.values as Record<string, string | boolean | string[] | undefined>, positionals: r.positionals }
   } catch (e) {
     throw new CliError(e instanceof Error ? e.message : String(e))
   }
@@ -50,6 +51,7 @@ export const MODEL_OPTIONS = {
   policy: { type: 'string' },
   'max-queue': { type: 'string' },
   'max-batch-cost': { type: 'string' },
+  'no-admission': { type: 'boolean' },
   pad: { type: 'boolean' },
   'pad-value': { type: 'string' },
   'mask-input': { type: 'string' },
@@ -67,6 +69,8 @@ export const MODEL_HELP = `  --model SPEC           ONNX model: demo | heavy | N
   --policy eager|deadline|timer
                          batching policy (default eager: dispatch at once when idle)
   --max-queue N          queued items per model before 503 (default 4096)
+  --no-admission         eager/deadline: queue items even when they are estimated to finish late
+                         (default: refuse them on arrival with 503 OVERLOADED)
   --max-batch-cost N     cost units per batch (tokens, pixels: product of dynamic dims; default no limit)
   --pad                  ONNX: batch items of different lengths by bucket, padded to the longest
   --pad-value V          value in padded positions (default 0)

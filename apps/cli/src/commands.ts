@@ -8,25 +8,35 @@ import { InProcessTransport, createNatsTransport, type Transport } from '@cohort
 import { MODEL_HELP, MODEL_OPTIONS, intFlag, numFlag, parse } from './args.ts'
 import { CliError } from './cli-error.ts'
 import { connectNats } from './connect.ts'
-import { NATS_AUTH_HELP, NATS_AUTH_OPTIONS, natsAuthOptions } from './nats-auth.ts'
+import { NATS_AUTH_HELP, NATS_AUTH_OPTIONS, kvReplicas, natsAuthOptions } from './nats-auth.ts'
+import { LARGE_HELP, LARGE_OPTIONS, bodyLimit, largeMessageOptions } from './large-flags.ts'
 import { SECURITY_HELP, SECURITY_OPTIONS, describeSecurity, securityOptions, tlsFiles } from './security-flags.ts'
 import { listen } from './http.ts'
-import { nodeAdapter } from './node-adapter.ts'
+import { GRPC_HELP, GRPC_OPTIONS, startGrpcFromFlags } from './grpc-flags.ts'
+import { gatewayAdapter } from './node-adapter.ts'
 import { buildRunners, type ModelFlags } from './runners.ts'
+import { PIPELINE_HELP, PIPELINE_OPTIONS, pipelineRunners } from './pipeline-flags.ts'
 import { TELEMETRY_HELP, TELEMETRY_OPTIONS, setupTelemetry } from './telemetry.ts'
+import { JOB_HELP, JOB_OPTIONS, PREDICTION_HELP, PREDICTION_OPTIONS, jobQueue, predictionOptions, workerJobs } from './jobs-flags.ts'
+import type { JobQueue } from '@cohort/transport'
 
 type Values = Record<string, string | boolean | string[] | undefined>
 
 const DEFAULT_NATS = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222'
+/** Default SIGTERM grace of the gateway: readiness answers 503 this long before it stops listening (5 s). */
+const DEFAULT_DRAIN_MS = 5_000
 
-function modelFlags(v: Values, defaultDemo: boolean): ModelFlags {
+function modelFlags(v: Values, defaultDemo: boolean, hasConfig = false): ModelFlags {
   const model = (v['model'] as string[] | undefined) ?? []
   const predictor = (v['predictor'] as string[] | undefined) ?? []
   if (model.length === 0 && predictor.length === 0) {
-    if (!defaultDemo) {
-      throw new CliError('give at least one --model or --predictor')
+    if (hasConfig) {
+      // a config directory gives the models
+    } else if (!defaultDemo) {
+      throw new CliError('give at least one --model or --predictor (or a config directory)')
+    } else {
+      model.push('demo')
     }
-    model.push('demo')
   }
   const instances = intFlag('instances', v['instances']) ?? 1
   return {
@@ -87,6 +97,9 @@ function batching(v: Values): Partial<BatchingConfig> {
   if (cost !== undefined) {
     ;(out as Record<string, unknown>)['maxBatchCost'] = cost
   }
+  if (v['no-admission'] === true) {
+    out.admission = false
+  }
   return out
 }
 
@@ -116,52 +129,74 @@ function onSignals(stop: () => Promise<void>): void {
   process.on('SIGINT', () => handler('SIGINT'))
 }
 
-export const SERVE_HELP = `cohort serve [options]
+export const SERVE_HELP = `cohort serve [DIR] [options]
 Gateway and worker in one process (embedded; no NATS needed unless --nats is given).
   --port N               HTTP port (default $PORT or 8080)
   --host H               HTTP host (default 127.0.0.1)
   --nats URL             use NATS between the gateway and worker instead of in-process
   --timeout-ms MS        server-side request deadline (default 30000)
+${PREDICTION_HELP}
+${JOB_HELP}
+${GRPC_HELP}
+  --no-front-door        do not take the event loop's delay off request deadlines (by default a
+                         request already late on arrival is refused 503 before its body is read)
   --admin-key KEY        key for /admin routes (repeatable; also COHORT_ADMIN_KEYS); without one they
                          are open, or closed (403) when --api-key or a JWT secret is set
 ${SECURITY_HELP}
 ${NATS_AUTH_HELP}
+${LARGE_HELP}
 ${TELEMETRY_HELP}
-${MODEL_HELP}`
+${MODEL_HELP}
+${PIPELINE_HELP}`
 
 /** `cohort serve`: embedded gateway + worker. */
 export async function serveCommand(args: string[]): Promise<void> {
-  const { values: v } = parse(args, {
+  const { values: v, positionals } = parse(
+    args,
+    {
     ...MODEL_OPTIONS,
+    ...PIPELINE_OPTIONS,
     port: { type: 'string' },
     host: { type: 'string', default: '127.0.0.1' },
     nats: { type: 'string' },
     'timeout-ms': { type: 'string' },
     'admin-key': { type: 'string', multiple: true },
+    ...PREDICTION_OPTIONS,
+    ...JOB_OPTIONS,
+    'no-front-door': { type: 'boolean' },
+    ...GRPC_OPTIONS,
     ...SECURITY_OPTIONS,
     ...NATS_AUTH_OPTIONS,
+    ...LARGE_OPTIONS,
     ...TELEMETRY_OPTIONS,
-  })
+    },
+    true,
+  )
   if (v.help) {
     console.log(SERVE_HELP)
     return
   }
   const tel = setupTelemetry(v, 'cohort')
-  const flags = modelFlags(v, true)
-  const security = securityOptions(v)
+  const flags = modelFlags(v, positionals.length === 0, positionals.length > 0)
+  const security = { ...bodyLimit(v), ...securityOptions(v) }
   const tls = tlsFiles(v)
   const natsAuth = natsAuthOptions(v)
   const port = intFlag('port', v.port ?? process.env['PORT'] ?? '8080', 0) ?? 8080
   let transport: Transport
   let close: () => Promise<void>
+  let jobs: JobQueue | undefined
   if (v.nats) {
     const nc = await connectNats(v.nats as string, 'cohort-serve', natsAuth)
-    transport = createNatsTransport(nc, { ownsConnection: true })
+    transport = createNatsTransport(nc, { ownsConnection: true, kvReplicas: kvReplicas(v), ...largeMessageOptions(v) })
+    jobs = jobQueue(nc, kvReplicas(v))
   } else {
     transport = new InProcessTransport()
   }
   const registry = new Registry()
   const { runners, outputSchemas } = await buildRunners(flags)
+  const piped = await pipelineRunners(positionals, v, { transport, registry, flags, batching: batching(v), allowStage: false })
+  runners.push(...piped.runners)
+  Object.assign(outputSchemas, piped.outputSchemas)
   const worker = new CohortWorker({
     transport,
     runners,
@@ -170,21 +205,26 @@ export async function serveCommand(args: string[]): Promise<void> {
     batching: batching(v),
     tracer: tel.tracer,
     logger: tel.logger.child({ component: 'worker' }),
+    ...(jobs ? { jobs: workerJobs(v, jobs) } : {}),
   })
   await worker.start()
   const timeout = intFlag('timeout-ms', v['timeout-ms'])
   const app = createApp({
     transport,
     registry,
-    adapter: nodeAdapter,
+    adapter: gatewayAdapter(v),
     adminKeys: adminKeys(v),
     ...security,
     ...(timeout ? { requestTimeoutMs: timeout } : {}),
     tracer: tel.tracer,
     logger: tel.logger.child({ component: 'gateway' }),
+    ...predictionOptions(v),
+    ...(jobs ? { jobs } : {}),
   })
   const http = await listen(app, v.host as string, port, tls)
+  const grpc = await startGrpcFromFlags(v, v.host as string, transport, { ...security, ...(timeout ? { requestTimeoutMs: timeout } : {}) }, registry)
   close = async () => {
+    await grpc?.close()
     await http.close()
     await worker.drain()
     await transport.close()
@@ -204,10 +244,20 @@ The stateless HTTP gateway: publishes each request to NATS.
   --port N               HTTP port (default $PORT or 8080)
   --host H               HTTP host (default 127.0.0.1)
   --timeout-ms MS        server-side request deadline (default 30000)
+${PREDICTION_HELP}
+${GRPC_HELP}
+  --drain-ms MS          on SIGTERM, answer 503 on /v2/health/ready while still serving for this
+                         long, then stop listening and finish in-flight requests (default ${DEFAULT_DRAIN_MS})
+  --missed-heartbeats N  fail (503 WORKER_LOST) or retry the requests of a worker silent for N of its
+                         heartbeats (default 3; 0 turns worker-loss detection off)
+  --accept-timeout-ms MS a request no worker accepted in this long is lost too (default 10000)
+  --no-front-door        do not take the event loop's delay off request deadlines (by default a
+                         request already late on arrival is refused 503 before its body is read)
   --admin-key KEY        key for /admin routes (repeatable; also COHORT_ADMIN_KEYS); without one they
                          are open, or closed (403) when --api-key or a JWT secret is set
 ${SECURITY_HELP}
 ${NATS_AUTH_HELP}
+${LARGE_HELP}
 ${TELEMETRY_HELP}`
 
 /** `cohort gateway`. */
@@ -217,9 +267,16 @@ export async function gatewayCommand(args: string[]): Promise<void> {
     port: { type: 'string' },
     host: { type: 'string', default: '127.0.0.1' },
     'timeout-ms': { type: 'string' },
+    'drain-ms': { type: 'string' },
+    'missed-heartbeats': { type: 'string' },
+    'accept-timeout-ms': { type: 'string' },
     'admin-key': { type: 'string', multiple: true },
+    ...PREDICTION_OPTIONS,
+    'no-front-door': { type: 'boolean' },
+    ...GRPC_OPTIONS,
     ...SECURITY_OPTIONS,
     ...NATS_AUTH_OPTIONS,
+    ...LARGE_OPTIONS,
     ...TELEMETRY_OPTIONS,
   })
   if (v.help) {
@@ -227,24 +284,44 @@ export async function gatewayCommand(args: string[]): Promise<void> {
     return
   }
   const tel = setupTelemetry(v, 'cohort-gateway')
-  const security = securityOptions(v)
+  const security = { ...bodyLimit(v), ...securityOptions(v) }
   const tls = tlsFiles(v)
   const natsAuth = natsAuthOptions(v)
   const port = intFlag('port', v.port ?? process.env['PORT'] ?? '8080', 0) ?? 8080
   const timeout = intFlag('timeout-ms', v['timeout-ms'])
+  const drainMs = intFlag('drain-ms', v['drain-ms'], 0) ?? DEFAULT_DRAIN_MS
+  const missedHeartbeats = intFlag('missed-heartbeats', v['missed-heartbeats'], 0)
+  const acceptTimeoutMs = intFlag('accept-timeout-ms', v['accept-timeout-ms'])
+  let draining = false
   const nc = await connectNats(v.nats as string, 'cohort-gateway', natsAuth)
-  const transport = createNatsTransport(nc, { ownsConnection: true })
+  const transport = createNatsTransport(nc, { ownsConnection: true, kvReplicas: kvReplicas(v), ...largeMessageOptions(v) })
+  const gatewayRegistry = new Registry()
   const app = createApp({
+    registry: gatewayRegistry,
     transport,
-    adapter: nodeAdapter,
+    adapter: gatewayAdapter(v),
     adminKeys: adminKeys(v),
     ...security,
     ...(timeout ? { requestTimeoutMs: timeout } : {}),
+    workerLoss:
+      missedHeartbeats === 0
+        ? false
+        : { ...(missedHeartbeats ? { missedHeartbeats } : {}), ...(acceptTimeoutMs ? { acceptTimeoutMs } : {}) },
     tracer: tel.tracer,
     logger: tel.logger,
+    draining: () => draining,
+    ...predictionOptions(v),
+    jobs: jobQueue(nc, kvReplicas(v)),
   })
   const http = await listen(app, v.host as string, port, tls)
+  const grpc = await startGrpcFromFlags(v, v.host as string, transport, { ...security, ...(timeout ? { requestTimeoutMs: timeout } : {}) }, gatewayRegistry)
   onSignals(async () => {
+    // Readiness 503 first (load balancers stop sending), keep serving for the grace period, then
+    // stop accepting, finish in-flight requests (http.close waits for them) and drain NATS.
+    draining = true
+    console.error(`cohort: gateway draining: /v2/health/ready answers 503 for ${drainMs} ms`)
+    await new Promise((r) => setTimeout(r, drainMs))
+    await grpc?.close()
     await http.close()
     await transport.close()
     await tel.shutdown()
@@ -253,65 +330,95 @@ export async function gatewayCommand(args: string[]): Promise<void> {
   console.log(`cohort: ${describeSecurity(security, tls !== undefined)}`)
 }
 
-export const WORKER_HELP = `cohort worker [options]
+export const WORKER_HELP = `cohort worker [DIR] [options]
 A long-lived worker: serves its models from NATS in queue groups, batching requests.
   --nats URL             NATS server(s) (default $NATS_URL or ${DEFAULT_NATS})
-  --metrics-port N       serve Prometheus /metrics on this port (off by default)
+  --metrics-port N       serve Prometheus /metrics and the probes /v2/health/live and /v2/health/ready
+                         (503 while draining) on this port (off by default)
   --metrics-host H       host of the metrics server (default 127.0.0.1)
   --id ID                worker id in replies and discovery (default random)
+${JOB_HELP}
   --distribution capacity|random
                          capacity (default): leave the model's main subject while the queue is full,
                          so idle workers get the work; random: plain NATS queue-group spreading
+  --heartbeat-ms MS      publish a heartbeat this often, for the gateways' worker-loss detection
+                         (default 1000; 0: none)
 ${NATS_AUTH_HELP}
+${LARGE_HELP}
 ${TELEMETRY_HELP}
-${MODEL_HELP}`
+${MODEL_HELP}
+${PIPELINE_HELP}`
 
 /** `cohort worker`. */
 export async function workerCommand(args: string[]): Promise<void> {
-  const { values: v } = parse(args, {
+  const { values: v, positionals } = parse(
+    args,
+    {
     ...MODEL_OPTIONS,
+    ...PIPELINE_OPTIONS,
     nats: { type: 'string', default: DEFAULT_NATS },
     'metrics-port': { type: 'string' },
     'metrics-host': { type: 'string', default: '127.0.0.1' },
     id: { type: 'string' },
     distribution: { type: 'string', default: 'capacity' },
+    'heartbeat-ms': { type: 'string' },
+    ...JOB_OPTIONS,
     ...NATS_AUTH_OPTIONS,
+    ...LARGE_OPTIONS,
     ...TELEMETRY_OPTIONS,
-  })
+    },
+    true,
+  )
   if (v.help) {
     console.log(WORKER_HELP)
     return
   }
   const tel = setupTelemetry(v, 'cohort-worker')
   const natsAuth = natsAuthOptions(v)
-  const flags = modelFlags(v, false)
+  const flags = modelFlags(v, false, positionals.length > 0)
   const metricsPort = intFlag('metrics-port', v['metrics-port'], 0)
   const { runners, outputSchemas } = await buildRunners(flags)
   const nc = await connectNats(v.nats as string, 'cohort-worker', natsAuth)
-  const transport = createNatsTransport(nc, { ownsConnection: true })
+  const transport = createNatsTransport(nc, { ownsConnection: true, kvReplicas: kvReplicas(v), ...largeMessageOptions(v) })
+  const registry = new Registry()
+  const piped = await pipelineRunners(positionals, v, { transport, registry, flags, batching: batching(v), allowStage: true })
+  runners.push(...piped.runners)
+  Object.assign(outputSchemas, piped.outputSchemas)
   if (v['distribution'] !== 'capacity' && v['distribution'] !== 'random') {
     throw new CliError(`--distribution must be capacity or random, got "${String(v['distribution'])}"`)
   }
   const worker = new CohortWorker({
     transport,
     runners,
+    registry,
     outputSchemas,
     capacityAware: v['distribution'] === 'capacity',
     batching: batching(v),
     ...(v.id ? { id: v.id as string } : {}),
+    ...(v['heartbeat-ms'] !== undefined ? { heartbeatMs: intFlag('heartbeat-ms', v['heartbeat-ms'], 0)! } : {}),
     tracer: tel.tracer,
     logger: tel.logger,
+    jobs: workerJobs(v, jobQueue(nc, kvReplicas(v))),
   })
   await worker.start()
+  let workerDraining = false
   let metricsClose: (() => Promise<void>) | undefined
   if (metricsPort !== undefined) {
     const app = new Hono()
     app.get('/metrics', (c) => c.body(worker.registry.render(), 200, { 'content-type': PROMETHEUS_CONTENT_TYPE }))
+    // Kubernetes probes (infra/k8s/worker.yaml): live while the process runs; ready while its models
+    // are loaded and it is not draining (SIGTERM turns it to 503 at once).
+    app.get('/v2/health/live', (c) => c.json({ live: true }))
+    app.get('/v2/health/ready', (c) => {
+      const ready = !workerDraining && worker.models().every((m) => m.ready)
+      return c.json({ ready, draining: workerDraining }, ready ? 200 : 503)
+    })
     const m = await listen(app, v['metrics-host'] as string, metricsPort)
     metricsClose = m.close
     console.log(`cohort: worker metrics on http://${m.host}:${m.port}/metrics`)
   }
   onSignals(async () => {
+    workerDraining = true
     await worker.drain()
     await metricsClose?.()
     await transport.close()

@@ -28,7 +28,7 @@ export function ensureDemoModel(): string {
   return ensure(`demo-mlp-seed${DEMO_SEED}.onnx`, () => buildDemoMlp(DEMO_SEED))
 }
 
-/** Path of the heavy benchmark MLP (512 -> 2048 x3 -> 16, ~9.5 M multiply-adds per item; 38 MB). */
+/** Path of the heavy benchmark MLP (512 -> 2560 x3 -> 16, ~14.5 M multiply-adds per item; 58 MB). */
 export function ensureHeavyModel(): string {
   return ensure(`heavy-mlp-${HEAVY_MLP_SIZES.join('-')}.onnx`, () => buildMlp(HEAVY_MLP_SIZES))
 }

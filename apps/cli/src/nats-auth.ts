@@ -13,6 +13,7 @@ export const NATS_AUTH_OPTIONS = {
   'nats-tls-ca': { type: 'string' },
   'nats-tls-cert': { type: 'string' },
   'nats-tls-key': { type: 'string' },
+  'kv-replicas': { type: 'string' },
 } as const
 
 /** Help text of {@link NATS_AUTH_OPTIONS}. */
@@ -22,7 +23,22 @@ export const NATS_AUTH_HELP = `  --nats-user U          NATS user (also $COHORT_
   --nats-creds FILE      NATS credentials file (JWT + NKey seed; decentralized auth)
   --nats-tls-ca FILE     CA that signed the NATS server's certificate (turns TLS on)
   --nats-tls-cert FILE   client certificate for NATS mutual TLS (with --nats-tls-key)
-  --nats-tls-key FILE    key of --nats-tls-cert`
+  --nats-tls-key FILE    key of --nats-tls-cert
+  --kv-replicas N        replicas of the KV buckets this process creates (also $COHORT_KV_REPLICAS;
+                         default 1; 3 on a 3-node JetStream cluster)`
+
+/** `--kv-replicas` (or `COHORT_KV_REPLICAS`): replicas of the KV buckets this process creates. */
+export function kvReplicas(v: Values): number {
+  const raw = str(v, 'kv-replicas', 'COHORT_KV_REPLICAS')
+  if (raw === undefined) {
+    return 1
+  }
+  const n = Number(raw)
+  if (!Number.isInteger(n) || n < 1 || n > 5) {
+    throw new CliError(`--kv-replicas must be an integer from 1 to 5, got "${raw}"`)
+  }
+  return n
+}
 
 function str(v: Values, flag: string, env?: string): string | undefined {
   const x = v[flag]

@@ -3,6 +3,7 @@ import type { Context } from 'hono'
 import { readBody, type GatewayAdapter } from '@cohort/gateway'
 import { CohortError } from '@cohort/protocol'
 import type { AbortSignalLike } from '@cohort/transport'
+import { LoopLag } from './loop-lag.ts'
 
 interface NodeBindings {
   incoming?: IncomingMessage
@@ -73,4 +74,19 @@ export const nodeAdapter: GatewayAdapter = {
   clientAddress(c: Context) {
     return (c.env as NodeBindings | undefined)?.incoming?.socket?.remoteAddress
   },
+}
+
+let loopLag: LoopLag | undefined
+
+/**
+ * The Node adapter for `cohort serve`/`cohort gateway`: {@link nodeAdapter}, plus front-door
+ * admission (the event loop's delay as each request's queueing delay) unless `--no-front-door`.
+ * One sampler per process, shared by every app (its timer is unref'd).
+ */
+export function gatewayAdapter(v: Record<string, unknown>): GatewayAdapter {
+  if (v['no-front-door'] === true) {
+    return nodeAdapter
+  }
+  const lag = (loopLag ??= new LoopLag())
+  return { ...nodeAdapter, queueDelayMs: () => lag.current() }
 }

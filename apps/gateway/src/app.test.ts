@@ -151,7 +151,7 @@ describe('gateway app with a real worker', () => {
   it('GET /v2 reports the server and its extensions, including binary_tensor_data', async () => {
     const r = await json(e.app.request('/v2'))
     expect(r.status).toBe(200)
-    expect(r.body).toEqual({ name: 'cohort', version: '0.1.0', extensions: ['binary_tensor_data', 'parameters'] })
+    expect(r.body).toEqual({ name: 'cohort', version: '0.1.0', extensions: ['binary_tensor_data', 'parameters', 'statistics', 'model_configuration'] })
     const named = createApp({ transport: e.transport, serverName: 'mine', serverVersion: '9.9.9' })
     expect((await json(named.request('/v2'))).body).toMatchObject({ name: 'mine', version: '9.9.9' })
     expect((await json(e.app.request('/v2/health/live'))).body).toEqual({ live: true })
@@ -342,7 +342,12 @@ describe('gateway app with a real worker', () => {
   it('answers Cog-style schema failures with 422, other faults with their registry status', async () => {
     const schema = await json(post(e.app, '/models/adder/predictions', { input: { a: 'x' } }))
     expect(schema.status).toBe(422)
-    expect(schema.body).toEqual({ error: 'item 0: /a: Expected number', code: 'INVALID_INPUT', status: 'failed' })
+    expect(schema.body).toEqual({
+      error: 'item 0: /a: Expected number',
+      code: 'INVALID_INPUT',
+      status: 'failed',
+      detail: [{ loc: ['body', 'input', 'a'], msg: 'Expected number', type: 'value_error' }],
+    })
     const noInput = await json(post(e.app, '/models/adder/predictions', { a: 1 }))
     expect(noInput).toMatchObject({ status: 400, body: { code: 'BAD_REQUEST', error: 'body must be {"input": {...}}' } })
     const notJson = await json(post(e.app, '/models/adder/predictions', '{nope'))

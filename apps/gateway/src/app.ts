@@ -4,11 +4,12 @@ import { PROMETHEUS_CONTENT_TYPE, Registry, gatewayMetrics } from '@cohort/metri
 import { asCohortError, errorResponse } from './errors.ts'
 import { resolveOptions, type GatewayOptions } from './options.ts'
 import { checkModelPath, inferHandler } from './routes/infer.ts'
-import { predictionsHandler } from './routes/predictions.ts'
-import { bulkHandler } from './routes/bulk.ts'
+import { registerPredictions } from './routes/predictions-routes.ts'
 import { adminRoutes } from './routes/admin.ts'
 import { tritonConfig } from './routes/config.ts'
+import { modelStats } from './routes/stats.ts'
 import { Upstream } from './upstream.ts'
+import { WorkerLiveness } from './liveness.ts'
 import { gatewayMiddleware } from './middleware/index.ts'
 import { registerDashboard } from './routes/dashboard.ts'
 
@@ -24,7 +25,12 @@ export function createApp(options: GatewayOptions): Hono {
   const o = resolveOptions(options)
   const registry = o.registry ?? new Registry()
   const metrics = gatewayMetrics(registry)
-  const up = new Upstream(o.transport, makeSubjects(o.subjectPrefix), o.metaTimeoutMs)
+  const subjects = makeSubjects(o.subjectPrefix)
+  const liveness =
+    o.workerLoss === false
+      ? undefined
+      : new WorkerLiveness(o.transport, subjects, o.gatewayId ?? `g-${crypto.randomUUID().slice(0, 8)}`, o.workerLoss)
+  const up = new Upstream(o.transport, subjects, o.metaTimeoutMs, liveness)
   const app = new Hono()
 
   app.onError((e, c) => errorResponse(c, asCohortError(e, o.onUnexpectedError)))
@@ -34,14 +40,26 @@ export function createApp(options: GatewayOptions): Hono {
     app.use('*', mw)
   }
 
+  const draining = o.draining
+  if (draining) {
+    app.use('*', async (c, next) => {
+      await next()
+      if (draining()) {
+        c.header('connection', 'close')
+      }
+    })
+  }
   app.get('/v2/health/live', (c) => c.json({ live: true }))
   app.get('/v2/health/ready', async (c) => {
+    if (draining?.()) {
+      return c.json({ ready: false, draining: true }, 503)
+    }
     const { ready, models, workers } = await up.readiness()
     return c.json({ ready, models, workers }, ready ? 200 : 503)
   })
   app.get('/v2/workers', async (c) => c.json({ workers: await up.workers() }))
   app.get('/v2', (c) =>
-    c.json({ name: o.serverName, version: o.serverVersion, extensions: ['binary_tensor_data', 'parameters'] }),
+    c.json({ name: o.serverName, version: o.serverVersion, extensions: ['binary_tensor_data', 'parameters', 'statistics', 'model_configuration'] }),
   )
   app.get('/v2/models', async (c) => {
     const { models } = await up.discover()
@@ -64,17 +82,17 @@ export function createApp(options: GatewayOptions): Hono {
     checkModelPath(model, c.req.param('version'))
     return c.json(tritonConfig(await up.meta(model)))
   }
+  // Before `/v2/models/:model`: Triton's statistics of every model.
+  app.get('/v2/models/stats', async (c) => c.json(await modelStats(up)))
   const infer = inferHandler(o, up, metrics)
   for (const base of ['/v2/models/:model', '/v2/models/:model/versions/:version']) {
+    app.get(`${base}/stats`, async (c) => c.json(await modelStats(up, c.req.param('model') ?? '', c.req.param('version'))))
     app.get(base, modelMeta)
     app.get(`${base}/ready`, modelReady)
     app.get(`${base}/config`, modelConfig)
     app.post(`${base}/infer`, infer)
   }
-  const predictions = predictionsHandler(o, up, metrics)
-  app.post('/predictions', predictions)
-  app.post('/models/:model/predictions', predictions)
-  app.post('/models/:model/predictions/bulk', bulkHandler(o, up, metrics))
+  registerPredictions(app, o, up, metrics)
 
   const admin = adminRoutes(o, up)
   app.get('/admin/models/:model/batching', admin.get)

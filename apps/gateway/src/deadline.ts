@@ -23,3 +23,40 @@ export function effectiveTimeoutMs(serverMs: number, header: string | undefined,
   }
   return t
 }
+
+/**
+ * How long (ms) this request plausibly waited before its handler ran, from the runtime adapter's
+ * `queueDelayMs` (on Node: the event loop's current delay). When the gateway is so saturated that
+ * this already exceeds the request's budget (server limit or `x-cohort-timeout-ms`), the request is
+ * refused at once with 503 OVERLOADED, before its body is read: a refusal costs far less than a
+ * request, so shedding this way lets a saturated gateway catch up instead of serving only late work.
+ * Call it first in a handler; subtract the result from the deadline (see {@link deadlineAfter}).
+ */
+export function admitAtDoor(requestTimeoutMs: number, header: string | undefined, queueDelayMs: (() => number) | undefined): number {
+  const lag = queueDelayMs?.() ?? 0
+  if (!(lag > 0)) {
+    return 0
+  }
+  const budget = effectiveTimeoutMs(requestTimeoutMs, header, undefined)
+  if (lag >= budget) {
+    throw new CohortError(
+      'OVERLOADED',
+      `the gateway is saturated: requests wait about ${Math.ceil(lag)} ms before they are read, not less than this request's ${budget} ms budget`,
+      { retryAfterS: 1 },
+    )
+  }
+  return lag
+}
+
+/**
+ * The absolute deadline of a request that arrived about `lagMs` before now, with a budget of
+ * `timeoutMs`. 503 OVERLOADED when nothing is left of it.
+ */
+export function deadlineAfter(timeoutMs: number, lagMs: number): number {
+  if (lagMs >= timeoutMs) {
+    throw new CohortError('OVERLOADED', `the request waited about ${Math.ceil(lagMs)} ms before it was read: its ${timeoutMs} ms budget is spent`, {
+      retryAfterS: 1,
+    })
+  }
+  return Date.now() - lagMs + timeoutMs
+}

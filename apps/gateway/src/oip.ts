@@ -4,17 +4,19 @@ import {
   isDatatype,
   jsonToTensor,
   tensorToJson,
+  toValues,
   type Datatype,
   type WireTensor,
 } from '@cohort/protocol'
+import { exactData, parseJsonExact } from './json-exact.ts'
 
 /** A parsed Open Inference Protocol inference request. */
 export interface OipRequest {
   id: string | undefined
   parameters: Record<string, unknown>
   tensors: Record<string, WireTensor>
-  /** Requested outputs in order, with their parameters. */
-  outputs: { name: string; binary: boolean }[] | undefined
+  /** Requested outputs in order; `binary` is the output's `parameters.binary_data` when given. */
+  outputs: { name: string; binary: boolean | undefined }[] | undefined
   /** `binary_data_output` on the request. */
   binaryOutput: boolean
   itemCount: number
@@ -40,8 +42,9 @@ export function parseInferBody(body: Uint8Array, headerLength: string | undefine
     binary = body.subarray(n)
   }
   let doc: unknown
+  let hasBig = false
   try {
-    doc = JSON.parse(new TextDecoder().decode(jsonPart))
+    ;({ value: doc, hasBig } = parseJsonExact(new TextDecoder().decode(jsonPart)))
   } catch (e) {
     throw new CohortError('BAD_REQUEST', `body is not valid JSON: ${e instanceof Error ? e.message : String(e)}`)
   }
@@ -88,7 +91,8 @@ export function parseInferBody(body: Uint8Array, headerLength: string | undefine
       if (!('data' in inp)) {
         throw new CohortError('BAD_REQUEST', `input "${name}" has no "data"`)
       }
-      tensors[name] = jsonToTensor(name, datatype, shape as number[], inp['data'])
+      const data = hasBig ? exactData(inp['data'], datatype) : inp['data']
+      tensors[name] = jsonToTensor(name, datatype, shape as number[], data)
     }
     const n = (shape as number[])[0]!
     if (itemCount !== undefined && n !== itemCount) {
@@ -107,7 +111,11 @@ export function parseInferBody(body: Uint8Array, headerLength: string | undefine
     }
     outputs = outputsRaw.map((o) => {
       const p = isObject(o['parameters']) ? o['parameters'] : {}
-      return { name: o['name'] as string, binary: p['binary_data'] === true }
+      const b = p['binary_data']
+      if (b !== undefined && typeof b !== 'boolean') {
+        throw new CohortError('BAD_REQUEST', `output "${o['name'] as string}": parameters.binary_data must be a boolean`)
+      }
+      return { name: o['name'] as string, binary: b }
     })
   }
   return {
@@ -139,7 +147,15 @@ function binaryTensor(
   return { datatype, shape, bytes }
 }
 
-/** One output tensor in the OIP JSON response (data as a flat row-major array). */
-export function outputJson(name: string, t: WireTensor): Record<string, unknown> {
+/**
+ * One output tensor in the OIP JSON response (data as a flat row-major array). INT64/UINT64 data
+ * is a marker string recorded in `raw` with the exact JSON text, for {@link stringifyWithRaw}.
+ */
+export function outputJson(name: string, t: WireTensor, raw?: Map<string, string>): Record<string, unknown> {
+  if (raw && (t.datatype === 'INT64' || t.datatype === 'UINT64')) {
+    const marker = `\u0000cohort-raw-${raw.size}`
+    raw.set(marker, `[${Array.from(toValues(t) as BigInt64Array | BigUint64Array, String).join(',')}]`)
+    return { name, datatype: t.datatype, shape: t.shape, data: marker }
+  }
   return { name, datatype: t.datatype, shape: t.shape, data: tensorToJson(t) }
 }

@@ -1,8 +1,10 @@
 import type { Context } from 'hono'
 import type { Registry } from '@cohort/metrics'
-import type { AbortSignalLike, Transport } from '@cohort/transport'
+import type { AbortSignalLike, JobQueue, Transport } from '@cohort/transport'
 import type { Tracer } from '@opentelemetry/api'
 import { consoleErrorLogger, defaultTracer, type LogFields, type Logger } from '@cohort/observability'
+import type { WorkerLossOptions } from './liveness.ts'
+import type { PredictionJobOptions } from './jobs/types.ts'
 
 /** Default server-side request deadline: 30 s. A request may shorten it, never extend it. */
 export const DEFAULT_REQUEST_TIMEOUT_MS = 30_000
@@ -65,10 +67,33 @@ export interface GatewayOptions {
    */
   tracer?: Tracer
   /**
+   * Shutdown hook: while it returns true the gateway is draining. `GET /v2/health/ready` answers
+   * 503 `{ ready: false, draining: true }` (so load balancers and Kubernetes stop sending new work)
+   * and every response carries `Connection: close`; requests are still served. The Node entry
+   * turns it on at SIGTERM for `--drain-ms` before it stops listening. @default never draining
+   */
+  draining?: () => boolean
+  /**
    * Structured logger (pino fits): failed requests at `warn`, unexpected errors at `error`.
    * @default errors to console.error, other levels dropped
    */
   logger?: Logger
+  /**
+   * Worker-loss detection: fail (503 WORKER_LOST, `Retry-After`) or retry on another worker the
+   * requests held by a worker whose heartbeats stopped, instead of waiting for their deadline.
+   * `false` turns it off. See docs/architecture.md#worker-loss.
+   * @default {} (3 missed heartbeats, 1 retry for requests marked safe to retry)
+   */
+  workerLoss?: WorkerLossOptions | false
+  /** Id of this gateway instance (its acceptance-notice subject). @default random */
+  gatewayId?: string
+  /**
+   * Durable async predictions (`Prefer: respond-async`, `PUT /predictions/{id}`) in NATS JetStream
+   * (`createNatsJobQueue`). Without it they are held in this gateway's memory (embedded mode).
+   */
+  jobs?: JobQueue
+  /** Async prediction settings: deadline, in-memory bound, webhook retries (docs/predictions.md). */
+  predictions?: PredictionJobOptions
 }
 
 /** JWT verification settings of {@link GatewayOptions.jwt}. */
@@ -115,11 +140,23 @@ export interface GatewayAdapter {
   clientGone?(c: Context): AbortSignalLike | undefined
   /** The client's network address: the rate-limit key of a request without credentials or `x-forwarded-for`. */
   clientAddress?(c: Context): string | undefined
+  /**
+   * How long (ms) a request arriving now has plausibly waited before its handler ran (on Node:
+   * the event loop's current delay). It is taken off the request's deadline, and a request whose
+   * whole budget it exceeds is refused 503 at once, before its body is read. @default 0
+   */
+  queueDelayMs?(): number
 }
 
 /** Options with defaults applied. */
-export type ResolvedGatewayOptions = Required<Omit<GatewayOptions, 'registry' | 'defaultModel' | 'extraMetrics' | 'adminKeys' | 'maxBulkInputs' | 'adapter' | SecurityOptionKeys>> &
-  Pick<GatewayOptions, 'registry' | 'defaultModel' | 'extraMetrics' | 'adminKeys' | 'maxBulkInputs' | 'adapter' | SecurityOptionKeys>
+export type ResolvedGatewayOptions = Required<Omit<GatewayOptions, 'registry' | 'defaultModel' | 'extraMetrics' | 'adminKeys' | 'maxBulkInputs' | 'adapter' | 'draining' | SecurityOptionKeys | LivenessOptionKeys | JobOptionKeys>> &
+  Pick<GatewayOptions, 'registry' | 'defaultModel' | 'extraMetrics' | 'adminKeys' | 'maxBulkInputs' | 'adapter' | 'draining' | SecurityOptionKeys | LivenessOptionKeys | JobOptionKeys>
+
+/** Async prediction settings: defaults applied in jobs/. */
+type JobOptionKeys = 'jobs' | 'predictions'
+
+/** Worker-loss settings: their defaults are applied where the detector is built (liveness.ts). */
+type LivenessOptionKeys = 'workerLoss' | 'gatewayId'
 
 /** The optional security settings (authentication, rate limit, CORS): no defaults to apply. */
 type SecurityOptionKeys = 'apiKeys' | 'jwt' | 'metricsOpen' | 'rateLimit' | 'cors'

@@ -15,6 +15,7 @@ import {
   type Subjects,
 } from '@cohort/protocol'
 import type { AbortSignalLike, Transport } from '@cohort/transport'
+import type { WorkerLiveness } from './liveness.ts'
 
 /** The gateway's side of the bus: infer, metadata, discovery, cancellation. */
 export class Upstream {
@@ -22,13 +23,60 @@ export class Upstream {
     readonly transport: Transport,
     readonly subjects: Subjects,
     readonly metaTimeoutMs: number,
+    /** Worker-loss detection (docs/architecture.md#worker-loss); none: wait for the deadline. */
+    readonly liveness?: WorkerLiveness,
   ) {}
 
   /**
    * Send a request and wait for its reply; on client abort, tell the workers to drop its
-   * queued items. Throws CohortError (request-level failures and the first failed item).
+   * queued items. When the worker holding it is lost, resend it to another worker if `retryable`
+   * (at most `liveness.maxRetries` times, within `timeoutMs`), else fail with WORKER_LOST (503).
+   * Throws CohortError (request-level failures and the first failed item).
    */
-  async infer(req: InferRequest, timeoutMs: number, signal: AbortSignalLike | undefined): Promise<InferReply> {
+  async infer(
+    req: InferRequest,
+    timeoutMs: number,
+    signal: AbortSignalLike | undefined,
+    opts: { retryable?: boolean } = {},
+  ): Promise<InferReply> {
+    const lv = this.liveness
+    if (!lv) {
+      return this.#inferOnce(req, timeoutMs, signal)
+    }
+    const started = Date.now()
+    for (let attempt = 0; ; attempt++) {
+      // A retry gets its own id: the cancel notice sent for the lost attempt must not drop it.
+      const id = attempt === 0 ? req.id : `${req.id}~${attempt}`
+      const t = lv.track(id, signal)
+      try {
+        const left = Math.max(1, timeoutMs - (Date.now() - started))
+        return await this.#inferOnce({ ...req, id, ack: lv.ackSubject }, left, t.signal)
+      } catch (e) {
+        // REPLY_LOST: the gateway's own connection moved to another NATS server and the reply did
+        // not come (@cohort/transport's reconnect guard); as retryable as a lost worker.
+        const replyLost = e instanceof CohortError && e.code === 'REPLY_LOST'
+        if (t.lost === undefined && !replyLost) {
+          throw e
+        }
+        if (opts.retryable && attempt < lv.maxRetries && timeoutMs - (Date.now() - started) > 1 && !signal?.aborted) {
+          continue
+        }
+        if (t.lost === undefined) {
+          throw e
+        }
+        const tried = attempt + 1
+        throw new CohortError(
+          'WORKER_LOST',
+          `${t.lost}; the request may or may not have run (${tried} attempt${tried > 1 ? 's' : ''}${opts.retryable ? '' : ', not marked safe to retry: send an Idempotency-Key header'})`,
+          { retryAfterS: 1 },
+        )
+      } finally {
+        t.release()
+      }
+    }
+  }
+
+  async #inferOnce(req: InferRequest, timeoutMs: number, signal: AbortSignalLike | undefined): Promise<InferReply> {
     const bytes = encodeRequest(req)
     if (bytes.byteLength > this.transport.maxPayload) {
       throw new CohortError(

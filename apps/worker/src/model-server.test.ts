@@ -244,7 +244,7 @@ describe('ModelServer over the in-process transport', () => {
     const queued = send(transport, request([{ x: 2 }, { x: 3 }]))
     await waitFor(() => expect(server.engine.queued).toBe(2))
     const refused = await send(transport, request([{ x: 4 }]))
-    expect(refused.errors).toEqual([{ code: 'OVERLOADED', message: 'model "calc" queue is full (2 items)' }])
+    expect(refused.errors).toEqual([{ code: 'OVERLOADED', message: 'model "calc" queue is full (2 items)', retryAfterS: 1 }])
     // Still full: refused at once as well.
     const mixed = send(transport, request([{ x: 5 }]))
     gate.open()
@@ -259,11 +259,31 @@ describe('ModelServer over the in-process transport', () => {
     expect(worker.metrics.items.get({ model: 'calc', code: 'OVERLOADED' })).toBe(2)
   })
 
+  it('refuses at once (503 OVERLOADED, shed reason admission) an item estimated to finish after its deadline', async () => {
+    const { transport, calls, gate, server, worker } = await start({ batching: { maxBatchSize: 1 } })
+    for (let i = 0; i < 8; i++) server.engine.costModel.observe(1, 200) // learned: 200 ms per batch
+    gate.close()
+    const running = send(transport, request([{ x: 1 }]))
+    await waitFor(() => expect(server.engine.running).toBe(1))
+    const queued = send(transport, request([{ x: 2 }])) // deadline in 5 s: fits behind the running one
+    await waitFor(() => expect(server.engine.queued).toBe(1))
+    // Behind one running and one queued batch of 200 ms, a 300 ms deadline cannot be met.
+    const refused = await send(transport, request([{ x: 3 }], { deadline: Date.now() + 300 }))
+    expect(refused.errors?.[0]).toMatchObject({ code: 'OVERLOADED', retryAfterS: 1 })
+    expect(refused.errors?.[0]?.message).toMatch(/cannot finish this item within its deadline/)
+    expect(server.engine.queued).toBe(1) // answered without queueing, while the gate is still closed
+    gate.open()
+    expect((await running).items).toEqual([{ y: 2, pad: '' }])
+    expect((await queued).items).toEqual([{ y: 4, pad: '' }])
+    expect(calls.flat()).not.toContain(3)
+    expect(worker.metrics.shed.get({ model: 'calc', reason: 'admission' })).toBe(1)
+  })
+
   it('refuses the items of one request beyond the queue bound and keeps the rest', async () => {
     const { transport, calls } = await start({ batching: { maxQueue: 2 } })
     const r = await send(transport, request([{ x: 1 }, { x: 2 }, { x: 3 }]))
     expect(r.items).toEqual([{ y: 2, pad: '' }, { y: 4, pad: '' }, null])
-    expect(r.errors).toEqual([null, null, { code: 'OVERLOADED', message: 'model "calc" queue is full (2 items)' }])
+    expect(r.errors).toEqual([null, null, { code: 'OVERLOADED', message: 'model "calc" queue is full (2 items)', retryAfterS: 1 }])
     expect(calls).toEqual([[1, 2]])
   })
 

@@ -3,12 +3,16 @@ import {
   type Batch,
   type BatchingConfig,
   type ExpireReason,
+  type Offer,
 } from '@cohort/batching'
 import {
   CohortError,
   decodeCancel,
+  decodeReply,
   decodeRequest,
+  encodeAccept,
   encodeReply,
+  encodeRequest,
   encodeValue,
   requestItemCount,
   toWireError,
@@ -16,6 +20,7 @@ import {
   type InferRequest,
   type ItemTiming,
   type Subjects,
+  type WireError,
 } from '@cohort/protocol'
 import type { WorkerMetrics } from '@cohort/metrics'
 import { consume, type Transport, type TransportMessage, type TransportSubscription } from '@cohort/transport'
@@ -23,8 +28,10 @@ import type { TSchema } from '@sinclair/typebox'
 import type { Span, Tracer } from '@opentelemetry/api'
 import { consoleErrorLogger, defaultTracer, type Logger } from '@cohort/observability'
 import { buildReply, checkRequestedOutputs } from './reply.ts'
+import { InferStats } from './infer-stats.ts'
 import { ModelTelemetry } from './tracing.ts'
 import type { ItemResult, ModelRunner } from './runners/types.ts'
+import { JobRunner, type WorkerJobOptions } from './jobs.ts'
 
 interface Pending {
   req: InferRequest
@@ -71,6 +78,8 @@ export interface ModelServerOptions {
   tracer?: Tracer
   /** Structured logger: config changes, batch failures. @default errors to console.error */
   logger?: Logger
+  /** Pull this model's async prediction jobs (JetStream) into the batch engine. Off when absent. */
+  jobs?: WorkerJobOptions
 }
 
 const EXPIRE_CODE: Record<ExpireReason, { code: 'DEADLINE_EXCEEDED' | 'CANCELLED' | 'SHUTTING_DOWN'; msg: string }> = {
@@ -96,6 +105,7 @@ export class ModelServer {
   #closing: Promise<void> | undefined
   #paused = false
   #watch: { stop(): void } | undefined
+  #jobs: JobRunner | undefined
   /** Times the worker stopped listening on the main subject because it was full. */
   pauses = 0
   /** Items in batches running now. */
@@ -106,6 +116,8 @@ export class ModelServer {
    * or any failed item), those answered, the latest error and the summed receipt-to-reply time in ns.
    */
   readonly requestStats = { requests: 0, answered: 0, errors: 0, lastError: '', processingNs: 0 }
+  /** Triton-style inference statistics (`$SRV.STATS` data, the gateway's `/v2/models/{m}/stats`). */
+  readonly inferStats = new InferStats()
 
   constructor(o: ModelServerOptions) {
     this.#o = o
@@ -118,6 +130,7 @@ export class ModelServer {
       ...(o.batching?.policy ? { policy: o.batching.policy } : {}),
       ...(o.batching?.maxQueue ? { maxQueue: o.batching.maxQueue } : {}),
       ...(o.batching?.maxBatchCost ? { maxBatchCost: o.batching.maxBatchCost } : {}),
+      ...(o.batching?.admission !== undefined ? { admission: o.batching.admission } : {}),
       concurrency: o.runner.concurrency,
       run: (b) => this.#run(b),
       expire: (v, reason) => this.#expire(v, reason),
@@ -145,13 +158,48 @@ export class ModelServer {
       this.#consume(metaSub, (m) => m.respond(encodeValue(this.meta()))),
       this.#consume(cancelSub, (m) => this.#onCancel(m)),
     ]
-    await t.directory.announce(name, encodeValue(this.meta()))
+    if (this.runner.announce !== false) {
+      await t.directory.announce(name, encodeValue(this.meta()))
+    }
+    if (this.#o.jobs) {
+      this.#jobs = new JobRunner(this.#o.jobs, this, this.#tel.logger)
+      this.#jobs.start()
+    }
+  }
+
+  /** Model name (for the job runner). */
+  get name(): string {
+    return this.runner.name
+  }
+
+  /** Largest batch now (for the job runner's pulls). */
+  get maxBatchSize(): number {
+    return this.engine.config.maxBatchSize
+  }
+
+  /** Items the engine takes before the main subject would pause (async jobs are pulled only then). */
+  room(): number {
+    return this.#closing ? 0 : this.#highWater() - this.engine.queued
+  }
+
+  /** Run a request through the same path as one from the bus (async jobs); resolves with its reply. */
+  submit(req: InferRequest): Promise<InferReply> {
+    return new Promise((resolve) => {
+      this.#onInfer({
+        subject: 'job',
+        data: encodeRequest(req),
+        respond: (bytes) => {
+          resolve(decodeReply(bytes))
+          return true
+        },
+      })
+    })
   }
 
   /** Apply a stored runtime configuration (batching fields only); bad values are reported, not applied. */
   applyConfig(cfg: Record<string, unknown>): void {
     const patch: Record<string, unknown> = {}
-    for (const k of ['maxBatchSize', 'maxDelayMs', 'policy', 'maxQueue', 'maxBatchCost']) {
+    for (const k of ['maxBatchSize', 'maxDelayMs', 'policy', 'maxQueue', 'maxBatchCost', 'admission']) {
       if (cfg[k] !== undefined && cfg[k] !== null) {
         patch[k] = cfg[k]
       }
@@ -174,6 +222,7 @@ export class ModelServer {
       policy: c.policy,
       maxQueue: c.maxQueue,
       maxBatchCost: c.maxBatchCost === undefined || c.maxBatchCost === Infinity ? null : c.maxBatchCost,
+      admission: c.admission,
       concurrency: this.runner.concurrency,
     }
   }
@@ -225,6 +274,7 @@ export class ModelServer {
       policy: c.policy,
       maxQueue: c.maxQueue,
       maxBatchCost: c.maxBatchCost === undefined || c.maxBatchCost === Infinity ? null : c.maxBatchCost,
+      admission: c.admission,
       queued: this.engine.queued,
     }
   }
@@ -233,6 +283,7 @@ export class ModelServer {
   drain(): Promise<void> {
     this.#closing ??= (async () => {
       this.#watch?.stop()
+      await this.#jobs?.close()
       await Promise.all([this.#inferSub?.drain(), this.#overflowSub?.drain()].map((p) => p?.catch(() => undefined)))
       await this.#inferLoop
       await this.#loops[0]
@@ -268,6 +319,11 @@ export class ModelServer {
       this.#respond(m, { v: 1, id: '', error: toWireError(e, 'BAD_REQUEST') }, t0)
       return
     }
+    if (req.ack) {
+      // Tell the gateway at once which worker holds the request (it fails or retries the request
+      // when this worker's heartbeats stop; see docs/architecture.md#worker-loss).
+      this.#o.transport.publish(req.ack, encodeAccept({ v: 1, id: req.id, worker: this.#o.workerId }))
+    }
     const span = this.#tel.startRequest(req)
     let items
     try {
@@ -299,18 +355,16 @@ export class ModelServer {
       } else if (req.deadline <= now) {
         this.#complete(p, index, { error: { code: 'DEADLINE_EXCEEDED', message: 'deadline passed before the item was queued' } })
       } else {
-        const ok = this.engine.push({
+        const offer = this.engine.offer({
           value: { p, index, payload: it.payload },
           deadline: req.deadline,
           group: it.group,
           priority: req.priority ?? 0,
           ...(it.cost !== undefined ? { cost: it.cost } : {}),
         })
-        if (!ok) {
-          this.#o.metrics.shed.inc({ ...this.#labels, reason: 'overloaded' })
-          this.#complete(p, index, {
-            error: { code: 'OVERLOADED', message: `model "${this.runner.name}" queue is full (${this.engine.config.maxQueue} items)` },
-          })
+        if (offer.status !== 'queued') {
+          this.#o.metrics.shed.inc({ ...this.#labels, reason: offer.status === 'late' ? 'admission' : 'overloaded' })
+          this.#complete(p, index, { error: refusal(this.runner.name, offer, this.engine.config.maxQueue, req.deadline - now) })
         }
       }
     })
@@ -346,6 +400,7 @@ export class ModelServer {
     const mx = this.#o.metrics
     mx.compute.observe(this.#labels, computeMs / 1000)
     mx.batchSize.observe(this.#labels, batch.items.length)
+    this.inferStats.batch(batch.items.length, computeMs)
     mx.dispatch.inc({ ...this.#labels, reason: batch.reason })
     mx.queueDepth.set(this.#labels, this.engine.queued)
     this.#regulate()
@@ -381,11 +436,11 @@ export class ModelServer {
     } catch (e) {
       reply = { v: 1, id: p.req.id, error: toWireError(e) }
     }
-    this.#tel.endRequest(p.span, this.#respond(p.msg, reply, p.t0), p.results.length)
+    this.#tel.endRequest(p.span, this.#respond(p.msg, reply, p.t0, p.timing), p.results.length)
   }
 
   /** Send a reply (RESPONSE_TOO_LARGE instead when it exceeds the bus limit); returns what was sent. */
-  #respond(m: TransportMessage, reply: InferReply, t0?: number): InferReply {
+  #respond(m: TransportMessage, reply: InferReply, t0?: number, timing?: ItemTiming[]): InferReply {
     let bytes = encodeReply(reply)
     const max = this.#o.transport.maxPayload
     if (bytes.byteLength > max) {
@@ -400,6 +455,7 @@ export class ModelServer {
       bytes = encodeReply(reply)
     }
     this.#account(reply, t0)
+    this.inferStats.request(reply, t0 === undefined ? 0 : performance.now() - t0, timing)
     m.respond(bytes)
     return reply
   }
@@ -424,5 +480,31 @@ export class ModelServer {
       return undefined
     }
     return m.outputs.map((o) => o.name)
+  }
+}
+
+/** The answer to an item the engine would not queue: 503 OVERLOADED (or SHUTTING_DOWN after close). */
+function refusal(model: string, offer: Offer, maxQueue: number, leftMs: number): WireError {
+  switch (offer.status) {
+    case 'late':
+      if (offer.infeasible) {
+        return {
+          code: 'DEADLINE_EXCEEDED',
+          message: `model "${model}" cannot finish this item within its deadline even alone (estimated ${Math.round(offer.estimatedFinishMs ?? 0)} ms, ${Math.round(leftMs)} ms left); it was not run`,
+        }
+      }
+      return {
+        code: 'OVERLOADED',
+        message: `model "${model}" cannot finish this item within its deadline (estimated ${Math.round(offer.estimatedFinishMs ?? 0)} ms behind the queued work, ${Math.round(leftMs)} ms left)`,
+        retryAfterS: Math.max(1, Math.ceil(offer.retryAfterMs / 1000)),
+      }
+    case 'full':
+      return {
+        code: 'OVERLOADED',
+        message: `model "${model}" queue is full (${maxQueue} items)`,
+        retryAfterS: Math.max(1, Math.ceil(offer.retryAfterMs / 1000)),
+      }
+    default:
+      return { code: 'SHUTTING_DOWN', message: `model "${model}" is shutting down` }
   }
 }

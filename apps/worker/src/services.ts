@@ -177,6 +177,7 @@ export class WorkerServices {
             batches: e.batches,
             items: e.items,
             mean_batch_size: e.batches > 0 ? e.items / e.batches : 0,
+            inference: s.inferStats.snapshot(),
           },
         }
       }),

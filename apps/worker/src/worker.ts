@@ -1,10 +1,11 @@
 import type { BatchingConfig } from '@cohort/batching'
-import { encodeValue, subjects as makeSubjects, DEFAULT_SUBJECT_PREFIX, type ModelMeta } from '@cohort/protocol'
+import { encodeHeartbeat, encodeValue, subjects as makeSubjects, DEFAULT_SUBJECT_PREFIX, type ModelMeta } from '@cohort/protocol'
 import { Registry, workerMetrics, type WorkerMetrics } from '@cohort/metrics'
 import { consume, type Transport, type TransportSubscription } from '@cohort/transport'
 import type { Tracer } from '@opentelemetry/api'
 import { consoleErrorLogger, defaultTracer, type Logger } from '@cohort/observability'
 import { ModelServer } from './model-server.ts'
+import type { WorkerJobOptions } from './jobs.ts'
 import { WorkerServices } from './services.ts'
 import type { ModelRunner } from './runners/types.ts'
 
@@ -34,7 +35,21 @@ export interface CohortWorkerOptions {
    * @default errors to console.error, other levels dropped
    */
   logger?: Logger
+  /**
+   * Publish a heartbeat on `cohort.heartbeat` every this many ms (0: never). Gateways fail or retry
+   * the requests a worker holds once its heartbeats stop (docs/architecture.md#worker-loss).
+   * @default 1000
+   */
+  heartbeatMs?: number
+  /**
+   * Async prediction jobs (NATS JetStream): every model pulls its jobs into its batch engine while
+   * the engine has room. Off when absent (the embedded gateway then runs async predictions itself).
+   */
+  jobs?: WorkerJobOptions
 }
+
+/** Default interval of worker heartbeats, ms. */
+export const DEFAULT_HEARTBEAT_MS = 1000
 
 /**
  * A long-lived worker: loads its models, serves each on its NATS subjects in the model's
@@ -49,6 +64,7 @@ export class CohortWorker {
   readonly #log: Logger
   #discover: TransportSubscription | undefined
   #draining: Promise<void> | undefined
+  #heartbeat: ReturnType<typeof setInterval> | undefined
   /** The NATS services protocol responder ($SRV.PING/INFO/STATS); set once started. */
   services: WorkerServices | undefined
 
@@ -68,7 +84,7 @@ export class CohortWorker {
       const s = new ModelServer({
         runner,
         transport: this.#o.transport,
-        subjects,
+        subjects: runner.subjects?.(subjects) ?? subjects,
         metrics: this.metrics,
         workerId: this.id,
         outputSchema: this.#o.outputSchemas?.[runner.name],
@@ -76,6 +92,7 @@ export class CohortWorker {
         ...(this.#o.batching ? { batching: this.#o.batching } : {}),
         tracer: this.#o.tracer ?? defaultTracer(),
         logger: this.#log,
+        ...(this.#o.jobs ? { jobs: this.#o.jobs } : {}),
       })
       await s.start()
       this.servers.push(s)
@@ -99,6 +116,7 @@ export class CohortWorker {
       draining: () => this.#draining !== undefined,
     })
     this.services.start()
+    this.#startHeartbeat(subjects.heartbeat())
     this.#log.info(
       {
         workerId: this.id,
@@ -109,6 +127,31 @@ export class CohortWorker {
       'worker started',
     )
   }
+
+  /** Heartbeats from now until drained; the first one at once. */
+  #startHeartbeat(subject: string): void {
+    const intervalMs = this.#o.heartbeatMs ?? DEFAULT_HEARTBEAT_MS
+    if (!(intervalMs > 0)) {
+      return
+    }
+    const beat = (bye?: true) => {
+      try {
+        this.#o.transport.publish(subject, encodeHeartbeat({ v: 1, id: this.id, intervalMs, ...(bye ? { bye } : {}) }))
+      } catch {
+        // A closed connection: the next beat (or none) will tell.
+      }
+    }
+    beat()
+    this.#heartbeat = setInterval(beat, intervalMs)
+    this.#heartbeat.unref?.()
+    this.#stopHeartbeat = () => {
+      clearInterval(this.#heartbeat)
+      this.#heartbeat = undefined
+      beat(true)
+    }
+  }
+
+  #stopHeartbeat: (() => void) | undefined
 
   /** Metadata of every served model. */
   models(): ModelMeta[] {
@@ -139,8 +182,10 @@ export class CohortWorker {
         }
       })
       this.#log.info({ workerId: this.id, ms: Date.now() - t0 }, 'worker drained')
-      // Last: $SRV keeps answering (state "draining") while accepted work finishes.
+      // Last: $SRV and heartbeats go on (state "draining") while accepted work finishes.
       this.services?.stop()
+      this.#stopHeartbeat?.()
+      this.#stopHeartbeat = undefined
     })()
     return this.#draining
   }

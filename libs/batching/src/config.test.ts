@@ -10,6 +10,7 @@ describe('batching config', () => {
       policy: 'eager',
       maxQueue: 4096,
       maxBatchCost: Infinity,
+      admission: true,
     })
     expect(Object.isFrozen(DEFAULT_BATCHING)).toBe(true)
   })
@@ -41,6 +42,7 @@ describe('batching config', () => {
     { maxBatchCost: -5 },
     { maxBatchCost: Number.NaN },
     { maxBatchCost: '8' },
+    { admission: 'yes' },
   ])('rejects %o with a RangeError', (patch) => {
     expect(() => resolveBatchingConfig(patch as never)).toThrow(RangeError)
     expect(() => validateBatchingConfig({ ...DEFAULT_BATCHING, ...patch } as never)).toThrow(RangeError)
@@ -58,7 +60,7 @@ describe('batching config', () => {
   it('fills maxBatchCost from an older base config that lacks it', () => {
     const old = { maxBatchSize: 8, maxDelayMs: 5, policy: 'eager' as const, maxQueue: 10 }
     expect(() => validateBatchingConfig(old)).not.toThrow()
-    expect(resolveBatchingConfig({}, old)).toEqual({ ...old, maxBatchCost: Infinity })
+    expect(resolveBatchingConfig({}, old)).toEqual({ ...old, maxBatchCost: Infinity, admission: true })
   })
 })
 

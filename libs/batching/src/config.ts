@@ -53,6 +53,13 @@ export interface BatchingConfig {
    * @default Infinity
    */
   maxBatchCost?: number
+  /**
+   * Admission at enqueue (`'eager'` and `'deadline'`): refuse an arriving item at once (`offer`
+   * answers `'late'`) when the cost model estimates it would finish after its deadline behind the
+   * work already queued. See `admission.ts`. Optional for compatibility.
+   * @default true
+   */
+  admission?: boolean
 }
 
 /** A configuration with every field present, as held by the engine. */
@@ -65,6 +72,7 @@ export const DEFAULT_BATCHING: Readonly<ResolvedBatchingConfig> = Object.freeze(
   policy: 'eager',
   maxQueue: 4096,
   maxBatchCost: Infinity,
+  admission: true,
 })
 
 function isPositiveInteger(n: unknown): boolean {
@@ -94,6 +102,9 @@ export function validateBatchingConfig(config: BatchingConfig): void {
   if (cost !== undefined && !(typeof cost === 'number' && cost > 0)) {
     throw new RangeError(`maxBatchCost must be a number > 0, got ${String(cost)}`)
   }
+  if (config.admission !== undefined && typeof config.admission !== 'boolean') {
+    throw new RangeError(`admission must be a boolean, got ${String(config.admission)}`)
+  }
 }
 
 /**
@@ -112,6 +123,7 @@ export function resolveBatchingConfig(
     policy: patch.policy ?? base.policy,
     maxQueue: patch.maxQueue ?? base.maxQueue,
     maxBatchCost: patch.maxBatchCost ?? base.maxBatchCost ?? Infinity,
+    admission: patch.admission ?? base.admission ?? true,
   }
   validateBatchingConfig(config)
   return Object.freeze(config)

@@ -230,6 +230,7 @@ describe('BatchEngine construction and stats', () => {
       policy: 'eager',
       maxQueue: 4096,
       maxBatchCost: Infinity,
+      admission: true,
     })
     expect(e.concurrency).toBe(1)
     e.close()
@@ -246,6 +247,7 @@ describe('BatchEngine construction and stats', () => {
       batches: 2,
       items: 3,
       expired: { deadline: 1, cancelled: 0, closed: 0, doomed: 0 },
+      refused: { full: 0, late: 0 },
     })
   })
 })

@@ -12,8 +12,9 @@ function teach(engine: { costModel: CostModel }, n = 5): void {
 }
 
 describe('early dropping under overload', () => {
+  // Admission off: these tests pin the head-of-queue decision (admission-test.ts covers arrival).
   it("eager: drops the items the full batch would finish late, as 'doomed', and refills the batch", async () => {
-    const h = harness({ maxBatchSize: 2 })
+    const h = harness({ maxBatchSize: 2, admission: false })
     teach(h.engine)
     pushAll(h, 'busy')
     h.clock.flushDefers()
@@ -29,7 +30,7 @@ describe('early dropping under overload', () => {
   })
 
   it('eager: drops nothing while the queue holds no more than one batch (low load)', async () => {
-    const h = harness({ maxBatchSize: 2 })
+    const h = harness({ maxBatchSize: 2, admission: false })
     teach(h.engine)
     pushAll(h, 'busy')
     h.clock.flushDefers()

@@ -15,6 +15,7 @@ describe('deadline policy: work-conserving probe', () => {
     const engine = new BatchEngine<number>({
       policy: 'deadline',
       maxBatchSize: 4,
+      admission: false, // the probe at the head; admission lets the first arrival in anyway
       clock,
       costModel: model,
       run: async (b) => {

@@ -32,6 +32,7 @@ export const patchArb: fc.Arbitrary<Partial<BatchingConfig>> = fc.record(
     policy: fc.constantFrom('eager' as const, 'timer' as const, 'deadline' as const),
     maxQueue: fc.integer({ min: 1, max: 12 }),
     maxBatchCost: fc.oneof(fc.constant(Infinity), fc.integer({ min: 1, max: 6 })),
+    admission: fc.boolean(),
   },
   { requiredKeys: [] },
 )

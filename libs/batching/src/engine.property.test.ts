@@ -145,8 +145,19 @@ async function check(
         }
         const expected = queued.size < engine.config.maxQueue
         const { deadline, group, priority, cost } = item
-        const ok = engine.push({ value: item, deadline, group, priority, ...(cost === 1 ? {} : { cost }) })
-        if (ok !== expected) bad(`push returned ${ok} with ${queued.size}/${engine.config.maxQueue} queued`)
+        const offer = engine.offer({ value: item, deadline, group, priority, ...(cost === 1 ? {} : { cost }) })
+        const ok = offer.status === 'queued'
+        if (offer.status === 'late') {
+          // Admission may refuse only when it is on, judges this policy, and its estimate is late.
+          const cfg = engine.config
+          if (!cfg.admission || cfg.policy === 'timer') bad(`admission refused under ${cfg.policy}/${cfg.admission}`)
+          if (!(offer.estimatedFinishMs !== undefined && clock.now() + offer.estimatedFinishMs > deadline)) {
+            bad(`admission refused an item it estimated on time`)
+          }
+          if (engine.costModel.samples < 5) bad('admission refused before 5 samples')
+        } else if (ok !== expected) {
+          bad(`offer returned ${offer.status} with ${queued.size}/${engine.config.maxQueue} queued`)
+        }
         if (ok) {
           accepted.set(item.id, item)
           queued.set(item.id, item)
@@ -225,6 +236,7 @@ describe('BatchEngine properties', () => {
           policy: fc.constantFrom('eager' as const, 'timer' as const, 'deadline' as const),
           maxQueue: fc.integer({ min: 1, max: 12 }),
           maxBatchCost: fc.oneof(fc.constant(Infinity), fc.integer({ min: 1, max: 6 })),
+          admission: fc.boolean(),
         }),
         fc.integer({ min: 1, max: 3 }),
         fc.array(fc.tuple(fc.integer({ min: 1, max: 6 }), fc.integer({ min: 0, max: 4 })), { maxLength: 8 }),

@@ -3,6 +3,7 @@
  * Pure: all time and scheduling goes through the injected `Clock`; all execution through `run`.
  * @module
  */
+import { estimateFinish, shouldJudge, type Arrival } from './admission.ts'
 import { realClock, type Clock } from './clock.ts'
 import { resolveBatchingConfig, type BatchingConfig, type ResolvedBatchingConfig } from './config.ts'
 import { CostModel } from './cost-model.ts'
@@ -10,7 +11,7 @@ import { sumCost, type PlannedBatch } from './fill.ts'
 import { nextWake, plan } from './policy.ts'
 import { GroupedQueue, type Queued } from './queue.ts'
 import { emptyStats, reportAsync, type MutableStats } from './stats.ts'
-import type { Batch, BatchEngineOptions, BatchStats, ExpireReason, QueueEntry } from './types.ts'
+import type { Batch, BatchEngineOptions, BatchStats, ExpireReason, Offer, QueueEntry } from './types.ts'
 import { WakeTimer } from './wake-timer.ts'
 
 /**
@@ -40,6 +41,8 @@ export class BatchEngine<T> {
   readonly #stats: MutableStats = emptyStats()
   #config: Readonly<ResolvedBatchingConfig>
   #running = 0
+  /** Expected end of each running batch (dispatch time + the cost model's upper estimate). */
+  readonly #runningEnds = new Set<{ end: number }>()
   #closed = false
   #pumpScheduled = false
   readonly #wake: WakeTimer
@@ -94,11 +97,22 @@ export class BatchEngine<T> {
   }
 
   /**
-   * Queue an item. Returns false, and queues nothing, when `queued >= maxQueue` or after `close`.
+   * Queue an item. Returns false, and queues nothing, when `offer` would not answer `'queued'`.
+   * @throws RangeError as `offer`.
+   */
+  push(entry: QueueEntry<T>): boolean {
+    return this.offer(entry).status === 'queued'
+  }
+
+  /**
+   * Offer an item: `'queued'`, or refused with nothing queued: `'closed'` after `close`, `'full'`
+   * when `queued >= maxQueue`, `'late'` when admission estimates it cannot finish before its
+   * deadline (`eager` and `deadline` policies, once the cost model has enough samples; see
+   * `admission.ts`). A refused item is the caller's to answer (503 with `retryAfterMs`).
    * An item whose deadline has already passed is accepted and expires at the next dispatch decision.
    * @throws RangeError when `deadline` or `priority` is NaN, or `cost` is not a finite number > 0.
    */
-  push(entry: QueueEntry<T>): boolean {
+  offer(entry: QueueEntry<T>): Offer {
     const priority = entry.priority ?? 0
     const cost = entry.cost ?? 1
     if (Number.isNaN(entry.deadline) || Number.isNaN(priority)) {
@@ -107,16 +121,60 @@ export class BatchEngine<T> {
     if (!(typeof cost === 'number' && cost > 0 && cost < Infinity)) {
       throw new RangeError(`cost must be a finite number > 0, got ${String(cost)}`)
     }
-    if (this.#closed || this.#queue.size >= this.#config.maxQueue) {
-      return false
+    if (this.#closed) {
+      return { status: 'closed' }
     }
-    const item = this.#queue.add(entry.value, entry.deadline, entry.group ?? '', priority, this.#clock.now(), cost)
+    if (this.#queue.size >= this.#config.maxQueue) {
+      this.#stats.refused.full++
+      return { status: 'full', retryAfterMs: this.#backlogMs() }
+    }
+    const group = entry.group ?? ''
+    const now = this.#clock.now()
+    if (entry.deadline > now && this.#config.admission && this.#config.policy !== 'timer') {
+      const arrival: Arrival = { deadline: entry.deadline, priority, cost }
+      const state = this.#admissionState(group, now)
+      if (shouldJudge(state, arrival, this.#running)) {
+        const est = estimateFinish(state, arrival)
+        if (est.finish > entry.deadline) {
+          this.#stats.refused.late++
+          const alone = this.costModel.upper(cost)
+          return {
+            status: 'late',
+            retryAfterMs: est.finish - now,
+            estimatedFinishMs: est.finish - now,
+            infeasible: now + alone > entry.deadline,
+          }
+        }
+      }
+    }
+    const item = this.#queue.add(entry.value, entry.deadline, group, priority, now, cost)
     if (this.#running < this.#concurrency) {
       this.#schedulePump()
     } else if (item.deadline < this.#wake.at) {
       this.#wake.set(item.deadline)
     }
-    return true
+    return { status: 'queued' }
+  }
+
+  #admissionState(group: string, now: number) {
+    return {
+      now,
+      config: this.#config,
+      model: this.costModel,
+      concurrency: this.#concurrency,
+      runningEnds: [...this.#runningEnds].map((r) => r.end),
+      list: this.#queue.items(group),
+      listCost: this.#queue.cost(group),
+    }
+  }
+
+  /** Rough time (ms) to work off the whole queue: a hint for `Retry-After`. */
+  #backlogMs(): number {
+    if (this.costModel.samples === 0) {
+      return 1000
+    }
+    const batches = Math.ceil(this.#queue.size / this.#config.maxBatchSize)
+    return (batches / this.#concurrency) * this.costModel.upper(this.#config.maxBatchSize)
   }
 
   /**
@@ -239,6 +297,8 @@ export class BatchEngine<T> {
       cost,
     }
     this.#running++
+    const expected = { end: now + this.costModel.upper(cost) }
+    this.#runningEnds.add(expected)
     this.#stats.batches++
     this.#stats.items += items.length
     this.#stats.dispatched[reason]++
@@ -250,10 +310,12 @@ export class BatchEngine<T> {
     }
     done.then(
       () => {
+        this.#runningEnds.delete(expected)
         this.costModel.observe(cost, this.#clock.now() - now)
         this.#settled()
       },
       (err: unknown) => {
+        this.#runningEnds.delete(expected)
         try {
           this.#onRunError(err, batch)
         } catch (hookErr) {

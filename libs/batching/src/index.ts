@@ -20,12 +20,16 @@ export { EARLY_DROP_MIN_SAMPLES } from './fill.ts'
 export {
   DISPATCH_REASONS,
   EXPIRE_REASONS,
+  REFUSE_REASONS,
   type Batch,
   type BatchEngineOptions,
   type BatchStats,
   type DispatchReason,
   type ExpireReason,
+  type Offer,
   type QueueEntry,
+  type RefuseReason,
 } from './types.ts'
+export { estimateFinish, type AdmissionEstimate, type AdmissionState, type Arrival } from './admission.ts'
 export { BatchEngine } from './engine.ts'
 export { FakeClock, type FakeTimer } from './fake-clock.ts'

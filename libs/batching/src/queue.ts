@@ -26,6 +26,8 @@ export function runsBefore(a: Queued<unknown>, b: Queued<unknown>): boolean {
 /** Items kept per group, each group sorted by (priority desc, arrival). */
 export class GroupedQueue<T> {
   readonly #groups = new Map<string, Queued<T>[]>()
+  /** Summed item cost per group (kept with the lists, for O(1) admission estimates). */
+  readonly #costs = new Map<string, number>()
   #size = 0
   #seq = 0
 
@@ -54,6 +56,7 @@ export class GroupedQueue<T> {
       }
     }
     list.splice(lo, 0, item)
+    this.#costs.set(group, (this.#costs.get(group) ?? 0) + cost)
     this.#size++
     return item
   }
@@ -62,17 +65,21 @@ export class GroupedQueue<T> {
   removeWhere(pred: (item: Queued<T>) => boolean): Queued<T>[] {
     const removed: Queued<T>[] = []
     for (const [group, list] of this.#groups) {
+      let gone = 0
       const kept = list.filter((item) => {
         if (pred(item)) {
           removed.push(item)
+          gone += item.cost
           return false
         }
         return true
       })
       if (kept.length === 0) {
         this.#groups.delete(group)
+        this.#costs.delete(group)
       } else if (kept.length !== list.length) {
         this.#groups.set(group, kept)
+        this.#costs.set(group, (this.#costs.get(group) ?? 0) - gone)
       }
     }
     this.#size -= removed.length
@@ -88,6 +95,9 @@ export class GroupedQueue<T> {
     const taken = list.splice(0, n)
     if (list.length === 0) {
       this.#groups.delete(group)
+      this.#costs.delete(group)
+    } else {
+      this.#costs.set(group, (this.#costs.get(group) ?? 0) - taken.reduce((a, q) => a + q.cost, 0))
     }
     this.#size -= taken.length
     return taken
@@ -119,6 +129,11 @@ export class GroupedQueue<T> {
       }
     }
     return min
+  }
+
+  /** Summed cost of the items of `group` (0 when none). */
+  cost(group: string): number {
+    return this.#costs.get(group) ?? 0
   }
 
   /** The items of `group` in (priority desc, arrival) order (empty when none). Do not mutate. */

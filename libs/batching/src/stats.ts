@@ -2,7 +2,7 @@
  * Engine internals: the mutable form of `BatchStats`, and error reporting for callbacks.
  * @module
  */
-import type { DispatchReason, ExpireReason } from './types.ts'
+import type { DispatchReason, ExpireReason, RefuseReason } from './types.ts'
 
 /** `BatchStats` as the engine updates it. */
 export interface MutableStats {
@@ -10,6 +10,7 @@ export interface MutableStats {
   batches: number
   items: number
   expired: Record<ExpireReason, number>
+  refused: Record<RefuseReason, number>
 }
 
 /** Fresh counters, all zero. */
@@ -19,6 +20,7 @@ export function emptyStats(): MutableStats {
     batches: 0,
     items: 0,
     expired: { deadline: 0, cancelled: 0, closed: 0, doomed: 0 },
+    refused: { full: 0, late: 0 },
   }
 }
 

@@ -35,6 +35,34 @@ export type ExpireReason = 'deadline' | 'cancelled' | 'closed' | 'doomed'
 /** Every `ExpireReason`, as a value. */
 export const EXPIRE_REASONS = ['deadline', 'cancelled', 'closed', 'doomed'] as const satisfies readonly ExpireReason[]
 
+/**
+ * Why `BatchEngine.offer` refused an item (nothing was queued).
+ * - `'full'`: the queue holds `maxQueue` items.
+ * - `'late'`: admission estimated that the item would finish after its deadline.
+ */
+export type RefuseReason = 'full' | 'late'
+
+/** Every `RefuseReason`, as a value. */
+export const REFUSE_REASONS = ['full', 'late'] as const satisfies readonly RefuseReason[]
+
+/** The answer of `BatchEngine.offer`. */
+export type Offer =
+  | { status: 'queued' }
+  | { status: 'closed' }
+  | {
+      status: RefuseReason
+      /** How long (ms) until the queue has room for it: a hint for `Retry-After`. */
+      retryAfterMs: number
+      /** `'late'` only: the estimated finish, ms from now. */
+      estimatedFinishMs?: number
+      /**
+       * `'late'` only: true when the item could not finish in time even if it ran alone now (its
+       * deadline is shorter than the model's time): answer it like an expired item (504), not as
+       * overload (503).
+       */
+      infeasible?: boolean
+    }
+
 /** One item offered to `BatchEngine.push`. */
 export interface QueueEntry<T> {
   /** The caller's payload; handed back in `Batch.items` or to `expire`. */
@@ -123,4 +151,6 @@ export interface BatchStats {
   readonly items: number
   /** Items expired, by reason. */
   readonly expired: Readonly<Record<ExpireReason, number>>
+  /** Items refused by `offer` (never queued), by reason. */
+  readonly refused: Readonly<Record<RefuseReason, number>>
 }

@@ -31,7 +31,7 @@ export function workerMetrics(r: Registry) {
     queueDepth: r.gauge('cohort_queue_depth', 'Items queued in the worker, by model.'),
     shed: r.counter(
       'cohort_shed_total',
-      'Items answered without running, by model and reason (overloaded, deadline, doomed, cancelled, closed).',
+      'Items answered without running, by model and reason (overloaded: queue full; admission: refused on arrival as late; deadline, doomed, cancelled, closed).',
     ),
     costA: r.gauge('cohort_cost_model_a_seconds', 'Learned fixed cost a of a batch, t(b) = a + c*b, by model.'),
     costC: r.gauge('cohort_cost_model_c_seconds', 'Learned per-item (per cost unit) cost c of a batch, by model.'),

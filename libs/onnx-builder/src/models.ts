@@ -213,8 +213,8 @@ export function buildMaskedSequenceModel(): Uint8Array {
 
 /**
  * A generic seeded MLP `sizes[0] -> ... -> sizes[n]` (FP32; Relu between layers), input `input`
- * ['batch', sizes[0]], output `logits` ['batch', sizes[n]]. `buildMlp([512, 2048, 2048, 2048, 16])`
- * is the "heavy" benchmark model: about 9.5 M multiply-adds per item.
+ * ['batch', sizes[0]], output `logits` ['batch', sizes[n]]. `buildMlp(HEAVY_MLP_SIZES)` (512 -> 2560 x3 -> 16)
+ * is the "heavy" benchmark model: about 14.5 M multiply-adds per item.
  */
 export function buildMlp(sizes: readonly number[], seed = 7): Uint8Array {
   if (sizes.length < 2) {
@@ -249,4 +249,4 @@ export function buildMlp(sizes: readonly number[], seed = 7): Uint8Array {
 }
 
 /** Layer sizes of the heavy benchmark MLP. */
-export const HEAVY_MLP_SIZES = [512, 2048, 2048, 2048, 16] as const
+export const HEAVY_MLP_SIZES = [512, 2560, 2560, 2560, 16] as const

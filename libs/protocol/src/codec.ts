@@ -4,7 +4,7 @@
  * @module
  */
 import { Packr, type Options } from 'msgpackr'
-import { ENVELOPE_VERSION, type CancelNotice, type InferReply, type InferRequest, type ItemTiming, type WireError } from './envelope.ts'
+import { ENVELOPE_VERSION, type AcceptNotice, type CancelNotice, type Heartbeat, type InferReply, type InferRequest, type ItemTiming, type WireError } from './envelope.ts'
 import { CohortError } from './errors.ts'
 import { checkTensor, safeString } from './tensor-data.ts'
 import type { WireTensor } from './tensor.ts'
@@ -78,6 +78,14 @@ const isNum = (v: unknown): boolean => typeof v === 'number' && Number.isFinite(
 const isString = (v: unknown): boolean => typeof v === 'string'
 const isStringArray = (v: unknown): boolean => Array.isArray(v) && v.every(isString)
 const isWireError = (v: unknown): boolean => isObj(v) && typeof v.code === 'string' && typeof v.message === 'string'
+
+/** The known fields of a wire error; `retryAfterS` only when it is a finite number >= 0. */
+function copyWireError(e: WireError): WireError {
+  const out: WireError = { code: e.code, message: e.message }
+  const ra = e.retryAfterS
+  if (typeof ra === 'number' && Number.isFinite(ra) && ra >= 0) out.retryAfterS = ra
+  return out
+}
 const isTiming = (v: unknown): boolean =>
   isObj(v) && isNum(v.queueMs) && isNum(v.computeMs) && isNum(v.batchSize)
 
@@ -163,6 +171,8 @@ export function decodeRequest(buf: Uint8Array): InferRequest {
   if (o.tensors !== undefined && o.tensors !== null) r.tensors = tensorsOf(o.tensors, what)[0]
   const items = optional<unknown[]>(o, 'items', what, Array.isArray, 'an array')
   if (items !== undefined) r.items = items
+  const ack = optional<string>(o, 'ack', what, isString, 'a string')
+  if (ack !== undefined) r.ack = ack
   requestItemCount(r)
   return r
 }
@@ -181,7 +191,7 @@ export function decodeReply(buf: Uint8Array): InferReply {
   const o = envelope(buf, what)
   const r: InferReply = { v: ENVELOPE_VERSION, id: o.id as string }
   const error = optional<WireError>(o, 'error', what, isWireError, 'a {code, message} map')
-  if (error !== undefined) r.error = { code: error.code, message: error.message }
+  if (error !== undefined) r.error = copyWireError(error)
   const counts: [string, number][] = []
   if (o.tensors !== undefined && o.tensors !== null) {
     const [tensors, rows] = tensorsOf(o.tensors, what)
@@ -196,7 +206,7 @@ export function decodeReply(buf: Uint8Array): InferReply {
   const isErrors = (v: unknown) => Array.isArray(v) && v.every((e) => e === null || isWireError(e))
   const errors = optional<(WireError | null)[]>(o, 'errors', what, isErrors, 'an array of null or {code, message}')
   if (errors !== undefined) {
-    r.errors = errors.map((e) => (e === null ? null : { code: e.code, message: e.message }))
+    r.errors = errors.map((e) => (e === null ? null : copyWireError(e)))
     counts.push(['errors', errors.length])
   }
   const isTimings = (v: unknown) => Array.isArray(v) && v.every(isTiming)
@@ -223,4 +233,34 @@ export function encodeCancel(c: CancelNotice): Uint8Array {
 /** Decode and validate a cancellation notice. */
 export function decodeCancel(buf: Uint8Array): CancelNotice {
   return { v: ENVELOPE_VERSION, id: envelope(buf, 'cancel').id as string }
+}
+
+/** Encode an acceptance notice. */
+export function encodeAccept(a: AcceptNotice): Uint8Array {
+  return packr.pack(a)
+}
+
+/** Decode and validate an acceptance notice. */
+export function decodeAccept(buf: Uint8Array): AcceptNotice {
+  const o = envelope(buf, 'accept')
+  if (typeof o.worker !== 'string') {
+    throw bad('accept.worker must be a string')
+  }
+  return { v: ENVELOPE_VERSION, id: o.id as string, worker: o.worker }
+}
+
+/** Encode a worker heartbeat. */
+export function encodeHeartbeat(h: Heartbeat): Uint8Array {
+  return packr.pack(h)
+}
+
+/** Decode and validate a worker heartbeat. */
+export function decodeHeartbeat(buf: Uint8Array): Heartbeat {
+  const o = envelope(buf, 'heartbeat')
+  if (!isNum(o.intervalMs) || (o.intervalMs as number) <= 0) {
+    throw bad('heartbeat.intervalMs must be a number > 0')
+  }
+  const h: Heartbeat = { v: ENVELOPE_VERSION, id: o.id as string, intervalMs: o.intervalMs as number }
+  if (o.bye === true) h.bye = true
+  return h
 }

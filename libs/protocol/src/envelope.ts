@@ -32,12 +32,19 @@ export interface InferRequest {
   items?: unknown[]
   /** Names of the outputs wanted; all when absent. */
   outputs?: string[]
+  /**
+   * Where the worker that takes the request says so at once ({@link AcceptNotice}), so the gateway
+   * knows which worker holds it and can fail or retry it when that worker's heartbeats stop.
+   */
+  ack?: string
 }
 
 /** A per-item or per-request failure with a stable code from the error registry. */
 export interface WireError {
   code: string
   message: string
+  /** Seconds the client should wait before retrying (503 OVERLOADED): sent as `Retry-After`. */
+  retryAfterS?: number
 }
 
 /** Timing of an item as measured by the worker, in milliseconds. */
@@ -98,6 +105,8 @@ export interface ModelMeta {
   policy?: string
   maxQueue?: number
   maxBatchCost?: number | null
+  /** Admission at enqueue on (refuse at once what would finish late). */
+  admission?: boolean
   /** Learned batch cost t(b) = a + c*b in ms, when the engine has samples. */
   cost?: { a: number; c: number; samples: number }
   /** Items queued on the answering worker. */
@@ -106,4 +115,24 @@ export interface ModelMeta {
   inputSchema?: unknown
   /** JSON Schema of one output item, when declared. */
   outputSchema?: unknown
+}
+
+/** Published by a worker on the request's `ack` subject as soon as it receives the request. */
+export interface AcceptNotice {
+  v: typeof ENVELOPE_VERSION
+  /** The request id. */
+  id: string
+  /** Id of the worker that took it. */
+  worker: string
+}
+
+/** Published by every worker on `cohort.heartbeat` every `intervalMs` while it runs. */
+export interface Heartbeat {
+  v: typeof ENVELOPE_VERSION
+  /** The worker id (the `id` field of the envelope). */
+  id: string
+  /** Time between two heartbeats of this worker, ms. */
+  intervalMs: number
+  /** Set on the last heartbeat of a worker that finished draining: forget it without failing anything. */
+  bye?: boolean
 }

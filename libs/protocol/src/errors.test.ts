@@ -21,7 +21,9 @@ describe('errors', () => {
     expect(e.name).toBe('CohortError')
     expect(e).toMatchObject({ code: 'OVERLOADED', status: 503, retryAfterS: 2, message: 'queue full' })
     expect(new CohortError('INTERNAL', 'x').retryAfterS).toBeUndefined()
-    expect(e.toWire()).toEqual({ code: 'OVERLOADED', message: 'queue full' })
+    expect(e.toWire()).toEqual({ code: 'OVERLOADED', message: 'queue full', retryAfterS: 2 })
+    expect(fromWire(e.toWire())).toMatchObject({ code: 'OVERLOADED', retryAfterS: 2 })
+    expect(new CohortError('INTERNAL', 'x').toWire()).toEqual({ code: 'INTERNAL', message: 'x' })
   })
 
   it('converts to and from the wire form', () => {

@@ -14,6 +14,7 @@ export const ERROR_CODES = {
   FORBIDDEN: { status: 403, doc: 'Credentials are valid but not allowed to do this.' },
   MODEL_NOT_FOUND: { status: 404, doc: 'No model of that name is known.' },
   NOT_FOUND: { status: 404, doc: 'No such route.' },
+  PREDICTION_NOT_FOUND: { status: 404, doc: 'No async prediction with that id is known (never created, or expired).' },
   PAYLOAD_TOO_LARGE: { status: 413, doc: 'The request body or its encoded message exceeds a size limit (HTTP body limit or NATS max_payload).' },
   RESPONSE_TOO_LARGE: { status: 413, doc: 'The reply would exceed NATS max_payload; send fewer items per request.' },
   RATE_LIMITED: { status: 429, doc: 'A per-client rate limit was hit; see Retry-After.' },
@@ -21,9 +22,13 @@ export const ERROR_CODES = {
   PREDICTOR_FAILED: { status: 500, doc: 'The predictor threw or failed this item.' },
   INTERNAL: { status: 500, doc: 'An unexpected failure inside Cohort.' },
   NO_WORKER: { status: 503, doc: 'No worker is serving the model right now (NATS had no responders).' },
-  OVERLOADED: { status: 503, doc: 'The model queue is full; retry after Retry-After seconds.' },
+  OVERLOADED: { status: 503, doc: 'The model cannot take the request: its queue is full, or admission estimated it would finish after its deadline. Answered at once; retry after Retry-After seconds.' },
   SHUTTING_DOWN: { status: 503, doc: 'The process is draining and takes no new work.' },
+  WORKER_LOST: { status: 503, doc: 'The worker holding the request stopped sending heartbeats (crashed or cut off); retry after Retry-After seconds.' },
+  REPLY_LOST: { status: 503, doc: 'The NATS connection moved to another server while the request was in flight and its reply did not come; retry after Retry-After seconds.' },
+  JOBS_UNAVAILABLE: { status: 503, doc: 'Async predictions need NATS JetStream, which the server does not offer.' },
   NOT_READY: { status: 503, doc: 'The model is still loading.' },
+  BLOB_UNAVAILABLE: { status: 503, doc: 'A large message could not be pulled from its sender (sender gone, message expired, or a chunk missing or truncated).' },
   DEADLINE_EXCEEDED: { status: 504, doc: 'The deadline passed before the item could be answered; it was not run, or its result came too late.' },
 } as const satisfies Record<string, { status: number; doc: string }>
 
@@ -60,16 +65,18 @@ export class CohortError extends Error {
     this.retryAfterS = options?.retryAfterS
   }
 
-  /** The wire form `{code, message}`. */
+  /** The wire form `{code, message}` (plus `retryAfterS` when set). */
   toWire(): WireError {
-    return { code: this.code, message: this.message }
+    return this.retryAfterS !== undefined
+      ? { code: this.code, message: this.message, retryAfterS: this.retryAfterS }
+      : { code: this.code, message: this.message }
   }
 }
 
 /** Rebuild a {@link CohortError} from its wire form; unknown codes become INTERNAL. */
 export function fromWire(w: WireError): CohortError {
   const code = isErrorCode(w.code) ? w.code : 'INTERNAL'
-  return new CohortError(code, String(w.message))
+  return new CohortError(code, String(w.message), w.retryAfterS !== undefined ? { retryAfterS: w.retryAfterS } : undefined)
 }
 
 /** Any thrown value to the wire form; non-Cohort errors become `fallback` (default INTERNAL). */

@@ -85,6 +85,38 @@ export interface CohortEndpointData {
   items: number
   /** items / batches (0 before the first batch). */
   mean_batch_size: number
+  /** Triton-style inference statistics (`GET /v2/models/{m}/stats`); absent from older workers. */
+  inference?: InferenceStatsData
+}
+
+/** A count and its summed duration in ns (Triton's `StatisticDuration`). */
+export interface DurationStat {
+  count: number
+  ns: number
+}
+
+/**
+ * One worker's inference statistics for one model, in the shape of Triton's `InferStatistics`:
+ * `success`/`fail` count requests and their receipt-to-reply time; `queue`, `compute_input`,
+ * `compute_infer` and `compute_output` count successful requests and the time their items spent
+ * queued and in the batch that ran them (input/output conversion is inside `compute_infer`, so
+ * those two stay 0 ns). Times in ns.
+ */
+export interface InferenceStatsData {
+  success: DurationStat
+  fail: DurationStat
+  queue: DurationStat
+  compute_input: DurationStat
+  compute_infer: DurationStat
+  compute_output: DurationStat
+  /** Items run (successful requests' items). */
+  inference_count: number
+  /** Batches run. */
+  execution_count: number
+  /** Time of the latest reply, ms since the epoch (0 before the first). */
+  last_inference: number
+  /** Per batch size: batches run and their summed compute time. */
+  batch_stats: { batch_size: number; compute_infer: DurationStat }[]
 }
 
 /** Per-endpoint counters of `$SRV.STATS`. Times are in nanoseconds. */

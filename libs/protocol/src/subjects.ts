@@ -31,8 +31,16 @@ export function subjects(prefix: string = DEFAULT_SUBJECT_PREFIX) {
     cancel: (model: string) => `${prefix}.cancel.${model}`,
     /** Discovery: every worker answers with the models it serves. */
     discover: () => `${prefix}.discover`,
+    /** Worker heartbeats (every worker publishes, every gateway listens; see {@link Heartbeat}). */
+    heartbeat: () => `${prefix}.heartbeat`,
+    /** Acceptance notices for one gateway instance (the request's `ack` field). */
+    accept: (gatewayId: string) => `${prefix}.accept.${gatewayId}`,
     /** The queue group of a model's workers. */
     queue: (model: string) => `${prefix}.q.${model}`,
+    /** Requests for one stage of a pipeline served on its own workers (remote placement). */
+    stage: (pipeline: string, stage: string) => `${prefix}.stage.${pipeline}.${stage}`,
+    /** The queue group of a pipeline stage's workers. */
+    stageQueue: (pipeline: string, stage: string) => `${prefix}.q.stage.${pipeline}.${stage}`,
   }
 }
 

@@ -2,6 +2,9 @@ import type { Msg, NatsConnection } from '@nats-io/nats-core'
 import { NoRespondersError, RequestError, TimeoutError } from '@nats-io/nats-core'
 import { Kvm, type KV } from '@nats-io/kv'
 import { CohortError } from '@cohort/protocol'
+import { AsyncQueue } from './async-queue.ts'
+import { LargeMessages, type LargeMessageOptions } from './nats-large.ts'
+import { ReconnectGuard } from './reconnect-guard.ts'
 import type {
   ConfigStore,
   ModelConfig,
@@ -18,9 +21,6 @@ export const MODELS_BUCKET = 'cohort-models'
 
 /** KV bucket holding each model's runtime configuration. */
 export const CONFIG_BUCKET = 'cohort-config'
-
-/** Default NATS max_payload when the server did not say (1 MiB). */
-const DEFAULT_MAX_PAYLOAD = 1024 * 1024
 
 function mapRequestError(e: unknown, subject: string, timeoutMs: number): CohortError {
   if (e instanceof CohortError) {
@@ -44,14 +44,43 @@ function mapRequestError(e: unknown, subject: string, timeoutMs: number): Cohort
   return new CohortError('NO_WORKER', `NATS request failed: ${msg}`, { cause: e })
 }
 
+/** Options of {@link createNatsTransport}. */
+export interface NatsTransportOptions extends LargeMessageOptions {
+  /** Drain and close the connection in `close()`. @default false */
+  ownsConnection?: boolean
+  /**
+   * Replicas of the KV buckets (`cohort-models`, `cohort-config`) when this process creates them;
+   * an existing bucket is opened as it is. Use 3 on a 3-node JetStream cluster. @default 1
+   */
+  kvReplicas?: number
+  /**
+   * After the connection moved to another server (restart, lame-duck mode), how long a request
+   * that was in flight across the move waits for its reply before it fails with REPLY_LOST (503):
+   * replies published during the move are dropped by NATS. 0 waits for the deadline. @default 5000
+   */
+  reconnectReplyGraceMs?: number
+}
+
 /**
  * A {@link Transport} over a NATS connection. Works with nats-server 2.9.10 and newer.
  * The connection stays owned by the caller unless `ownsConnection` is set.
+ *
+ * Messages larger than the server's `max_payload` (requests, replies, publications) travel
+ * transparently, up to `maxMessageBytes` (64 MiB by default): the sender keeps the bytes and sends
+ * a reference; the receiver pulls them in chunks over core NATS request-reply (no JetStream).
+ * `maxPayload` reports that bound.
+ * @see docs/protocol.md#large-messages
  */
-export function createNatsTransport(nc: NatsConnection, opts: { ownsConnection?: boolean } = {}): Transport {
+export function createNatsTransport(nc: NatsConnection, opts: NatsTransportOptions = {}): Transport {
+  const large = new LargeMessages(nc, opts)
+  const guard = new ReconnectGuard(nc, opts.reconnectReplyGraceMs)
+  const replicas = opts.kvReplicas ?? 1
+  if (!Number.isInteger(replicas) || replicas < 1 || replicas > 5) {
+    throw new RangeError(`kvReplicas must be an integer from 1 to 5, got ${String(opts.kvReplicas)}`)
+  }
   let kv: Promise<KV | undefined> | undefined
   const bucket = (create: boolean): Promise<KV | undefined> => {
-    kv ??= (create ? new Kvm(nc).create(MODELS_BUCKET, { history: 1 }) : new Kvm(nc).open(MODELS_BUCKET)).catch(
+    kv ??= (create ? new Kvm(nc).create(MODELS_BUCKET, { history: 1, replicas }) : new Kvm(nc).open(MODELS_BUCKET)).catch(
       () => {
         kv = undefined // JetStream off or bucket missing: try again next time.
         return undefined
@@ -75,7 +104,7 @@ export function createNatsTransport(nc: NatsConnection, opts: { ownsConnection?:
   }
   let cfg: Promise<KV | undefined> | undefined
   const configBucket = (): Promise<KV | undefined> => {
-    cfg ??= new Kvm(nc).create(CONFIG_BUCKET, { history: 1 }).catch(() => {
+    cfg ??= new Kvm(nc).create(CONFIG_BUCKET, { history: 1, replicas }).catch(() => {
       cfg = undefined
       return undefined
     })
@@ -133,32 +162,45 @@ export function createNatsTransport(nc: NatsConnection, opts: { ownsConnection?:
   return {
     config,
     get maxPayload() {
-      return nc.info?.max_payload ?? DEFAULT_MAX_PAYLOAD
+      return large.maxBytes
     },
     directory,
     async request(subject, data, o: RequestOptions) {
-      const max = nc.info?.max_payload ?? DEFAULT_MAX_PAYLOAD
+      const max = large.maxBytes
       if (data.byteLength > max) {
         throw new CohortError(
           'PAYLOAD_TOO_LARGE',
-          `encoded request of ${data.byteLength} bytes exceeds the NATS max_payload of ${max} bytes`,
+          `encoded request of ${data.byteLength} bytes exceeds the limit of ${max} bytes (maxMessageBytes)`,
         )
       }
       if (o.signal?.aborted) {
         throw new CohortError('CANCELLED', 'request aborted')
       }
-      const p = nc.request(subject, data, { timeout: Math.max(1, o.timeoutMs) })
+      const timeout = Math.max(1, o.timeoutMs)
+      const started = Date.now()
+      // Too large for one message: keep it here until the request settles; the receiver pulls it.
+      const blob = large.isLarge(data) ? large.offer(data, timeout) : undefined
+      const p = (async () => {
+        const m = blob
+          ? await nc.request(subject, new Uint8Array(0), { timeout, headers: blob.headers })
+          : await nc.request(subject, data, { timeout })
+        return large.isRef(m) ? large.body(m, Math.max(1, timeout - (Date.now() - started))) : m.data
+      })()
       let onAbort: (() => void) | undefined
       const aborted = new Promise<never>((_, reject) => {
         onAbort = () => reject(new CohortError('CANCELLED', 'request aborted'))
         o.signal?.addEventListener('abort', onAbort, { once: true })
       })
+      const moved = guard.watch(subject)
       try {
-        const m = await (o.signal ? Promise.race([p, aborted]) : p)
-        return m.data
+        return await Promise.race(o.signal ? [p, aborted, moved.lost] : [p, moved.lost])
       } catch (e) {
         throw mapRequestError(e, subject, o.timeoutMs)
       } finally {
+        moved.release()
+        if (blob) {
+          large.forget(blob.id)
+        }
         p.catch(() => undefined)
         aborted.catch(() => undefined)
         if (onAbort) {
@@ -171,8 +213,9 @@ export function createNatsTransport(nc: NatsConnection, opts: { ownsConnection?:
       try {
         const it = await nc.requestMany(subject, data, { maxWait: o.timeoutMs })
         for await (const m of it) {
-          if (m.data.byteLength > 0) {
-            out.push(m.data)
+          const d = large.isRef(m) ? await large.body(m, o.timeoutMs).catch(() => undefined) : m.data
+          if (d && d.byteLength > 0) {
+            out.push(d)
           }
         }
       } catch {
@@ -181,32 +224,78 @@ export function createNatsTransport(nc: NatsConnection, opts: { ownsConnection?:
       return out
     },
     publish(subject, data) {
-      nc.publish(subject, data)
+      if (large.isLarge(data) && data.byteLength <= large.maxBytes) {
+        nc.publish(subject, new Uint8Array(0), { headers: large.offer(data).headers })
+      } else {
+        nc.publish(subject, data)
+      }
     },
     subscribe(subject, so: SubscribeOptions = {}): TransportSubscription {
       const sub = nc.subscribe(subject, so.queue ? { queue: so.queue } : {})
+      const wrap = (m: Msg, data: Uint8Array): TransportMessage => ({
+        subject: m.subject,
+        data,
+        respond: (d) => large.respond(m, d),
+      })
+      // Plain messages pass in order; a large one joins once pulled, without holding up the rest.
+      const q = new AsyncQueue<TransportMessage>()
+      let pulling = 0
+      let ended = false
+      let failure: unknown
+      const settle = (): void => {
+        if (ended && pulling === 0) {
+          q.end()
+        }
+      }
+      void (async () => {
+        try {
+          for await (const m of sub) {
+            if (!large.isRef(m)) {
+              q.push(wrap(m, m.data))
+              continue
+            }
+            pulling++
+            large
+              .body(m)
+              .then(
+                (d) => q.push(wrap(m, d)),
+                (e: unknown) => LargeMessages.refuse(m, e),
+              )
+              .finally(() => {
+                pulling--
+                settle()
+              })
+              .catch(() => undefined)
+          }
+        } catch (e) {
+          failure = e
+        }
+        ended = true
+        settle()
+      })()
       async function* iterate(): AsyncGenerator<TransportMessage> {
-        for await (const m of sub) {
-          yield wrap(m)
+        yield* q
+        if (failure !== undefined) {
+          throw failure
         }
       }
       return {
         [Symbol.asyncIterator]: iterate,
-        unsubscribe: () => sub.unsubscribe(),
+        unsubscribe: () => {
+          sub.unsubscribe()
+          q.end(true)
+        },
         drain: () => sub.drain(),
       }
     },
     close() {
-      closing ??= opts.ownsConnection && !nc.isClosed() ? nc.drain().catch(() => undefined) : Promise.resolve()
+      closing ??= (async () => {
+        large.close()
+        if (opts.ownsConnection && !nc.isClosed()) {
+          await nc.drain().catch(() => undefined)
+        }
+      })()
       return closing
     },
-  }
-}
-
-function wrap(m: Msg): TransportMessage {
-  return {
-    subject: m.subject,
-    data: m.data,
-    respond: (d) => m.respond(d),
   }
 }

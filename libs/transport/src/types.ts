@@ -44,7 +44,10 @@ export interface SubscribeOptions {
 
 /** The bus. Requests fail with CohortError: NO_WORKER, DEADLINE_EXCEEDED, CANCELLED, PAYLOAD_TOO_LARGE. */
 export interface Transport {
-  /** Largest message the bus takes, in bytes (NATS `max_payload`). */
+  /**
+   * Largest message the bus takes, in bytes. Over NATS this is `maxMessageBytes` (64 MiB by default):
+   * messages past the server's `max_payload` travel in chunks (docs/protocol.md#large-messages).
+   */
   readonly maxPayload: number
   /** Request-reply. Rejects with NO_WORKER at once when nobody subscribes to `subject`. */
   request(subject: string, data: Uint8Array, opts: RequestOptions): Promise<Uint8Array>

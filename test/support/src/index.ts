@@ -3,6 +3,7 @@
  * @module
  */
 export * from './nats-server.ts'
+export * from './nats-cluster.ts'
 export * from './cli-process.ts'
 export * from './fixtures.ts'
 export * from './http.ts'

@@ -4,10 +4,10 @@ import { availableParallelism, cpus, loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { intFlag, numFlag, parse } from '../args.ts'
 import { CliError } from '../cli-error.ts'
-import { demoBody, FLOOR_BODY } from './bodies.ts'
+import { demoBinaryBody, demoBody, FLOOR_BODY } from './bodies.ts'
 import { ensureDemoModel, ensureHeavyModel } from '../demo-model.ts'
 import { runNodeLoad, sequential } from './client.ts'
-import { hasWrk, killLoadGenerators, runWrk, writeWrkScript } from './wrk.ts'
+import { hasWrk, killLoadGenerators, runWrk, writeWrkBinaryScript, writeWrkScript } from './wrk.ts'
 import { batchSizes, offlineCurve, offlineItemsPerSecAt, type OfflinePoint } from './offline.ts'
 import { printProfiles, summariseProfiles } from './profile.ts'
 import { formatReport, type BenchResult, type ModeResult } from './report.ts'
@@ -16,6 +16,7 @@ import { batchSizeTotals, startStack, writeFloorModel, type Mode } from './serve
 /** Help of `cohort bench`. */
 export const BENCH_HELP = `cohort bench [options]
 cohort bench policies [options]   (batching policies under open-loop load; --help for its flags)
+cohort bench peers [options]      (Cohort beside Triton, Ray Serve, LitServe, BentoML; --help for its flags)
 Offline onnxruntime-node curve of the demo MLP vs the same model served over HTTP (docs/benchmarks.md).
   --ep cpu|webgpu|cuda   execution provider, offline and in the served worker (default cpu)
   --threads N            ORT intra-op threads, offline and in the served worker (default 1)
@@ -28,7 +29,9 @@ Offline onnxruntime-node curve of the demo MLP vs the same model served over HTT
   --low-rate N           requests/s of the sequential low-load client (default 20)
   --low-seconds S        seconds of the low-load run (default 4)
   --floor-requests N     sequential requests to the Identity "floor" model (default 200)
-  --model demo|heavy     the MLP benchmarked (heavy: 512->2048x3->16, >= 0.5 ms per item; default demo)
+  --binary               wrk saturation runs send the binary tensor data extension (as perf_analyzer
+                         does) instead of OIP JSON
+  --model demo|heavy     the MLP benchmarked (heavy: 512->2560x3->16, >= 0.5 ms per item; default demo)
   --out FILE             also write the results as JSON
   --profile              run the served processes under --cpu-prof and print top self times`
 
@@ -61,6 +64,8 @@ type Config = BenchResult['config'] & {
   profile: boolean
   /** Which MLP is benchmarked (served under the name `demo`). */
   model: 'demo' | 'heavy'
+  /** wrk sends binary tensor-extension bodies. */
+  binary: boolean
 }
 
 /** Input features of each benchmarkable MLP. */
@@ -82,6 +87,7 @@ function config(args: string[]): Config | undefined {
     out: { type: 'string' },
     profile: { type: 'boolean' },
     model: { type: 'string' },
+    binary: { type: 'boolean' },
   })
   if (v['help']) {
     console.log(BENCH_HELP)
@@ -107,6 +113,7 @@ function config(args: string[]): Config | undefined {
     out: v['out'] as string | undefined,
     profile: Boolean(v['profile']),
     model: benchModel(v['model']),
+    binary: Boolean(v['binary']),
   }
 }
 
@@ -186,6 +193,14 @@ export async function benchCommand(args: string[]): Promise<void> {
     const { benchPoliciesCommand } = await import('./policies.ts')
     return benchPoliciesCommand(args.slice(1))
   }
+  if (args[0] === 'peers') {
+    const { benchPeersCommand } = await import('./peers.ts')
+    return benchPeersCommand(args.slice(1))
+  }
+  if (args[0] === 'pipeline') {
+    const { benchPipelineCommand } = await import('./pipeline.ts')
+    return benchPipelineCommand(args.slice(1))
+  }
   if (args[0] === 'load-worker') {
     const { loadWorkerMain } = await import('./load-worker.ts')
     return loadWorkerMain()
@@ -216,13 +231,14 @@ export async function benchCommand(args: string[]): Promise<void> {
   const loadStart = loadavg()[0] ?? Number.NaN
   try {
     const demoPath = c.model === 'heavy' ? ensureHeavyModel() : ensureDemoModel()
-    console.error(`bench: model ${c.model === 'heavy' ? 'heavy MLP 512->2048x3->16' : 'demo MLP 256->1024->1024->10'} (served as "demo")`)
+    console.error(`bench: model ${c.model === 'heavy' ? 'heavy MLP 512->2560x3->16' : 'demo MLP 256->1024->1024->10'} (served as "demo")`)
     const floorPath = writeFloorModel(dir)
     const wrk = hasWrk()
     if (!wrk && c.modes.length > 0) {
       console.error('bench: warning: wrk is not installed; falling back to a Node load generator, which competes with the server for CPU')
     }
-    const wrkScripts = wrk ? { demo: writeWrkScript(dir, 'demo', demoBody(FEATURES[c.model])), floor: writeWrkScript(dir, 'floor', FLOOR_BODY) } : undefined
+    const demoScript = c.binary ? writeWrkBinaryScript(dir, 'demo', demoBinaryBody(FEATURES[c.model])) : writeWrkScript(dir, 'demo', demoBody(FEATURES[c.model]))
+    const wrkScripts = wrk ? { demo: demoScript, floor: writeWrkScript(dir, 'floor', FLOOR_BODY) } : undefined
     const batches = batchSizes(c.maxBatchSize)
     console.error(`bench: offline curve, batch sizes ${batches.join(', ')}, ${c.threads} thread(s)`)
     const offline = await offlineCurve({ path: demoPath, threads: c.threads, batches, seconds: c.offlineSeconds, ep: c.ep, features: FEATURES[c.model] })

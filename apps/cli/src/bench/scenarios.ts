@@ -13,6 +13,8 @@ export interface PolicyConfig {
   /** --max-delay-ms (timer: the hold; deadline: the longest wait for company). */
   maxDelayMs?: number
   maxBatchSize: number
+  /** Serve with `--no-admission --no-front-door` (labels ending in `-noadm`): the behaviour before admission. */
+  noAdmission?: boolean
 }
 
 /** A model as the policies bench serves and loads it. */
@@ -121,6 +123,9 @@ function seedOf(label: string): number {
 /** `cohort serve` flags of a policy config. */
 export function configFlags(c: PolicyConfig): string[] {
   const out = ['--policy', c.policy, '--max-batch-size', String(c.maxBatchSize)]
+  if (c.noAdmission) {
+    out.push('--no-admission', '--no-front-door')
+  }
   return c.maxDelayMs !== undefined ? [...out, '--max-delay-ms', String(c.maxDelayMs)] : out
 }
 

@@ -92,7 +92,7 @@ export async function startStack(o: StackOptions): Promise<ServedStack> {
       stops.push(stopper(worker))
       metricsUrl = (await worker.waitFor(/worker metrics on (http:\/\/\S+\/metrics)/, 60_000))[1] as string
       await worker.waitFor(/worker \S+ serving/, 60_000)
-      const gateway = spawnCohortWith(flags, ['gateway', '--nats', nats.url, '--port', '0'])
+      const gateway = spawnCohortWith(flags, ['gateway', '--nats', nats.url, '--port', '0', '--drain-ms', '0'])
       stops.push(stopper(gateway))
       base = (await gateway.waitFor(/gateway on (http:\/\/\S+) ->/, 60_000))[1] as string
     }

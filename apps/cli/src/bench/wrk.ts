@@ -77,6 +77,24 @@ export function writeWrkScript(dir: string, name: string, body: string): string 
 }
 
 /**
+ * Write a wrk Lua script that POSTs a binary tensor-extension body (every byte escaped as `\ddd`,
+ * so no newline translation can touch it); returns its path.
+ */
+export function writeWrkBinaryScript(dir: string, name: string, body: { bytes: Uint8Array; headerLength: number }): string {
+  const path = join(dir, `${name}.lua`)
+  let lit = ''
+  for (const b of body.bytes) {
+    lit += `\\${b}`
+  }
+  writeFileSync(
+    path,
+    `wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/octet-stream"\n` +
+      `wrk.headers["Inference-Header-Content-Length"] = "${body.headerLength}"\nwrk.body = "${lit}"\n`,
+  )
+  return path
+}
+
+/**
  * `wrk -t1 -c<connections> -d<seconds>s --latency -s <script> <url>`; rejects when wrk fails or
  * any response is not 2xx/3xx.
  */

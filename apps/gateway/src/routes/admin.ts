@@ -12,6 +12,7 @@ const FIELDS: Record<string, (v: unknown) => boolean> = {
   policy: (v) => v === 'eager' || v === 'timer' || v === 'deadline',
   maxQueue: (v) => Number.isInteger(v) && (v as number) >= 1,
   maxBatchCost: (v) => v === null || (typeof v === 'number' && v > 0),
+  admission: (v) => typeof v === 'boolean',
 }
 
 /** Check `Authorization: Bearer KEY` against the admin keys, when any are configured. */
@@ -60,7 +61,7 @@ export function adminRoutes(o: ResolvedGatewayOptions & { adminKeys?: readonly s
       return c.json({
         model,
         stored,
-        live: { maxBatchSize: live.maxBatchSize, maxDelayMs: live.maxDelayMs, policy: live.policy, maxQueue: live.maxQueue, maxBatchCost: live.maxBatchCost ?? null },
+        live: { maxBatchSize: live.maxBatchSize, maxDelayMs: live.maxDelayMs, policy: live.policy, maxQueue: live.maxQueue, maxBatchCost: live.maxBatchCost ?? null, admission: live.admission ?? null },
       })
     },
     async put(c: Context): Promise<Response> {

@@ -34,6 +34,9 @@ export function tritonConfig(m: ModelMeta): Record<string, unknown> {
     cohort_max_delay_ms: sv(m.maxDelayMs),
     cohort_kind: sv(m.kind),
   }
+  if (m.admission !== undefined) {
+    parameters['cohort_admission'] = sv(String(m.admission))
+  }
   if (m.maxBatchCost !== undefined && m.maxBatchCost !== null) {
     parameters['cohort_max_batch_cost'] = sv(m.maxBatchCost)
   }

@@ -2,8 +2,9 @@ import type { Context } from 'hono'
 import { CohortError, fromWire, isValidModelName, type InferReply, type InferRequest, type WireTensor } from '@cohort/protocol'
 import type { GatewayMetrics } from '@cohort/metrics'
 import { bodyOf, clientGone } from '../body.ts'
-import { effectiveTimeoutMs } from '../deadline.ts'
+import { admitAtDoor, deadlineAfter, effectiveTimeoutMs } from '../deadline.ts'
 import { outputJson, parseInferBody } from '../oip.ts'
+import { stringifyWithRaw } from '../json-exact.ts'
 import { RequestObservation } from '../observe.ts'
 import type { ResolvedGatewayOptions } from '../options.ts'
 import type { Upstream } from '../upstream.ts'
@@ -43,6 +44,7 @@ export function inferHandler(o: ResolvedGatewayOptions, up: Upstream, metrics: G
     const obs = new RequestObservation(o, c, model)
     try {
       checkModelPath(model, c.req.param('version'))
+      const lag = admitAtDoor(o.requestTimeoutMs, c.req.header('x-cohort-timeout-ms'), o.adapter?.queueDelayMs)
       const body = await bodyOf(c, o)
       const oip = parseInferBody(body, c.req.header('inference-header-content-length'))
       const timeoutMs = effectiveTimeoutMs(o.requestTimeoutMs, c.req.header('x-cohort-timeout-ms'), oip.parameters['timeout'])
@@ -52,19 +54,22 @@ export function inferHandler(o: ResolvedGatewayOptions, up: Upstream, metrics: G
         v: 1,
         id: requestId,
         model,
-        deadline: Date.now() + timeoutMs,
+        deadline: deadlineAfter(timeoutMs, lag),
         tensors: oip.tensors,
         ...obs.trace,
         ...(typeof priority === 'number' ? { priority } : {}),
         ...(oip.outputs ? { outputs: oip.outputs.map((x) => x.name) } : {}),
       }
       obs.sent(req)
-      const reply = await up.infer(req, timeoutMs + REPLY_GRACE_MS, clientGone(c, o))
+      // Safe to resend to another worker if the one holding it is lost: the client named the request.
+      const retryable = c.req.header('idempotency-key') !== undefined || oip.id !== undefined
+      const reply = await up.infer(req, timeoutMs + REPLY_GRACE_MS, clientGone(c, o), { retryable })
       firstItemError(reply)
       const tensors = reply.tensors ?? {}
       const order = oip.outputs?.map((x) => x.name) ?? Object.keys(tensors)
       const binaryNames = new Set(
-        oip.outputs ? oip.outputs.filter((x) => x.binary || oip.binaryOutput).map((x) => x.name) : oip.binaryOutput ? order : [],
+        // An output's own binary_data wins over the request's binary_data_output (as in Triton).
+        oip.outputs ? oip.outputs.filter((x) => x.binary ?? oip.binaryOutput).map((x) => x.name) : oip.binaryOutput ? order : [],
       )
       const head = {
         model_name: model,
@@ -73,6 +78,7 @@ export function inferHandler(o: ResolvedGatewayOptions, up: Upstream, metrics: G
         outputs: [] as Record<string, unknown>[],
       }
       const blobs: Uint8Array[] = []
+      const raw = new Map<string, string>()
       for (const name of order) {
         const t = tensors[name]
         if (!t) {
@@ -82,13 +88,14 @@ export function inferHandler(o: ResolvedGatewayOptions, up: Upstream, metrics: G
           head.outputs.push({ name, datatype: t.datatype, shape: t.shape, parameters: { binary_data_size: t.bytes.byteLength } })
           blobs.push(t.bytes)
         } else {
-          head.outputs.push(outputJson(name, t as WireTensor))
+          head.outputs.push(outputJson(name, t as WireTensor, raw))
         }
       }
+      const json = stringifyWithRaw(head, raw)
       if (blobs.length === 0) {
-        return c.json(head)
+        return c.body(json, 200, { 'content-type': 'application/json' })
       }
-      return binaryResponse(head, blobs)
+      return binaryResponse(json, blobs)
     } catch (e) {
       code = e instanceof CohortError ? e.code : 'INTERNAL'
       throw obs.fail(e)
@@ -101,8 +108,8 @@ export function inferHandler(o: ResolvedGatewayOptions, up: Upstream, metrics: G
   }
 }
 
-function binaryResponse(head: unknown, blobs: Uint8Array[]): Response {
-  const json = new TextEncoder().encode(JSON.stringify(head))
+function binaryResponse(text: string, blobs: Uint8Array[]): Response {
+  const json = new TextEncoder().encode(text)
   const total = json.byteLength + blobs.reduce((a, b) => a + b.byteLength, 0)
   const out = new Uint8Array(total)
   out.set(json, 0)

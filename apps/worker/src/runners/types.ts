@@ -1,4 +1,4 @@
-import type { InferRequest, ModelMeta, WireError, WireTensor } from '@cohort/protocol'
+import type { InferRequest, ModelMeta, Subjects, WireError, WireTensor } from '@cohort/protocol'
 
 /** One item of a request, ready for the batch engine (or already failed). */
 export interface PreparedItem {
@@ -30,4 +30,11 @@ export interface ModelRunner {
   /** Run one batch: one result per payload, in order. A throw fails every item of the batch. */
   runBatch(payloads: unknown[], signal: AbortSignal): Promise<ItemResult[]>
   close(): Promise<void>
+  /**
+   * The subjects the runner is served on, from the worker's (a pipeline stage answers on
+   * `cohort.stage.<pipeline>.<stage>`). @default the model's subjects
+   */
+  subjects?(base: Subjects): Subjects
+  /** Announce the runner in the model directory (false for pipeline stages). @default true */
+  readonly announce?: boolean
 }

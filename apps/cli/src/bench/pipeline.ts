@@ -1,0 +1,277 @@
+import { execFileSync } from 'node:child_process'
+import { existsSync } from 'node:fs'
+import { availableParallelism, cpus, loadavg } from 'node:os'
+import { join } from 'node:path'
+import { pathToFileURL } from 'node:url'
+import { PipelineExecutor, leafStages, type Pipeline, type StageRunner } from '@cohort/pipeline'
+import { mulberry32 } from '@cohort/onnx-builder'
+import { subjects as makeSubjects } from '@cohort/protocol'
+import { validateItem } from '@cohort/predictor'
+import { spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle } from '@cohort/test-support'
+import { createNatsTransport, type Transport } from '@cohort/transport'
+import { RemoteStageRunner, loadConfig, localStageRunner, type LoadedConfig } from '@cohort/worker'
+import { intFlag, numFlag, parse } from '../args.ts'
+import { CliError } from '../cli-error.ts'
+import { connectNats } from '../connect.ts'
+
+/** Help of `cohort bench pipeline`. */
+export const PIPELINE_BENCH_HELP = `cohort bench pipeline DIR [options]
+Single-module vs fused pipeline vs remote stages for the first pipeline of DIR/cohort.config.ts, after
+the reference method (docs/benchmarks.md, "Pipelines"): warm up with 100 batches of sizes drawn from
+{1, 2, 4, ..., max}, then time each size. DIR/bench-inputs.ts default-exports (n) => n request inputs.
+  --max-batch N          largest batch (a power of two; default 2048)
+  --min-ms MS            time each point at least this long (default 200)
+  --threads N            ORT intra-op threads of every ONNX stage (default 1)
+  --inflight N           calls in flight for the throughput table (default 4)
+  --pin LIST             remote: cores of each stage worker, ';'-separated taskset lists in stage order
+                         (default: one core each, round-robin over the machine's cores)
+  --modes LIST           single,fused,remote (default all three)`
+
+type Mode = 'single' | 'fused' | 'remote'
+
+/** A Markdown table (pasted into docs/benchmarks.md as is). */
+function table(head: string[], rows: string[][]): string {
+  return [head, head.map(() => '---:'), ...rows].map((r) => `| ${r.join(' | ')} |`).join('\n')
+}
+
+/** One way of running a batch of validated inputs end to end. */
+interface Runner {
+  call(inputs: unknown[]): Promise<unknown[]>
+  close(): Promise<void>
+}
+
+/** Single module: one function runs every stage over the whole batch in turn (no queues, no overlap). */
+function singleModule(p: Pipeline, runners: Map<string, StageRunner>): Runner {
+  const ctx = (stage: string, n: number) => ({
+    pipeline: p.name,
+    stage,
+    batchSize: n,
+    deadlines: new Array<number>(n).fill(Infinity),
+    signal: new AbortController().signal,
+  })
+  return {
+    async call(inputs) {
+      let items: unknown[] = inputs
+      for (const s of p.stages) {
+        if (s.kind === 'fanOut') {
+          const parts = items.map((i) => s.split(i))
+          const flat = parts.flat()
+          const rs = await runners.get(s.stage.name)!.run(flat, ctx(s.stage.name, flat.length))
+          let at = 0
+          items = items.map((i, k) => s.merge(i, rs.slice(at, (at += parts[k]!.length))))
+        } else {
+          items = await runners.get(s.name)!.run(items, ctx(s.name, items.length))
+        }
+        if (items.some((x) => x instanceof Error)) {
+          throw new Error(`single module: stage ${s.name} failed an item: ${String(items.find((x) => x instanceof Error))}`)
+        }
+      }
+      return items
+    },
+    async close() {
+      await Promise.all([...runners.values()].map((r) => r.close?.()))
+    },
+  }
+}
+
+function executorRunner(ex: PipelineExecutor): Runner {
+  return {
+    async call(inputs) {
+      const deadline = Date.now() + 60_000
+      const out = await ex.runMany(inputs, deadline)
+      const bad = out.find((x) => x instanceof Error)
+      if (bad) {
+        throw new Error(`pipeline failed an item: ${String(bad)}`)
+      }
+      return out
+    },
+    close: () => ex.close(),
+  }
+}
+
+/**
+ * Median per-call ms of `b`-item calls, one at a time, per mode. The modes take turns call by
+ * call (so a load change on a shared machine hits them alike) for at least `minMs` per mode.
+ */
+async function perCall(rs: Map<Mode, Runner>, inputs: unknown[], minMs: number): Promise<Map<Mode, number>> {
+  const times = new Map<Mode, number[]>([...rs.keys()].map((m) => [m, []]))
+  const t0 = performance.now()
+  for (let round = 0; round < 3 || performance.now() - t0 < minMs * rs.size; round++) {
+    for (const [m, r] of rs) {
+      const s = performance.now()
+      await r.call(inputs)
+      times.get(m)!.push(performance.now() - s)
+    }
+  }
+  return new Map(
+    [...times].map(([m, ts]) => {
+      ts.sort((a, b) => a - b)
+      return [m, ts[Math.floor(ts.length / 2)]!]
+    }),
+  )
+}
+
+/** Items/s with `inflight` calls of `b` items in flight, for at least `minMs`. */
+async function throughput(r: Runner, inputs: unknown[], minMs: number, inflight: number, serial: boolean): Promise<number> {
+  let items = 0
+  const t0 = performance.now()
+  let lock: Promise<unknown> = Promise.resolve()
+  const loop = async () => {
+    while (performance.now() - t0 < minMs) {
+      if (serial) {
+        // A single module serves one call at a time (one model instance, one function).
+        const run = lock.then(() => r.call(inputs))
+        lock = run.catch(() => undefined)
+        await run
+      } else {
+        await r.call(inputs)
+      }
+      items += inputs.length
+    }
+  }
+  await Promise.all(Array.from({ length: inflight }, loop))
+  return items / ((performance.now() - t0) / 1000)
+}
+
+/** `cohort bench pipeline DIR`. */
+export async function benchPipelineCommand(args: string[]): Promise<void> {
+  const { values: v, positionals } = parse(
+    args,
+    {
+      'max-batch': { type: 'string' },
+      'min-ms': { type: 'string' },
+      threads: { type: 'string' },
+      inflight: { type: 'string' },
+      pin: { type: 'string' },
+      modes: { type: 'string' },
+    },
+    true,
+  )
+  if (v.help || positionals.length !== 1) {
+    console.log(PIPELINE_BENCH_HELP)
+    return
+  }
+  const dir = positionals[0]!
+  const maxBatch = intFlag('max-batch', v['max-batch']) ?? 2048
+  if ((maxBatch & (maxBatch - 1)) !== 0) {
+    throw new CliError('--max-batch must be a power of two')
+  }
+  const minMs = numFlag('min-ms', v['min-ms']) ?? 200
+  const threads = intFlag('threads', v['threads']) ?? 1
+  const inflight = intFlag('inflight', v['inflight']) ?? 4
+  const modes = ((v['modes'] as string | undefined) ?? 'single,fused,remote').split(',') as Mode[]
+  if (modes.some((m) => !['single', 'fused', 'remote'].includes(m))) {
+    throw new CliError('--modes takes single, fused, remote')
+  }
+  let loaded: LoadedConfig
+  try {
+    loaded = await loadConfig(dir)
+  } catch (e) {
+    throw new CliError(e instanceof Error ? e.message : String(e))
+  }
+  const p = loaded.config.models[0]!
+  const inputsFile = join(loaded.dir, 'bench-inputs.ts')
+  if (!existsSync(inputsFile)) {
+    throw new CliError(`${inputsFile} is missing: it must default-export (n) => n request inputs`)
+  }
+  const make = ((await import(pathToFileURL(inputsFile).href)) as { default: (n: number) => unknown[] }).default
+  const all = make(maxBatch).map((x, i) => validateItem(p.input, x, i))
+  const sizes: number[] = []
+  for (let b = 1; b <= maxBatch; b *= 2) {
+    sizes.push(b)
+  }
+  const onnx = { ep: 'cpu' as const, instances: 1, intraOpNumThreads: threads }
+  const opts = { loaded, onnx }
+  // Every stage takes a whole call as one batch, as the single module does.
+  // Room for every call in flight (the throughput table), in the stage queues and on stage workers.
+  const maxQueue = 2 * inflight * maxBatch
+  const batching = { maxBatchSize: maxBatch, maxDelayMs: 0, maxQueue }
+  const cleanups: (() => Promise<unknown>)[] = []
+  const runners = new Map<Mode, Runner>()
+  try {
+    if (modes.includes('single')) {
+      const rs = new Map(leafStages(p).map((s) => [s.name, localStageRunner(p, s, opts)] as const))
+      await Promise.all([...rs.values()].map((r) => r.start?.()))
+      runners.set('single', singleModule(p, rs))
+    }
+    if (modes.includes('fused')) {
+      const ex = new PipelineExecutor({ pipeline: p, batching, runnerFor: (s) => localStageRunner(p, s, opts) })
+      await ex.start()
+      runners.set('fused', executorRunner(ex))
+    }
+    if (modes.includes('remote')) {
+      const nats: NatsServerHandle = await startNatsServer({ jetstream: false })
+      cleanups.push(() => nats.stop())
+      const cores = availableParallelism()
+      const stages = leafStages(p)
+      const pins = typeof v['pin'] === 'string' ? v['pin'].split(';') : stages.map((_, i) => String(i % cores))
+      const procs: CliProcess[] = stages.map((s, i) => {
+        const w = spawnCohort(['worker', loaded.dir, '--nats', nats.url, '--stage', s.name, '--threads', String(threads), '--max-batch-size', String(maxBatch), '--max-delay-ms', '0', '--max-queue', String(maxQueue), '--no-admission'])
+        const cpu = pins[i % pins.length]!
+        // Pin every thread of the stage worker (threads made later inherit the mask).
+        execFileSync('taskset', ['-a', '-p', '-c', cpu, String(w.proc.pid)], { stdio: 'ignore' })
+        return w
+      })
+      cleanups.push(() => Promise.all(procs.map((w) => w.stop('SIGKILL'))))
+      await Promise.all(procs.map((w) => w.waitFor(/serving/, 120_000)))
+      const nc = await connectNats(nats.url, 'cohort-bench-pipeline')
+      const transport: Transport = createNatsTransport(nc, { ownsConnection: true })
+      cleanups.push(() => transport.close())
+      const subjects = makeSubjects()
+      const ex = new PipelineExecutor({
+        pipeline: p,
+        batching,
+        runnerFor: (s) => new RemoteStageRunner({ transport, subjects, pipeline: p.name, stage: s.name }),
+      })
+      runners.set('remote', executorRunner(ex))
+      console.error(`bench: remote stages ${stages.map((s, i) => `${s.name}@cpu${pins[i % pins.length]}`).join(', ')}`)
+    }
+    for (const r of runners.values()) {
+      cleanups.push(() => r.close())
+    }
+    // Same outputs in every mode.
+    const sample = all.slice(0, Math.min(64, maxBatch))
+    const outs = await Promise.all([...runners].map(async ([m, r]) => [m, JSON.stringify(await r.call(sample))] as const))
+    for (const [m, o] of outs) {
+      if (o !== outs[0]![1]) {
+        throw new Error(`bench: ${m} outputs differ from ${outs[0]![0]}`)
+      }
+    }
+    const rand = mulberry32(7)
+    for (const [m, r] of runners) {
+      const t0 = performance.now()
+      for (let i = 0; i < 100; i++) {
+        await r.call(all.slice(0, sizes[Math.floor(rand() * sizes.length)]!))
+      }
+      console.error(`bench: [${m}] warm-up: 100 batches in ${((performance.now() - t0) / 1000).toFixed(1)} s`)
+    }
+    const lat = new Map<string, number>()
+    const thr = new Map<string, number>()
+    for (const b of sizes) {
+      for (const [m, ms] of await perCall(runners, all.slice(0, b), minMs)) {
+        lat.set(`${m}:${b}`, ms)
+      }
+      for (const [m, r] of runners) {
+        thr.set(`${m}:${b}`, await throughput(r, all.slice(0, b), minMs, inflight, m === 'single'))
+      }
+      console.error(`bench: b=${b} done`)
+    }
+    const ms = [...runners.keys()]
+    const ratio = (a: number | undefined, base: number | undefined) => (a !== undefined && base !== undefined ? (a / base).toFixed(2) : '-')
+    const fmtUs = (x: number | undefined) => (x === undefined ? '-' : (x * 1000).toFixed(1))
+    const latRows = sizes.map((b) => [String(b), ...ms.map((m) => fmtUs(lat.get(`${m}:${b}`))), ...ms.filter((m) => m !== 'single').map((m) => ratio(lat.get(`${m}:${b}`), lat.get(`single:${b}`)))])
+    const thrRows = sizes.map((b) => [String(b), ...ms.map((m) => Math.round(thr.get(`${m}:${b}`) ?? 0).toString()), ...ms.filter((m) => m !== 'single').map((m) => ratio(thr.get(`${m}:${b}`), thr.get(`single:${b}`)))])
+    const others = ms.filter((m) => m !== 'single')
+    console.log(`\npipeline ${p.name} (${dir}): ${p.stages.map((s) => s.name).join(' -> ')}; ${cpus().length} cores, load ${loadavg()[0]!.toFixed(1)}; ORT threads ${threads}`)
+    console.log(`\nPer call, one call at a time, modes taking turns (µs, median; ratio = mode / single):\n`)
+    console.log(table(['batch', ...ms.map((m) => `${m} µs`), ...others.map((m) => `${m}/single`)], latRows))
+    console.log(`\nThroughput, ${inflight} calls in flight (items/s; single serves one call at a time; ratio = mode / single):\n`)
+    console.log(table(['batch', ...ms.map((m) => `${m} items/s`), ...others.map((m) => `${m}/single`)], thrRows))
+  } finally {
+    // Reverse order of start: runners, then the bench's NATS connection, then stage workers, then
+    // nats-server (closing a connection after its server is gone kept the process alive).
+    for (const c of [...cleanups].reverse()) {
+      await c().catch(() => undefined)
+    }
+  }
+}

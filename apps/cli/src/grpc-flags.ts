@@ -1,0 +1,46 @@
+import { startGrpcServer, type GrpcServerHandle } from '@cohort/gateway/grpc'
+import type { GatewayOptions } from '@cohort/gateway'
+import type { Transport } from '@cohort/transport'
+import type { Registry } from '@cohort/metrics'
+import { intFlag } from './args.ts'
+import { CliError } from './cli-error.ts'
+
+/** `--grpc-port`: the gRPC form of the Open Inference Protocol, off by default. */
+export const GRPC_OPTIONS = {
+  'grpc-port': { type: 'string' },
+} as const
+
+export const GRPC_HELP = `  --grpc-port N          also serve inference.GRPCInferenceService (Triton's gRPC protocol) on this
+                         port, on the same host (off by default; 0 picks a free port). See docs/protocol.md`
+
+/**
+ * Start the gRPC server when `--grpc-port` is given (same transport, deadline, body limit, API keys
+ * and metrics registry as the HTTP gateway); prints `cohort: grpc on HOST:PORT`. Undefined when the flag is absent.
+ */
+export async function startGrpcFromFlags(
+  v: Record<string, unknown>,
+  host: string,
+  transport: Transport,
+  gw: Partial<GatewayOptions>,
+  registry: Registry,
+): Promise<GrpcServerHandle | undefined> {
+  const port = intFlag('grpc-port', v['grpc-port'], 0)
+  if (port === undefined) {
+    return undefined
+  }
+  if (gw.jwt && !gw.apiKeys?.length) {
+    throw new CliError('--grpc-port checks API keys only: with a JWT secret, also give --api-key for gRPC clients')
+  }
+  const server = await startGrpcServer({
+    transport,
+    host,
+    port,
+    registry,
+    ...(gw.apiKeys ? { apiKeys: gw.apiKeys } : {}),
+    ...(gw.requestTimeoutMs ? { requestTimeoutMs: gw.requestTimeoutMs } : {}),
+    ...(gw.maxBodyBytes ? { maxMessageBytes: gw.maxBodyBytes } : {}),
+    ...(gw.subjectPrefix ? { subjectPrefix: gw.subjectPrefix } : {}),
+  })
+  console.log(`cohort: grpc on ${host}:${server.port}`)
+  return server
+}

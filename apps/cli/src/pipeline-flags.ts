@@ -1,0 +1,74 @@
+import type { BatchingConfig } from '@cohort/batching'
+import type { Registry } from '@cohort/metrics'
+import { buildPipelineRunners, loadConfig, type ExecutionProvider, type ModelRunner } from '@cohort/worker'
+import type { Transport } from '@cohort/transport'
+import type { TSchema } from '@sinclair/typebox'
+import { intFlag } from './args.ts'
+import { CliError } from './cli-error.ts'
+import type { ModelFlags } from './runners.ts'
+
+/** Pipeline flags of `serve` and `worker` (with a config directory as the positional argument). */
+export const PIPELINE_OPTIONS = {
+  stage: { type: 'string', multiple: true },
+  remote: { type: 'string', multiple: true },
+  fused: { type: 'boolean' },
+  'remote-concurrency': { type: 'string' },
+} as const
+
+/** Help text of {@link PIPELINE_OPTIONS}. */
+export const PIPELINE_HELP = `  DIR                    serve the pipelines of DIR/cohort.config.ts (see docs/pipelines.md)
+  --stage NAME           worker: serve only this stage of DIR's pipelines on its own subject
+                         (repeatable; NAME or PIPELINE.NAME)
+  --remote NAME          call this stage on its stage workers instead of in process (repeatable)
+  --fused                run every stage in process, whatever the config's placement says
+  --remote-concurrency N batches in flight per remote stage (default 4)`
+
+type Values = Record<string, string | boolean | string[] | undefined>
+
+/** Runners for the config directory given as a positional argument (none without one). */
+export async function pipelineRunners(
+  positionals: string[],
+  v: Values,
+  ctx: { transport: Transport; registry: Registry; flags: ModelFlags; batching: Partial<BatchingConfig>; allowStage: boolean },
+): Promise<{ runners: ModelRunner[]; outputSchemas: Record<string, TSchema | undefined> }> {
+  const stages = (v['stage'] as string[] | undefined) ?? []
+  const remote = (v['remote'] as string[] | undefined) ?? []
+  const [dir, ...extra] = positionals
+  if (extra.length > 0) {
+    throw new CliError(`give one config directory, got ${positionals.join(' ')}`)
+  }
+  if (dir === undefined) {
+    if (stages.length > 0 || remote.length > 0 || v['fused']) {
+      throw new CliError('--stage, --remote and --fused need a config directory (cohort worker DIR --stage NAME)')
+    }
+    return { runners: [], outputSchemas: {} }
+  }
+  if (stages.length > 0 && !ctx.allowStage) {
+    throw new CliError('--stage is for `cohort worker`; `cohort serve` serves whole pipelines')
+  }
+  try {
+    const loaded = await loadConfig(dir)
+    const rc = intFlag('remote-concurrency', v['remote-concurrency'])
+    return buildPipelineRunners({
+      loaded,
+      transport: ctx.transport,
+      stages,
+      remote,
+      fused: v['fused'] === true,
+      registry: ctx.registry,
+      batching: {
+        ...ctx.batching,
+        ...(ctx.flags.maxBatchSize !== undefined ? { maxBatchSize: ctx.flags.maxBatchSize } : {}),
+        ...(ctx.flags.maxDelayMs !== undefined ? { maxDelayMs: ctx.flags.maxDelayMs } : {}),
+      },
+      onnx: {
+        ep: ctx.flags.ep as ExecutionProvider,
+        instances: ctx.flags.instances,
+        intraOpNumThreads: ctx.flags.threads,
+      },
+      ...(rc !== undefined ? { remoteConcurrency: rc } : {}),
+    })
+  } catch (e) {
+    throw e instanceof CliError ? e : new CliError(e instanceof Error ? e.message : String(e))
+  }
+}

@@ -1,0 +1,125 @@
+/**
+ * The gateway on edge runtimes (workerd, Bun, Deno): the same `createApp`, over a NATS connection
+ * made with `wsconnect` (websocket). Web APIs only; each runtime's entry supplies the connection.
+ * @see docs/edge.md
+ * @module
+ */
+import type { NatsConnection } from '@nats-io/nats-core'
+import { createNatsTransport, type NatsTransportOptions } from '@cohort/transport'
+import { createApp } from '../app.ts'
+import type { GatewayOptions } from '../options.ts'
+
+/** Default wait for the websocket connection to NATS before answering 503 (3 s). */
+export const DEFAULT_EDGE_CONNECT_TIMEOUT_MS = 3_000
+
+/** Options of {@link createEdgeGateway}. */
+export interface EdgeGatewayOptions {
+  /** Open a NATS connection (typically `wsconnect`). */
+  connect: () => Promise<NatsConnection>
+  /**
+   * `request`: one connection per HTTP request, closed after the response (workerd, where an I/O
+   * object belongs to the request that made it). `shared`: one connection for the process,
+   * opened on first use and reopened after a failure (Bun, Deno). @default 'shared'
+   */
+  scope?: 'request' | 'shared'
+  /** Answer 503 when NATS is not reached within this many ms. @default 3000 */
+  connectTimeoutMs?: number
+  /** Options of the NATS transport (large-message bound). */
+  transport?: Omit<NatsTransportOptions, 'ownsConnection'>
+  /** Gateway options but the transport. */
+  gateway?: Omit<GatewayOptions, 'transport'>
+}
+
+/** A fetch handler plus an idempotent `close()`. */
+export interface EdgeGateway {
+  /** Serve one request; `waitUntil` (workerd's ctx) keeps the isolate alive while the connection closes. */
+  fetch(req: Request, waitUntil?: (p: Promise<unknown>) => void): Promise<Response>
+  close(): Promise<void>
+}
+
+interface Connected {
+  readonly nc: NatsConnection
+  readonly app: ReturnType<typeof createApp>
+  readonly close: () => Promise<void>
+}
+
+/** Build the edge gateway: 503 `NO_WORKER` at once when NATS cannot be reached, never a hang. */
+export function createEdgeGateway(o: EdgeGatewayOptions): EdgeGateway {
+  const timeoutMs = o.connectTimeoutMs ?? DEFAULT_EDGE_CONNECT_TIMEOUT_MS
+  let shared: Promise<Connected> | undefined
+  let closed = false
+
+  const open = async (): Promise<Connected> => {
+    let timer: ReturnType<typeof setTimeout> | undefined
+    const pending = o.connect()
+    const nc = await Promise.race([
+      pending,
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`no NATS connection within ${timeoutMs} ms`)), timeoutMs)
+      }),
+    ]).finally(() => clearTimeout(timer))
+    const transport = createNatsTransport(nc, { ...o.transport, ownsConnection: true })
+    const app = createApp({ ...o.gateway, transport })
+    return { nc, app, close: () => transport.close() }
+  }
+
+  const unavailable = (e: unknown): Response =>
+    Response.json(
+      { error: `NATS is unreachable over websocket: ${e instanceof Error ? e.message : String(e)}`, code: 'NO_WORKER' },
+      { status: 503, headers: { 'retry-after': '1' } },
+    )
+
+  return {
+    async fetch(req, waitUntil) {
+      if (closed) {
+        return Response.json({ error: 'the gateway is closed', code: 'SHUTTING_DOWN' }, { status: 503 })
+      }
+      if ((o.scope ?? 'shared') === 'request') {
+        let c: Connected
+        try {
+          c = await open()
+        } catch (e) {
+          return unavailable(e)
+        }
+        const res = await c.app.fetch(req)
+        // Read the body before the connection goes (a streamed response needs the connection).
+        const body = await res.arrayBuffer()
+        const done = c.close().catch(() => undefined)
+        waitUntil?.(done)
+        return new Response(body, { status: res.status, statusText: res.statusText, headers: res.headers })
+      }
+      if (!shared) {
+        const p = open()
+        shared = p
+        p.then(
+          (c) => {
+            // Reconnect on the next request once this connection ends for good.
+            void c.nc.closed().then(() => {
+              if (shared === p) {
+                shared = undefined
+              }
+            })
+          },
+          () => {
+            if (shared === p) {
+              shared = undefined
+            }
+          },
+        )
+      }
+      let c: Connected
+      try {
+        c = await shared
+      } catch (e) {
+        return unavailable(e)
+      }
+      return c.app.fetch(req)
+    },
+    async close() {
+      closed = true
+      const s = shared
+      shared = undefined
+      await s?.then((c) => c.close()).catch(() => undefined)
+    },
+  }
+}

@@ -1,0 +1,60 @@
+import { describe, expect, it } from 'vitest'
+import { InProcessTransport } from '@cohort/transport'
+import { decodeRequest, encodeReply, subjects } from '@cohort/protocol'
+import { createApp } from './app.ts'
+
+const subj = subjects('cohort')
+
+function appWithLag(lagMs: number) {
+  const transport = new InProcessTransport()
+  const app = createApp({ transport, adapter: { queueDelayMs: () => lagMs } })
+  return { transport, app }
+}
+
+const body = JSON.stringify({ inputs: [{ name: 'x', datatype: 'FP32', shape: [1, 1], data: [1] }] })
+
+describe('front-door admission (adapter queueDelayMs)', () => {
+  it('refuses 503 OVERLOADED with Retry-After before reading the body when the delay exceeds the budget', async () => {
+    const { app, transport } = appWithLag(200)
+    const res = await app.request('/v2/models/m/infer', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-cohort-timeout-ms': '100' },
+      body: '{ not json', // never parsed: a parsed body would be 400
+    })
+    expect(res.status).toBe(503)
+    expect(res.headers.get('retry-after')).toBe('1')
+    expect(await res.json()).toMatchObject({ code: 'OVERLOADED' })
+    await transport.close()
+  })
+
+  it('takes the delay off the deadline sent to the worker', async () => {
+    const { app, transport } = appWithLag(40)
+    const sub = transport.subscribe(subj.infer('m'))
+    const seen: number[] = []
+    void (async () => {
+      for await (const m of sub) {
+        const req = decodeRequest(m.data)
+        seen.push(req.deadline - Date.now())
+        m.respond(encodeReply({ v: 1, id: req.id, tensors: {} }))
+      }
+    })()
+    const res = await app.request('/v2/models/m/infer', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-cohort-timeout-ms': '1000' },
+      body,
+    })
+    expect(res.status).toBe(200)
+    expect(seen).toHaveLength(1)
+    expect(seen[0]).toBeLessThanOrEqual(960)
+    expect(seen[0]).toBeGreaterThan(700)
+    sub.unsubscribe()
+    await transport.close()
+  })
+
+  it('changes nothing when the adapter reports no delay', async () => {
+    const { app, transport } = appWithLag(0)
+    const res = await app.request('/v2/models/m/infer', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{ not json' })
+    expect(res.status).toBe(400)
+    await transport.close()
+  })
+})

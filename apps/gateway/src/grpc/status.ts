@@ -1,0 +1,42 @@
+import { status, Metadata, type ServiceError } from '@grpc/grpc-js'
+import { CohortError } from '@cohort/protocol'
+
+/** gRPC status code for an HTTP status of the error registry (libs/protocol/src/errors.ts). */
+export function grpcCode(httpStatus: number): status {
+  switch (httpStatus) {
+    case 400:
+    case 413:
+    case 422:
+      return status.INVALID_ARGUMENT
+    case 401:
+      return status.UNAUTHENTICATED
+    case 403:
+      return status.PERMISSION_DENIED
+    case 404:
+      return status.NOT_FOUND
+    case 429:
+      return status.RESOURCE_EXHAUSTED
+    case 499:
+      return status.CANCELLED
+    case 503:
+      return status.UNAVAILABLE
+    case 504:
+      return status.DEADLINE_EXCEEDED
+    default:
+      return status.INTERNAL
+  }
+}
+
+/**
+ * A CohortError as a gRPC error: the mapped status code, the message as details, and the stable
+ * code (plus Retry-After when known) as trailing metadata `cohort-code` / `retry-after`.
+ */
+export function toServiceError(e: unknown, report: (e: unknown) => void): Partial<ServiceError> {
+  const err = e instanceof CohortError ? e : (report(e), new CohortError('INTERNAL', 'internal error'))
+  const metadata = new Metadata()
+  metadata.set('cohort-code', err.code)
+  if (err.retryAfterS !== undefined) {
+    metadata.set('retry-after', String(Math.max(1, Math.ceil(err.retryAfterS))))
+  }
+  return { code: grpcCode(err.status), details: err.message, metadata }
+}

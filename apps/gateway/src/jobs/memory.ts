@@ -1,0 +1,124 @@
+import { CohortError, finishPrediction, isTerminal, WebhookSender, type Prediction } from '@cohort/protocol'
+import type { Upstream } from '../upstream.ts'
+import { DEFAULT_JOB_TIMEOUT_MS, type PredictionJobOptions, type PredictionJobs } from './types.ts'
+
+interface Entry {
+  p: Prediction
+  abort: AbortController
+  done: Promise<void>
+}
+
+/**
+ * Async predictions held in gateway memory (the embedded default, no NATS): each runs through the
+ * same request path as sync traffic, so it is batched with it. A restart loses them.
+ */
+export class MemoryJobs implements PredictionJobs {
+  readonly kind = 'memory'
+  readonly #up: Upstream
+  readonly #timeoutMs: number
+  readonly #max: number
+  readonly #entries = new Map<string, Entry>()
+  readonly webhooks: WebhookSender
+  #closed = false
+
+  constructor(up: Upstream, o: PredictionJobOptions = {}) {
+    this.#up = up
+    this.#timeoutMs = o.timeoutMs ?? DEFAULT_JOB_TIMEOUT_MS
+    this.#max = o.maxInMemory ?? 10_000
+    this.webhooks = new WebhookSender(o.webhooks)
+  }
+
+  async submit(p: Prediction): Promise<{ prediction: Prediction; created: boolean }> {
+    if (this.#closed) {
+      throw new CohortError('SHUTTING_DOWN', 'the gateway is closing')
+    }
+    const cur = this.#entries.get(p.id)
+    if (cur) {
+      return { prediction: cur.p, created: false }
+    }
+    this.#evict()
+    const abort = new AbortController()
+    const e: Entry = { p, abort, done: Promise.resolve() }
+    this.#entries.set(p.id, e)
+    e.done = this.#run(e)
+    return { prediction: p, created: true }
+  }
+
+  async get(id: string): Promise<Prediction | undefined> {
+    return this.#entries.get(id)?.p
+  }
+
+  async cancel(id: string): Promise<Prediction | undefined> {
+    const e = this.#entries.get(id)
+    if (!e) {
+      return undefined
+    }
+    if (!isTerminal(e.p.status)) {
+      e.p = { ...e.p, status: 'canceled', completed_at: new Date().toISOString() }
+      e.abort.abort()
+      this.webhooks.send(e.p, 'completed')
+    }
+    return e.p
+  }
+
+  async wait(id: string, timeoutMs: number): Promise<Prediction | undefined> {
+    const e = this.#entries.get(id)
+    if (!e) {
+      return undefined
+    }
+    let t: ReturnType<typeof setTimeout> | undefined
+    await Promise.race([e.done, new Promise((r) => (t = setTimeout(r, timeoutMs)))])
+    clearTimeout(t)
+    return this.#entries.get(id)?.p
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true
+    this.webhooks.close()
+  }
+
+  async #run(e: Entry): Promise<void> {
+    await Promise.resolve()
+    e.p = { ...e.p, status: 'processing', started_at: new Date().toISOString(), attempts: 1 }
+    this.webhooks.send(e.p, 'start')
+    let next: Prediction
+    try {
+      const reply = await this.#up.infer(
+        { v: 1, id: e.p.id, model: e.p.model, deadline: Date.now() + this.#timeoutMs, items: [e.p.input] },
+        this.#timeoutMs + 50,
+        e.abort.signal,
+      )
+      const err = reply.errors?.[0]
+      next = finishPrediction(e.p, err ? { error: err } : { output: reply.items?.[0] ?? null, computeMs: reply.timing?.[0]?.computeMs })
+    } catch (x) {
+      const ce = x instanceof CohortError ? x : new CohortError('INTERNAL', 'internal error')
+      next = finishPrediction(e.p, { error: { code: ce.code, message: ce.message } })
+    }
+    if (isTerminal(e.p.status)) {
+      return // canceled meanwhile: the cancel wins
+    }
+    e.p = next
+    if (next.status === 'succeeded') {
+      this.webhooks.send(next, 'output')
+    }
+    this.webhooks.send(next, 'completed')
+  }
+
+  /** Forget the oldest finished predictions beyond the bound. */
+  #evict(): void {
+    if (this.#entries.size < this.#max) {
+      return
+    }
+    for (const [id, e] of this.#entries) {
+      if (this.#entries.size < this.#max) {
+        break
+      }
+      if (isTerminal(e.p.status)) {
+        this.#entries.delete(id)
+      }
+    }
+    if (this.#entries.size >= this.#max) {
+      throw new CohortError('OVERLOADED', `${this.#max} async predictions are running; retry later`, { retryAfterS: 1 })
+    }
+  }
+}

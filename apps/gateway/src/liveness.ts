@@ -1,0 +1,272 @@
+import { decodeAccept, decodeHeartbeat, type Subjects } from '@cohort/protocol'
+import { consume, type AbortSignalLike, type Transport, type TransportSubscription } from '@cohort/transport'
+
+/**
+ * Worker-loss detection of the gateway (docs/architecture.md#worker-loss). All durations in ms.
+ */
+export interface WorkerLossOptions {
+  /** Heartbeats a worker may miss before the requests it holds fail (or are retried). @default 3 */
+  missedHeartbeats?: number
+  /**
+   * Times a request marked safe to retry (`Idempotency-Key`, or an `id` in the body) is sent again to
+   * another worker after its worker was lost, deadline permitting. @default 1
+   */
+  maxRetries?: number
+  /**
+   * A request no worker has accepted after this long counts as lost too (its message went to a
+   * subscription whose worker is gone, or is cut off and not yet dropped by NATS), once workers
+   * that send acceptance notices are seen. Longer than a heartbeat loss: a worker starved of CPU
+   * (starting up on a busy machine) may take seconds to read its messages.
+   * @default 10000
+   */
+  acceptTimeoutMs?: number
+  /** How often the tracked requests are checked. @default 250 */
+  checkIntervalMs?: number
+  /** Clock, epoch ms (tests). @default Date.now */
+  now?: () => number
+}
+
+/** Default heartbeats a worker may miss. */
+export const DEFAULT_MISSED_HEARTBEATS = 3
+/** Default wait for some worker to accept a request. */
+export const DEFAULT_ACCEPT_TIMEOUT_MS = 10_000
+/** Interval assumed for a worker whose heartbeat was not seen yet (the workers' default). */
+const ASSUMED_INTERVAL_MS = 1000
+
+/** One request in flight, as {@link WorkerLiveness.track} returns it. */
+export interface TrackedRequest {
+  /** Aborts when the client goes away (the signal given to track) or when the request is lost. */
+  readonly signal: AbortSignalLike
+  /** The id of the worker that accepted it, once known. */
+  readonly worker: string | undefined
+  /** Set when the request was declared lost: why. */
+  readonly lost: string | undefined
+  /** Stop tracking (reply came, or gave up). Idempotent. */
+  release(): void
+}
+
+interface Tracked {
+  id: string
+  sentAt: number
+  worker: string | undefined
+  lost: string | undefined
+  ctl: AbortController
+}
+
+interface WorkerState {
+  lastSeen: number
+  intervalMs: number
+  requests: Set<Tracked>
+}
+
+/**
+ * Tracks which worker holds each request in flight (from the workers' acceptance notices) and when
+ * each worker was last heard of (heartbeats). When a worker holding requests misses
+ * `missedHeartbeats` heartbeats, or a request is never accepted, the request's signal aborts with
+ * `lost` set, so the caller answers at once (WORKER_LOST) or retries, instead of waiting for the
+ * deadline. Pure: any {@link Transport}, an injected clock; its timer runs only while requests are
+ * tracked.
+ */
+export class WorkerLiveness {
+  /** Subject of this gateway's acceptance notices (the request envelope's `ack`). */
+  readonly ackSubject: string
+  readonly missedHeartbeats: number
+  readonly maxRetries: number
+  readonly #acceptTimeoutMs: number
+  readonly #checkMs: number
+  readonly #now: () => number
+  readonly #requests = new Map<string, Tracked>()
+  readonly #workers = new Map<string, WorkerState>()
+  readonly #subs: TransportSubscription[]
+  #timer: ReturnType<typeof setInterval> | undefined
+  #lastCheck: number | undefined
+  /** Last time any worker's heartbeat arrived (0: never): acceptance timeouts apply only after one. */
+  #lastHeartbeat = 0
+  #closed = false
+  /** Requests declared lost so far. */
+  lostCount = 0
+
+  constructor(transport: Transport, subjects: Subjects, gatewayId: string, o: WorkerLossOptions = {}) {
+    this.missedHeartbeats = o.missedHeartbeats ?? DEFAULT_MISSED_HEARTBEATS
+    this.maxRetries = o.maxRetries ?? 1
+    this.#acceptTimeoutMs = o.acceptTimeoutMs ?? DEFAULT_ACCEPT_TIMEOUT_MS
+    this.#checkMs = o.checkIntervalMs ?? 250
+    this.#now = o.now ?? Date.now
+    if (!(this.missedHeartbeats >= 1) || !(this.maxRetries >= 0) || !(this.#acceptTimeoutMs > 0) || !(this.#checkMs > 0)) {
+      throw new RangeError('workerLoss: missedHeartbeats >= 1, maxRetries >= 0, acceptTimeoutMs > 0 and checkIntervalMs > 0')
+    }
+    this.ackSubject = subjects.accept(gatewayId)
+    this.#subs = []
+    const quiet = () => undefined // A bad notice is ignored; a refused subscription disables detection.
+    try {
+      const hb = transport.subscribe(subjects.heartbeat())
+      this.#subs.push(hb)
+      const acks = transport.subscribe(this.ackSubject)
+      this.#subs.push(acks)
+      void consume(hb, (m) => this.heartbeat(decodeHeartbeat(m.data)), quiet)
+      void consume(acks, (m) => this.accepted(decodeAccept(m.data)), quiet)
+    } catch {
+      // A transport that cannot subscribe: no detection; requests wait for their deadline as before.
+    }
+  }
+
+  /** Start tracking a request about to be sent; `signal` is the client's. */
+  track(id: string, signal?: AbortSignalLike): TrackedRequest {
+    const t: Tracked = { id, sentAt: this.#now(), worker: undefined, lost: undefined, ctl: new AbortController() }
+    let onAbort: (() => void) | undefined
+    if (signal) {
+      if (signal.aborted) {
+        t.ctl.abort()
+      } else {
+        onAbort = () => t.ctl.abort()
+        signal.addEventListener('abort', onAbort, { once: true })
+      }
+    }
+    this.#requests.set(id, t)
+    this.#arm()
+    let released = false
+    return {
+      signal: t.ctl.signal,
+      get worker() {
+        return t.worker
+      },
+      get lost() {
+        return t.lost
+      },
+      release: () => {
+        if (released) {
+          return
+        }
+        released = true
+        if (onAbort) {
+          signal?.removeEventListener('abort', onAbort)
+        }
+        this.#forget(t)
+      },
+    }
+  }
+
+  /** A worker's acceptance notice: it holds request `id`. */
+  accepted(a: { id: string; worker: string }): void {
+    const t = this.#requests.get(a.id)
+    if (!t || t.lost !== undefined || t.worker !== undefined) {
+      return
+    }
+    t.worker = a.worker
+    const w = this.#worker(a.worker)
+    w.lastSeen = Math.max(w.lastSeen, this.#now())
+    w.requests.add(t)
+  }
+
+  /** A worker's heartbeat; `bye` (drained) forgets it without failing anything. */
+  heartbeat(h: { id: string; intervalMs: number; bye?: boolean }): void {
+    const now = this.#now()
+    this.#lastHeartbeat = now
+    if (h.bye) {
+      const w = this.#workers.get(h.id)
+      if (w && w.requests.size === 0) {
+        this.#workers.delete(h.id)
+      }
+      return
+    }
+    const w = this.#worker(h.id)
+    w.lastSeen = now
+    w.intervalMs = h.intervalMs
+  }
+
+  /** Fail the lost requests now (the timer calls it every `checkIntervalMs`). */
+  check(): void {
+    const now = this.#now()
+    const stalled = this.#lastCheck !== undefined && now - this.#lastCheck > this.missedHeartbeats * ASSUMED_INTERVAL_MS
+    this.#lastCheck = now
+    if (stalled) {
+      // This gateway's own event loop stalled: heartbeats may sit unread. Judge nobody this round.
+      for (const w of this.#workers.values()) {
+        w.lastSeen = Math.max(w.lastSeen, now)
+      }
+      for (const t of this.#requests.values()) {
+        t.sentAt = Math.max(t.sentAt, now)
+      }
+      return
+    }
+    for (const [id, w] of this.#workers) {
+      const silentMs = now - w.lastSeen
+      if (silentMs > this.missedHeartbeats * w.intervalMs) {
+        for (const t of [...w.requests]) {
+          this.#lose(t, `worker ${id} sent no heartbeat for ${silentMs} ms while holding the request`)
+        }
+        if (silentMs > 10 * this.missedHeartbeats * w.intervalMs) {
+          this.#workers.delete(id)
+        }
+      }
+    }
+    const acceptsExpected = this.#lastHeartbeat > 0 && now - this.#lastHeartbeat <= this.missedHeartbeats * ASSUMED_INTERVAL_MS * 10
+    if (acceptsExpected) {
+      for (const t of this.#requests.values()) {
+        if (t.worker === undefined && t.lost === undefined && now - t.sentAt > this.#acceptTimeoutMs) {
+          this.#lose(t, `no worker accepted the request within ${this.#acceptTimeoutMs} ms`)
+        }
+      }
+    }
+  }
+
+  /** Requests in flight (tracked). */
+  get inFlight(): number {
+    return this.#requests.size
+  }
+
+  /** Stop listening; tracked requests are left alone. Idempotent. */
+  close(): void {
+    if (this.#closed) {
+      return
+    }
+    this.#closed = true
+    for (const s of this.#subs) {
+      s.unsubscribe()
+    }
+    this.#disarm()
+  }
+
+  #worker(id: string): WorkerState {
+    let w = this.#workers.get(id)
+    if (!w) {
+      w = { lastSeen: this.#now(), intervalMs: ASSUMED_INTERVAL_MS, requests: new Set() }
+      this.#workers.set(id, w)
+    }
+    return w
+  }
+
+  #lose(t: Tracked, why: string): void {
+    t.lost = why
+    this.lostCount++
+    t.ctl.abort()
+    this.#forget(t)
+  }
+
+  #forget(t: Tracked): void {
+    if (this.#requests.get(t.id) === t) {
+      this.#requests.delete(t.id)
+    }
+    if (t.worker !== undefined) {
+      this.#workers.get(t.worker)?.requests.delete(t)
+    }
+    if (this.#requests.size === 0) {
+      this.#disarm()
+    }
+  }
+
+  #arm(): void {
+    if (this.#timer === undefined && !this.#closed) {
+      this.#lastCheck = this.#now()
+      this.#timer = setInterval(() => this.check(), this.#checkMs)
+      ;(this.#timer as { unref?: () => void }).unref?.()
+    }
+  }
+
+  #disarm(): void {
+    if (this.#timer !== undefined) {
+      clearInterval(this.#timer)
+      this.#timer = undefined
+    }
+  }
+}

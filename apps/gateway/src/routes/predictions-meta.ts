@@ -1,0 +1,172 @@
+import type { Context } from 'hono'
+import { WEBHOOK_EVENTS, type ModelMeta, type TensorMeta } from '@cohort/protocol'
+import type { ResolvedGatewayOptions } from '../options.ts'
+import type { Upstream } from '../upstream.ts'
+
+/** JSON Schema of one item of an ONNX tensor: nested arrays (no batch dim) of the datatype's scalar. */
+export function tensorItemSchema(t: TensorMeta): Record<string, unknown> {
+  const dt = t.datatype.toUpperCase()
+  let s: Record<string, unknown> =
+    dt === 'BYTES' || dt === 'STRING' ? { type: 'string' } : dt === 'BOOL' ? { type: 'boolean' } : /^U?INT/.test(dt) ? { type: 'integer' } : { type: 'number' }
+  for (const d of [...t.shape.slice(1)].reverse()) {
+    s = { type: 'array', items: s, ...(d > 0 ? { minItems: d, maxItems: d } : {}) }
+  }
+  return { title: t.name, ...s }
+}
+
+/** Cog's `Input` of a model: the predictor's schema, or an object of the ONNX inputs. */
+export function inputSchema(m: ModelMeta): Record<string, unknown> {
+  if (m.kind === 'predictor' && m.inputSchema && typeof m.inputSchema === 'object') {
+    return { title: 'Input', ...(m.inputSchema as Record<string, unknown>) }
+  }
+  return {
+    title: 'Input',
+    type: 'object',
+    properties: Object.fromEntries(m.inputs.map((t) => [t.name, tensorItemSchema(t)])),
+    required: m.inputs.map((t) => t.name),
+  }
+}
+
+/** Cog's `Output` of a model: the predictor's output schema, or an object of the ONNX outputs. */
+export function outputSchema(m: ModelMeta): Record<string, unknown> {
+  if (m.kind === 'predictor') {
+    return { title: 'Output', ...((m.outputSchema as Record<string, unknown> | undefined) ?? {}) }
+  }
+  return {
+    title: 'Output',
+    type: 'object',
+    properties: Object.fromEntries(m.outputs.map((t) => [t.name, tensorItemSchema(t)])),
+  }
+}
+
+/** Cog's OpenAPI document for the default model, plus per-model `Input_<m>`/`Output_<m>` components. */
+export function openApi(models: ModelMeta[], defaultModel: string, version: string): Record<string, unknown> {
+  const ref = (n: string) => ({ $ref: `#/components/schemas/${n}` })
+  const def = models.find((m) => m.name === defaultModel)
+  const schemas: Record<string, unknown> = {
+    Status: { title: 'Status', description: 'An enumeration.', enum: ['starting', 'processing', 'succeeded', 'canceled', 'failed'], type: 'string' },
+    WebhookEvent: { title: 'WebhookEvent', description: 'An enumeration.', enum: [...WEBHOOK_EVENTS], type: 'string' },
+    ValidationError: {
+      title: 'ValidationError',
+      required: ['loc', 'msg', 'type'],
+      type: 'object',
+      properties: {
+        loc: { title: 'Location', type: 'array', items: { anyOf: [{ type: 'string' }, { type: 'integer' }] } },
+        msg: { title: 'Message', type: 'string' },
+        type: { title: 'Error Type', type: 'string' },
+      },
+    },
+    HTTPValidationError: {
+      title: 'HTTPValidationError',
+      type: 'object',
+      properties: { detail: { title: 'Detail', type: 'array', items: ref('ValidationError') } },
+    },
+    Input: def ? inputSchema(def) : { title: 'Input', type: 'object' },
+    Output: def ? outputSchema(def) : { title: 'Output' },
+    PredictionRequest: {
+      title: 'PredictionRequest',
+      type: 'object',
+      properties: {
+        input: ref('Input'),
+        id: { title: 'Id', type: 'string' },
+        created_at: { title: 'Created At', type: 'string', format: 'date-time' },
+        webhook: { title: 'Webhook', type: 'string', format: 'uri', minLength: 1, maxLength: 65536 },
+        webhook_events_filter: { type: 'array', items: ref('WebhookEvent'), default: [...WEBHOOK_EVENTS] },
+      },
+    },
+    PredictionResponse: {
+      title: 'PredictionResponse',
+      type: 'object',
+      properties: {
+        input: ref('Input'),
+        output: ref('Output'),
+        id: { title: 'Id', type: 'string' },
+        model: { title: 'Model', type: 'string' },
+        status: ref('Status'),
+        error: { title: 'Error', type: 'string' },
+        code: { title: 'Code', type: 'string', description: 'Cohort error code (docs/errors.md) of a failed prediction.' },
+        logs: { title: 'Logs', type: 'string', default: '' },
+        created_at: { title: 'Created At', type: 'string', format: 'date-time' },
+        started_at: { title: 'Started At', type: 'string', format: 'date-time' },
+        completed_at: { title: 'Completed At', type: 'string', format: 'date-time' },
+        metrics: { title: 'Metrics', type: 'object' },
+        webhook: { title: 'Webhook', type: 'string', format: 'uri' },
+        webhook_events_filter: { type: 'array', items: ref('WebhookEvent') },
+      },
+    },
+  }
+  for (const m of models) {
+    schemas[`Input_${m.name}`] = { ...inputSchema(m), title: `Input_${m.name}` }
+    schemas[`Output_${m.name}`] = { ...outputSchema(m), title: `Output_${m.name}` }
+  }
+  const json = (schema: unknown) => ({ content: { 'application/json': { schema } } })
+  const respond = (ok: string, schema: unknown) => ({ [ok]: { description: 'Successful Response', ...json(schema) }, '422': { description: 'Validation Error', ...json(ref('HTTPValidationError')) } })
+  const prefer = { name: 'prefer', in: 'header', required: false, schema: { title: 'Prefer', type: 'string' } }
+  const idParam = { name: 'prediction_id', in: 'path', required: true, schema: { title: 'Prediction ID', type: 'string' } }
+  return {
+    openapi: '3.0.2',
+    info: { title: 'Cohort', version },
+    paths: {
+      '/health-check': { get: { summary: 'Healthcheck', operationId: 'healthcheck_health_check_get', responses: { '200': { description: 'Successful Response', ...json({}) } } } },
+      '/predictions': {
+        post: {
+          summary: 'Predict',
+          description: 'Run a single prediction on the model',
+          operationId: 'predict_predictions_post',
+          parameters: [prefer],
+          requestBody: json(ref('PredictionRequest')),
+          responses: respond('200', ref('PredictionResponse')),
+        },
+      },
+      '/predictions/{prediction_id}': {
+        put: {
+          summary: 'Predict Idempotent',
+          description: 'Run a single prediction on the model (idempotent creation).',
+          operationId: 'predict_idempotent_predictions__prediction_id__put',
+          parameters: [idParam, prefer],
+          requestBody: { ...json({ title: 'Prediction Request', allOf: [ref('PredictionRequest')] }), required: true },
+          responses: respond('200', ref('PredictionResponse')),
+        },
+        get: {
+          summary: 'Get Prediction',
+          operationId: 'get_prediction_predictions__prediction_id__get',
+          parameters: [idParam],
+          responses: respond('200', ref('PredictionResponse')),
+        },
+      },
+      '/predictions/{prediction_id}/cancel': {
+        post: {
+          summary: 'Cancel',
+          description: 'Cancel a running prediction',
+          operationId: 'cancel_predictions__prediction_id__cancel_post',
+          parameters: [idParam],
+          responses: respond('200', {}),
+        },
+      },
+    },
+    components: { schemas },
+  }
+}
+
+/** `GET /openapi.json` (from the workers' model metadata) and Cog's `GET /health-check`. */
+export function predictionMetaRoutes(o: ResolvedGatewayOptions, up: Upstream) {
+  const defaultOf = (models: ModelMeta[]) => o.defaultModel ?? [...models].sort((a, b) => a.name.localeCompare(b.name))[0]?.name ?? ''
+  return {
+    async openapi(c: Context): Promise<Response> {
+      const { models } = await up.discover()
+      return c.json(openApi(models, defaultOf(models), o.serverVersion))
+    },
+    /**
+     * Always 200, as Cog: `STARTING` while no worker serves the default model or it is loading,
+     * `BUSY` when its queue is full (new work would be shed), else `READY`. Cohort workers that fail
+     * setup exit, so `SETUP_FAILED` is never reported by this gateway.
+     */
+    async healthCheck(c: Context): Promise<Response> {
+      const { models } = await up.discover()
+      const name = defaultOf(models)
+      const m = models.find((x) => x.name === name)
+      const status = !m || !m.ready ? 'STARTING' : m.maxQueue !== undefined && (m.queued ?? 0) >= m.maxQueue ? 'BUSY' : 'READY'
+      return c.json({ status, setup: m?.ready ? { status: 'succeeded', logs: '' } : { status: 'starting', logs: '' } })
+    },
+  }
+}

@@ -1,0 +1,35 @@
+import type { Hono } from 'hono'
+import type { GatewayMetrics } from '@cohort/metrics'
+import type { ResolvedGatewayOptions } from '../options.ts'
+import type { Upstream } from '../upstream.ts'
+import { DurableJobs } from '../jobs/durable.ts'
+import { MemoryJobs } from '../jobs/memory.ts'
+import type { PredictionJobs } from '../jobs/types.ts'
+import { bulkHandler } from './bulk.ts'
+import { cancelPredictionHandler, getPredictionHandler, predictionsHandler, putPredictionHandler } from './predictions.ts'
+import { predictionMetaRoutes } from './predictions-meta.ts'
+
+/**
+ * Cog-style routes: predictions (sync, async, idempotent PUT, GET, cancel), bulk, `/health-check`
+ * and `/openapi.json`. Async predictions live in JetStream when `o.jobs` is set, else in memory.
+ */
+export function registerPredictions(app: Hono, o: ResolvedGatewayOptions, up: Upstream, metrics: GatewayMetrics): PredictionJobs {
+  const jobs: PredictionJobs = o.jobs ? new DurableJobs(o.jobs, up, o.predictions) : new MemoryJobs(up, o.predictions)
+  const predictions = predictionsHandler(o, up, metrics, jobs)
+  const put = putPredictionHandler(o, up, jobs)
+  const get = getPredictionHandler(jobs)
+  const cancel = cancelPredictionHandler(jobs)
+  app.post('/predictions', predictions)
+  app.post('/models/:model/predictions', predictions)
+  app.post('/models/:model/predictions/bulk', bulkHandler(o, up, metrics))
+  app.put('/predictions/:id', put)
+  app.put('/models/:model/predictions/:id', put)
+  app.get('/predictions/:id', get)
+  app.get('/models/:model/predictions/:id', get)
+  app.post('/predictions/:id/cancel', cancel)
+  app.post('/models/:model/predictions/:id/cancel', cancel)
+  const meta = predictionMetaRoutes(o, up)
+  app.get('/health-check', meta.healthCheck)
+  app.get('/openapi.json', meta.openapi)
+  return jobs
+}

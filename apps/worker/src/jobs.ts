@@ -1,0 +1,190 @@
+import {
+  decodePrediction,
+  encodePrediction,
+  finishPrediction,
+  isTerminal,
+  WebhookSender,
+  type InferReply,
+  type InferRequest,
+  type Prediction,
+  type WebhookOptions,
+} from '@cohort/protocol'
+import type { JobDelivery, JobQueue } from '@cohort/transport'
+import type { Logger } from '@cohort/observability'
+
+/** Async prediction jobs for a worker ({@link import('./worker.ts').CohortWorkerOptions.jobs}). */
+export interface WorkerJobOptions {
+  /** The durable job queue (`createNatsJobQueue`). */
+  queue: JobQueue
+  /**
+   * Ack wait of the model's job consumer when this worker creates it, ms: a job whose worker died is
+   * redelivered after it. A running job is kept alive meanwhile (`working`). @default 30000
+   */
+  ackWaitMs?: number
+  /** Deadline of a job once pulled, ms. @default 600000 */
+  timeoutMs?: number
+  /** Webhook delivery (attempts, backoff). */
+  webhooks?: WebhookOptions
+}
+
+/** What the runner needs from the model server. */
+export interface JobTarget {
+  readonly name: string
+  /** Run one request through the batch engine, like a request from the bus. */
+  submit(req: InferRequest): Promise<InferReply>
+  /** Items the engine can take before the worker would pause its main subject. */
+  room(): number
+  readonly maxBatchSize: number
+}
+
+/** How long a draining worker waits for webhook deliveries in progress. */
+const WEBHOOK_DRAIN_MS = 5_000
+
+/** Default ack wait of a job consumer: 30 s. */
+export const DEFAULT_JOB_ACK_WAIT_MS = 30_000
+
+/**
+ * Pulls a model's async prediction jobs from JetStream into the model's batch engine, only while
+ * the engine has room (the same bound that pauses the main subject), so jobs batch with sync work.
+ * At-least-once: a job is acked after its result is stored; the result is stored only while the
+ * record is not terminal (compare-and-set), so a redelivered job is recorded once.
+ */
+export class JobRunner {
+  readonly #o: WorkerJobOptions
+  readonly #t: JobTarget
+  readonly #log: Logger
+  readonly webhooks: WebhookSender
+  readonly #inflight = new Set<Promise<void>>()
+  #stopped = false
+  #loop: Promise<void> = Promise.resolve()
+  #closing: Promise<void> | undefined
+
+  constructor(o: WorkerJobOptions, t: JobTarget, log: Logger) {
+    this.#o = o
+    this.#t = t
+    this.#log = log
+    this.webhooks = new WebhookSender({
+      ...o.webhooks,
+      onGiveUp: (p, event, err) => log.warn({ model: t.name, predictionId: p.id, event, err }, 'webhook not delivered'),
+    })
+  }
+
+  start(): void {
+    this.#loop = this.#run()
+  }
+
+  /** Stop pulling, finish the jobs taken. Idempotent. */
+  close(): Promise<void> {
+    this.#closing ??= (async () => {
+      this.#stopped = true
+      await this.#loop
+      while (this.#inflight.size > 0) {
+        await Promise.all([...this.#inflight])
+      }
+      // Webhooks already due get a short grace; retries still pending after it are dropped.
+      await Promise.race([this.webhooks.idle(), sleep(WEBHOOK_DRAIN_MS)])
+      this.webhooks.close()
+    })()
+    return this.#closing
+  }
+
+  async #run(): Promise<void> {
+    const ackWaitMs = this.#o.ackWaitMs ?? DEFAULT_JOB_ACK_WAIT_MS
+    let warned = false
+    while (!this.#stopped) {
+      const room = Math.min(this.#t.room(), this.#t.maxBatchSize)
+      if (room <= 0) {
+        await sleep(20)
+        continue
+      }
+      let got: JobDelivery[]
+      try {
+        got = await this.#o.queue.pull(this.#t.name, room, { ackWaitMs, expiresMs: 1000 })
+        warned = false
+      } catch (e) {
+        if (!warned) {
+          this.#log.warn({ model: this.#t.name, reason: e instanceof Error ? e.message : String(e) }, 'async prediction jobs unavailable; retrying')
+          warned = true
+        }
+        await sleep(2000)
+        continue
+      }
+      for (const d of got) {
+        const p = this.#handle(d, ackWaitMs).catch((err) => {
+          this.#log.error({ model: this.#t.name, predictionId: d.id, err }, 'async prediction job failed; it will be redelivered')
+          d.nak(1000)
+        })
+        this.#inflight.add(p)
+        void p.finally(() => this.#inflight.delete(p))
+      }
+    }
+  }
+
+  async #handle(d: JobDelivery, ackWaitMs: number): Promise<void> {
+    const started = await this.#update(d.id, (p) => ({
+      ...p,
+      status: 'processing',
+      started_at: p.started_at ?? new Date().toISOString(),
+      attempts: d.deliveries,
+    }))
+    if (!started) {
+      d.ack() // unknown, canceled or already finished: nothing to run (deduplicated)
+      return
+    }
+    if (started.before.status === 'starting') {
+      this.webhooks.send(started.after, 'start')
+    }
+    const p = started.after
+    const keepAlive = setInterval(() => d.working(), Math.max(100, Math.floor(ackWaitMs / 2)))
+    let reply: InferReply
+    try {
+      reply = await this.#t.submit({
+        v: 1,
+        id: p.id,
+        model: p.model,
+        deadline: Date.now() + (this.#o.timeoutMs ?? 600_000),
+        items: [p.input],
+      })
+    } finally {
+      clearInterval(keepAlive)
+    }
+    const err = reply.error ?? reply.errors?.[0] ?? undefined
+    if (err && (err.code === 'OVERLOADED' || err.code === 'SHUTTING_DOWN')) {
+      d.nak(1000) // not run: another worker (or this one, later) takes it
+      return
+    }
+    const done = finishPrediction(p, err ? { error: err } : { output: reply.items?.[0] ?? null, computeMs: reply.timing?.[0]?.computeMs })
+    const stored = await this.#update(p.id, () => done)
+    d.ack()
+    if (stored) {
+      if (done.status === 'succeeded') {
+        this.webhooks.send(done, 'output')
+      }
+      this.webhooks.send(done, 'completed')
+    }
+  }
+
+  /** Compare-and-set a record that is not terminal; undefined when it is missing or terminal. */
+  async #update(id: string, f: (p: Prediction) => Prediction): Promise<{ before: Prediction; after: Prediction } | undefined> {
+    const q = this.#o.queue
+    for (let i = 0; i < 20; i++) {
+      const cur = await q.get(id)
+      if (!cur) {
+        return undefined
+      }
+      const before = decodePrediction(cur.value)
+      if (isTerminal(before.status)) {
+        return undefined
+      }
+      const after = f(before)
+      if (await q.update(id, encodePrediction(after), cur.revision)) {
+        return { before, after }
+      }
+    }
+    throw new Error(`prediction ${id} kept changing`)
+  }
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms))
+}

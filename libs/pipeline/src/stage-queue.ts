@@ -1,0 +1,224 @@
+import { BatchEngine, type Batch, type BatchingConfig, type Clock, type ExpireReason } from '@cohort/batching'
+import { isErrorCode, toWireError, type ErrorCode } from '@cohort/protocol'
+import { ItemError } from '@cohort/predictor'
+import type { PipelineMetrics } from './metrics.ts'
+import { tensorGroupKey } from './tensors.ts'
+import type { LeafStage, StageContext } from './types.ts'
+
+/**
+ * How one stage's batches are computed: in process (a TS stage), in an ORT session (the host's
+ * ONNX adapter), or on another worker (the host's remote client). The executor batches; the
+ * runner only runs.
+ */
+export interface StageRunner {
+  /** Batches that may run at once (ORT instances; in-flight remote batches). */
+  readonly concurrency: number
+  start?(): Promise<void>
+  /** One result per item, in order; an Error fails that item; a throw fails the batch. */
+  run(items: unknown[], ctx: StageContext): Promise<(unknown | Error)[]>
+  close?(): Promise<void>
+}
+
+/** Runs a TS stage in this process. */
+export function inProcessRunner(stage: LeafStage): StageRunner {
+  if (stage.kind !== 'ts') {
+    throw new TypeError(`stage "${stage.name}" is an ONNX stage: the host must give its runner`)
+  }
+  return {
+    concurrency: 1,
+    start: async () => {
+      await stage.setup?.()
+    },
+    run: async (items, ctx) => stage.run(items, ctx),
+  }
+}
+
+/** An item failure with a registered code (ItemError keeps the code across processes). */
+export function toItemError(e: unknown, fallback: ErrorCode = 'PREDICTOR_FAILED'): ItemError {
+  if (e instanceof ItemError) {
+    return e
+  }
+  const code = (e as { code?: unknown } | null)?.code
+  const w = toWireError(e, fallback)
+  return new ItemError(w.message, isErrorCode(code) ? code : isErrorCode(w.code) ? w.code : fallback)
+}
+
+const EXPIRED: Record<ExpireReason, { code: ErrorCode; msg: string }> = {
+  deadline: { code: 'DEADLINE_EXCEEDED', msg: 'deadline passed while queued; the stage did not run it' },
+  doomed: { code: 'DEADLINE_EXCEEDED', msg: 'the item could not finish this stage before its deadline, so it was not run' },
+  cancelled: { code: 'CANCELLED', msg: 'cancelled before the stage ran it' },
+  closed: { code: 'SHUTTING_DOWN', msg: 'the pipeline closed before the stage ran it' },
+}
+
+/** One engine entry: a chunk of items submitted together (same deadline, same group). */
+interface Job {
+  values: unknown[]
+  deadline: number
+  resolve(results: unknown[]): void
+}
+
+/** Options of {@link StageQueue}. */
+export interface StageQueueOptions {
+  pipeline: string
+  stage: LeafStage
+  runner: StageRunner
+  clock: Clock
+  signal: AbortSignal
+  metrics?: PipelineMetrics | undefined
+  batching?: Partial<BatchingConfig> | undefined
+}
+
+/**
+ * One stage's own batch engine in front of its runner. Items submitted together travel as chunks
+ * (one engine entry per group and per `maxBatchSize` items, the entry's cost = its item count,
+ * `maxBatchCost` = `maxBatchSize`), so a request of n items costs a few queue operations, not n.
+ * A stage with a `cost()` function queues items one by one with their own costs instead.
+ */
+export class StageQueue {
+  readonly engine: BatchEngine<Job>
+  /** Items handed to the runner. */
+  ran = 0
+  readonly #o: StageQueueOptions
+  readonly #labels: { pipeline: string; stage: string }
+  /** Items per chunk: maxBatchSize, or 1 when items carry their own costs. */
+  readonly #chunk: number
+
+  constructor(o: StageQueueOptions) {
+    this.#o = o
+    this.#labels = { pipeline: o.pipeline, stage: o.stage.name }
+    const maxBatchSize = o.batching?.maxBatchSize ?? o.stage.batch.maxBatchSize
+    const costed = o.stage.kind === 'ts' && o.stage.cost !== undefined
+    this.#chunk = costed ? 1 : maxBatchSize
+    this.engine = new BatchEngine<Job>({
+      maxDelayMs: o.stage.batch.maxDelayMs,
+      // Admission at enqueue judges each arrival against the whole queue: a burst of n entries
+      // costs O(n^2). Stages rely on expiry and early drops at dispatch instead (override to turn it on).
+      admission: false,
+      ...o.batching,
+      maxBatchSize,
+      ...(costed ? {} : { maxBatchCost: o.batching?.maxBatchCost ?? maxBatchSize }),
+      concurrency: o.runner.concurrency,
+      clock: o.clock,
+      run: (b) => this.#run(b),
+      expire: (job, reason) => {
+        const e = EXPIRED[reason]
+        this.#count(e.code, job.values.length)
+        const err = new ItemError(`stage ${o.stage.name}: ${e.msg}`, e.code)
+        job.resolve(job.values.map(() => err))
+      },
+    })
+  }
+
+  /** Queue one item; resolves with its result or an Error. */
+  async submit(value: unknown, deadline: number): Promise<unknown> {
+    return (await this.submitMany([value], deadline))[0]
+  }
+
+  /** Queue items that share a deadline; resolves with one result or Error per item, in order. */
+  async submitMany(values: unknown[], deadline: number): Promise<unknown[]> {
+    const s = this.#o.stage
+    const out: unknown[] = new Array(values.length)
+    const groups = new Map<string, number[]>()
+    const costs: number[] = []
+    values.forEach((v, i) => {
+      try {
+        const g = s.kind === 'onnx' ? tensorGroupKey(v) : (s.group?.(v) ?? '')
+        costs[i] = s.kind === 'ts' && s.cost ? s.cost(v) : 1
+        const list = groups.get(g)
+        if (list) {
+          list.push(i)
+        } else {
+          groups.set(g, [i])
+        }
+      } catch (e) {
+        out[i] = toItemError(e, 'INVALID_INPUT')
+      }
+    })
+    const waits: Promise<void>[] = []
+    for (const [group, idx] of groups) {
+      for (let at = 0; at < idx.length; at += this.#chunk) {
+        const piece = idx.slice(at, at + this.#chunk)
+        waits.push(
+          new Promise<void>((resolve) => {
+            const job: Job = {
+              values: piece.map((i) => values[i]),
+              deadline,
+              resolve: (rs) => {
+                piece.forEach((i, k) => {
+                  out[i] = rs[k]
+                })
+                resolve()
+              },
+            }
+            const cost = this.#chunk === 1 ? costs[piece[0]!]! : piece.length
+            if (!this.engine.push({ value: job, deadline, group, cost })) {
+              this.#count('OVERLOADED', piece.length)
+              const err = new ItemError(`stage ${s.name}: queue is full (${this.engine.config.maxQueue} entries)`, 'OVERLOADED')
+              job.resolve(piece.map(() => err))
+            }
+          }),
+        )
+      }
+    }
+    await Promise.all(waits)
+    return out
+  }
+
+  #count(code: string, n = 1): void {
+    this.#o.metrics?.items.inc({ ...this.#labels, code }, n)
+  }
+
+  async #run(batch: Batch<Job>): Promise<void> {
+    const { runner, stage, clock, metrics } = this.#o
+    const jobs = batch.items
+    const values = jobs.length === 1 ? jobs[0]!.values : jobs.flatMap((j) => j.values)
+    const deadlines = jobs.flatMap((j) => j.values.map(() => j.deadline))
+    const t0 = clock.now()
+    this.ran += values.length
+    let out: (unknown | Error)[]
+    try {
+      out = await runner.run(values, {
+        pipeline: this.#o.pipeline,
+        stage: stage.name,
+        batchSize: values.length,
+        deadlines,
+        signal: this.#o.signal,
+      })
+      if (!Array.isArray(out) || out.length !== values.length) {
+        throw new ItemError(
+          `stage ${stage.name} returned ${Array.isArray(out) ? out.length : typeof out} results for ${values.length} items`,
+          'PREDICTOR_FAILED',
+        )
+      }
+    } catch (e) {
+      const err = toItemError(e)
+      out = values.map(() => err)
+    }
+    if (metrics) {
+      metrics.compute.observe(this.#labels, (clock.now() - t0) / 1000)
+      metrics.batchSize.observe(this.#labels, values.length)
+      jobs.forEach((j, k) => {
+        for (let n = 0; n < j.values.length; n++) {
+          metrics.queue.observe(this.#labels, (batch.queuedMs[k] ?? 0) / 1000)
+        }
+      })
+    }
+    let ok = 0
+    const fixed = out.map((r) => {
+      if (!(r instanceof Error)) {
+        ok++
+        return r
+      }
+      const e = r instanceof ItemError ? r : toItemError(r)
+      this.#count(e.code)
+      return e
+    })
+    if (ok > 0) {
+      this.#count('OK', ok)
+    }
+    let at = 0
+    for (const j of jobs) {
+      j.resolve(fixed.slice(at, (at += j.values.length)))
+    }
+  }
+}

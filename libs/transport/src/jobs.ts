@@ -1,0 +1,168 @@
+import type { NatsConnection } from '@nats-io/nats-core'
+import { AckPolicy, jetstream, jetstreamManager, RetentionPolicy, type JetStreamClient, type JsMsg } from '@nats-io/jetstream'
+import { Kvm, type KV } from '@nats-io/kv'
+import { CohortError } from '@cohort/protocol'
+
+/**
+ * Durable async prediction jobs: a work-queue stream of job ids per model and a KV bucket of
+ * prediction records (status and result). Works on nats-server 2.9.10 started with `-js`.
+ */
+export interface JobQueue {
+  /** Store a new record under `id` unless one exists: the stored one wins (idempotent create). */
+  create(id: string, record: Uint8Array): Promise<{ created: boolean; value: Uint8Array; revision: number }>
+  /** The record and its revision, or undefined. */
+  get(id: string): Promise<{ value: Uint8Array; revision: number } | undefined>
+  /** Replace the record if it is still at `revision` (compare-and-set); false when it moved on. */
+  update(id: string, record: Uint8Array, revision: number): Promise<boolean>
+  /** Enqueue the job `id` for `model` (deduplicated by id within the stream's window). */
+  enqueue(model: string, id: string): Promise<void>
+  /**
+   * Take up to `max` jobs of `model` (waits at most `expiresMs` for the first). Workers of a model
+   * share one durable consumer; a job not acked within `ackWaitMs` goes to another worker.
+   */
+  pull(model: string, max: number, o: { ackWaitMs: number; expiresMs: number }): Promise<JobDelivery[]>
+  /** Stop pulling. Idempotent; the connection stays open. */
+  close(): Promise<void>
+}
+
+/** One delivery of a job: ack after its result is stored. */
+export interface JobDelivery {
+  id: string
+  /** 1 on the first delivery, more after redeliveries. */
+  deliveries: number
+  ack(): void
+  /** Give it back for redelivery after `delayMs`. */
+  nak(delayMs?: number): void
+  /** Extend the ack wait (the job is still running). */
+  working(): void
+}
+
+/** Options of {@link createNatsJobQueue}. */
+export interface NatsJobQueueOptions {
+  /** Subject prefix: jobs go on `<prefix>.jobs.<model>`. @default 'cohort' */
+  prefix?: string
+  /** Replicas of the stream and bucket when this process creates them. @default 1 */
+  replicas?: number
+  /** How long finished prediction records are kept, ms. @default 7 days */
+  recordTtlMs?: number
+  /** Deliveries of one job before it is given up. @default 10 */
+  maxDeliver?: number
+}
+
+/** The JetStream names for a prefix. */
+export function jobNames(prefix = 'cohort') {
+  const up = prefix.replace(/[^A-Za-z0-9_-]/g, '_').toUpperCase()
+  return { stream: `${up}_JOBS`, bucket: `${prefix.replace(/[^A-Za-z0-9_-]/g, '_')}-predictions`, subject: (m: string) => `${prefix}.jobs.${m}` }
+}
+
+const unavailable = (e: unknown) =>
+  new CohortError('JOBS_UNAVAILABLE', `async predictions need NATS JetStream (start nats-server with -js): ${e instanceof Error ? e.message : String(e)}`, {
+    cause: e,
+    retryAfterS: 5,
+  })
+
+/** A {@link JobQueue} on NATS JetStream. Fails with JOBS_UNAVAILABLE (503) without JetStream. */
+export function createNatsJobQueue(nc: NatsConnection, o: NatsJobQueueOptions = {}): JobQueue {
+  const names = jobNames(o.prefix)
+  const replicas = o.replicas ?? 1
+  let ready: Promise<{ js: JetStreamClient; kv: KV }> | undefined
+  const consumers = new Set<string>()
+  let closed = false
+  const setup = () =>
+    (ready ??= (async () => {
+      const jsm = await jetstreamManager(nc, { timeout: 5000 })
+      await jsm.streams.info(names.stream).catch(async () => {
+        await jsm.streams.add({
+          name: names.stream,
+          subjects: [`${o.prefix ?? 'cohort'}.jobs.>`],
+          retention: RetentionPolicy.Workqueue,
+          duplicate_window: 2 * 60 * 1_000_000_000,
+          num_replicas: replicas,
+        })
+      })
+      const kv = await new Kvm(nc).create(names.bucket, { history: 1, replicas, ttl: o.recordTtlMs ?? 7 * 24 * 3600_000 })
+      return { js: jetstream(nc), kv }
+    })().catch((e) => {
+      ready = undefined
+      throw unavailable(e)
+    }))
+  const consumer = async (model: string, ackWaitMs: number) => {
+    const { js } = await setup()
+    const durable = `jobs-${model.replace(/\./g, '_')}`
+    if (!consumers.has(durable)) {
+      const jsm = await jetstreamManager(nc)
+      await jsm.consumers.info(names.stream, durable).catch(() =>
+        jsm.consumers.add(names.stream, {
+          durable_name: durable,
+          ack_policy: AckPolicy.Explicit,
+          ack_wait: ackWaitMs * 1_000_000,
+          filter_subject: names.subject(model),
+          max_deliver: o.maxDeliver ?? 10,
+        }),
+      )
+      consumers.add(durable)
+    }
+    return js.consumers.get(names.stream, durable)
+  }
+  return {
+    async create(id, record) {
+      const { kv } = await setup()
+      try {
+        const revision = await kv.create(id, record)
+        return { created: true, value: record, revision }
+      } catch (e) {
+        const cur = await kv.get(id)
+        if (cur && cur.operation === 'PUT') {
+          return { created: false, value: cur.value, revision: cur.revision }
+        }
+        throw e
+      }
+    },
+    async get(id) {
+      const { kv } = await setup()
+      const e = await kv.get(id)
+      return e && e.operation === 'PUT' ? { value: e.value, revision: e.revision } : undefined
+    },
+    async update(id, record, revision) {
+      const { kv } = await setup()
+      try {
+        await kv.update(id, record, revision)
+        return true
+      } catch {
+        return false
+      }
+    },
+    async enqueue(model, id) {
+      const { js } = await setup()
+      await js.publish(names.subject(model), new TextEncoder().encode(id), { msgID: id })
+    },
+    async pull(model, max, po) {
+      if (closed) {
+        return []
+      }
+      const c = await consumer(model, po.ackWaitMs)
+      const it = await c.fetch({ max_messages: max, expires: Math.max(1000, po.expiresMs) })
+      const out: JobDelivery[] = []
+      for await (const m of it) {
+        out.push(delivery(m))
+        if (out.length >= max) {
+          break
+        }
+      }
+      return out
+    },
+    async close() {
+      closed = true
+    },
+  }
+}
+
+function delivery(m: JsMsg): JobDelivery {
+  return {
+    id: new TextDecoder().decode(m.data),
+    deliveries: m.info.deliveryCount,
+    ack: () => m.ack(),
+    nak: (d) => m.nak(d),
+    working: () => m.working(),
+  }
+}

@@ -1,0 +1,161 @@
+// The unmodified gateway app (createApp) on edge runtimes, workerd and Bun, reaching a real
+// nats-server over websocket; a cohort worker serves the demo model over plain NATS. Each runtime
+// answers like the Node gateway: metadata, inference, 404, 400; and 503 fast once NATS is gone.
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import {
+  spawnCohort,
+  startNatsServer,
+  writeModelFixtures,
+  type CliProcess,
+  type ModelFixtures,
+  type NatsServerHandle,
+} from '@cohort/test-support'
+import { freePort, startBun, startWorkerd, type RuntimeProcess } from './runtimes.ts'
+
+let nats: NatsServerHandle
+let fx: ModelFixtures
+let worker: CliProcess
+let nodeGw: CliProcess
+let nodeBase = ''
+let outDir = ''
+const runtimes: Record<string, RuntimeProcess> = {}
+
+const input = (rows: number, seed: number) =>
+  Array.from({ length: rows * 256 }, (_, i) => Math.fround(Math.sin(i * 0.37 + seed) * 2))
+
+async function call(base: string, path: string, init?: RequestInit): Promise<{ status: number; body: any; headers: Headers }> {
+  const r = await fetch(`${base}${path}`, { signal: AbortSignal.timeout(30_000), ...init })
+  const text = await r.text()
+  let body: unknown = text
+  try {
+    body = JSON.parse(text)
+  } catch {
+    // keep the text
+  }
+  return { status: r.status, body, headers: r.headers }
+}
+
+const post = (base: string, path: string, body: unknown, headers: Record<string, string> = {}) =>
+  call(base, path, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...headers },
+    body: typeof body === 'string' ? body : JSON.stringify(body),
+  })
+
+beforeAll(async () => {
+  const wsPort = await freePort()
+  nats = await startNatsServer({ extraConfig: `websocket { listen: "127.0.0.1:${wsPort}", no_tls: true }` })
+  fx = writeModelFixtures()
+  worker = spawnCohort(['worker', '--nats', nats.url, '--threads', '1', '--model', `demo=${fx.demo}`])
+  await worker.waitFor(/serving/, 60_000)
+  nodeGw = spawnCohort(['gateway', '--nats', nats.url, '--port', '0'])
+  const [, port] = await nodeGw.waitFor(/gateway on http:\/\/127\.0\.0\.1:(\d+)/, 30_000)
+  nodeBase = `http://127.0.0.1:${port}`
+  outDir = mkdtempSync(join(tmpdir(), 'cohort-edge-'))
+  const ws = `ws://127.0.0.1:${wsPort}`
+  const [w, b] = await Promise.allSettled([startWorkerd(ws, outDir), startBun(ws)])
+  if (w.status === 'fulfilled') {
+    runtimes['workerd'] = w.value
+  }
+  if (b.status === 'fulfilled') {
+    runtimes['bun'] = b.value
+  }
+  for (const r of [w, b]) {
+    if (r.status === 'rejected') {
+      throw r.reason
+    }
+  }
+}, 180_000)
+
+afterAll(async () => {
+  await Promise.all(Object.values(runtimes).map((r) => r.stop()))
+  await Promise.all([worker, nodeGw].map((p) => p?.stop('SIGKILL')))
+  await nats?.stop()
+  if (outDir) {
+    rmSync(outDir, { recursive: true, force: true })
+  }
+  if (fx) {
+    rmSync(fx.dir, { recursive: true, force: true })
+  }
+})
+
+describe.each(['workerd', 'bun'])('the gateway on %s over NATS websocket', (name) => {
+  const base = () => {
+    const r = runtimes[name]
+    if (!r) {
+      throw new Error(`${name} did not start`)
+    }
+    return r.baseUrl
+  }
+
+  it('serves model metadata, the same as the Node gateway', async () => {
+    const [edge, node] = await Promise.all([call(base(), '/v2/models/demo'), call(nodeBase, '/v2/models/demo')])
+    expect(edge.status, JSON.stringify(edge.body)).toBe(200)
+    expect(edge.body).toMatchObject({ name: 'demo', inputs: [{ name: 'input', datatype: 'FP32', shape: [-1, 256] }] })
+    expect(edge.body).toEqual(node.body)
+  })
+
+  it("infers with the demo model and answers exactly as the Node gateway does", async () => {
+    const body = { inputs: [{ name: 'input', datatype: 'FP32', shape: [3, 256], data: input(3, name.length) }] }
+    const [edge, node] = await Promise.all([post(base(), '/v2/models/demo/infer', body), post(nodeBase, '/v2/models/demo/infer', body)])
+    expect(edge.status, JSON.stringify(edge.body)).toBe(200)
+    expect(node.status).toBe(200)
+    expect(edge.body.outputs).toHaveLength(1)
+    expect(edge.body.outputs[0]).toMatchObject({ name: 'logits', datatype: 'FP32', shape: [3, 10] })
+    expect(edge.body.outputs).toEqual(node.body.outputs)
+  })
+
+  it('carries a request past NATS max_payload (chunked over the websocket connection)', async () => {
+    const rows = 1_200 // 1.2 MB of FP32 in the encoded request, past the 1 MiB default
+    const body = { inputs: [{ name: 'input', datatype: 'FP32', shape: [rows, 256], data: input(rows, 9) }] }
+    const [edge, node] = await Promise.all([post(base(), '/v2/models/demo/infer', body), post(nodeBase, '/v2/models/demo/infer', body)])
+    expect(edge.status, JSON.stringify(edge.body).slice(0, 300)).toBe(200)
+    expect(edge.body.outputs[0].shape).toEqual([rows, 10])
+    expect(edge.body.outputs).toEqual(node.body.outputs)
+  }, 60_000)
+
+  it('answers 404 MODEL_NOT_FOUND for an unknown model', async () => {
+    const r = await post(base(), '/v2/models/no-such-model/infer', {
+      inputs: [{ name: 'input', datatype: 'FP32', shape: [1, 256], data: input(1, 3) }],
+    })
+    expect(r.status).toBe(404)
+    expect(r.body.code).toBe('MODEL_NOT_FOUND')
+    const meta = await call(base(), '/v2/models/no-such-model')
+    expect(meta.status).toBe(404)
+  })
+
+  it('answers 400 for bad input, and keeps serving', async () => {
+    const badJson = await post(base(), '/v2/models/demo/infer', '{not json')
+    expect(badJson.status).toBe(400)
+    expect(badJson.body.code).toBe('BAD_REQUEST')
+    const badShape = await post(base(), '/v2/models/demo/infer', {
+      inputs: [{ name: 'input', datatype: 'FP32', shape: [1, 255], data: new Array(255).fill(1) }],
+    })
+    expect(badShape.status).toBe(400)
+    expect(badShape.body.code).toBe('INVALID_INPUT')
+    expect(badShape.body.error).toMatch(/shape/)
+    const ok = await post(base(), '/v2/models/demo/infer', { inputs: [{ name: 'input', datatype: 'FP32', shape: [1, 256], data: input(1, 1) }] })
+    expect(ok.status).toBe(200)
+  })
+})
+
+describe('when the NATS websocket listener is down', () => {
+  it('both runtimes answer 503 promptly instead of hanging', async () => {
+    await nats.stop()
+    for (const [name, r] of Object.entries(runtimes)) {
+      for (const path of ['/v2/models/demo', '/v2/models/demo/infer']) {
+        const init: RequestInit =
+          path.endsWith('/infer')
+            ? { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ inputs: [{ name: 'input', datatype: 'FP32', shape: [1, 256], data: input(1, 2) }] }) }
+            : {}
+        // A hang would trip the 30 s abort in call() and fail here.
+        const res = await call(r.baseUrl, path, init)
+        expect(res.status, `${name} ${path}: ${JSON.stringify(res.body)}`).toBe(503)
+        expect(res.body.code).toBe('NO_WORKER')
+      }
+    }
+  }, 120_000)
+})

@@ -1,0 +1,184 @@
+// Processes on the test hosts of netns.ts: nats-server nodes (one, or a 3-node cluster), cohort
+// workers and gateways, each started with `ip netns exec <host> ...`; a Lab owns them all and its
+// close() kills every process and removes every namespace (idempotent, also after a failure).
+import { spawn, type ChildProcess } from 'node:child_process'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { Network, type Host } from './netns.ts'
+
+export const ROOT = fileURLToPath(new URL('../../../', import.meta.url))
+const COHORT_BIN = join(ROOT, 'apps/cli/bin/cohort.js')
+/** The sleep-based synthetic predictor: a batch costs SLEEPY_MS (+ the largest `sleepMs`); y = 2x. */
+export const SLEEPY = join(ROOT, 'test/fixtures/sleepy-predictor.ts')
+
+/** A process on a test host. */
+export interface HostProcess {
+  readonly label: string
+  readonly host: Host
+  readonly proc: ChildProcess
+  output(): string
+  waitFor(re: RegExp, timeoutMs?: number): Promise<RegExpMatchArray>
+  /** Kill with a signal and wait for the exit. */
+  kill(signal?: NodeJS.Signals): Promise<void>
+  /** Resident memory, KiB (VmRSS), or undefined once gone. */
+  rssKiB(): number | undefined
+  readonly exited: Promise<number | null>
+}
+
+/** Client ping settings for the test servers: a cut-off client is dropped after ~2-3 s. */
+const PING = ['ping_interval: "1s"', 'ping_max: 2']
+
+/** The test network with its processes. */
+export class Lab {
+  readonly net: Network
+  readonly procs: HostProcess[] = []
+  readonly #dir = mkdtempSync(join(tmpdir(), 'cohort-netns-'))
+  #closed = false
+
+  constructor() {
+    this.net = Network.create()
+    // If the test process dies without close(), do not leave processes running in the namespaces.
+    process.once('exit', () => {
+      for (const p of this.procs) p.proc.kill('SIGKILL')
+      this.net.close()
+    })
+  }
+
+  /** Start a process on a host. */
+  start(hostName: string, argv: string[], label: string, env: Record<string, string> = {}): HostProcess {
+    const host = this.net.host(hostName)
+    const proc = spawn(this.net.exec(hostName)[0]!, [...this.net.exec(hostName).slice(1), ...argv], {
+      cwd: ROOT,
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
+    let out = ''
+    const listeners = new Set<() => void>()
+    const onData = (d: Buffer) => {
+      out += d.toString()
+      if (out.length > 200_000) out = out.slice(-100_000)
+      for (const l of listeners) l()
+    }
+    proc.stdout?.on('data', onData)
+    proc.stderr?.on('data', onData)
+    const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)))
+    const hp: HostProcess = {
+      label,
+      host,
+      proc,
+      output: () => out,
+      exited,
+      waitFor: (re, timeoutMs = 60_000) =>
+        new Promise((resolve, reject) => {
+          const check = () => {
+            const m = out.match(re)
+            if (m) {
+              done()
+              resolve(m)
+            }
+          }
+          const timer = setTimeout(() => {
+            done()
+            reject(new Error(`${label}: timed out waiting for ${re} in:\n${out}`))
+          }, timeoutMs)
+          const onExit = () => {
+            done()
+            reject(new Error(`${label} exited before ${re}:\n${out}`))
+          }
+          const done = () => {
+            clearTimeout(timer)
+            listeners.delete(check)
+            proc.off('exit', onExit)
+          }
+          listeners.add(check)
+          proc.once('exit', onExit)
+          check()
+        }),
+      kill: async (signal = 'SIGTERM') => {
+        if (proc.exitCode !== null || proc.signalCode !== null) return
+        proc.kill(signal)
+        const t = setTimeout(() => proc.kill('SIGKILL'), 10_000)
+        await exited
+        clearTimeout(t)
+      },
+      rssKiB: () => {
+        try {
+          const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${proc.pid}/status`, 'utf8'))
+          return m ? Number(m[1]) : undefined
+        } catch {
+          return undefined
+        }
+      },
+    }
+    this.procs.push(hp)
+    return hp
+  }
+
+  /**
+   * nats-server nodes on the given hosts (a cluster when more than one), without JetStream, with
+   * short client pings. Resolves once each listens; returns the client URLs.
+   */
+  async nats(hostNames: string[]): Promise<{ urls: string[]; nodes: HostProcess[] }> {
+    const hosts = hostNames.map((h) => this.net.host(h))
+    const nodes = hosts.map((h, i) => {
+      const routes = hosts.filter((o) => o !== h).map((o) => `"nats://${o.ip}:6222"`)
+      const conf = [
+        `server_name: ${h.name}`,
+        'listen: 0.0.0.0:4222',
+        'http: 0.0.0.0:8222',
+        ...PING,
+        ...(hosts.length > 1 ? [`cluster { name: cohort-netns, listen: 0.0.0.0:6222, routes: [${routes.join(', ')}] }`] : []),
+      ]
+      const file = join(this.#dir, `nats-${h.name}.conf`)
+      writeFileSync(file, conf.join('\n') + '\n')
+      return this.start(h.name, ['nats-server', '-c', file], `nats-${h.name}`)
+    })
+    await Promise.all(nodes.map((n) => n.waitFor(/Server is ready/, 20_000)))
+    if (hosts.length > 1) {
+      await Promise.all(nodes.map((n) => n.waitFor(new RegExp(`Route connection created|rid:`), 20_000).catch(() => undefined)))
+    }
+    return { urls: hosts.map((h) => `nats://${h.ip}:4222`), nodes }
+  }
+
+  /** Names of the clients connected to the nats-server on a host (its monitoring `/connz`). */
+  async clients(hostName: string): Promise<string[]> {
+    const r = await fetch(`http://${this.net.host(hostName).ip}:8222/connz?limit=1024`)
+    const b = (await r.json()) as { connections?: { name?: string }[] }
+    return (b.connections ?? []).map((c) => c.name ?? '')
+  }
+
+  /** A `cohort worker` serving the sleepy predictor; resolves once it serves. */
+  async worker(hostName: string, urls: string[], id: string, o: { sleepMs?: number; args?: string[] } = {}): Promise<HostProcess> {
+    const p = this.start(
+      hostName,
+      [process.execPath, COHORT_BIN, 'worker', '--nats', urls.join(','), '--id', id, '--predictor', SLEEPY, ...(o.args ?? [])],
+      `worker-${id}`,
+      { SLEEPY_MS: String(o.sleepMs ?? 25) },
+    )
+    await p.waitFor(/serving sleepy/, 60_000)
+    return p
+  }
+
+  /** A `cohort gateway` on a host, listening on its address; resolves with its base URL. */
+  async gateway(hostName: string, urls: string[], args: string[] = []): Promise<{ url: string; proc: HostProcess }> {
+    const host = this.net.host(hostName)
+    const p = this.start(
+      hostName,
+      [process.execPath, COHORT_BIN, 'gateway', '--nats', urls.join(','), '--host', host.ip, '--port', '8080', ...args],
+      'gateway',
+    )
+    await p.waitFor(/gateway on http/, 60_000)
+    return { url: `http://${host.ip}:8080`, proc: p }
+  }
+
+  /** Kill every process (SIGKILL), remove every namespace and temp file. Idempotent. */
+  async close(): Promise<void> {
+    if (this.#closed) return
+    this.#closed = true
+    await Promise.all(this.procs.map((p) => p.kill('SIGKILL').catch(() => undefined)))
+    this.net.close()
+    rmSync(this.#dir, { recursive: true, force: true })
+  }
+}
