@@ -79,6 +79,17 @@ export default defineConfig({
       },
       {
         test: {
+          // `cohort bridge redis` against a real redis-server (Debian's; .ci/run installs it): in
+          // `npm run test:all`, not in `npm test`.
+          name: 'redis',
+          include: ['test/redis/**/*.test.ts'],
+          testTimeout: 60_000,
+          hookTimeout: 180_000,
+          fileParallelism: false,
+        },
+      },
+      {
+        test: {
           // Triton's Python clients and perf_analyzer (test/python/.venv from PyPI, setup.sh) against
           // real processes: in `npm run test:all`, not in `npm test`.
           name: 'python',

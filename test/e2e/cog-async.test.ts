@@ -1,29 +1,8 @@
 // Cog-style predictions end to end through `cohort serve`: over real NATS (async jobs in JetStream)
 // and embedded (async held in memory), with webhooks received by a local HTTP listener; the bulk
 // API as JSON, NDJSON and SSE; /health-check, /openapi.json and --default-model.
-import { createServer, type Server } from 'node:http'
-import type { AddressInfo } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { SLEEPY_PREDICTOR, getJson, postJson, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle } from '@cohort/test-support'
-
-interface Hook {
-  event: string
-  body: any
-}
-
-async function receiver(): Promise<{ url: string; got: Hook[]; server: Server }> {
-  const got: Hook[] = []
-  const server = createServer((req, res) => {
-    let b = ''
-    req.on('data', (d) => (b += d))
-    req.on('end', () => {
-      got.push({ event: String(req.headers['x-cohort-webhook-event']), body: JSON.parse(b) })
-      res.writeHead(200).end()
-    })
-  })
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`, got, server }
-}
+import { SLEEPY_PREDICTOR, getJson, postJson, spawnCohort, startNatsServer, webhookReceiver, type CliProcess, type NatsServerHandle } from '@cohort/test-support'
 
 async function until<T>(f: () => T | undefined | false, ms = 30_000): Promise<T> {
   const end = Date.now() + ms
@@ -46,7 +25,7 @@ async function serve(args: string[]): Promise<{ p: CliProcess; url: string }> {
 }
 
 /** One async prediction with a webhook: 202 at once, then start, output, completed at the listener. */
-async function asyncRoundTrip(url: string, hooks: Awaited<ReturnType<typeof receiver>>, path: string, input: unknown) {
+async function asyncRoundTrip(url: string, hooks: Awaited<ReturnType<typeof webhookReceiver>>, path: string, input: unknown) {
   const r = await postJson(`${url}${path}`, { input, webhook: hooks.url }, { prefer: 'respond-async' })
   expect(r.status).toBe(202)
   expect(r.body.status).toBe('starting')
@@ -64,11 +43,11 @@ async function asyncRoundTrip(url: string, hooks: Awaited<ReturnType<typeof rece
 describe('Cog-style API over NATS (cohort serve --nats)', () => {
   let nats: NatsServerHandle
   let srv: { p: CliProcess; url: string }
-  let hooks: Awaited<ReturnType<typeof receiver>>
+  let hooks: Awaited<ReturnType<typeof webhookReceiver>>
 
   beforeAll(async () => {
     nats = await startNatsServer({ jetstream: true })
-    hooks = await receiver()
+    hooks = await webhookReceiver('/hook')
     srv = await serve(['--nats', nats.url, '--predictor', SLEEPY_PREDICTOR, '--model', 'demo', '--default-model', 'sleepy', '--max-bulk-inputs', '5'])
   }, 120_000)
 
@@ -152,10 +131,10 @@ describe('Cog-style API over NATS (cohort serve --nats)', () => {
 
 describe('Cog-style async predictions embedded (in memory, no NATS)', () => {
   let srv: { p: CliProcess; url: string }
-  let hooks: Awaited<ReturnType<typeof receiver>>
+  let hooks: Awaited<ReturnType<typeof webhookReceiver>>
 
   beforeAll(async () => {
-    hooks = await receiver()
+    hooks = await webhookReceiver('/hook')
     srv = await serve(['--predictor', SLEEPY_PREDICTOR])
   }, 120_000)
 

@@ -1,10 +1,8 @@
 // Durable async predictions in NATS JetStream, across real processes: jobs batch with sync traffic,
 // survive a gateway restart and a worker killed with SIGKILL mid-batch (redelivered after the ack
 // wait, result recorded once), duplicate PUTs make one prediction, cancel, and no JetStream = 503.
-import { createServer, type Server } from 'node:http'
-import type { AddressInfo } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { SLEEPY_PREDICTOR, getJson, postJson, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle } from '@cohort/test-support'
+import { SLEEPY_PREDICTOR, getJson, postJson, spawnCohort, startNatsServer, webhookReceiver, type CliProcess, type NatsServerHandle } from '@cohort/test-support'
 
 const ACK_WAIT_MS = 1000
 const procs: CliProcess[] = []
@@ -23,25 +21,6 @@ async function gateway(nats: string): Promise<{ p: CliProcess; url: string }> {
   procs.push(p)
   const m = await p.waitFor(/gateway on (http:\/\/\S+)/)
   return { p, url: m[1]! }
-}
-
-interface Hook {
-  event: string
-  body: any
-}
-
-async function receiver(): Promise<{ url: string; got: Hook[]; server: Server }> {
-  const got: Hook[] = []
-  const server = createServer((req, res) => {
-    let b = ''
-    req.on('data', (d) => (b += d))
-    req.on('end', () => {
-      got.push({ event: String(req.headers['x-cohort-webhook-event']), body: JSON.parse(b) })
-      res.writeHead(200).end()
-    })
-  })
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/`, got, server }
 }
 
 async function until<T>(f: () => Promise<T | undefined | false>, ms = 30_000): Promise<T> {
@@ -74,11 +53,11 @@ describe('durable async predictions (JetStream)', () => {
   let nats: NatsServerHandle
   let gw: { p: CliProcess; url: string }
   let w1: CliProcess
-  let hooks: Awaited<ReturnType<typeof receiver>>
+  let hooks: Awaited<ReturnType<typeof webhookReceiver>>
 
   beforeAll(async () => {
     nats = await startNatsServer({ jetstream: true })
-    hooks = await receiver()
+    hooks = await webhookReceiver('/')
     w1 = worker(nats.url, 'w1')
     await w1.waitFor(/worker w1 serving/)
     gw = await gateway(nats.url)

@@ -66,6 +66,17 @@ describe('README quick start', () => {
     expect(body.outputs[0].data.every((v: unknown) => typeof v === 'number' && Number.isFinite(v))).toBe(true)
   })
 
+  it('serves the bulk example as NDJSON: one line per input, the bad one failed alone', async () => {
+    const out = await bash(block('bulk').replaceAll('127.0.0.1:8080', `127.0.0.1:${port}`))
+    const lines = out.trim().split('\n').map((l) => JSON.parse(l))
+    expect(lines.map((l) => l.index).sort()).toEqual([0, 1, 2])
+    const byIndex = new Map(lines.map((l) => [l.index, l]))
+    expect(byIndex.get(0)).toMatchObject({ status: 'succeeded' })
+    expect(byIndex.get(0).output.logits).toHaveLength(10)
+    expect(byIndex.get(1)).toMatchObject({ status: 'failed' })
+    expect(byIndex.get(2)).toMatchObject({ status: 'succeeded' })
+  })
+
   it('serves the Cog-style example with the same numbers', async () => {
     const a = JSON.parse(await bash(block('infer').replaceAll('127.0.0.1:8080', `127.0.0.1:${port}`)))
     const b = JSON.parse(await bash(block('predictions').replaceAll('127.0.0.1:8080', `127.0.0.1:${port}`)))

@@ -250,7 +250,7 @@ ${GRPC_HELP}
                          long, then stop listening and finish in-flight requests (default ${DEFAULT_DRAIN_MS})
   --missed-heartbeats N  fail (503 WORKER_LOST) or retry the requests of a worker silent for N of its
                          heartbeats (default 3; 0 turns worker-loss detection off)
-  --accept-timeout-ms MS a request no worker accepted in this long is lost too (default 10000)
+  --accept-timeout-ms MS a request no worker accepted in this long is lost too, and resent once (default 3000)
   --no-front-door        do not take the event loop's delay off request deadlines (by default a
                          request already late on arrival is refused 503 before its body is read)
   --admin-key KEY        key for /admin routes (repeatable; also COHORT_ADMIN_KEYS); without one they

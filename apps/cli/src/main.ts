@@ -9,6 +9,7 @@ Commands:
   gateway      the HTTP gateway, publishing requests to NATS
   worker       a worker serving models from NATS
   bench        benchmarks (see docs/benchmarks.md)
+  bridge redis Redis Streams ingress: predictions queued in Redis, run on the workers
   demo-model   write the demo model and print its path
 
 Run \`cohort <command> --help\` for a command's options.
@@ -31,6 +32,10 @@ async function main(argv: string[]): Promise<void> {
     case 'bench': {
       const { benchCommand } = await import('./bench/command.ts')
       return benchCommand(rest)
+    }
+    case 'bridge': {
+      const { bridgeCommand } = await import('./bridge/command.ts')
+      return bridgeCommand(rest)
     }
     case 'demo-model':
       console.log(ensureDemoModel())

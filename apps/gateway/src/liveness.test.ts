@@ -96,6 +96,7 @@ describe('WorkerLiveness', () => {
     lv.heartbeat({ id: 'w1', intervalMs: 1000 })
     advance(200)
     expect(t.lost).toMatch(/no worker accepted/)
+    expect(t.unaccepted).toBe(true) // safe to resend: it never reached a worker
   })
 
   it('judges nobody when its own checks stalled (a blocked event loop)', () => {
@@ -239,6 +240,31 @@ describe('gateway: a worker lost while holding a request', () => {
     // The late reply of the lost attempt reaches nobody (its request is gone).
     const held = z.held[0]!
     expect(held.respond(encodeReply({ v: 1, id: held.req.id, items: [{ y: -1 }] }))).toBe(false)
+  })
+
+  it('resends a request no worker accepted (dropped on the way) even without an Idempotency-Key', async () => {
+    const transport = new InProcessTransport()
+    // A black hole in the queue group: it heartbeats but swallows requests without accepting them,
+    // like a NATS server that drops a message routed to a worker that just left the group.
+    const hole = transport.subscribe(subj.infer('double'), { queue: subj.queue('double') })
+    const swallowed: string[] = []
+    void (async () => {
+      for await (const m of hole) {
+        swallowed.push(decodeRequest(m.data).id)
+        hole.unsubscribe() // gone after the first: the resend must reach the live worker
+      }
+    })()
+    const w = new CohortWorker({ transport, runners: [new PredictorRunner(double)], id: 'live', heartbeatMs: 100 })
+    await w.start()
+    const app = createApp({ transport, workerLoss: { checkIntervalMs: 20, acceptTimeoutMs: 300 } })
+    cleanups.push(async () => {
+      await w.drain()
+      await transport.close()
+    })
+    const res = await Promise.all([infer(app, 3), infer(app, 4)])
+    expect(swallowed).toHaveLength(1)
+    expect(res.map((r) => r.status)).toEqual([200, 200])
+    expect([await yOf(res[0]!), await yOf(res[1]!)]).toEqual([6, 8])
   })
 
   it('with workerLoss: false, waits for the deadline instead (504)', async () => {

@@ -29,7 +29,7 @@ export interface WorkerLossOptions {
 /** Default heartbeats a worker may miss. */
 export const DEFAULT_MISSED_HEARTBEATS = 3
 /** Default wait for some worker to accept a request. */
-export const DEFAULT_ACCEPT_TIMEOUT_MS = 10_000
+export const DEFAULT_ACCEPT_TIMEOUT_MS = 3_000
 /** Interval assumed for a worker whose heartbeat was not seen yet (the workers' default). */
 const ASSUMED_INTERVAL_MS = 1000
 
@@ -41,6 +41,12 @@ export interface TrackedRequest {
   readonly worker: string | undefined
   /** Set when the request was declared lost: why. */
   readonly lost: string | undefined
+  /**
+   * True when it was lost before any worker accepted it: it (almost surely) never reached a
+   * worker, so resending it cannot run it twice (in a NATS cluster, a request routed to a server
+   * whose worker just left the queue group is dropped there).
+   */
+  readonly unaccepted: boolean
   /** Stop tracking (reply came, or gave up). Idempotent. */
   release(): void
 }
@@ -132,6 +138,9 @@ export class WorkerLiveness {
       },
       get lost() {
         return t.lost
+      },
+      get unaccepted() {
+        return t.lost !== undefined && t.worker === undefined
       },
       release: () => {
         if (released) {

@@ -30,7 +30,8 @@ export class Upstream {
   /**
    * Send a request and wait for its reply; on client abort, tell the workers to drop its
    * queued items. When the worker holding it is lost, resend it to another worker if `retryable`
-   * (at most `liveness.maxRetries` times, within `timeoutMs`), else fail with WORKER_LOST (503).
+   * or if no worker ever accepted it (at most `liveness.maxRetries` times, within `timeoutMs`), else
+   * fail with WORKER_LOST (503).
    * Throws CohortError (request-level failures and the first failed item).
    */
   async infer(
@@ -58,7 +59,9 @@ export class Upstream {
         if (t.lost === undefined && !replyLost) {
           throw e
         }
-        if (opts.retryable && attempt < lv.maxRetries && timeoutMs - (Date.now() - started) > 1 && !signal?.aborted) {
+        // Never accepted: it never reached a worker, so it is safe to resend whatever the client said.
+        const safe = opts.retryable || t.unaccepted
+        if (safe && attempt < lv.maxRetries && timeoutMs - (Date.now() - started) > 1 && !signal?.aborted) {
           continue
         }
         if (t.lost === undefined) {

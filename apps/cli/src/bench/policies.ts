@@ -21,8 +21,9 @@ Batching policies under open-loop Poisson load (docs/benchmarks.md, "Batching po
 policy config, one \`cohort serve --threads 1\`: capacity, floor, 5% load, rate sweep, capacity at the
 SLO (p99 <= 10 x t(1)), bursts from idle and overload; tables, targets, SVG plots.
   --models LIST          affine, demo (default affine,demo; --quick: affine)
-  --policies LIST        eager, deadline[-MS], timer-MS, nobatch; a "-noadm" suffix serves that config
-                         with --no-admission --no-front-door (e.g. eager-noadm)
+  --policies LIST        eager, deadline[-MS], timer-MS, nobatch; suffixes serve that config with
+                         admission off: -noadm (--no-admission --no-front-door), -noqa (only
+                         --no-admission), -nofd (only --no-front-door); e.g. eager-noadm
                          (default eager,deadline,timer-1,timer-5,timer-10,nobatch; --quick: eager,timer-5,nobatch)
   --quick                short smoke run (~1 min): short steps, fewer search probes
   --duration S           seconds per sweep/search/overload step (default 2; --quick 0.5)
@@ -40,11 +41,13 @@ SLO (p99 <= 10 x t(1)), bursts from idle and overload; tables, targets, SVG plot
 const ROOT = fileURLToPath(new URL('../../../../', import.meta.url))
 const AFFINE_FIXTURE = join(ROOT, 'test/fixtures/affine-predictor.ts')
 
-/** Parse one policy config label: eager | deadline[-MS] | timer[-MS] | nobatch, optionally + `-noadm`. */
+/** Parse one policy config label: eager | deadline[-MS] | timer[-MS] | nobatch, optionally + `-noadm`, `-noqa` or `-nofd`. */
 export function parsePolicy(label: string, maxBatchSize: number): PolicyConfig {
-  if (label.endsWith('-noadm')) {
-    const base = parsePolicy(label.slice(0, -'-noadm'.length), maxBatchSize)
-    return { ...base, name: `${base.name}-noadm`, noAdmission: true }
+  for (const [suffix, off] of [['-noadm', 'both'], ['-noqa', 'queue'], ['-nofd', 'door']] as const) {
+    if (label.endsWith(suffix)) {
+      const base = parsePolicy(label.slice(0, -suffix.length), maxBatchSize)
+      return { ...base, name: `${base.name}${suffix}`, noAdmission: off }
+    }
   }
   const m = /^(eager|deadline|timer|nobatch)(?:-(\d+(?:\.\d+)?))?$/.exec(label)
   if (!m || ((m[1] === 'eager' || m[1] === 'nobatch') && m[2] !== undefined)) {

@@ -13,8 +13,11 @@ export interface PolicyConfig {
   /** --max-delay-ms (timer: the hold; deadline: the longest wait for company). */
   maxDelayMs?: number
   maxBatchSize: number
-  /** Serve with `--no-admission --no-front-door` (labels ending in `-noadm`): the behaviour before admission. */
-  noAdmission?: boolean
+  /**
+   * Admission turned off: `'both'` (`-noadm`: `--no-admission --no-front-door`, the behaviour
+   * before admission), `'queue'` (`-noqa`: `--no-admission`), `'door'` (`-nofd`: `--no-front-door`).
+   */
+  noAdmission?: 'both' | 'queue' | 'door'
 }
 
 /** A model as the policies bench serves and loads it. */
@@ -123,8 +126,11 @@ function seedOf(label: string): number {
 /** `cohort serve` flags of a policy config. */
 export function configFlags(c: PolicyConfig): string[] {
   const out = ['--policy', c.policy, '--max-batch-size', String(c.maxBatchSize)]
-  if (c.noAdmission) {
-    out.push('--no-admission', '--no-front-door')
+  if (c.noAdmission === 'both' || c.noAdmission === 'queue') {
+    out.push('--no-admission')
+  }
+  if (c.noAdmission === 'both' || c.noAdmission === 'door') {
+    out.push('--no-front-door')
   }
   return c.maxDelayMs !== undefined ? [...out, '--max-delay-ms', String(c.maxDelayMs)] : out
 }

@@ -1,6 +1,7 @@
 import { CohortError, toWireError, type InferRequest, type ModelMeta } from '@cohort/protocol'
 import { PipelineExecutor, type PipelineExecutorOptions } from '@cohort/pipeline'
-import { ItemError, schemaToTensorMeta, tensorsToItems, validateItem } from '@cohort/predictor'
+import { ItemError, schemaToTensorMeta, validateItem } from '@cohort/predictor'
+import { requestItems } from '../runners/predictor-runner.ts'
 import type { ItemResult, ModelRunner, PreparedItem } from '../runners/types.ts'
 
 /** Items the pipeline model's own (outer) engine hands to the executor at once. */
@@ -66,15 +67,7 @@ export class PipelineRunner implements ModelRunner {
   }
 
   prepare(req: InferRequest): PreparedItem[] {
-    let raw: unknown[]
-    if (req.items) {
-      raw = req.items
-    } else if (req.tensors) {
-      const first = Object.values(req.tensors)[0]
-      raw = tensorsToItems(req.tensors, first?.shape[0] ?? 0)
-    } else {
-      throw new CohortError('BAD_REQUEST', 'request has neither tensors nor items')
-    }
+    const raw = requestItems(req)
     const input = this.executor.pipeline.input
     return raw.map((item, i) => {
       try {

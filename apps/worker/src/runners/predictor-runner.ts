@@ -58,15 +58,7 @@ export class PredictorRunner implements ModelRunner {
   }
 
   prepare(req: InferRequest): PreparedItem[] {
-    let raw: unknown[]
-    if (req.items) {
-      raw = req.items
-    } else if (req.tensors) {
-      const first = Object.values(req.tensors)[0]
-      raw = tensorsToItems(req.tensors, first?.shape[0] ?? 0)
-    } else {
-      throw new CohortError('BAD_REQUEST', 'request has neither tensors nor items')
-    }
+    const raw = requestItems(req)
     return raw.map((item, i) => {
       try {
         const payload = validateItem(this.#p.input, item, i)
@@ -92,4 +84,16 @@ export class PredictorRunner implements ModelRunner {
     this.#abort.abort()
     await this.#p.teardown()
   }
+}
+
+/** The JSON items of a request: `items`, or one item per row of its tensors. 400 when it has neither. */
+export function requestItems(req: InferRequest): unknown[] {
+  if (req.items) {
+    return req.items
+  }
+  if (req.tensors) {
+    const first = Object.values(req.tensors)[0]
+    return tensorsToItems(req.tensors, first?.shape[0] ?? 0)
+  }
+  throw new CohortError('BAD_REQUEST', 'request has neither tensors nor items')
 }

@@ -1,0 +1,25 @@
+import { createServer, type Server } from 'node:http'
+import type { AddressInfo } from 'node:net'
+
+/** One webhook delivery as a receiver saw it. */
+export interface Hook {
+  /** The `x-cohort-webhook-event` header. */
+  event: string
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  body: any
+}
+
+/** A local HTTP server that records every webhook POSTed to it (always answers 200). */
+export async function webhookReceiver(path = '/hook'): Promise<{ url: string; got: Hook[]; server: Server }> {
+  const got: Hook[] = []
+  const server = createServer((req, res) => {
+    let b = ''
+    req.on('data', (d) => (b += d))
+    req.on('end', () => {
+      got.push({ event: String(req.headers['x-cohort-webhook-event']), body: JSON.parse(b) })
+      res.writeHead(200).end()
+    })
+  })
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}${path}`, got, server }
+}
