@@ -155,6 +155,7 @@ describe('durable async predictions (JetStream)', () => {
 describe('async predictions without JetStream', () => {
   it('answers async requests 503 JOBS_UNAVAILABLE while sync predictions work', async () => {
     const nats = await startNatsServer({ jetstream: false })
+    const started = procs.length
     try {
       const w = worker(nats.url, 'nojs')
       await w.waitFor(/worker nojs serving/)
@@ -167,6 +168,10 @@ describe('async predictions without JetStream', () => {
       expect(a.headers.get('retry-after')).toBe('5')
       expect((await getJson(`${gw.url}/predictions/some-id`)).body.code).toBe('JOBS_UNAVAILABLE')
     } finally {
+      // The first describe's afterAll has already run: stop this test's worker and gateway here.
+      for (const p of procs.splice(started)) {
+        await p.stop('SIGKILL').catch(() => undefined)
+      }
       await nats.stop()
     }
   }, 60_000)
