@@ -1,4 +1,5 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util'
+import { BATCHING_FIELDS, type BatchingKey } from '@cohort/batching'
 import { CliError } from './cli-error.ts'
 
 /** parseArgs with one-line errors. */
@@ -35,6 +36,18 @@ export function numFlag(name: string, v: unknown): number | undefined {
   const n = Number(v)
   if (!Number.isFinite(n) || n < 0) {
     throw new CliError(`--${name} must be a number >= 0, got "${String(v)}"`)
+  }
+  return n
+}
+
+/**
+ * A batching flag's number checked against `@cohort/batching`'s field table (the same bounds as
+ * admin patches), or undefined when the flag is absent.
+ */
+export function batchingFlag(key: BatchingKey, n: number | undefined): number | undefined {
+  const f = BATCHING_FIELDS[key]
+  if (n !== undefined && !f.valid(n)) {
+    throw new CliError(`--${f.flag ?? key} must be ${f.expect}, got "${n}"`)
   }
   return n
 }
