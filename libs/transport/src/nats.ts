@@ -1,7 +1,7 @@
 import type { Msg, NatsConnection } from '@nats-io/nats-core'
 import { NoRespondersError, RequestError, TimeoutError } from '@nats-io/nats-core'
 import { Kvm, type KV } from '@nats-io/kv'
-import { CohortError } from '@cohort/protocol'
+import { CohortError, DEFAULT_SUBJECT_PREFIX, kvBuckets } from '@cohort/protocol'
 import { AsyncQueue } from './async-queue.ts'
 import { LargeMessages, type LargeMessageOptions } from './nats-large.ts'
 import { ReconnectGuard } from './reconnect-guard.ts'
@@ -16,11 +16,11 @@ import type {
   TransportSubscription,
 } from './types.ts'
 
-/** KV bucket where workers announce the models they serve. */
-export const MODELS_BUCKET = 'cohort-models'
+/** KV bucket where workers announce the models they serve (default prefix; see `kvBuckets`). */
+export const MODELS_BUCKET = kvBuckets(DEFAULT_SUBJECT_PREFIX).models
 
-/** KV bucket holding each model's runtime configuration. */
-export const CONFIG_BUCKET = 'cohort-config'
+/** KV bucket holding each model's runtime configuration (default prefix; see `kvBuckets`). */
+export const CONFIG_BUCKET = kvBuckets(DEFAULT_SUBJECT_PREFIX).config
 
 function mapRequestError(e: unknown, subject: string, timeoutMs: number): CohortError {
   if (e instanceof CohortError) {
@@ -49,7 +49,13 @@ export interface NatsTransportOptions extends LargeMessageOptions {
   /** Drain and close the connection in `close()`. @default false */
   ownsConnection?: boolean
   /**
-   * Replicas of the KV buckets (`cohort-models`, `cohort-config`) when this process creates them;
+   * Subject prefix of the deployment (the gateway's and worker's `subjectPrefix`): the KV buckets
+   * are `<prefix>-models` and `<prefix>-config` (`kvBuckets`), so deployments with different
+   * prefixes on one NATS server keep apart. @default 'cohort' (`cohort-models`, `cohort-config`)
+   */
+  subjectPrefix?: string
+  /**
+   * Replicas of the KV buckets (`<prefix>-models`, `<prefix>-config`) when this process creates them;
    * an existing bucket is opened as it is. Use 3 on a 3-node JetStream cluster. @default 1
    */
   kvReplicas?: number
@@ -78,9 +84,10 @@ export function createNatsTransport(nc: NatsConnection, opts: NatsTransportOptio
   if (!Number.isInteger(replicas) || replicas < 1 || replicas > 5) {
     throw new RangeError(`kvReplicas must be an integer from 1 to 5, got ${String(opts.kvReplicas)}`)
   }
+  const names = kvBuckets(opts.subjectPrefix ?? DEFAULT_SUBJECT_PREFIX)
   let kv: Promise<KV | undefined> | undefined
   const bucket = (create: boolean): Promise<KV | undefined> => {
-    kv ??= (create ? new Kvm(nc).create(MODELS_BUCKET, { history: 1, replicas }) : new Kvm(nc).open(MODELS_BUCKET)).catch(
+    kv ??= (create ? new Kvm(nc).create(names.models, { history: 1, replicas }) : new Kvm(nc).open(names.models)).catch(
       () => {
         kv = undefined // JetStream off or bucket missing: try again next time.
         return undefined
@@ -104,7 +111,7 @@ export function createNatsTransport(nc: NatsConnection, opts: NatsTransportOptio
   }
   let cfg: Promise<KV | undefined> | undefined
   const configBucket = (): Promise<KV | undefined> => {
-    cfg ??= new Kvm(nc).create(CONFIG_BUCKET, { history: 1, replicas }).catch(() => {
+    cfg ??= new Kvm(nc).create(names.config, { history: 1, replicas }).catch(() => {
       cfg = undefined
       return undefined
     })
