@@ -1,23 +1,39 @@
 import type { LargeMessageOptions } from '@cohort/transport'
 import { intFlag } from './args.ts'
+import { CliError } from './cli-error.ts'
 
-/** `--max-request-bytes`: the largest message over NATS, chunked beyond the server's max_payload. */
+/**
+ * `--max-message-bytes`: the bus message limit (`maxMessageBytes`), the largest message over NATS,
+ * chunked beyond the server's max_payload. `--max-request-bytes` is its older name, still accepted.
+ */
 export const LARGE_OPTIONS = {
+  'max-message-bytes': { type: 'string' },
   'max-request-bytes': { type: 'string' },
 } as const
 
-export const LARGE_HELP = `  --max-request-bytes N  largest request or reply over NATS (default 67108864, 64 MiB); messages above
-                         the server's max_payload travel in chunks; beyond N, 413 (the gateway's body
-                         limit too, unless --max-body-bytes is given)`
+export const LARGE_HELP = `  --max-message-bytes N  largest request or reply over NATS, maxMessageBytes (default 67108864, 64 MiB);
+                         messages above the server's max_payload travel in chunks; beyond N, 413 (the
+                         gateway's body limit too, unless --max-body-bytes is given). Alias:
+                         --max-request-bytes`
+
+/** The bus message limit from --max-message-bytes or its alias --max-request-bytes. */
+function messageLimit(v: Record<string, unknown>): number | undefined {
+  const a = intFlag('max-message-bytes', v['max-message-bytes'])
+  const b = intFlag('max-request-bytes', v['max-request-bytes'])
+  if (a !== undefined && b !== undefined && a !== b) {
+    throw new CliError('--max-message-bytes and its alias --max-request-bytes disagree; give one')
+  }
+  return a ?? b
+}
 
 /** The NATS transport's large-message options from the flags. */
 export function largeMessageOptions(v: Record<string, unknown>): LargeMessageOptions {
-  const n = intFlag('max-request-bytes', v['max-request-bytes'])
+  const n = messageLimit(v)
   return n === undefined ? {} : { maxMessageBytes: n }
 }
 
-/** The gateway's body limit: --max-body-bytes, else --max-request-bytes, else the gateway default. */
+/** The gateway's body limit: --max-body-bytes, else --max-message-bytes, else the gateway default. */
 export function bodyLimit(v: Record<string, unknown>): { maxBodyBytes?: number } {
-  const n = v['max-body-bytes'] === undefined ? intFlag('max-request-bytes', v['max-request-bytes']) : undefined
+  const n = v['max-body-bytes'] === undefined ? messageLimit(v) : undefined
   return n === undefined ? {} : { maxBodyBytes: n }
 }

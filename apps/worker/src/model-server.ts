@@ -441,14 +441,14 @@ export class ModelServer {
   /** Send a reply (RESPONSE_TOO_LARGE instead when it exceeds the bus limit); returns what was sent. */
   #respond(m: TransportMessage, reply: InferReply, t0?: number, timing?: ItemTiming[]): InferReply {
     let bytes = encodeReply(reply)
-    const max = this.#o.transport.maxPayload
+    const max = this.#o.transport.maxMessageBytes
     if (bytes.byteLength > max) {
       reply = {
         v: 1,
         id: reply.id,
         error: {
           code: 'RESPONSE_TOO_LARGE',
-          message: `reply of ${bytes.byteLength} bytes exceeds the NATS max_payload of ${max} bytes; send fewer items per request`,
+          message: `reply of ${bytes.byteLength} bytes exceeds the bus limit (maxMessageBytes) of ${max} bytes; send fewer items per request`,
         },
       }
       bytes = encodeReply(reply)

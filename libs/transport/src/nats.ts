@@ -74,7 +74,7 @@ export interface NatsTransportOptions extends LargeMessageOptions {
  * Messages larger than the server's `max_payload` (requests, replies, publications) travel
  * transparently, up to `maxMessageBytes` (64 MiB by default): the sender keeps the bytes and sends
  * a reference; the receiver pulls them in chunks over core NATS request-reply (no JetStream).
- * `maxPayload` reports that bound.
+ * `maxMessageBytes` reports that bound.
  * @see docs/protocol.md#large-messages
  */
 export function createNatsTransport(nc: NatsConnection, opts: NatsTransportOptions = {}): Transport {
@@ -168,7 +168,7 @@ export function createNatsTransport(nc: NatsConnection, opts: NatsTransportOptio
   let closing: Promise<void> | undefined
   return {
     config,
-    get maxPayload() {
+    get maxMessageBytes() {
       return large.maxBytes
     },
     directory,
@@ -177,7 +177,7 @@ export function createNatsTransport(nc: NatsConnection, opts: NatsTransportOptio
       if (data.byteLength > max) {
         throw new CohortError(
           'PAYLOAD_TOO_LARGE',
-          `encoded request of ${data.byteLength} bytes exceeds the limit of ${max} bytes (maxMessageBytes)`,
+          `encoded request of ${data.byteLength} bytes exceeds the bus limit (maxMessageBytes) of ${max} bytes`,
         )
       }
       if (o.signal?.aborted) {

@@ -48,7 +48,7 @@ export interface Transport {
    * Largest message the bus takes, in bytes. Over NATS this is `maxMessageBytes` (64 MiB by default):
    * messages past the server's `max_payload` travel in chunks (docs/protocol.md#large-messages).
    */
-  readonly maxPayload: number
+  readonly maxMessageBytes: number
   /** Request-reply. Rejects with NO_WORKER at once when nobody subscribes to `subject`. */
   request(subject: string, data: Uint8Array, opts: RequestOptions): Promise<Uint8Array>
   /** Gather every reply that arrives within `timeoutMs` (discovery). */
