@@ -38,7 +38,7 @@ function setup(gw: Partial<GatewayOptions>) {
   void (async () => {
     for await (const m of infer) {
       const req = decodeRequest(m.data)
-      held.push(() => m.respond(encodeReply({ v: 1, id: req.id, tensors: req.tensors ?? [] })))
+      held.push(() => m.respond(encodeReply({ v: 1, id: req.id, tensors: req.tensors ?? {} })))
     }
   })()
   void transport.directory.announce('hold', encodeValue(META))
