@@ -21,7 +21,8 @@ export function intFlag(name: string, v: unknown, min = 1): number | undefined {
   if (v === undefined) {
     return undefined
   }
-  const n = Number(v)
+  // Decimal digits only: Number() would also take "0x10", "1e3" and " 7".
+  const n = typeof v === 'string' && /^-?[0-9]{1,15}$/.test(v) ? Number(v) : typeof v === 'number' ? v : Number.NaN
   if (!Number.isInteger(n) || n < min) {
     throw new CliError(`--${name} must be an integer >= ${min}, got "${String(v)}"`)
   }

@@ -20,6 +20,14 @@ describe('--max-message-bytes (alias --max-request-bytes)', () => {
     expect(bodyLimit({})).toEqual({})
   })
 
+  it('passes --max-inflight-requests / --max-inflight-bytes to both the gateway and the transport', () => {
+    const v = { 'max-inflight-requests': '8', 'max-inflight-bytes': '1048576' }
+    expect(bodyLimit(v)).toEqual({ inflight: { maxRequests: 8, maxBytes: 1_048_576 } })
+    expect(largeMessageOptions(v)).toEqual({ inflight: { maxRequests: 8, maxBytes: 1_048_576 } })
+    expect(largeMessageOptions({ 'max-inflight-bytes': '10' })).toEqual({ inflight: { maxBytes: 10 } })
+    expect(() => bodyLimit({ 'max-inflight-requests': '0x10' })).toThrow(/--max-inflight-requests/)
+  })
+
   it('rejects a value that is not a positive integer', () => {
     expect(() => largeMessageOptions({ 'max-message-bytes': '0' })).toThrow(/--max-message-bytes/)
     expect(() => largeMessageOptions({ 'max-request-bytes': '1.5' })).toThrow(/--max-request-bytes/)

@@ -159,7 +159,7 @@ export class ModelServer {
       }
     }
     this.#listenMain()
-    this.#overflowSub = t.subscribe(s.overflow(name), { queue: s.queue(name) })
+    this.#overflowSub = t.subscribe(s.overflow(name), { queue: s.queue(name), bounded: true })
     const metaSub = t.subscribe(s.meta(name), { queue: s.queue(name) })
     const cancelSub = t.subscribe(s.cancel(name))
     this.#subs = [this.#overflowSub, metaSub, cancelSub]
@@ -243,7 +243,7 @@ export class ModelServer {
   #listenMain(): void {
     const { transport: t, subjects: s } = this.#o
     const name = this.runner.name
-    const sub = t.subscribe(s.infer(name), { queue: s.queue(name) })
+    const sub = t.subscribe(s.infer(name), { queue: s.queue(name), bounded: true })
     this.#inferSub = sub
     this.#inferLoop = this.#consume(sub, (m) => this.#onInfer(m))
   }

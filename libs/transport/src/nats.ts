@@ -3,6 +3,7 @@ import { NoRespondersError, RequestError, TimeoutError } from '@nats-io/nats-cor
 import { Kvm, type KV } from '@nats-io/kv'
 import { CohortError, DEFAULT_SUBJECT_PREFIX, kvBuckets } from '@cohort/protocol'
 import { AsyncQueue } from './async-queue.ts'
+import { InflightBudget, type InflightLimits } from './inflight.ts'
 import { LargeMessages, type LargeMessageOptions } from './nats-large.ts'
 import { ReconnectGuard } from './reconnect-guard.ts'
 import type {
@@ -55,6 +56,13 @@ export interface NatsTransportOptions extends LargeMessageOptions {
    */
   subjectPrefix?: string
   /**
+   * Bounds on the requests received on `bounded` subscriptions (a worker's model subjects) and their
+   * bytes, chunked messages counted at their full size, from arrival until answered. Past them a
+   * request is refused with 503 OVERLOADED (and a large one is never pulled). `false`: no bound.
+   * @default {} (1024 requests, 256 MiB)
+   */
+  inflight?: InflightLimits | false
+  /**
    * Replicas of the KV buckets (`<prefix>-models`, `<prefix>-config`) when this process creates them;
    * an existing bucket is opened as it is. Use 3 on a 3-node JetStream cluster. @default 1
    */
@@ -84,6 +92,7 @@ export function createNatsTransport(nc: NatsConnection, opts: NatsTransportOptio
   if (!Number.isInteger(replicas) || replicas < 1 || replicas > 5) {
     throw new RangeError(`kvReplicas must be an integer from 1 to 5, got ${String(opts.kvReplicas)}`)
   }
+  const budget = opts.inflight === false ? undefined : new InflightBudget(opts.inflight ?? {})
   const names = kvBuckets(opts.subjectPrefix ?? DEFAULT_SUBJECT_PREFIX)
   let kv: Promise<KV | undefined> | undefined
   const bucket = (create: boolean): Promise<KV | undefined> => {
@@ -239,10 +248,18 @@ export function createNatsTransport(nc: NatsConnection, opts: NatsTransportOptio
     },
     subscribe(subject, so: SubscribeOptions = {}): TransportSubscription {
       const sub = nc.subscribe(subject, so.queue ? { queue: so.queue } : {})
-      const wrap = (m: Msg, data: Uint8Array): TransportMessage => ({
+      const bound = so.bounded ? budget : undefined
+      // `held`: bytes counted against the in-flight bound, given back with the answer.
+      const wrap = (m: Msg, data: Uint8Array, held: number | undefined): TransportMessage => ({
         subject: m.subject,
         data,
-        respond: (d) => large.respond(m, d),
+        respond: (d) => {
+          if (held !== undefined) {
+            bound?.release(held)
+            held = undefined
+          }
+          return large.respond(m, d)
+        },
       })
       // Plain messages pass in order; a large one joins once pulled, without holding up the rest.
       const q = new AsyncQueue<TransportMessage>()
@@ -257,16 +274,31 @@ export function createNatsTransport(nc: NatsConnection, opts: NatsTransportOptio
       void (async () => {
         try {
           for await (const m of sub) {
+            const held = bound && m.reply ? large.sizeOf(m) : undefined
+            if (held !== undefined && held > bound!.maxBytes) {
+              // Never servable here: a 4xx naming the bound, not a retry.
+              LargeMessages.refuse(m, new CohortError('PAYLOAD_TOO_LARGE', `message of ${held} bytes exceeds the worker's in-flight bytes bound (inflight.maxBytes) of ${bound!.maxBytes} bytes`))
+              continue
+            }
+            if (held !== undefined && !bound!.tryAdmit(held)) {
+              LargeMessages.refuse(m, new CohortError('OVERLOADED', `the worker is at its in-flight bound: ${bound!.describe()}; retry later`, { retryAfterS: 1 }))
+              continue
+            }
             if (!large.isRef(m)) {
-              q.push(wrap(m, m.data))
+              q.push(wrap(m, m.data, held))
               continue
             }
             pulling++
             large
               .body(m)
               .then(
-                (d) => q.push(wrap(m, d)),
-                (e: unknown) => LargeMessages.refuse(m, e),
+                (d) => q.push(wrap(m, d, held)),
+                (e: unknown) => {
+                  if (held !== undefined) {
+                    bound?.release(held)
+                  }
+                  LargeMessages.refuse(m, e)
+                },
               )
               .finally(() => {
                 pulling--

@@ -40,6 +40,12 @@ export interface AbortSignalLike {
 export interface SubscribeOptions {
   /** Queue group: each message goes to one member of the group. */
   queue?: string
+  /**
+   * Count this subscription's requests (messages with a reply subject) against the transport's
+   * in-flight bound (`NatsTransportOptions.inflight`) from arrival until answered: past it a request
+   * is refused at once with 503 OVERLOADED, and a large one before any chunk is pulled. @default false
+   */
+  bounded?: boolean
 }
 
 /** The bus. Requests fail with CohortError: NO_WORKER, DEADLINE_EXCEEDED, CANCELLED, PAYLOAD_TOO_LARGE. */
