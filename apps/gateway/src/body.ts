@@ -107,11 +107,46 @@ export async function readBody(req: Request, max: number, onChunk?: (n: number) 
   return out
 }
 
-/** Parse JSON bytes or answer 400 with the parser's message. */
-export function parseJson(bytes: Uint8Array): unknown {
+/**
+ * Only a literal with a 3-digit exponent or 309+ digits can overflow a double; a body without one
+ * (nearly all) skips the check. Text inside strings may match too: that only costs the check.
+ */
+const MAYBE_HUGE = /[eE]\+?0*[1-9][0-9]{2}|[0-9]{309}/
+
+/**
+ * Refuse JSON text holding a number literal beyond the double range (`1e400`, which `JSON.parse`
+ * turns into `Infinity` and JSON cannot write back): 400 naming where it is.
+ * @throws CohortError BAD_REQUEST
+ */
+export function rejectNonFinite(text: string): void {
+  if (!MAYBE_HUGE.test(text)) {
+    return
+  }
+  let where: string | undefined
   try {
-    return JSON.parse(new TextDecoder().decode(bytes))
+    JSON.parse(text, function (this: unknown, key, v: unknown) {
+      if (where === undefined && typeof v === 'number' && !Number.isFinite(v)) {
+        where = key === '' ? 'the body' : `"${key.slice(0, 64)}"`
+      }
+      return v
+    })
+  } catch {
+    return // not JSON: the caller's parser says so
+  }
+  if (where !== undefined) {
+    throw new CohortError('BAD_REQUEST', `a number in ${where} is beyond the double range (about ±1.8e308); send finite numbers`)
+  }
+}
+
+/** Parse JSON bytes or answer 400 with the parser's message (or for a number beyond the double range). */
+export function parseJson(bytes: Uint8Array): unknown {
+  const text = new TextDecoder().decode(bytes)
+  let v: unknown
+  try {
+    v = JSON.parse(text)
   } catch (e) {
     throw new CohortError('BAD_REQUEST', `body is not valid JSON: ${e instanceof Error ? e.message : String(e)}`)
   }
+  rejectNonFinite(text)
+  return v
 }

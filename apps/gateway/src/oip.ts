@@ -8,7 +8,7 @@ import {
   type Datatype,
   type WireTensor,
 } from '@cohort/protocol'
-import { DECIMAL_LENGTH } from './body.ts'
+import { DECIMAL_LENGTH, rejectNonFinite } from './body.ts'
 import { exactData, parseJsonExact } from './json-exact.ts'
 
 /** A parsed Open Inference Protocol inference request. */
@@ -47,11 +47,13 @@ export function parseInferBody(body: Uint8Array, headerLength: string | undefine
   }
   let doc: unknown
   let hasBig = false
+  const text = new TextDecoder().decode(jsonPart)
   try {
-    ;({ value: doc, hasBig } = parseJsonExact(new TextDecoder().decode(jsonPart)))
+    ;({ value: doc, hasBig } = parseJsonExact(text))
   } catch (e) {
     throw new CohortError('BAD_REQUEST', `body is not valid JSON: ${e instanceof Error ? e.message : String(e)}`)
   }
+  rejectNonFinite(text)
   if (!isObject(doc)) {
     throw new CohortError('BAD_REQUEST', 'body must be a JSON object with "inputs"')
   }
