@@ -1,11 +1,11 @@
 import { availableParallelism } from 'node:os'
 import { Hono } from 'hono'
-import type { BatchingConfig, Policy } from '@cohort/batching'
+import { BATCHING_FIELDS, type BatchingConfig, type Policy } from '@cohort/batching'
 import { createApp } from '@cohort/gateway'
 import { PROMETHEUS_CONTENT_TYPE, Registry } from '@cohort/metrics'
 import { CohortWorker, type PaddingOptions } from '@cohort/worker'
 import { InProcessTransport, createNatsTransport, type Transport } from '@cohort/transport'
-import { MODEL_HELP, MODEL_OPTIONS, intFlag, numFlag, parse } from './args.ts'
+import { MODEL_HELP, MODEL_OPTIONS, batchingFlag, intFlag, numFlag, parse } from './args.ts'
 import { CliError } from './cli-error.ts'
 import { connectNats } from './connect.ts'
 import { NATS_AUTH_HELP, NATS_AUTH_OPTIONS, kvReplicas, natsAuthOptions } from './nats-auth.ts'
@@ -45,8 +45,8 @@ function modelFlags(v: Values, defaultDemo: boolean, hasConfig = false): ModelFl
     ep: (v['ep'] as string) ?? 'cpu',
     instances,
     threads: intFlag('threads', v['threads']) ?? Math.max(1, Math.floor(availableParallelism() / instances)),
-    maxBatchSize: intFlag('max-batch-size', v['max-batch-size']),
-    maxDelayMs: numFlag('max-delay-ms', v['max-delay-ms']),
+    maxBatchSize: batchingFlag('maxBatchSize', intFlag('max-batch-size', v['max-batch-size'])),
+    maxDelayMs: batchingFlag('maxDelayMs', numFlag('max-delay-ms', v['max-delay-ms'])),
     padding: paddingFlags(v),
   }
 }
@@ -84,18 +84,18 @@ function batching(v: Values): Partial<BatchingConfig> {
   const out: Partial<BatchingConfig> = {}
   const policy = v['policy']
   if (policy !== undefined) {
-    if (policy !== 'eager' && policy !== 'timer' && policy !== 'deadline') {
-      throw new CliError(`--policy must be eager, deadline or timer, got "${String(policy)}"`)
+    if (!BATCHING_FIELDS.policy.valid(policy)) {
+      throw new CliError(`--policy must be ${BATCHING_FIELDS.policy.expect}, got "${String(policy)}"`)
     }
     out.policy = policy as Policy
   }
-  const q = intFlag('max-queue', v['max-queue'])
+  const q = batchingFlag('maxQueue', intFlag('max-queue', v['max-queue']))
   if (q !== undefined) {
     out.maxQueue = q
   }
-  const cost = numFlag('max-batch-cost', v['max-batch-cost'])
+  const cost = batchingFlag('maxBatchCost', numFlag('max-batch-cost', v['max-batch-cost']))
   if (cost !== undefined) {
-    ;(out as Record<string, unknown>)['maxBatchCost'] = cost
+    out.maxBatchCost = cost
   }
   if (v['no-admission'] === true) {
     out.admission = false

@@ -1,6 +1,6 @@
 import type { Context } from 'hono'
 import type { Registry } from '@cohort/metrics'
-import type { AbortSignalLike, JobQueue, Transport } from '@cohort/transport'
+import type { AbortSignalLike, InflightLimits, JobQueue, Transport } from '@cohort/transport'
 import type { Tracer } from '@opentelemetry/api'
 import { consoleErrorLogger, defaultTracer, type LogFields, type Logger } from '@cohort/observability'
 import type { WorkerLossOptions } from './liveness.ts'
@@ -23,6 +23,13 @@ export interface GatewayOptions {
   requestTimeoutMs?: number
   /** Largest HTTP body accepted, bytes. @default 64 MiB */
   maxBodyBytes?: number
+  /**
+   * Bounds on the requests with bodies and their bytes held at once (`maxRequests` 1024,
+   * `maxBytes` 256 MiB by default): past them 503 OVERLOADED + Retry-After before the body is read.
+   * `false` turns them off. See docs/reliability.md#bounds.
+   * @default {}
+   */
+  inflight?: InflightLimits | false
   /** Metadata request timeout, ms. @default 2000 */
   metaTimeoutMs?: number
   /** Metrics registry rendered at /metrics (shared with the worker in embedded mode). */
@@ -134,8 +141,11 @@ export interface CorsOptions {
 
 /** Runtime-specific fast paths of the gateway. */
 export interface GatewayAdapter {
-  /** Read the body, at most `max` bytes (throw CohortError PAYLOAD_TOO_LARGE beyond). */
-  readBody?(c: Context, max: number): Promise<Uint8Array>
+  /**
+   * Read the body, at most `max` bytes (throw CohortError PAYLOAD_TOO_LARGE beyond), calling
+   * `onChunk` with each chunk's size as it arrives (it may throw to stop reading, for the in-flight bound).
+   */
+  readBody?(c: Context, max: number, onChunk?: (n: number) => void): Promise<Uint8Array>
   /** A signal that aborts when the client disconnects before the response is sent. */
   clientGone?(c: Context): AbortSignalLike | undefined
   /** The client's network address: the rate-limit key of a request without credentials or `x-forwarded-for`. */
@@ -159,7 +169,7 @@ type JobOptionKeys = 'jobs' | 'predictions'
 type LivenessOptionKeys = 'workerLoss' | 'gatewayId'
 
 /** The optional security settings (authentication, rate limit, CORS): no defaults to apply. */
-type SecurityOptionKeys = 'apiKeys' | 'jwt' | 'metricsOpen' | 'rateLimit' | 'cors'
+type SecurityOptionKeys = 'apiKeys' | 'jwt' | 'metricsOpen' | 'rateLimit' | 'cors' | 'inflight'
 
 /** Merge defaults in one place and check invariants. */
 export function resolveOptions(o: GatewayOptions): ResolvedGatewayOptions {
