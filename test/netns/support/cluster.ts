@@ -150,12 +150,12 @@ export class Lab {
   }
 
   /** A `cohort worker` serving the sleepy predictor; resolves once it serves. */
-  async worker(hostName: string, urls: string[], id: string, o: { sleepMs?: number; args?: string[] } = {}): Promise<HostProcess> {
+  async worker(hostName: string, urls: string[], id: string, o: { sleepMs?: number; args?: string[]; env?: Record<string, string> } = {}): Promise<HostProcess> {
     const p = this.start(
       hostName,
       [process.execPath, COHORT_BIN, 'worker', '--nats', urls.join(','), '--id', id, '--predictor', SLEEPY, ...(o.args ?? [])],
       `worker-${id}`,
-      { SLEEPY_MS: String(o.sleepMs ?? 25) },
+      { SLEEPY_MS: String(o.sleepMs ?? 25), ...o.env },
     )
     await p.waitFor(/serving sleepy/, 60_000)
     return p
