@@ -29,7 +29,7 @@ function target(submit: (req: InferRequest) => Promise<InferReply>, room = () =>
 }
 
 const ok = (req: InferRequest): Promise<InferReply> =>
-  Promise.resolve({ v: 1, id: req.id, items: req.items.map((i) => ({ y: 2 * (i as { x: number }).x })), timing: [{ computeMs: 3 }] } as InferReply)
+  Promise.resolve({ v: 1, id: req.id, items: (req.items ?? []).map((i) => ({ y: 2 * (i as { x: number }).x })), timing: [{ computeMs: 3 }] } as InferReply)
 
 /** Webhook calls as [event-ish status, id]: the runner's sender with a recording fetch. */
 function hooks() {
