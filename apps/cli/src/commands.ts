@@ -188,7 +188,7 @@ export async function serveCommand(args: string[]): Promise<void> {
   if (v.nats) {
     const nc = await connectNats(v.nats as string, 'cohort-serve', natsAuth)
     transport = createNatsTransport(nc, { ownsConnection: true, kvReplicas: kvReplicas(v), ...largeMessageOptions(v) })
-    jobs = jobQueue(nc, kvReplicas(v))
+    jobs = jobQueue(nc, kvReplicas(v), v)
   } else {
     transport = new InProcessTransport()
   }
@@ -398,7 +398,7 @@ export async function workerCommand(args: string[]): Promise<void> {
     ...(v['heartbeat-ms'] !== undefined ? { heartbeatMs: intFlag('heartbeat-ms', v['heartbeat-ms'], 0)! } : {}),
     tracer: tel.tracer,
     logger: tel.logger,
-    jobs: workerJobs(v, jobQueue(nc, kvReplicas(v))),
+    jobs: workerJobs(v, jobQueue(nc, kvReplicas(v), v)),
   })
   await worker.start()
   let workerDraining = false

@@ -14,13 +14,16 @@ export const PREDICTION_OPTIONS = {
 /** Flags of async prediction jobs on workers (serve, worker). */
 export const JOB_OPTIONS = {
   'job-ack-wait-ms': { type: 'string' },
+  'job-max-deliver': { type: 'string' },
 } as const
 
 export const PREDICTION_HELP = `  --default-model NAME   model answered at /predictions (default: the first served, by name)
   --max-bulk-inputs N    most inputs of one bulk request; more is 413 (default 1000)`
 
 export const JOB_HELP = `  --job-ack-wait-ms MS   async prediction jobs (NATS JetStream): redeliver a job whose worker died after
-                         this long (default 30000; set when the job consumer is first created)`
+                         this long (default 30000; set when the job consumer is first created)
+  --job-max-deliver N    runs of one job before it is recorded failed (default 10; set when the job
+                         consumer is first created)`
 
 /** `defaultModel` for createApp. */
 export function predictionOptions(v: Values): { defaultModel?: string; maxBulkInputs?: number } {
@@ -32,8 +35,9 @@ export function predictionOptions(v: Values): { defaultModel?: string; maxBulkIn
 }
 
 /** The JetStream job queue on a NATS connection (its operations fail with 503 JOBS_UNAVAILABLE without JetStream). */
-export function jobQueue(nc: NatsConnection, replicas: number | undefined): JobQueue {
-  return createNatsJobQueue(nc, replicas ? { replicas } : {})
+export function jobQueue(nc: NatsConnection, replicas: number | undefined, v: Values = {}): JobQueue {
+  const maxDeliver = intFlag('job-max-deliver', v['job-max-deliver'])
+  return createNatsJobQueue(nc, { ...(replicas ? { replicas } : {}), ...(maxDeliver ? { maxDeliver } : {}) })
 }
 
 /** Worker-side job options from the flags. */

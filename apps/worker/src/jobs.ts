@@ -121,6 +121,28 @@ export class JobRunner {
   }
 
   async #handle(d: JobDelivery, ackWaitMs: number): Promise<void> {
+    const maxDeliver = this.#o.queue.maxDeliver
+    if (d.deliveries > maxDeliver) {
+      // Every allowed delivery was taken and none finished (its worker died, or storing failed):
+      // record it failed rather than run it again or leave it `processing` for good.
+      const failed = await this.#update(d.id, (p) =>
+        finishPrediction(
+          { ...p, attempts: maxDeliver },
+          {
+            error: {
+              code: 'PREDICTOR_FAILED',
+              message: `gave up after ${maxDeliver} deliveries: none finished (its worker stopped or failed every time)`,
+            },
+          },
+        ),
+      )
+      d.ack()
+      if (failed) {
+        this.#log.warn({ model: this.#t.name, predictionId: d.id, deliveries: maxDeliver }, 'async prediction job given up')
+        this.webhooks.send(failed.after, 'completed')
+      }
+      return
+    }
     const started = await this.#update(d.id, (p) => ({
       ...p,
       status: 'processing',
