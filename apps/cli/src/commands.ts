@@ -2,7 +2,8 @@ import { availableParallelism } from 'node:os'
 import { Hono } from 'hono'
 import type { BatchingConfig, Policy } from '@cohort/batching'
 import { createApp } from '@cohort/gateway'
-import { PROMETHEUS_CONTENT_TYPE, Registry } from '@cohort/metrics'
+import { PROMETHEUS_CONTENT_TYPE } from '@cohort/metrics'
+import { processRegistry } from './process-registry.ts'
 import { CohortWorker, type PaddingOptions } from '@cohort/worker'
 import { InProcessTransport, createNatsTransport, type Transport } from '@cohort/transport'
 import { MODEL_HELP, MODEL_OPTIONS, intFlag, numFlag, parse } from './args.ts'
@@ -192,7 +193,7 @@ export async function serveCommand(args: string[]): Promise<void> {
   } else {
     transport = new InProcessTransport()
   }
-  const registry = new Registry()
+  const registry = processRegistry()
   const { runners, outputSchemas } = await buildRunners(flags)
   const piped = await pipelineRunners(positionals, v, { transport, registry, flags, batching: batching(v), allowStage: false })
   runners.push(...piped.runners)
@@ -295,7 +296,7 @@ export async function gatewayCommand(args: string[]): Promise<void> {
   let draining = false
   const nc = await connectNats(v.nats as string, 'cohort-gateway', natsAuth)
   const transport = createNatsTransport(nc, { ownsConnection: true, kvReplicas: kvReplicas(v), ...largeMessageOptions(v) })
-  const gatewayRegistry = new Registry()
+  const gatewayRegistry = processRegistry()
   const app = createApp({
     registry: gatewayRegistry,
     transport,
@@ -380,7 +381,7 @@ export async function workerCommand(args: string[]): Promise<void> {
   const { runners, outputSchemas } = await buildRunners(flags)
   const nc = await connectNats(v.nats as string, 'cohort-worker', natsAuth)
   const transport = createNatsTransport(nc, { ownsConnection: true, kvReplicas: kvReplicas(v), ...largeMessageOptions(v) })
-  const registry = new Registry()
+  const registry = processRegistry()
   const piped = await pipelineRunners(positionals, v, { transport, registry, flags, batching: batching(v), allowStage: true })
   runners.push(...piped.runners)
   Object.assign(outputSchemas, piped.outputSchemas)

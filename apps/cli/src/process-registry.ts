@@ -1,0 +1,14 @@
+import { Registry, runtimeMetrics } from '@cohort/metrics'
+import { nodeRuntimeSource } from '@cohort/worker'
+
+/**
+ * A metrics registry for one `cohort` process, holding the process and runtime metrics
+ * (`process_*`, `nodejs_*`; see docs/metrics.md). One per process: the embedded `serve` shares it
+ * between gateway and worker. The source's timer and GC observer live as long as the process and
+ * never keep it alive.
+ */
+export function processRegistry(): Registry {
+  const r = new Registry()
+  runtimeMetrics(r, nodeRuntimeSource())
+  return r
+}
