@@ -3,7 +3,7 @@ import { Hono } from 'hono'
 import type { BatchingConfig, Policy } from '@cohort/batching'
 import { createApp } from '@cohort/gateway'
 import { PROMETHEUS_CONTENT_TYPE } from '@cohort/metrics'
-import { processRegistry } from './process-registry.ts'
+import { DASHBOARD_SAMPLE_MS, processRegistry } from './process-registry.ts'
 import { CohortWorker, type PaddingOptions } from '@cohort/worker'
 import { InProcessTransport, createNatsTransport, type Transport } from '@cohort/transport'
 import { MODEL_HELP, MODEL_OPTIONS, intFlag, numFlag, parse } from './args.ts'
@@ -210,9 +210,11 @@ export async function serveCommand(args: string[]): Promise<void> {
   })
   await worker.start()
   const timeout = intFlag('timeout-ms', v['timeout-ms'])
+  const dashboard = new AbortController()
   const app = createApp({
     transport,
     registry,
+    dashboard: { sampleMs: DASHBOARD_SAMPLE_MS, signal: dashboard.signal },
     adapter: gatewayAdapter(v),
     adminKeys: adminKeys(v),
     ...security,
@@ -225,6 +227,7 @@ export async function serveCommand(args: string[]): Promise<void> {
   const http = await listen(app, v.host as string, port, tls)
   const grpc = await startGrpcFromFlags(v, v.host as string, transport, { ...security, ...(timeout ? { requestTimeoutMs: timeout } : {}) }, registry)
   close = async () => {
+    dashboard.abort()
     await grpc?.close()
     await http.close()
     await worker.drain()
@@ -297,8 +300,10 @@ export async function gatewayCommand(args: string[]): Promise<void> {
   const nc = await connectNats(v.nats as string, 'cohort-gateway', natsAuth)
   const transport = createNatsTransport(nc, { ownsConnection: true, kvReplicas: kvReplicas(v), ...largeMessageOptions(v) })
   const gatewayRegistry = processRegistry()
+  const dashboard = new AbortController()
   const app = createApp({
     registry: gatewayRegistry,
+    dashboard: { sampleMs: DASHBOARD_SAMPLE_MS, signal: dashboard.signal },
     transport,
     adapter: gatewayAdapter(v),
     adminKeys: adminKeys(v),
@@ -320,6 +325,7 @@ export async function gatewayCommand(args: string[]): Promise<void> {
     // Readiness 503 first (load balancers stop sending), keep serving for the grace period, then
     // stop accepting, finish in-flight requests (http.close waits for them) and drain NATS.
     draining = true
+    dashboard.abort()
     console.error(`cohort: gateway draining: /v2/health/ready answers 503 for ${drainMs} ms`)
     await new Promise((r) => setTimeout(r, drainMs))
     await grpc?.close()
