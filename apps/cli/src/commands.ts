@@ -2,7 +2,8 @@ import { availableParallelism } from 'node:os'
 import { Hono } from 'hono'
 import { BATCHING_FIELDS, type BatchingConfig, type Policy } from '@cohort/batching'
 import { createApp } from '@cohort/gateway'
-import { PROMETHEUS_CONTENT_TYPE, Registry } from '@cohort/metrics'
+import { PROMETHEUS_CONTENT_TYPE } from '@cohort/metrics'
+import { DASHBOARD_SAMPLE_MS, processRegistry } from './process-registry.ts'
 import { CohortWorker, type PaddingOptions } from '@cohort/worker'
 import { InProcessTransport, createNatsTransport, type Transport } from '@cohort/transport'
 import { MODEL_HELP, MODEL_OPTIONS, batchingFlag, intFlag, numFlag, parse } from './args.ts'
@@ -192,7 +193,7 @@ export async function serveCommand(args: string[]): Promise<void> {
   } else {
     transport = new InProcessTransport()
   }
-  const registry = new Registry()
+  const registry = processRegistry()
   const { runners, outputSchemas } = await buildRunners(flags)
   const piped = await pipelineRunners(positionals, v, { transport, registry, flags, batching: batching(v), allowStage: false })
   runners.push(...piped.runners)
@@ -209,9 +210,11 @@ export async function serveCommand(args: string[]): Promise<void> {
   })
   await worker.start()
   const timeout = intFlag('timeout-ms', v['timeout-ms'])
+  const dashboard = new AbortController()
   const app = createApp({
     transport,
     registry,
+    dashboard: { sampleMs: DASHBOARD_SAMPLE_MS, signal: dashboard.signal },
     adapter: gatewayAdapter(v),
     adminKeys: adminKeys(v),
     ...security,
@@ -224,6 +227,7 @@ export async function serveCommand(args: string[]): Promise<void> {
   const http = await listen(app, v.host as string, port, tls)
   const grpc = await startGrpcFromFlags(v, v.host as string, transport, { ...security, ...(timeout ? { requestTimeoutMs: timeout } : {}) }, registry)
   close = async () => {
+    dashboard.abort()
     await grpc?.close()
     await http.close()
     await worker.drain()
@@ -295,9 +299,11 @@ export async function gatewayCommand(args: string[]): Promise<void> {
   let draining = false
   const nc = await connectNats(v.nats as string, 'cohort-gateway', natsAuth)
   const transport = createNatsTransport(nc, { ownsConnection: true, kvReplicas: kvReplicas(v), ...largeMessageOptions(v) })
-  const gatewayRegistry = new Registry()
+  const gatewayRegistry = processRegistry()
+  const dashboard = new AbortController()
   const app = createApp({
     registry: gatewayRegistry,
+    dashboard: { sampleMs: DASHBOARD_SAMPLE_MS, signal: dashboard.signal },
     transport,
     adapter: gatewayAdapter(v),
     adminKeys: adminKeys(v),
@@ -319,6 +325,7 @@ export async function gatewayCommand(args: string[]): Promise<void> {
     // Readiness 503 first (load balancers stop sending), keep serving for the grace period, then
     // stop accepting, finish in-flight requests (http.close waits for them) and drain NATS.
     draining = true
+    dashboard.abort()
     console.error(`cohort: gateway draining: /v2/health/ready answers 503 for ${drainMs} ms`)
     await new Promise((r) => setTimeout(r, drainMs))
     await grpc?.close()
@@ -380,7 +387,7 @@ export async function workerCommand(args: string[]): Promise<void> {
   const { runners, outputSchemas } = await buildRunners(flags)
   const nc = await connectNats(v.nats as string, 'cohort-worker', natsAuth)
   const transport = createNatsTransport(nc, { ownsConnection: true, kvReplicas: kvReplicas(v), ...largeMessageOptions(v) })
-  const registry = new Registry()
+  const registry = processRegistry()
   const piped = await pipelineRunners(positionals, v, { transport, registry, flags, batching: batching(v), allowStage: true })
   runners.push(...piped.runners)
   Object.assign(outputSchemas, piped.outputSchemas)
