@@ -1,7 +1,7 @@
 import { availableParallelism } from 'node:os'
 import { Hono } from 'hono'
 import type { BatchingConfig, Policy } from '@cohort/batching'
-import { createApp } from '@cohort/gateway'
+import { createApp, type GatewayOptions } from '@cohort/gateway'
 import { PROMETHEUS_CONTENT_TYPE, Registry } from '@cohort/metrics'
 import { CohortWorker, type PaddingOptions } from '@cohort/worker'
 import { InProcessTransport, createNatsTransport, type Transport } from '@cohort/transport'
@@ -209,7 +209,7 @@ export async function serveCommand(args: string[]): Promise<void> {
   })
   await worker.start()
   const timeout = intFlag('timeout-ms', v['timeout-ms'])
-  const app = createApp({
+  const gwo: GatewayOptions = {
     transport,
     registry,
     adapter: gatewayAdapter(v),
@@ -220,9 +220,10 @@ export async function serveCommand(args: string[]): Promise<void> {
     logger: tel.logger.child({ component: 'gateway' }),
     ...predictionOptions(v),
     ...(jobs ? { jobs } : {}),
-  })
+  }
+  const app = createApp(gwo)
   const http = await listen(app, v.host as string, port, tls)
-  const grpc = await startGrpcFromFlags(v, v.host as string, transport, { ...security, ...(timeout ? { requestTimeoutMs: timeout } : {}) }, registry)
+  const grpc = await startGrpcFromFlags(v, v.host as string, transport, gwo, registry)
   close = async () => {
     await grpc?.close()
     await http.close()
@@ -296,7 +297,7 @@ export async function gatewayCommand(args: string[]): Promise<void> {
   const nc = await connectNats(v.nats as string, 'cohort-gateway', natsAuth)
   const transport = createNatsTransport(nc, { ownsConnection: true, kvReplicas: kvReplicas(v), ...largeMessageOptions(v) })
   const gatewayRegistry = new Registry()
-  const app = createApp({
+  const gwo: GatewayOptions = {
     registry: gatewayRegistry,
     transport,
     adapter: gatewayAdapter(v),
@@ -312,9 +313,10 @@ export async function gatewayCommand(args: string[]): Promise<void> {
     draining: () => draining,
     ...predictionOptions(v),
     jobs: jobQueue(nc, kvReplicas(v)),
-  })
+  }
+  const app = createApp(gwo)
   const http = await listen(app, v.host as string, port, tls)
-  const grpc = await startGrpcFromFlags(v, v.host as string, transport, { ...security, ...(timeout ? { requestTimeoutMs: timeout } : {}) }, gatewayRegistry)
+  const grpc = await startGrpcFromFlags(v, v.host as string, transport, gwo, gatewayRegistry)
   onSignals(async () => {
     // Readiness 503 first (load balancers stop sending), keep serving for the grace period, then
     // stop accepting, finish in-flight requests (http.close waits for them) and drain NATS.

@@ -1,5 +1,6 @@
 import { CohortError, finishPrediction, isTerminal, WebhookSender, type Prediction } from '@cohort/protocol'
 import type { Upstream } from '../upstream.ts'
+import { runItem } from '../door.ts'
 import { DEFAULT_JOB_TIMEOUT_MS, type PredictionJobOptions, type PredictionJobs } from './types.ts'
 
 interface Entry {
@@ -81,19 +82,8 @@ export class MemoryJobs implements PredictionJobs {
     await Promise.resolve()
     e.p = { ...e.p, status: 'processing', started_at: new Date().toISOString(), attempts: 1 }
     this.webhooks.send(e.p, 'start')
-    let next: Prediction
-    try {
-      const reply = await this.#up.infer(
-        { v: 1, id: e.p.id, model: e.p.model, deadline: Date.now() + this.#timeoutMs, items: [e.p.input] },
-        this.#timeoutMs + 50,
-        e.abort.signal,
-      )
-      const err = reply.errors?.[0]
-      next = finishPrediction(e.p, err ? { error: err } : { output: reply.items?.[0] ?? null, computeMs: reply.timing?.[0]?.computeMs })
-    } catch (x) {
-      const ce = x instanceof CohortError ? x : new CohortError('INTERNAL', 'internal error')
-      next = finishPrediction(e.p, { error: { code: ce.code, message: ce.message } })
-    }
+    const outcome = await runItem(this.#up, { model: e.p.model, input: e.p.input, deadline: Date.now() + this.#timeoutMs, id: e.p.id }, { signal: e.abort.signal })
+    const next = finishPrediction(e.p, outcome)
     if (isTerminal(e.p.status)) {
       return // canceled meanwhile: the cancel wins
     }

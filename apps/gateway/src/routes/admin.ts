@@ -4,6 +4,7 @@ import { bodyOf, parseJson } from '../body.ts'
 import type { ResolvedGatewayOptions } from '../options.ts'
 import type { Upstream } from '../upstream.ts'
 import { checkModelPath } from './infer.ts'
+import { bearerToken, keyIndex } from '../middleware/auth/credentials.ts'
 
 /** Batching fields an operator may change at runtime, with their checks. */
 const FIELDS: Record<string, (v: unknown) => boolean> = {
@@ -20,12 +21,11 @@ export function requireAdmin(c: Context, keys: readonly string[] | undefined): v
   if (!keys || keys.length === 0) {
     return
   }
-  const h = c.req.header('authorization') ?? ''
-  const m = /^Bearer\s+(.+)$/i.exec(h)
-  if (!m) {
+  const cred = bearerToken(c.req.header('authorization'))
+  if (typeof cred !== 'string') {
     throw new CohortError('UNAUTHORIZED', 'admin routes need Authorization: Bearer <admin key>')
   }
-  if (!keys.includes(m[1]!.trim())) {
+  if (keyIndex(keys, cred) < 0) {
     throw new CohortError('FORBIDDEN', 'this key may not use admin routes')
   }
 }
