@@ -17,7 +17,7 @@ import { gatewayAdapter } from './node-adapter.ts'
 import { buildRunners, type ModelFlags } from './runners.ts'
 import { PIPELINE_HELP, PIPELINE_OPTIONS, pipelineRunners } from './pipeline-flags.ts'
 import { TELEMETRY_HELP, TELEMETRY_OPTIONS, setupTelemetry } from './telemetry.ts'
-import { JOB_HELP, JOB_OPTIONS, PREDICTION_HELP, PREDICTION_OPTIONS, jobQueue, predictionOptions, workerJobs } from './jobs-flags.ts'
+import { JOB_HELP, JOB_OPTIONS, PREDICTION_HELP, PREDICTION_OPTIONS, WEBHOOK_HELP, jobQueue, predictionOptions, workerJobs } from './jobs-flags.ts'
 import type { JobQueue } from '@cohort/transport'
 
 type Values = Record<string, string | boolean | string[] | undefined>
@@ -137,6 +137,7 @@ Gateway and worker in one process (embedded; no NATS needed unless --nats is giv
   --timeout-ms MS        server-side request deadline (default 30000)
 ${PREDICTION_HELP}
 ${JOB_HELP}
+${WEBHOOK_HELP}
 ${GRPC_HELP}
   --no-front-door        do not take the event loop's delay off request deadlines (by default a
                          request already late on arrival is refused 503 before its body is read)
@@ -246,6 +247,7 @@ The stateless HTTP gateway: publishes each request to NATS.
   --host H               HTTP host (default 127.0.0.1)
   --timeout-ms MS        server-side request deadline (default 30000)
 ${PREDICTION_HELP}
+${WEBHOOK_HELP}
 ${GRPC_HELP}
   --drain-ms MS          on SIGTERM, answer 503 on /v2/health/ready while still serving for this
                          long, then stop listening and finish in-flight requests (default ${DEFAULT_DRAIN_MS})
@@ -340,6 +342,7 @@ A long-lived worker: serves its models from NATS in queue groups, batching reque
   --metrics-host H       host of the metrics server (default 127.0.0.1)
   --id ID                worker id in replies and discovery (default random)
 ${JOB_HELP}
+${WEBHOOK_HELP}
   --distribution capacity|random
                          capacity (default): leave the model's main subject while the queue is full,
                          so idle workers get the work; random: plain NATS queue-group spreading

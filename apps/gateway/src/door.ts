@@ -108,7 +108,7 @@ export interface SendOptions {
  * Send one envelope and wait for its reply, `REPLY_GRACE_MS` past its deadline. The one call of
  * `Upstream.infer` for inference (door passages, async jobs, the Redis bridge).
  */
-export function send(up: Upstream, req: InferRequest, o: Omit<SendOptions, 'deadline' | 'id'> = {}): Promise<InferReply> {
+export function doorSend(up: Upstream, req: InferRequest, o: Omit<SendOptions, 'deadline' | 'id'> = {}): Promise<InferReply> {
   return up.infer(req, Math.max(1, req.deadline - Date.now()) + REPLY_GRACE_MS, o.signal, { retryable: o.retryable === true })
 }
 
@@ -122,7 +122,7 @@ export async function runItem(
   o: Omit<SendOptions, 'deadline' | 'id'> & { index?: number; onUnexpected?: (e: unknown) => void } = {},
 ): Promise<ItemOutcome> {
   try {
-    const reply = await send(up, { v: 1, id: r.id ?? crypto.randomUUID(), model: r.model, deadline: r.deadline, items: [r.input], ...r.trace }, o)
+    const reply = await doorSend(up, { v: 1, id: r.id ?? crypto.randomUUID(), model: r.model, deadline: r.deadline, items: [r.input], ...r.trace }, o)
     const e = itemError(reply, o.index)
     if (e) {
       return { error: { code: e.code, message: e.message } }
@@ -220,7 +220,7 @@ export class Passage {
       delete req.priority
     }
     this.obs.sent(req)
-    const reply = await send(this.door.o.upstream, req, o)
+    const reply = await doorSend(this.door.o.upstream, req, o)
     firstItemError(reply)
     return reply
   }

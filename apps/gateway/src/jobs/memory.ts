@@ -1,4 +1,5 @@
-import { CohortError, finishPrediction, isTerminal, WebhookSender, type Prediction } from '@cohort/protocol'
+import { CohortError } from '@cohort/protocol'
+import { isTerminal, PredictionLifecycle, WebhookSender, type Prediction } from '@cohort/predictions'
 import type { Upstream } from '../upstream.ts'
 import { runItem } from '../door.ts'
 import { DEFAULT_JOB_TIMEOUT_MS, type PredictionJobOptions, type PredictionJobs } from './types.ts'
@@ -20,6 +21,7 @@ export class MemoryJobs implements PredictionJobs {
   readonly #max: number
   readonly #entries = new Map<string, Entry>()
   readonly webhooks: WebhookSender
+  readonly #life: PredictionLifecycle
   #closed = false
 
   constructor(up: Upstream, o: PredictionJobOptions = {}) {
@@ -27,6 +29,7 @@ export class MemoryJobs implements PredictionJobs {
     this.#timeoutMs = o.timeoutMs ?? DEFAULT_JOB_TIMEOUT_MS
     this.#max = o.maxInMemory ?? 10_000
     this.webhooks = new WebhookSender(o.webhooks)
+    this.#life = new PredictionLifecycle(this.webhooks)
   }
 
   async submit(p: Prediction): Promise<{ prediction: Prediction; created: boolean }> {
@@ -55,9 +58,8 @@ export class MemoryJobs implements PredictionJobs {
       return undefined
     }
     if (!isTerminal(e.p.status)) {
-      e.p = { ...e.p, status: 'canceled', completed_at: new Date().toISOString() }
+      e.p = this.#life.cancel(e.p)
       e.abort.abort()
-      this.webhooks.send(e.p, 'completed')
     }
     return e.p
   }
@@ -80,18 +82,14 @@ export class MemoryJobs implements PredictionJobs {
 
   async #run(e: Entry): Promise<void> {
     await Promise.resolve()
-    e.p = { ...e.p, status: 'processing', started_at: new Date().toISOString(), attempts: 1 }
-    this.webhooks.send(e.p, 'start')
+    e.p = this.#life.start(e.p, { attempts: 1 })
+    this.#life.started(e.p)
     const outcome = await runItem(this.#up, { model: e.p.model, input: e.p.input, deadline: Date.now() + this.#timeoutMs, id: e.p.id }, { signal: e.abort.signal })
-    const next = finishPrediction(e.p, outcome)
     if (isTerminal(e.p.status)) {
       return // canceled meanwhile: the cancel wins
     }
-    e.p = next
-    if (next.status === 'succeeded') {
-      this.webhooks.send(next, 'output')
-    }
-    this.webhooks.send(next, 'completed')
+    e.p = this.#life.finish(e.p, outcome)
+    this.#life.finished(e.p)
   }
 
   /** Forget the oldest finished predictions beyond the bound. */

@@ -1,5 +1,6 @@
 import type { Context } from 'hono'
-import { CohortError, PREDICTION_ID_RE, WEBHOOK_EVENTS, type WebhookEvent } from '@cohort/protocol'
+import { CohortError } from '@cohort/protocol'
+import { PREDICTION_ID_RE, WEBHOOK_EVENTS, type WebhookEvent } from '@cohort/predictions'
 import { parseJson } from '../body.ts'
 
 /** One entry of Cog's (FastAPI's) 422 `detail` array. */

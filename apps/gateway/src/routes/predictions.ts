@@ -1,5 +1,6 @@
 import type { Context } from 'hono'
-import { CohortError, isTerminal, newPrediction, PREDICTION_ID_RE, type Prediction } from '@cohort/protocol'
+import { CohortError } from '@cohort/protocol'
+import { isTerminal, newPrediction, PREDICTION_ID_RE, type Prediction } from '@cohort/predictions'
 import { bodyOf, clientGone } from '../body.ts'
 import type { InferenceDoor, Passage } from '../door.ts'
 import type { ResolvedGatewayOptions } from '../options.ts'
