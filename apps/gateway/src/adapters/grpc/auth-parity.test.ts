@@ -10,8 +10,8 @@ import { InMemorySpanExporter, SimpleSpanProcessor, BasicTracerProvider } from '
 import { InProcessTransport } from '@cohort/transport'
 import { Type, definePredictor } from '@cohort/predictor'
 import { CohortWorker, PredictorRunner } from '@cohort/worker'
-import { createApp } from '../app.ts'
-import type { GatewayOptions } from '../options.ts'
+import { createApp } from '../../app.ts'
+import type { GatewayOptions } from '../../options.ts'
 import { PROTO_DIR, startGrpcServer, type GrpcServerHandle, type GrpcServerOptions } from './server.ts'
 
 const shout = definePredictor({

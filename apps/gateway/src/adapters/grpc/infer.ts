@@ -1,7 +1,7 @@
 import type * as grpc from '@grpc/grpc-js'
 import type { WireTensor } from '@cohort/protocol'
-import type { Passage } from '../door.ts'
-import { checkModelPath } from '../routes/infer.ts'
+import type { Passage } from '../../door.ts'
+import { checkModelPath } from '../../routes/infer.ts'
 import { grpcInputs, type GrpcInputTensor } from './tensors.ts'
 
 // Minimal shapes of the decoded messages (proto-loader: keepCase, longs as strings, defaults).
