@@ -13,11 +13,10 @@ import type { AbortSignalLike } from '@cohort/transport'
 import type { TraceCarrier } from '@cohort/observability'
 import { admitAtDoor, deadlineAfter, effectiveTimeoutMs } from './deadline.ts'
 import { RequestObservation, type ObservationOptions, type ObservedCall } from './observe.ts'
-import type { RateLimitOptions } from './options.ts'
+import type { JwtAuthOptions, RateLimitOptions } from './options.ts'
 import type { Upstream } from './upstream.ts'
 import { Authenticator } from './middleware/auth/credentials.ts'
 import { TokenBuckets } from './middleware/rate-limit/index.ts'
-import type { JwtAuthOptions } from './options.ts'
 
 /** Grace after the deadline before the gateway stops waiting: the worker's own 504 usually wins. */
 export const REPLY_GRACE_MS = 50
@@ -215,9 +214,6 @@ export class Passage {
       deadline: o.deadline ?? this.deadline(o.timeoutMs ?? this.timeoutMs()),
       ...payload,
       ...this.trace,
-    }
-    if (payload.priority === undefined) {
-      delete req.priority
     }
     this.obs.sent(req)
     const reply = await doorSend(this.door.o.upstream, req, o)
