@@ -1,7 +1,7 @@
 import { availableParallelism } from 'node:os'
 import { Hono } from 'hono'
 import { BATCHING_FIELDS, type BatchingConfig, type Policy } from '@cohort/batching'
-import { createApp } from '@cohort/gateway'
+import { createApp, type GatewayOptions } from '@cohort/gateway'
 import { PROMETHEUS_CONTENT_TYPE } from '@cohort/metrics'
 import { DASHBOARD_SAMPLE_MS, processRegistry } from './process-registry.ts'
 import { CohortWorker, type PaddingOptions } from '@cohort/worker'
@@ -18,7 +18,7 @@ import { gatewayAdapter } from './node-adapter.ts'
 import { buildRunners, type ModelFlags } from './runners.ts'
 import { PIPELINE_HELP, PIPELINE_OPTIONS, pipelineRunners } from './pipeline-flags.ts'
 import { TELEMETRY_HELP, TELEMETRY_OPTIONS, setupTelemetry } from './telemetry.ts'
-import { JOB_HELP, JOB_OPTIONS, PREDICTION_HELP, PREDICTION_OPTIONS, jobQueue, predictionOptions, workerJobs } from './jobs-flags.ts'
+import { JOB_HELP, JOB_OPTIONS, PREDICTION_HELP, PREDICTION_OPTIONS, WEBHOOK_HELP, jobQueue, predictionOptions, workerJobs } from './jobs-flags.ts'
 import type { JobQueue } from '@cohort/transport'
 
 type Values = Record<string, string | boolean | string[] | undefined>
@@ -138,6 +138,7 @@ Gateway and worker in one process (embedded; no NATS needed unless --nats is giv
   --timeout-ms MS        server-side request deadline (default 30000)
 ${PREDICTION_HELP}
 ${JOB_HELP}
+${WEBHOOK_HELP}
 ${GRPC_HELP}
   --no-front-door        do not take the event loop's delay off request deadlines (by default a
                          request already late on arrival is refused 503 before its body is read)
@@ -211,7 +212,7 @@ export async function serveCommand(args: string[]): Promise<void> {
   await worker.start()
   const timeout = intFlag('timeout-ms', v['timeout-ms'])
   const dashboard = new AbortController()
-  const app = createApp({
+  const gwo: GatewayOptions = {
     transport,
     registry,
     dashboard: { sampleMs: DASHBOARD_SAMPLE_MS, signal: dashboard.signal },
@@ -223,9 +224,10 @@ export async function serveCommand(args: string[]): Promise<void> {
     logger: tel.logger.child({ component: 'gateway' }),
     ...predictionOptions(v),
     ...(jobs ? { jobs } : {}),
-  })
+  }
+  const app = createApp(gwo)
   const http = await listen(app, v.host as string, port, tls)
-  const grpc = await startGrpcFromFlags(v, v.host as string, transport, { ...security, ...(timeout ? { requestTimeoutMs: timeout } : {}) }, registry)
+  const grpc = await startGrpcFromFlags(v, v.host as string, transport, gwo, registry)
   close = async () => {
     dashboard.abort()
     await grpc?.close()
@@ -249,6 +251,7 @@ The stateless HTTP gateway: publishes each request to NATS.
   --host H               HTTP host (default 127.0.0.1)
   --timeout-ms MS        server-side request deadline (default 30000)
 ${PREDICTION_HELP}
+${WEBHOOK_HELP}
 ${GRPC_HELP}
   --drain-ms MS          on SIGTERM, answer 503 on /v2/health/ready while still serving for this
                          long, then stop listening and finish in-flight requests (default ${DEFAULT_DRAIN_MS})
@@ -301,7 +304,7 @@ export async function gatewayCommand(args: string[]): Promise<void> {
   const transport = createNatsTransport(nc, { ownsConnection: true, kvReplicas: kvReplicas(v), ...largeMessageOptions(v) })
   const gatewayRegistry = processRegistry()
   const dashboard = new AbortController()
-  const app = createApp({
+  const gwo: GatewayOptions = {
     registry: gatewayRegistry,
     dashboard: { sampleMs: DASHBOARD_SAMPLE_MS, signal: dashboard.signal },
     transport,
@@ -318,9 +321,10 @@ export async function gatewayCommand(args: string[]): Promise<void> {
     draining: () => draining,
     ...predictionOptions(v),
     jobs: jobQueue(nc, kvReplicas(v)),
-  })
+  }
+  const app = createApp(gwo)
   const http = await listen(app, v.host as string, port, tls)
-  const grpc = await startGrpcFromFlags(v, v.host as string, transport, { ...security, ...(timeout ? { requestTimeoutMs: timeout } : {}) }, gatewayRegistry)
+  const grpc = await startGrpcFromFlags(v, v.host as string, transport, gwo, gatewayRegistry)
   onSignals(async () => {
     // Readiness 503 first (load balancers stop sending), keep serving for the grace period, then
     // stop accepting, finish in-flight requests (http.close waits for them) and drain NATS.
@@ -345,6 +349,7 @@ A long-lived worker: serves its models from NATS in queue groups, batching reque
   --metrics-host H       host of the metrics server (default 127.0.0.1)
   --id ID                worker id in replies and discovery (default random)
 ${JOB_HELP}
+${WEBHOOK_HELP}
   --distribution capacity|random
                          capacity (default): leave the model's main subject while the queue is full,
                          so idle workers get the work; random: plain NATS queue-group spreading
