@@ -261,7 +261,8 @@ describe('gateway app with a real worker', () => {
   it('answers with the first failed item when one of N items fails', async () => {
     const r = await json(post(e.app, '/v2/models/adder/infer', x1([1, 13, 2])))
     expect(r.status).toBe(500)
-    expect(r.body).toEqual({ error: 'unlucky 13', code: 'PREDICTOR_FAILED' })
+    // The message names the failing item (issue 16: it used to be the bare 'unlucky 13').
+    expect(r.body).toEqual({ error: 'item 1: unlucky 13', code: 'PREDICTOR_FAILED' })
     // A schema failure of one item over OIP is a 400 (422 is only for Cog-style predictions).
     const schema = await json(
       post(e.app, '/v2/models/zulu/infer', { inputs: [{ name: 'text', datatype: 'INT32', shape: [2], data: [1, 2] }] }),
@@ -696,7 +697,9 @@ describe('gateway app with hand-written responders', () => {
       const r = await json(post(app, '/v2/models/mixed/infer', x1([1, 2, 3])))
       expect(r.status, JSON.stringify(list)).toBe(status)
       expect(r.body.code).toBe(code)
-      expect(r.body.error).toBe(list.find((x) => x !== null)!.message)
+      // Errors about the item name it (issue 16); capacity and timing errors keep their message.
+      const first = list.find((x) => x !== null)!.message
+      expect(r.body.error).toBe(status === 500 || status < 499 ? `item ${list.findIndex((x) => x !== null)}: ${first}` : first)
       // Only OVERLOADED / NO_WORKER carry Retry-After.
       expect(r.headers.get('retry-after')).toBeNull()
     }

@@ -39,8 +39,10 @@ export interface GatewayOptions {
   serverVersion?: string
   /** Model answered at `/predictions`. @default the first model a worker reports */
   defaultModel?: string
-  /** Extra text rendered at /metrics (e.g. the embedded worker's registry). */
+  /** Extra text rendered at /metrics (e.g. the embedded worker's registry). Not shown on the dashboard. */
   extraMetrics?: () => string
+  /** The live dashboard's history (`GET /dashboard`). @default sampled only when the page polls */
+  dashboard?: DashboardSettings
   /** Most inputs in one bulk request. @default 1000 */
   maxBulkInputs?: number
   /** Keys accepted on admin routes (`Authorization: Bearer KEY`). Admin routes are open when empty. */
@@ -158,6 +160,20 @@ export interface GatewayAdapter {
   queueDelayMs?(): number
 }
 
+/** Settings of the live dashboard's server-side history (a ring buffer of samples). */
+export interface DashboardSettings {
+  /**
+   * Sample the metrics every this many ms in the background, so that a page opened now shows the
+   * last minutes at once. 0: sample only when a page polls (edge runtimes, where timers outlive no
+   * request). The Node entries (`cohort serve`, `cohort gateway`) use 1000. @default 0
+   */
+  sampleMs?: number
+  /** Samples kept (at `sampleMs` 1000, 300 is the last 5 minutes). @default 300 */
+  keep?: number
+  /** Aborting it stops the background sampler (the Node entries abort it at shutdown). */
+  signal?: AbortSignal
+}
+
 /** Options with defaults applied. */
 export type ResolvedGatewayOptions = Required<Omit<GatewayOptions, 'registry' | 'defaultModel' | 'extraMetrics' | 'adminKeys' | 'maxBulkInputs' | 'adapter' | 'draining' | SecurityOptionKeys | LivenessOptionKeys | JobOptionKeys>> &
   Pick<GatewayOptions, 'registry' | 'defaultModel' | 'extraMetrics' | 'adminKeys' | 'maxBulkInputs' | 'adapter' | 'draining' | SecurityOptionKeys | LivenessOptionKeys | JobOptionKeys>
@@ -180,6 +196,7 @@ export function resolveOptions(o: GatewayOptions): ResolvedGatewayOptions {
     metaTimeoutMs: DEFAULT_META_TIMEOUT_MS,
     serverName: 'cohort',
     serverVersion: '0.1.0',
+    dashboard: {},
     onUnexpectedError: (e, fields) => r.logger.error({ ...fields, err: e }, 'unexpected error'),
     ...o,
     tracer: o.tracer ?? defaultTracer(),

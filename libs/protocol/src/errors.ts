@@ -15,6 +15,7 @@ export const ERROR_CODES = {
   MODEL_NOT_FOUND: { status: 404, doc: 'No model of that name is known.' },
   NOT_FOUND: { status: 404, doc: 'No such route.' },
   PREDICTION_NOT_FOUND: { status: 404, doc: 'No async prediction with that id is known (never created, or expired).' },
+  CONFLICT: { status: 409, doc: 'The id is taken by a different request (an idempotent PUT with another input).' },
   PAYLOAD_TOO_LARGE: { status: 413, doc: 'The request body or its encoded message exceeds a size limit (the HTTP body limit `maxBodyBytes`, or the bus message limit `maxMessageBytes`).' },
   RESPONSE_TOO_LARGE: { status: 413, doc: 'The reply would exceed the bus message limit `maxMessageBytes`; send fewer items per request.' },
   RATE_LIMITED: { status: 429, doc: 'A per-client rate limit was hit; see Retry-After.' },

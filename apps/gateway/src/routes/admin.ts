@@ -5,18 +5,10 @@ import { bodyOf, parseJson } from '../body.ts'
 import type { ResolvedGatewayOptions } from '../options.ts'
 import type { Upstream } from '../upstream.ts'
 import { checkModelPath } from './infer.ts'
+import { bearerToken, keyIndex } from '../middleware/auth/credentials.ts'
 
 /** Largest admin patch body, bytes. */
 export const MAX_ADMIN_BODY_BYTES = 64 * 1024
-
-/** Equal strings, in time that depends only on their lengths. */
-function sameKey(a: string, b: string): boolean {
-  let diff = a.length ^ b.length
-  for (let i = 0; i < Math.max(a.length, b.length); i++) {
-    diff |= (a.charCodeAt(i) | 0) ^ (b.charCodeAt(i) | 0)
-  }
-  return diff === 0
-}
 
 /**
  * Check `Authorization: Bearer KEY` against the admin keys, when any are configured. Returns who
@@ -26,18 +18,11 @@ export function requireAdmin(c: Context, keys: readonly string[] | undefined): s
   if (!keys || keys.length === 0) {
     return 'open (no admin keys)'
   }
-  const h = c.req.header('authorization') ?? ''
-  const m = /^Bearer\s+(.+)$/i.exec(h)
-  if (!m) {
+  const cred = bearerToken(c.req.header('authorization'))
+  if (typeof cred !== 'string') {
     throw new CohortError('UNAUTHORIZED', 'admin routes need Authorization: Bearer <admin key>')
   }
-  const given = m[1]!.trim()
-  let found = -1
-  keys.forEach((k, i) => {
-    if (sameKey(k, given) && found < 0) {
-      found = i
-    }
-  })
+  const found = keyIndex(keys, cred)
   if (found < 0) {
     throw new CohortError('FORBIDDEN', 'this key may not use admin routes')
   }

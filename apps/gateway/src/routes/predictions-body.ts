@@ -1,5 +1,6 @@
 import type { Context } from 'hono'
-import { CohortError, MAX_VALUE_DEPTH, PREDICTION_ID_RE, WEBHOOK_EVENTS, deeperThan, type WebhookEvent } from '@cohort/protocol'
+import { CohortError, MAX_VALUE_DEPTH, deeperThan } from '@cohort/protocol'
+import { PREDICTION_ID_RE, WEBHOOK_EVENTS, type WebhookEvent } from '@cohort/predictions'
 import { parseJson } from '../body.ts'
 
 /** One entry of Cog's (FastAPI's) 422 `detail` array. */
