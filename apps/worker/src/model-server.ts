@@ -14,6 +14,7 @@ import {
   encodeReply,
   encodeRequest,
   encodeValue,
+  isAcceptSubject,
   requestItemCount,
   toWireError,
   type InferReply,
@@ -317,6 +318,12 @@ export class ModelServer {
       req = decodeRequest(m.data)
     } catch (e) {
       this.#respond(m, { v: 1, id: '', error: toWireError(e, 'BAD_REQUEST') }, t0)
+      return
+    }
+    if (req.ack !== undefined && !isAcceptSubject(this.#o.subjects.accept, req.ack)) {
+      // No confused deputy: publish acceptance notices only under <prefix>.accept. (docs/security.md).
+      const error = { code: 'BAD_REQUEST' as const, message: `ack subject ${JSON.stringify(String(req.ack).slice(0, 200))} is not an acceptance subject (${this.#o.subjects.accept('<gateway>')}); nothing was published there` }
+      this.#respond(m, { v: 1, id: req.id, error }, t0)
       return
     }
     if (req.ack) {

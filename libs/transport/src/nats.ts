@@ -1,7 +1,7 @@
 import type { Msg, NatsConnection } from '@nats-io/nats-core'
 import { NoRespondersError, RequestError, TimeoutError } from '@nats-io/nats-core'
 import { Kvm, type KV } from '@nats-io/kv'
-import { CohortError } from '@cohort/protocol'
+import { CohortError, DEFAULT_INBOX_PREFIX, isInboxSubject } from '@cohort/protocol'
 import { AsyncQueue } from './async-queue.ts'
 import { LargeMessages, type LargeMessageOptions } from './nats-large.ts'
 import { ReconnectGuard } from './reconnect-guard.ts'
@@ -59,6 +59,13 @@ export interface NatsTransportOptions extends LargeMessageOptions {
    * replies published during the move are dropped by NATS. 0 waits for the deadline. @default 5000
    */
   reconnectReplyGraceMs?: number
+  /**
+   * Replies go only to subjects under this prefix (the requesters' inboxes; nats.js `inboxPrefix`):
+   * a request whose reply subject lies elsewhere (`$KV.…`, another service's subject) is answered
+   * by nobody, so no requester can make this process publish where it alone may
+   * (docs/security.md#no-confused-deputy). @default '_INBOX'
+   */
+  replyInboxPrefix?: string
 }
 
 /**
@@ -75,6 +82,7 @@ export function createNatsTransport(nc: NatsConnection, opts: NatsTransportOptio
   const large = new LargeMessages(nc, opts)
   const guard = new ReconnectGuard(nc, opts.reconnectReplyGraceMs)
   const replicas = opts.kvReplicas ?? 1
+  const inbox = opts.replyInboxPrefix ?? DEFAULT_INBOX_PREFIX
   if (!Number.isInteger(replicas) || replicas < 1 || replicas > 5) {
     throw new RangeError(`kvReplicas must be an integer from 1 to 5, got ${String(opts.kvReplicas)}`)
   }
@@ -250,6 +258,9 @@ export function createNatsTransport(nc: NatsConnection, opts: NatsTransportOptio
       void (async () => {
         try {
           for await (const m of sub) {
+            if (m.reply && !isInboxSubject(m.reply, inbox)) {
+              continue // A reply subject outside the inboxes: drop it unread (see replyInboxPrefix).
+            }
             if (!large.isRef(m)) {
               q.push(wrap(m, m.data))
               continue
