@@ -47,6 +47,7 @@ function modelFlags(v: Values, defaultDemo: boolean, hasConfig = false): ModelFl
     threads: intFlag('threads', v['threads']) ?? Math.max(1, Math.floor(availableParallelism() / instances)),
     maxBatchSize: intFlag('max-batch-size', v['max-batch-size']),
     maxDelayMs: numFlag('max-delay-ms', v['max-delay-ms']),
+    batchTimeoutMs: numFlag('batch-timeout-ms', v['batch-timeout-ms']),
     padding: paddingFlags(v),
   }
 }
@@ -203,6 +204,7 @@ export async function serveCommand(args: string[]): Promise<void> {
     registry,
     outputSchemas,
     batching: batching(v),
+    ...(flags.batchTimeoutMs !== undefined ? { batchTimeoutMs: flags.batchTimeoutMs } : {}),
     tracer: tel.tracer,
     logger: tel.logger.child({ component: 'worker' }),
     ...(jobs ? { jobs: workerJobs(v, jobs) } : {}),
@@ -394,6 +396,7 @@ export async function workerCommand(args: string[]): Promise<void> {
     outputSchemas,
     capacityAware: v['distribution'] === 'capacity',
     batching: batching(v),
+    ...(flags.batchTimeoutMs !== undefined ? { batchTimeoutMs: flags.batchTimeoutMs } : {}),
     ...(v.id ? { id: v.id as string } : {}),
     ...(v['heartbeat-ms'] !== undefined ? { heartbeatMs: intFlag('heartbeat-ms', v['heartbeat-ms'], 0)! } : {}),
     tracer: tel.tracer,

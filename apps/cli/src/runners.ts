@@ -12,6 +12,8 @@ export interface ModelFlags {
   threads: number | undefined
   maxBatchSize: number | undefined
   maxDelayMs: number | undefined
+  /** Per-batch time limit in ms (0: none); undefined: the worker's default. */
+  batchTimeoutMs?: number | undefined
   padding?: import('@cohort/worker').PaddingOptions | undefined
 }
 
@@ -49,6 +51,7 @@ export async function buildRunners(f: ModelFlags): Promise<{ runners: ModelRunne
     for (const p of ps) {
       runners.push(
         new PredictorRunner(p, {
+          modulePath: path,
           ...(f.maxBatchSize !== undefined ? { maxBatchSize: f.maxBatchSize } : {}),
           ...(f.maxDelayMs !== undefined ? { maxDelayMs: f.maxDelayMs } : {}),
         }),

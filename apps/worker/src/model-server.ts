@@ -33,6 +33,8 @@ import { InferStats } from './infer-stats.ts'
 import { ModelTelemetry } from './tracing.ts'
 import type { ItemResult, ModelRunner } from './runners/types.ts'
 import { JobRunner, type WorkerJobOptions } from './jobs.ts'
+import { batchTimeLimitMs, checkBatchTimeoutMs } from './batch-limit.ts'
+import { runnerEvents } from './runner-events.ts'
 
 interface Pending {
   req: InferRequest
@@ -81,7 +83,16 @@ export interface ModelServerOptions {
   logger?: Logger
   /** Pull this model's async prediction jobs (JetStream) into the batch engine. Off when absent. */
   jobs?: WorkerJobOptions
+  /**
+   * Per-batch time limit in ms (0: none): a batch past it fails its items with BATCH_TIMEOUT and
+   * the runner is replaced (docs/reliability.md#batch-time-limit).
+   * @default max(10000, 20 * the learned t(b) of the batch)
+   */
+  batchTimeoutMs?: number
 }
+
+/** Thrown back to the engine after a timed-out batch was answered, so its time is not learned as a cost. */
+const NOT_A_SAMPLE = Symbol('not a cost sample')
 
 const EXPIRE_CODE: Record<ExpireReason, { code: 'DEADLINE_EXCEEDED' | 'CANCELLED' | 'SHUTTING_DOWN'; msg: string }> = {
   deadline: { code: 'DEADLINE_EXCEEDED', msg: 'deadline passed while queued; the item did not run' },
@@ -135,7 +146,14 @@ export class ModelServer {
       concurrency: o.runner.concurrency,
       run: (b) => this.#run(b),
       expire: (v, reason) => this.#expire(v, reason),
+      onRunError: (e) => {
+        if (e !== NOT_A_SAMPLE) {
+          this.#tel.logger.error({ model: o.runner.name, err: e }, 'batch run failed')
+        }
+      },
     })
+    checkBatchTimeoutMs(o.batchTimeoutMs)
+    o.runner.observe?.(runnerEvents(o.runner.name, o.workerId, o.metrics, this.#tel.logger))
   }
 
   /** Subscribe to the model's subjects and announce it. The runner must be started. */
@@ -395,6 +413,7 @@ export class ModelServer {
       results = await this.runner.runBatch(
         batch.items.map((i) => i.payload),
         this.#abort.signal,
+        { timeoutMs: batchTimeLimitMs(this.#o.batchTimeoutMs, this.engine.costModel.upper(batch.cost ?? batch.items.length)) },
       )
     } catch (e) {
       const err = toWireError(e, 'PREDICTOR_FAILED')
@@ -417,6 +436,9 @@ export class ModelServer {
       it.p.timing[it.index] = { queueMs, computeMs, batchSize: batch.items.length }
       this.#complete(it.p, it.index, results[k] ?? { error: { code: 'INTERNAL', message: 'missing result' } })
     })
+    if (failure?.code === 'BATCH_TIMEOUT') {
+      throw NOT_A_SAMPLE
+    }
   }
 
   #expire(v: QItem, reason: ExpireReason): void {
