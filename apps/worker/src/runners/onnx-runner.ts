@@ -15,7 +15,7 @@ import {
 import { OrtPool, type ExecutionProvider, type HostTensor, type HostValueMeta } from '../ort/ort-pool.ts'
 import { datatypeOfOrt, ortType, viewOf } from './ort-types.ts'
 import { bucketOf, copyCorner, filledBuffer, type PaddingOptions } from './padding.ts'
-import type { ItemResult, ModelRunner, PreparedItem } from './types.ts'
+import type { ItemResult, ModelRunner, PreparedItem, RunBatchOptions, RunnerEvents } from './types.ts'
 
 /** Options of {@link OnnxRunner}. */
 export interface OnnxRunnerOptions {
@@ -101,8 +101,13 @@ export class OnnxRunner implements ModelRunner {
 
   #meta: ModelMeta | undefined
 
+  /** Loaded, and every ORT instance is up (not while one is being replaced). */
+  get #live(): boolean {
+    return this.#ready && this.#pool.live === this.#pool.instances
+  }
+
   meta(): ModelMeta {
-    if (this.#meta?.ready === this.#ready) {
+    if (this.#meta?.ready === this.#live) {
       return this.#meta
     }
     this.#meta = this.#buildMeta()
@@ -118,7 +123,7 @@ export class OnnxRunner implements ModelRunner {
       inputs: this.#pool.inputs.filter((m) => m.name !== this.#mask?.name).map(t),
       outputs: this.#pool.outputs.map(t),
       kind: 'onnx',
-      ready: this.#ready,
+      ready: this.#live,
       maxBatchSize: this.batchDefaults.maxBatchSize,
       maxDelayMs: this.batchDefaults.maxDelayMs,
     }
@@ -143,7 +148,12 @@ export class OnnxRunner implements ModelRunner {
     })
   }
 
-  async runBatch(payloads: unknown[]): Promise<ItemResult[]> {
+  /** Receive the ORT instances' restart events (a run past its limit, an instance that died). */
+  observe(events: RunnerEvents): void {
+    this.#pool.observe(events)
+  }
+
+  async runBatch(payloads: unknown[], _signal?: AbortSignal, opts: RunBatchOptions = {}): Promise<ItemResult[]> {
     const items = payloads as OnnxItem[]
     const n = items.length
     const feeds: Record<string, HostTensor> = {}
@@ -165,7 +175,7 @@ export class OnnxRunner implements ModelRunner {
         feeds[this.#mask.name] = buildMask(this.#mask, real, n)
       }
     }
-    const { outputs } = await this.#pool.run(feeds)
+    const { outputs } = await this.#pool.run(feeds, opts.timeoutMs !== undefined ? { timeoutMs: opts.timeoutMs } : {})
     const outMeta = new Map(this.#pool.outputs.map((m) => [m.name, m]))
     const results: ItemResult[] = items.map(() => ({ tensors: {} }))
     for (const [name, out] of Object.entries(outputs)) {
