@@ -45,6 +45,7 @@ export const MODEL_OPTIONS = {
   predictor: { type: 'string', multiple: true },
   ep: { type: 'string', default: 'cpu' },
   instances: { type: 'string' },
+  'ort-processes': { type: 'boolean' },
   threads: { type: 'string' },
   'max-batch-size': { type: 'string' },
   'max-delay-ms': { type: 'string' },
@@ -64,6 +65,8 @@ export const MODEL_HELP = `  --model SPEC           ONNX model: demo | heavy | N
   --predictor FILE       TypeScript/JS module exporting definePredictor(...) (repeatable)
   --ep cpu|webgpu|cuda   ONNX Runtime execution provider (default cpu)
   --instances N          ORT sessions per model: threads on cpu, processes on GPU EPs (default 1)
+  --ort-processes        run every ORT instance in a child process, even on cpu (a stuck
+                         session.run() can then be killed at --batch-timeout-ms)
   --threads N            ORT intra-op threads per instance (default: cores / instances)
   --max-batch-size N     items per batch (default 32)
   --max-delay-ms MS      max hold time of the timer policy (default 5)

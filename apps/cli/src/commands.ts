@@ -44,6 +44,7 @@ function modelFlags(v: Values, defaultDemo: boolean, hasConfig = false): ModelFl
     predictor,
     ep: (v['ep'] as string) ?? 'cpu',
     instances,
+    ortProcesses: v['ort-processes'] === true,
     threads: intFlag('threads', v['threads']) ?? Math.max(1, Math.floor(availableParallelism() / instances)),
     maxBatchSize: intFlag('max-batch-size', v['max-batch-size']),
     maxDelayMs: numFlag('max-delay-ms', v['max-delay-ms']),

@@ -9,6 +9,8 @@ export interface ModelFlags {
   predictor: string[]
   ep: string
   instances: number
+  /** ORT instances in child processes (--ort-processes). */
+  ortProcesses?: boolean | undefined
   threads: number | undefined
   maxBatchSize: number | undefined
   maxDelayMs: number | undefined
@@ -34,6 +36,7 @@ export async function buildRunners(f: ModelFlags): Promise<{ runners: ModelRunne
         path: m.path,
         ep: f.ep as ExecutionProvider,
         instances: f.instances,
+        ...(f.ortProcesses ? { processes: true } : {}),
         ...(f.threads !== undefined ? { intraOpNumThreads: f.threads } : {}),
         ...(f.maxBatchSize !== undefined ? { maxBatchSize: f.maxBatchSize } : {}),
         ...(f.maxDelayMs !== undefined ? { maxDelayMs: f.maxDelayMs } : {}),

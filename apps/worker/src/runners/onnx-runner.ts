@@ -26,6 +26,12 @@ export interface OnnxRunnerOptions {
   /** @default 1 */
   instances?: number
   intraOpNumThreads?: number
+  /**
+   * Run each ORT instance in a child process instead of a worker thread. Only a process can be
+   * stopped inside a native `session.run()` that never returns (docs/reliability.md#batch-time-limit).
+   * @default ep !== 'cpu' && instances > 1
+   */
+  processes?: boolean
   /** @default 32 */
   maxBatchSize?: number
   /** @default 5 */
@@ -75,6 +81,7 @@ export class OnnxRunner implements ModelRunner {
       ep: opts.ep ?? 'cpu',
       instances: opts.instances ?? 1,
       ...(opts.intraOpNumThreads !== undefined ? { intraOpNumThreads: opts.intraOpNumThreads } : {}),
+      ...(opts.processes !== undefined ? { processes: opts.processes } : {}),
     })
     this.concurrency = this.#pool.instances
     this.#padding = opts.padding
