@@ -30,7 +30,7 @@ async function main(argv: string[]): Promise<void> {
     case 'worker':
       return workerCommand(rest)
     case 'bench': {
-      const { benchCommand } = await import('./bench/command.ts')
+      const { benchCommand } = await import('./bench-forward.ts')
       return benchCommand(rest)
     }
     case 'bridge': {

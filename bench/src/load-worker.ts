@@ -1,5 +1,5 @@
+import { BENCH_BIN } from './bin-path.ts'
 import { fork, type ChildProcess } from 'node:child_process'
-import { COHORT_BIN } from '@cohort/test-support'
 import { runOpenLoop, type LoadRecords, type LoadStep } from './poisson.ts'
 
 type ToWorker = { id: number; step: LoadStep }
@@ -67,7 +67,7 @@ export class LoadGenerator {
 
   /** Fork the load-generator process. */
   static start(): LoadGenerator {
-    const proc = fork(COHORT_BIN, ['bench', 'load-worker'], { execArgv: [], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
+    const proc = fork(BENCH_BIN, ['load-worker'], { execArgv: [], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
     return new LoadGenerator(proc)
   }
 

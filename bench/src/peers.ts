@@ -2,9 +2,9 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { availableParallelism, cpus, loadavg, tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { intFlag, numFlag, parse } from '../args.ts'
-import { CliError } from '../cli-error.ts'
-import { ensureDemoModel } from '../demo-model.ts'
+import { intFlag, numFlag, parse } from 'cohort/args'
+import { CliError } from 'cohort/cli-error'
+import { ensureDemoModel } from 'cohort/demo-model'
 import { gitCommit } from './command.ts'
 import { LoadGenerator } from './load-worker.ts'
 import { offlineCurve } from './offline.ts'
@@ -33,7 +33,7 @@ test/peers/setup.sh (the peers' Python venv). Not part of any test suite.
   --svg FILE             latency-throughput plot (default docs/bench/peers-latency-throughput.svg; "none": skip)
   --out FILE             also write the results as JSON`
 
-const ROOT = fileURLToPath(new URL('../../../../', import.meta.url))
+const ROOT = fileURLToPath(new URL('../../', import.meta.url))
 
 function options(args: string[]) {
   const { values: v } = parse(args, {

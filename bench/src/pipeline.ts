@@ -10,9 +10,9 @@ import { validateItem } from '@cohort/predictor'
 import { spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle } from '@cohort/test-support'
 import { createNatsTransport, type Transport } from '@cohort/transport'
 import { RemoteStageRunner, loadConfig, localStageRunner, type LoadedConfig } from '@cohort/worker'
-import { intFlag, numFlag, parse } from '../args.ts'
-import { CliError } from '../cli-error.ts'
-import { connectNats } from '../connect.ts'
+import { intFlag, numFlag, parse } from 'cohort/args'
+import { CliError } from 'cohort/cli-error'
+import { connectNats } from 'cohort/connect'
 
 /** Help of `cohort bench pipeline`. */
 export const PIPELINE_BENCH_HELP = `cohort bench pipeline DIR [options]

@@ -2,9 +2,9 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { availableParallelism, cpus, loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { intFlag, numFlag, parse } from '../args.ts'
-import { CliError } from '../cli-error.ts'
-import { ensureDemoModel } from '../demo-model.ts'
+import { intFlag, numFlag, parse } from 'cohort/args'
+import { CliError } from 'cohort/cli-error'
+import { ensureDemoModel } from 'cohort/demo-model'
 import { demoBody, FLOOR_BODY } from './bodies.ts'
 import { gitCommit } from './command.ts'
 import { LoadGenerator } from './load-worker.ts'
@@ -38,7 +38,7 @@ SLO (p99 <= 10 x t(1)), bursts from idle and overload; tables, targets, SVG plot
   --svg-dir DIR          where to write <model>-latency-throughput.svg (default docs/bench; "none": skip)
   --out FILE             also write the results as JSON`
 
-const ROOT = fileURLToPath(new URL('../../../../', import.meta.url))
+const ROOT = fileURLToPath(new URL('../../', import.meta.url))
 const AFFINE_FIXTURE = join(ROOT, 'test/fixtures/affine-predictor.ts')
 
 /** Parse one policy config label: eager | deadline[-MS] | timer[-MS] | nobatch, optionally + `-noadm`, `-noqa` or `-nofd`. */
