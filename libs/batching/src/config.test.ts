@@ -11,6 +11,7 @@ describe('batching config', () => {
       maxQueue: 4096,
       maxBatchCost: Infinity,
       admission: true,
+      autoBatchSize: false,
     })
     expect(Object.isFrozen(DEFAULT_BATCHING)).toBe(true)
   })
@@ -43,6 +44,7 @@ describe('batching config', () => {
     { maxBatchCost: Number.NaN },
     { maxBatchCost: '8' },
     { admission: 'yes' },
+    { autoBatchSize: 1 },
   ])('rejects %o with a RangeError', (patch) => {
     expect(() => resolveBatchingConfig(patch as never)).toThrow(RangeError)
     expect(() => validateBatchingConfig({ ...DEFAULT_BATCHING, ...patch } as never)).toThrow(RangeError)
@@ -60,7 +62,7 @@ describe('batching config', () => {
   it('fills maxBatchCost from an older base config that lacks it', () => {
     const old = { maxBatchSize: 8, maxDelayMs: 5, policy: 'eager' as const, maxQueue: 10 }
     expect(() => validateBatchingConfig(old)).not.toThrow()
-    expect(resolveBatchingConfig({}, old)).toEqual({ ...old, maxBatchCost: Infinity, admission: true })
+    expect(resolveBatchingConfig({}, old)).toEqual({ ...old, maxBatchCost: Infinity, admission: true, autoBatchSize: false })
   })
 })
 

@@ -60,6 +60,14 @@ export interface BatchingConfig {
    * @default true
    */
   admission?: boolean
+  /**
+   * Self-tuned batch cap: the engine moves its largest batch within `[1, maxBatchSize]` to the
+   * size that serves the most items per second while a batch still fits the items' latency
+   * budget (see `batch-tuner.ts`); `maxBatchSize` stays the hard cap. Off: every batch may take
+   * `maxBatchSize` items. Optional for compatibility. (Workers turn it on for their models.)
+   * @default false
+   */
+  autoBatchSize?: boolean
 }
 
 /** A configuration with every field present, as held by the engine. */
@@ -73,6 +81,7 @@ export const DEFAULT_BATCHING: Readonly<ResolvedBatchingConfig> = Object.freeze(
   maxQueue: 4096,
   maxBatchCost: Infinity,
   admission: true,
+  autoBatchSize: false,
 })
 
 function isPositiveInteger(n: unknown): boolean {
@@ -83,7 +92,7 @@ function isPositiveInteger(n: unknown): boolean {
  * Check a complete configuration.
  * @throws RangeError when `maxBatchSize` or `maxQueue` is not an integer >= 1, `maxDelayMs` is
  * negative or NaN, `policy` is not one of `POLICIES`, or `maxBatchCost` (when present) is not a
- * number > 0.
+ * number > 0, or `admission` / `autoBatchSize` (when present) is not a boolean.
  */
 export function validateBatchingConfig(config: BatchingConfig): void {
   if (!isPositiveInteger(config.maxBatchSize)) {
@@ -102,8 +111,10 @@ export function validateBatchingConfig(config: BatchingConfig): void {
   if (cost !== undefined && !(typeof cost === 'number' && cost > 0)) {
     throw new RangeError(`maxBatchCost must be a number > 0, got ${String(cost)}`)
   }
-  if (config.admission !== undefined && typeof config.admission !== 'boolean') {
-    throw new RangeError(`admission must be a boolean, got ${String(config.admission)}`)
+  for (const key of ['admission', 'autoBatchSize'] as const) {
+    if (config[key] !== undefined && typeof config[key] !== 'boolean') {
+      throw new RangeError(`${key} must be a boolean, got ${String(config[key])}`)
+    }
   }
 }
 
@@ -124,6 +135,7 @@ export function resolveBatchingConfig(
     maxQueue: patch.maxQueue ?? base.maxQueue,
     maxBatchCost: patch.maxBatchCost ?? base.maxBatchCost ?? Infinity,
     admission: patch.admission ?? base.admission ?? true,
+    autoBatchSize: patch.autoBatchSize ?? base.autoBatchSize ?? false,
   }
   validateBatchingConfig(config)
   return Object.freeze(config)
