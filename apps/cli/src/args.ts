@@ -52,6 +52,7 @@ export const MODEL_OPTIONS = {
   'max-queue': { type: 'string' },
   'max-batch-cost': { type: 'string' },
   'no-admission': { type: 'boolean' },
+  'no-auto-batch': { type: 'boolean' },
   pad: { type: 'boolean' },
   'pad-value': { type: 'string' },
   'mask-input': { type: 'string' },
@@ -64,7 +65,9 @@ export const MODEL_HELP = `  --model SPEC           ONNX model: demo | heavy | N
   --ep cpu|webgpu|cuda   ONNX Runtime execution provider (default cpu)
   --instances N          ORT sessions per model: threads on cpu, processes on GPU EPs (default 1)
   --threads N            ORT intra-op threads per instance (default: cores / instances)
-  --max-batch-size N     items per batch (default 32)
+  --max-batch-size N     hard cap of items per batch (default: ONNX models 256, predictors their own)
+  --no-auto-batch        ONNX: keep the batch cap at --max-batch-size (default: the worker tunes it
+                         within [1, max] for items/s under the latency budget; starts at 32)
   --max-delay-ms MS      max hold time of the timer policy (default 5)
   --policy eager|deadline|timer
                          batching policy (default eager: dispatch at once when idle)

@@ -100,6 +100,9 @@ function batching(v: Values): Partial<BatchingConfig> {
   if (v['no-admission'] === true) {
     out.admission = false
   }
+  if (v['no-auto-batch'] === true) {
+    out.autoBatchSize = false
+  }
   return out
 }
 

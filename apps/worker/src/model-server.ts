@@ -2,6 +2,7 @@ import {
   BatchEngine,
   type Batch,
   type BatchingConfig,
+  type CapChange,
   type ExpireReason,
   type Offer,
 } from '@cohort/batching'
@@ -131,9 +132,11 @@ export class ModelServer {
       ...(o.batching?.maxQueue ? { maxQueue: o.batching.maxQueue } : {}),
       ...(o.batching?.maxBatchCost ? { maxBatchCost: o.batching.maxBatchCost } : {}),
       ...(o.batching?.admission !== undefined ? { admission: o.batching.admission } : {}),
+      autoBatchSize: o.batching?.autoBatchSize ?? o.runner.batchDefaults.autoBatchSize ?? false,
       concurrency: o.runner.concurrency,
       run: (b) => this.#run(b),
       expire: (v, reason) => this.#expire(v, reason),
+      onCapChange: (c) => this.#onCapChange(c),
     })
   }
 
@@ -172,9 +175,29 @@ export class ModelServer {
     return this.runner.name
   }
 
-  /** Largest batch now (for the job runner's pulls). */
+  /** Largest batch now, the self-tuned cap (for the job runner's pulls). */
   get maxBatchSize(): number {
-    return this.engine.config.maxBatchSize
+    return this.engine.batchCap
+  }
+
+  /** Count and log a change of the self-tuned batch cap with the figures behind it. */
+  #onCapChange(c: CapChange): void {
+    this.#o.metrics.capChanges.inc({ ...this.#labels, reason: c.reason })
+    const perItem = (rate: number) => (Number.isFinite(rate) && rate > 0 ? Math.round((1000 / rate) * 1000) / 1000 : null)
+    this.#tel.logger.info(
+      {
+        model: this.runner.name,
+        workerId: this.#o.workerId,
+        from: c.from,
+        to: c.to,
+        reason: c.reason,
+        msPerItemFrom: perItem(c.fromRate),
+        msPerItemTo: perItem(c.toRate),
+        budgetMs: Number.isFinite(c.budgetMs) ? c.budgetMs : null,
+        limit: this.engine.config.maxBatchSize,
+      },
+      'batch cap changed',
+    )
   }
 
   /** Items the engine takes before the main subject would pause (async jobs are pulled only then). */
@@ -199,7 +222,7 @@ export class ModelServer {
   /** Apply a stored runtime configuration (batching fields only); bad values are reported, not applied. */
   applyConfig(cfg: Record<string, unknown>): void {
     const patch: Record<string, unknown> = {}
-    for (const k of ['maxBatchSize', 'maxDelayMs', 'policy', 'maxQueue', 'maxBatchCost', 'admission']) {
+    for (const k of ['maxBatchSize', 'maxDelayMs', 'policy', 'maxQueue', 'maxBatchCost', 'admission', 'autoBatchSize']) {
       if (cfg[k] !== undefined && cfg[k] !== null) {
         patch[k] = cfg[k]
       }
@@ -223,6 +246,8 @@ export class ModelServer {
       maxQueue: c.maxQueue,
       maxBatchCost: c.maxBatchCost === undefined || c.maxBatchCost === Infinity ? null : c.maxBatchCost,
       admission: c.admission,
+      autoBatchSize: c.autoBatchSize,
+      batchCap: this.engine.batchCap,
       concurrency: this.runner.concurrency,
     }
   }
@@ -233,7 +258,7 @@ export class ModelServer {
   }
 
   #highWater(): number {
-    return this.#o.highWater ?? 2 * this.engine.config.maxBatchSize * this.runner.concurrency
+    return this.#o.highWater ?? 2 * this.engine.batchCap * this.runner.concurrency
   }
 
   #listenMain(): void {
@@ -275,6 +300,7 @@ export class ModelServer {
       maxQueue: c.maxQueue,
       maxBatchCost: c.maxBatchCost === undefined || c.maxBatchCost === Infinity ? null : c.maxBatchCost,
       admission: c.admission,
+      ...batchCapMeta(this.engine),
       queued: this.engine.queued,
     }
   }
@@ -480,6 +506,29 @@ export class ModelServer {
       return undefined
     }
     return m.outputs.map((o) => o.name)
+  }
+}
+
+/**
+ * The self-tuned cap for model metadata (the dashboard and `/v2/models/{m}` show it):
+ * `batchCap` (the cap in force), and under `autoBatchSize` `batchTuning` (changes by reason, the
+ * latest change, the per-size curve measured, the latency budget).
+ */
+function batchCapMeta<T>(engine: BatchEngine<T>): Record<string, unknown> {
+  const t = engine.tuner
+  if (!t) {
+    return { batchCap: engine.batchCap, autoBatchSize: false }
+  }
+  const last = t.last
+  return {
+    batchCap: engine.batchCap,
+    autoBatchSize: true,
+    batchTuning: {
+      ...t.toJSON(),
+      last: last
+        ? { from: last.from, to: last.to, reason: last.reason, at: last.at, budgetMs: Number.isFinite(last.budgetMs) ? last.budgetMs : null }
+        : null,
+    },
   }
 }
 
