@@ -43,7 +43,8 @@ export function batchSizes(max: number): number[] {
 
 /**
  * The offline baseline: onnxruntime-node in this process with the worker's session options
- * (`graphOptimizationLevel: 'all'`, `intraOpNumThreads: threads`, `interOpNumThreads: 1`), timing
+ * (`graphOptimizationLevel: 'all'`, `intraOpNumThreads: threads`, `interOpNumThreads: 1`, no
+ * spinning), timing
  * back-to-back `session.run` calls per batch size after a warm-up.
  */
 export async function offlineCurve(o: OfflineOptions): Promise<OfflinePoint[]> {
@@ -53,6 +54,8 @@ export async function offlineCurve(o: OfflineOptions): Promise<OfflinePoint[]> {
     graphOptimizationLevel: 'all',
     intraOpNumThreads: o.threads,
     interOpNumThreads: 1,
+    // As the worker (ort-host.mjs): idle pool threads do not spin.
+    extra: { session: { intra_op: { allow_spinning: '0' } } },
   })
   const points: OfflinePoint[] = []
   try {

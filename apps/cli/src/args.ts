@@ -64,7 +64,8 @@ export const MODEL_HELP = `  --model SPEC           ONNX model: demo | heavy | N
   --predictor FILE       TypeScript/JS module exporting definePredictor(...) (repeatable)
   --ep cpu|webgpu|cuda   ONNX Runtime execution provider (default cpu)
   --instances N          ORT sessions per model: threads on cpu, processes on GPU EPs (default 1)
-  --threads N            ORT intra-op threads per instance (default: cores / instances)
+  --threads N            ORT intra-op threads per instance (default: (cores - 1) / instances, at
+                         least 1: one core is left to the serving path; pool threads never spin)
   --max-batch-size N     hard cap of items per batch (default: ONNX models 256, predictors their own)
   --no-auto-batch        ONNX: keep the batch cap at --max-batch-size (default: the worker tunes it
                          within [1, max] for items/s under the latency budget; starts at 32)

@@ -1,9 +1,8 @@
-import { availableParallelism } from 'node:os'
 import { Hono } from 'hono'
 import type { BatchingConfig, Policy } from '@cohort/batching'
 import { createApp } from '@cohort/gateway'
 import { PROMETHEUS_CONTENT_TYPE, Registry } from '@cohort/metrics'
-import { CohortWorker, type PaddingOptions } from '@cohort/worker'
+import { CohortWorker, defaultIntraOpThreads, type PaddingOptions } from '@cohort/worker'
 import { InProcessTransport, createNatsTransport, type Transport } from '@cohort/transport'
 import { MODEL_HELP, MODEL_OPTIONS, intFlag, numFlag, parse } from './args.ts'
 import { CliError } from './cli-error.ts'
@@ -44,7 +43,7 @@ function modelFlags(v: Values, defaultDemo: boolean, hasConfig = false): ModelFl
     predictor,
     ep: (v['ep'] as string) ?? 'cpu',
     instances,
-    threads: intFlag('threads', v['threads']) ?? Math.max(1, Math.floor(availableParallelism() / instances)),
+    threads: intFlag('threads', v['threads']) ?? defaultIntraOpThreads(instances),
     maxBatchSize: intFlag('max-batch-size', v['max-batch-size']),
     maxDelayMs: numFlag('max-delay-ms', v['max-delay-ms']),
     padding: paddingFlags(v),

@@ -32,6 +32,8 @@ export interface OnnxRunnerOptions {
   /** @default 1 */
   instances?: number
   intraOpNumThreads?: number
+  /** Let idle ORT pool threads spin (see `OrtPoolOptions.allowSpinning`). @default false */
+  allowSpinning?: boolean
   /**
    * Largest batch, a hard cap. When given, the self-tuned cap moves within `[1, maxBatchSize]`;
    * when absent, within `[1, DEFAULT_ONNX_BATCH_LIMIT]`.
@@ -91,6 +93,7 @@ export class OnnxRunner implements ModelRunner {
       ep: opts.ep ?? 'cpu',
       instances: opts.instances ?? 1,
       ...(opts.intraOpNumThreads !== undefined ? { intraOpNumThreads: opts.intraOpNumThreads } : {}),
+      ...(opts.allowSpinning !== undefined ? { allowSpinning: opts.allowSpinning } : {}),
     })
     this.concurrency = this.#pool.instances
     this.#padding = opts.padding
