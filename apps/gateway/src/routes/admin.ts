@@ -13,6 +13,16 @@ const FIELDS: Record<string, (v: unknown) => boolean> = {
   maxQueue: (v) => Number.isInteger(v) && (v as number) >= 1,
   maxBatchCost: (v) => v === null || (typeof v === 'number' && v > 0),
   admission: (v) => typeof v === 'boolean',
+  autoBatchSize: (v) => typeof v === 'boolean',
+}
+
+/** The self-tuned batch cap as the worker reports it in its metadata (`autoBatchSize`, `batchCap`). */
+function liveCap(live: object): { autoBatchSize: boolean | null; batchCap: number | null } {
+  const m = live as { autoBatchSize?: unknown; batchCap?: unknown }
+  return {
+    autoBatchSize: typeof m.autoBatchSize === 'boolean' ? m.autoBatchSize : null,
+    batchCap: typeof m.batchCap === 'number' ? m.batchCap : null,
+  }
 }
 
 /** Check `Authorization: Bearer KEY` against the admin keys, when any are configured. */
@@ -61,7 +71,7 @@ export function adminRoutes(o: ResolvedGatewayOptions & { adminKeys?: readonly s
       return c.json({
         model,
         stored,
-        live: { maxBatchSize: live.maxBatchSize, maxDelayMs: live.maxDelayMs, policy: live.policy, maxQueue: live.maxQueue, maxBatchCost: live.maxBatchCost ?? null, admission: live.admission ?? null },
+        live: { maxBatchSize: live.maxBatchSize, maxDelayMs: live.maxDelayMs, policy: live.policy, maxQueue: live.maxQueue, maxBatchCost: live.maxBatchCost ?? null, admission: live.admission ?? null, ...liveCap(live) },
       })
     },
     async put(c: Context): Promise<Response> {
