@@ -126,6 +126,20 @@ describe('BatchEngine, self-tuned batch cap (autoBatchSize)', () => {
     expect(sizes).toEqual([256, 200, 200, 200])
   })
 
+  it('keeps the cap when maxBatchSize is raised, then explores up to the new limit', async () => {
+    const changes: CapChange[] = []
+    const h = tuned(64, changes)
+    await saturate(h, affine, 20)
+    expect(h.engine.batchCap).toBe(64)
+    const before = changes.length
+    h.engine.configure({ maxBatchSize: 256 })
+    expect(h.engine.batchCap).toBe(64)
+    expect(changes).toHaveLength(before)
+    await saturate(h, affine, 40)
+    expect(h.engine.batchCap).toBe(256)
+    expect(changes.slice(before).map((c) => c.reason)).toEqual(['explore', 'explore'])
+  })
+
   it('keeps the cost model independent of the cap (its estimate at the limit is always there)', async () => {
     const h = tuned(256)
     await saturate(h, affine, 20, 30)
