@@ -11,7 +11,9 @@ import { connectNats } from './connect.ts'
 import { NATS_AUTH_HELP, NATS_AUTH_OPTIONS, kvReplicas, natsAuthOptions } from './nats-auth.ts'
 import { LARGE_HELP, LARGE_OPTIONS, bodyLimit, largeMessageOptions } from './large-flags.ts'
 import { SECURITY_HELP, SECURITY_OPTIONS, describeSecurity, securityOptions, tlsFiles } from './security-flags.ts'
-import { listen } from './http.ts'
+import { listen, type HttpServer } from './http.ts'
+import { installShutdown, type StopStep } from './shutdown.ts'
+import { DEFAULT_REQUEST_TIMEOUT_MS } from '@cohort/gateway'
 import { GRPC_HELP, GRPC_OPTIONS, startGrpcFromFlags } from './grpc-flags.ts'
 import { gatewayAdapter } from './node-adapter.ts'
 import { buildRunners, type ModelFlags } from './runners.ts'
@@ -25,6 +27,10 @@ type Values = Record<string, string | boolean | string[] | undefined>
 const DEFAULT_NATS = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222'
 /** Default SIGTERM grace of the gateway: readiness answers 503 this long before it stops listening (5 s). */
 const DEFAULT_DRAIN_MS = 5_000
+/** Time past a request's deadline its reply may take before its connection is closed at shutdown. */
+const REPLY_GRACE_MS = 1_000
+/** Time for the steps after the HTTP server (worker drain, NATS, exporters) within the shutdown bound. */
+const STOP_SLACK_MS = 10_000
 
 function modelFlags(v: Values, defaultDemo: boolean, hasConfig = false): ModelFlags {
   const model = (v['model'] as string[] | undefined) ?? []
@@ -109,24 +115,38 @@ function adminKeys(v: Values): string[] {
   return [...((v['admin-key'] as string[] | undefined) ?? []), ...fromEnv]
 }
 
-function onSignals(stop: () => Promise<void>): void {
-  let stopping = false
-  const handler = (sig: string) => {
-    if (stopping) {
-      process.exit(1)
-    }
-    stopping = true
-    console.error(`cohort: ${sig}, draining...`)
-    stop().then(
-      () => process.exit(0),
-      (e) => {
-        console.error(`cohort: drain failed: ${e instanceof Error ? e.message : String(e)}`)
-        process.exit(1)
+/**
+ * Stop steps of a process with an HTTP server: readiness 503 for `drainMs` while still serving (load
+ * balancers stop sending), then stop listening (idle and still-sending connections closed at once,
+ * received requests finish within their deadline, `timeoutMs`), then the rest in order.
+ */
+function httpStopSteps(o: {
+  role: string
+  drainMs: number
+  timeoutMs: number
+  setDraining: () => void
+  http: HttpServer
+  grpc: { close(): Promise<void> } | undefined
+}): StopStep[] {
+  return [
+    {
+      name: 'readiness',
+      run: async () => {
+        o.setDraining()
+        if (o.drainMs > 0) {
+          console.error(`cohort: ${o.role} draining: /v2/health/ready answers 503 for ${o.drainMs} ms, then stops listening`)
+          await new Promise((r) => setTimeout(r, o.drainMs))
+        }
       },
-    )
-  }
-  process.on('SIGTERM', () => handler('SIGTERM'))
-  process.on('SIGINT', () => handler('SIGINT'))
+    },
+    { name: 'grpc', run: async () => o.grpc?.close() },
+    { name: 'http', run: () => o.http.close(o.timeoutMs + REPLY_GRACE_MS) },
+  ]
+}
+
+/** Upper bound of a whole shutdown: the readiness phase, the longest request, then NATS and exporters. */
+function stopLimitMs(drainMs: number, timeoutMs: number): number {
+  return drainMs + timeoutMs + STOP_SLACK_MS
 }
 
 export const SERVE_HELP = `cohort serve [DIR] [options]
@@ -160,6 +180,7 @@ export async function serveCommand(args: string[]): Promise<void> {
     host: { type: 'string', default: '127.0.0.1' },
     nats: { type: 'string' },
     'timeout-ms': { type: 'string' },
+    'drain-ms': { type: 'string' },
     'admin-key': { type: 'string', multiple: true },
     ...PREDICTION_OPTIONS,
     ...JOB_OPTIONS,
@@ -176,6 +197,9 @@ export async function serveCommand(args: string[]): Promise<void> {
     console.log(SERVE_HELP)
     return
   }
+  const shutdown = installShutdown()
+  const drainMs = intFlag('drain-ms', v['drain-ms'], 0) ?? 0
+  let draining = false
   const tel = setupTelemetry(v, 'cohort')
   const flags = modelFlags(v, positionals.length === 0, positionals.length > 0)
   const security = { ...bodyLimit(v), ...securityOptions(v) }
@@ -183,7 +207,6 @@ export async function serveCommand(args: string[]): Promise<void> {
   const natsAuth = natsAuthOptions(v)
   const port = intFlag('port', v.port ?? process.env['PORT'] ?? '8080', 0) ?? 8080
   let transport: Transport
-  let close: () => Promise<void>
   let jobs: JobQueue | undefined
   if (v.nats) {
     const nc = await connectNats(v.nats as string, 'cohort-serve', natsAuth)
@@ -218,19 +241,22 @@ export async function serveCommand(args: string[]): Promise<void> {
     ...(timeout ? { requestTimeoutMs: timeout } : {}),
     tracer: tel.tracer,
     logger: tel.logger.child({ component: 'gateway' }),
+    draining: () => draining,
     ...predictionOptions(v),
     ...(jobs ? { jobs } : {}),
   })
   const http = await listen(app, v.host as string, port, tls)
   const grpc = await startGrpcFromFlags(v, v.host as string, transport, { ...security, ...(timeout ? { requestTimeoutMs: timeout } : {}) }, registry)
-  close = async () => {
-    await grpc?.close()
-    await http.close()
-    await worker.drain()
-    await transport.close()
-    await tel.shutdown()
-  }
-  onSignals(close)
+  const timeoutMs = timeout ?? DEFAULT_REQUEST_TIMEOUT_MS
+  shutdown.ready(
+    [
+      ...httpStopSteps({ role: 'serve', drainMs, timeoutMs, setDraining: () => (draining = true), http, grpc }),
+      { name: 'worker', run: () => worker.drain() },
+      { name: 'transport', run: () => transport.close() },
+      { name: 'telemetry', run: () => tel.shutdown() },
+    ],
+    stopLimitMs(drainMs, timeoutMs),
+  )
   const base = `${tls ? 'https' : 'http'}://${http.host}:${http.port}`
   const names = worker.models().map((m) => m.name)
   console.log(`cohort: serving ${names.join(', ')} on ${base} (${v.nats ? `NATS ${v.nats}` : 'embedded'})`)
@@ -283,6 +309,7 @@ export async function gatewayCommand(args: string[]): Promise<void> {
     console.log(GATEWAY_HELP)
     return
   }
+  const shutdown = installShutdown()
   const tel = setupTelemetry(v, 'cohort-gateway')
   const security = { ...bodyLimit(v), ...securityOptions(v) }
   const tls = tlsFiles(v)
@@ -315,17 +342,15 @@ export async function gatewayCommand(args: string[]): Promise<void> {
   })
   const http = await listen(app, v.host as string, port, tls)
   const grpc = await startGrpcFromFlags(v, v.host as string, transport, { ...security, ...(timeout ? { requestTimeoutMs: timeout } : {}) }, gatewayRegistry)
-  onSignals(async () => {
-    // Readiness 503 first (load balancers stop sending), keep serving for the grace period, then
-    // stop accepting, finish in-flight requests (http.close waits for them) and drain NATS.
-    draining = true
-    console.error(`cohort: gateway draining: /v2/health/ready answers 503 for ${drainMs} ms`)
-    await new Promise((r) => setTimeout(r, drainMs))
-    await grpc?.close()
-    await http.close()
-    await transport.close()
-    await tel.shutdown()
-  })
+  const timeoutMs = timeout ?? DEFAULT_REQUEST_TIMEOUT_MS
+  shutdown.ready(
+    [
+      ...httpStopSteps({ role: 'gateway', drainMs, timeoutMs, setDraining: () => (draining = true), http, grpc }),
+      { name: 'transport', run: () => transport.close() },
+      { name: 'telemetry', run: () => tel.shutdown() },
+    ],
+    stopLimitMs(drainMs, timeoutMs),
+  )
   console.log(`cohort: gateway on ${tls ? 'https' : 'http'}://${http.host}:${http.port} -> NATS ${v.nats as string}`)
   console.log(`cohort: ${describeSecurity(security, tls !== undefined)}`)
 }
@@ -373,6 +398,7 @@ export async function workerCommand(args: string[]): Promise<void> {
     console.log(WORKER_HELP)
     return
   }
+  const shutdown = installShutdown()
   const tel = setupTelemetry(v, 'cohort-worker')
   const natsAuth = natsAuthOptions(v)
   const flags = modelFlags(v, false, positionals.length > 0)
@@ -402,7 +428,7 @@ export async function workerCommand(args: string[]): Promise<void> {
   })
   await worker.start()
   let workerDraining = false
-  let metricsClose: (() => Promise<void>) | undefined
+  let metricsClose: ((lingerMs?: number) => Promise<void>) | undefined
   if (metricsPort !== undefined) {
     const app = new Hono()
     app.get('/metrics', (c) => c.body(worker.registry.render(), 200, { 'content-type': PROMETHEUS_CONTENT_TYPE }))
@@ -417,12 +443,20 @@ export async function workerCommand(args: string[]): Promise<void> {
     metricsClose = m.close
     console.log(`cohort: worker metrics on http://${m.host}:${m.port}/metrics`)
   }
-  onSignals(async () => {
-    workerDraining = true
-    await worker.drain()
-    await metricsClose?.()
-    await transport.close()
-    await tel.shutdown()
-  })
+  shutdown.ready(
+    [
+      {
+        name: 'worker',
+        run: () => {
+          workerDraining = true
+          return worker.drain()
+        },
+      },
+      { name: 'metrics', run: async () => metricsClose?.(0) },
+      { name: 'transport', run: () => transport.close() },
+      { name: 'telemetry', run: () => tel.shutdown() },
+    ],
+    stopLimitMs(0, DEFAULT_REQUEST_TIMEOUT_MS),
+  )
   console.log(`cohort: worker ${worker.id} serving ${worker.models().map((m) => m.name).join(', ')} from NATS ${v.nats as string}`)
 }
