@@ -14,10 +14,15 @@ import { formatReport, type BenchResult, type ModeResult } from './report.ts'
 import { batchSizeTotals, startStack, writeFloorModel, type Mode } from './served.ts'
 
 /** Help of `cohort bench`. */
-export const BENCH_HELP = `cohort bench [options]
-cohort bench policies [options]   (batching policies under open-loop load; --help for its flags)
-cohort bench peers [options]      (Cohort beside Triton, Ray Serve, LitServe, BentoML; --help for its flags)
-Offline onnxruntime-node curve of the demo MLP vs the same model served over HTTP (docs/benchmarks.md).
+export const BENCH_HELP = `usage: cohort bench [<benchmark>] [options]   (or npm run bench -- ...; docs/benchmarks.md)
+
+Benchmarks (cohort bench <benchmark> --help for its flags):
+  (none)         offline onnxruntime-node curve of the demo MLP vs the same model served over HTTP
+  policies       batching policies under open-loop load
+  peers          Cohort beside Triton, Ray Serve, LitServe, BentoML
+  pipeline DIR   single module vs fused pipeline vs remote stages
+
+Flags of the default benchmark:
   --ep cpu|webgpu|cuda   execution provider, offline and in the served worker (default cpu)
   --threads N            ORT intra-op threads, offline and in the served worker (default 1)
   --max-batch-size N     worker max batch; offline curve goes 1, 2, 4, ... up to it (default 32)

@@ -11,7 +11,9 @@ export function parse(
     const r = parseArgs({ args, options: { ...options, help: { type: 'boolean', short: 'h' } }, strict: true, allowPositionals })
     return { values: r.values as Record<string, string | boolean | string[] | undefined>, positionals: r.positionals }
   } catch (e) {
-    throw new CliError(e instanceof Error ? e.message : String(e))
+    const msg = e instanceof Error ? e.message : String(e)
+    const unknown = /^Unknown option '([^']+)'/.exec(msg)
+    throw new CliError(unknown ? `unknown option ${unknown[1]} (--help lists this command's options)` : msg)
   }
 }
 
@@ -58,13 +60,15 @@ export const MODEL_OPTIONS = {
   buckets: { type: 'string' },
 } as const
 
-/** Help text of the shared model flags. */
+/** Help text of the shared model flags ({@link BATCHING_HELP} has the batching ones). */
 export const MODEL_HELP = `  --model SPEC           ONNX model: demo | heavy | NAME=PATH.onnx | PATH.onnx (repeatable)
   --predictor FILE       TypeScript/JS module exporting definePredictor(...) (repeatable)
   --ep cpu|webgpu|cuda   ONNX Runtime execution provider (default cpu)
   --instances N          ORT sessions per model: threads on cpu, processes on GPU EPs (default 1)
-  --threads N            ORT intra-op threads per instance (default: cores / instances)
-  --max-batch-size N     items per batch (default 32)
+  --threads N            ORT intra-op threads per instance (default: cores / instances)`
+
+/** Help text of the shared batching flags. */
+export const BATCHING_HELP = `  --max-batch-size N     items per batch (default 32)
   --max-delay-ms MS      max hold time of the timer policy (default 5)
   --policy eager|deadline|timer
                          batching policy (default eager: dispatch at once when idle)
