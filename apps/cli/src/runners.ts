@@ -1,4 +1,4 @@
-import { OnnxRunner, PredictorRunner, loadPredictors, type ExecutionProvider, type ModelRunner } from '@cohort/worker'
+import { OnnxRunner, PredictorRunner, loadPredictors, type ExecutionProvider, type ModelRunner, type PaddingOptions } from '@cohort/worker'
 import type { TSchema } from '@sinclair/typebox'
 import { CliError } from './cli-error.ts'
 import { parseModelSpec } from './model-spec.ts'
@@ -12,7 +12,7 @@ export interface ModelFlags {
   threads: number | undefined
   maxBatchSize: number | undefined
   maxDelayMs: number | undefined
-  padding?: import('@cohort/worker').PaddingOptions | undefined
+  padding?: PaddingOptions | undefined
 }
 
 const EPS = ['cpu', 'webgpu', 'cuda'] as const
