@@ -36,6 +36,7 @@ for (const d of dirs) {
       if (name !== pkg.name) (isDev ? dev : prod).add(name)
     }
   }
+  for (const name of prod) dev.delete(name)
   for (const [field, want] of [['dependencies', prod], ['devDependencies', dev]]) {
     for (const name of want) {
       const declared = field === 'dependencies' ? pkg.dependencies : { ...pkg.dependencies, ...pkg.devDependencies }

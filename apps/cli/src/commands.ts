@@ -1,11 +1,12 @@
 import { availableParallelism } from 'node:os'
 import { Hono } from 'hono'
-import type { BatchingConfig, Policy } from '@cohort/batching'
-import { createApp } from '@cohort/gateway'
-import { PROMETHEUS_CONTENT_TYPE, Registry } from '@cohort/metrics'
+import { BATCHING_FIELDS, type BatchingConfig, type Policy } from '@cohort/batching'
+import { createApp, type GatewayOptions } from '@cohort/gateway'
+import { PROMETHEUS_CONTENT_TYPE } from '@cohort/metrics'
+import { DASHBOARD_SAMPLE_MS, processRegistry } from './process-registry.ts'
 import { CohortWorker, type PaddingOptions } from '@cohort/worker'
 import { InProcessTransport, createNatsTransport, type Transport } from '@cohort/transport'
-import { BATCHING_HELP, MODEL_HELP, MODEL_OPTIONS, intFlag, numFlag, parse } from './args.ts'
+import { BATCHING_HELP, MODEL_HELP, MODEL_OPTIONS, batchingFlag, intFlag, numFlag, parse } from './args.ts'
 import { renderHelp } from './help.ts'
 import { CliError } from './cli-error.ts'
 import { connectNats } from './connect.ts'
@@ -20,7 +21,7 @@ import { gatewayAdapter } from './node-adapter.ts'
 import { buildRunners, type ModelFlags } from './runners.ts'
 import { PIPELINE_HELP, PIPELINE_OPTIONS, SERVE_PIPELINE_HELP, SERVE_PIPELINE_OPTIONS, pipelineRunners } from './pipeline-flags.ts'
 import { TELEMETRY_HELP, TELEMETRY_OPTIONS, setupTelemetry } from './telemetry.ts'
-import { JOB_HELP, JOB_OPTIONS, PREDICTION_HELP, PREDICTION_OPTIONS, jobQueue, predictionOptions, workerJobs } from './jobs-flags.ts'
+import { JOB_HELP, JOB_OPTIONS, PREDICTION_HELP, PREDICTION_OPTIONS, WEBHOOK_HELP, jobQueue, predictionOptions, workerJobs } from './jobs-flags.ts'
 import type { JobQueue } from '@cohort/transport'
 
 type Values = Record<string, string | boolean | string[] | undefined>
@@ -52,8 +53,8 @@ function modelFlags(v: Values, defaultDemo: boolean, hasConfig = false): ModelFl
     ep: (v['ep'] as string) ?? 'cpu',
     instances,
     threads: intFlag('threads', v['threads']) ?? Math.max(1, Math.floor(availableParallelism() / instances)),
-    maxBatchSize: intFlag('max-batch-size', v['max-batch-size']),
-    maxDelayMs: numFlag('max-delay-ms', v['max-delay-ms']),
+    maxBatchSize: batchingFlag('maxBatchSize', intFlag('max-batch-size', v['max-batch-size'])),
+    maxDelayMs: batchingFlag('maxDelayMs', numFlag('max-delay-ms', v['max-delay-ms'])),
     padding: paddingFlags(v),
   }
 }
@@ -91,18 +92,18 @@ function batching(v: Values): Partial<BatchingConfig> {
   const out: Partial<BatchingConfig> = {}
   const policy = v['policy']
   if (policy !== undefined) {
-    if (policy !== 'eager' && policy !== 'timer' && policy !== 'deadline') {
-      throw new CliError(`--policy must be eager, deadline or timer, got "${String(policy)}"`)
+    if (!BATCHING_FIELDS.policy.valid(policy)) {
+      throw new CliError(`--policy must be ${BATCHING_FIELDS.policy.expect}, got "${String(policy)}"`)
     }
     out.policy = policy as Policy
   }
-  const q = intFlag('max-queue', v['max-queue'])
+  const q = batchingFlag('maxQueue', intFlag('max-queue', v['max-queue']))
   if (q !== undefined) {
     out.maxQueue = q
   }
-  const cost = numFlag('max-batch-cost', v['max-batch-cost'])
+  const cost = batchingFlag('maxBatchCost', numFlag('max-batch-cost', v['max-batch-cost']))
   if (cost !== undefined) {
-    ;(out as Record<string, unknown>)['maxBatchCost'] = cost
+    out.maxBatchCost = cost
   }
   if (v['no-admission'] === true) {
     out.admission = false
@@ -157,6 +158,7 @@ const HTTP_HELP = `  --port N               HTTP port (default $PORT or 8080)
   --no-front-door        do not take the event loop's delay off request deadlines (by default a
                          request already late on arrival is refused 503 before its body is read)
 ${PREDICTION_HELP}
+${WEBHOOK_HELP}
 ${GRPC_HELP}`
 
 const ADMIN_HELP = `  --admin-key KEY        key for /admin routes (repeatable; also COHORT_ADMIN_KEYS); without one they
@@ -237,11 +239,11 @@ export async function serveCommand(args: string[]): Promise<void> {
   if (v.nats) {
     const nc = await connectNats(v.nats as string, 'cohort-serve', natsAuth)
     transport = createNatsTransport(nc, { ownsConnection: true, kvReplicas: kvReplicas(v), ...largeMessageOptions(v) })
-    jobs = jobQueue(nc, kvReplicas(v))
+    jobs = jobQueue(nc, kvReplicas(v), v)
   } else {
     transport = new InProcessTransport()
   }
-  const registry = new Registry()
+  const registry = processRegistry()
   const { runners, outputSchemas } = await buildRunners(flags)
   const piped = await pipelineRunners(positionals, v, { transport, registry, flags, batching: batching(v), allowStage: false })
   runners.push(...piped.runners)
@@ -258,9 +260,11 @@ export async function serveCommand(args: string[]): Promise<void> {
   })
   await worker.start()
   const timeout = intFlag('timeout-ms', v['timeout-ms'])
-  const app = createApp({
+  const dashboard = new AbortController()
+  const gwo: GatewayOptions = {
     transport,
     registry,
+    dashboard: { sampleMs: DASHBOARD_SAMPLE_MS, signal: dashboard.signal },
     adapter: gatewayAdapter(v),
     adminKeys: adminKeys(v),
     ...security,
@@ -270,12 +274,14 @@ export async function serveCommand(args: string[]): Promise<void> {
     draining: () => draining,
     ...predictionOptions(v),
     ...(jobs ? { jobs } : {}),
-  })
+  }
+  const app = createApp(gwo)
   const http = await listen(app, v.host as string, port, tls)
-  const grpc = await startGrpcFromFlags(v, v.host as string, transport, { ...security, ...(timeout ? { requestTimeoutMs: timeout } : {}) }, registry)
+  const grpc = await startGrpcFromFlags(v, v.host as string, transport, gwo, registry)
   const timeoutMs = timeout ?? DEFAULT_REQUEST_TIMEOUT_MS
   shutdown.ready(
     [
+      { name: 'dashboard', run: async () => dashboard.abort() },
       ...httpStopSteps({ role: 'serve', drainMs, timeoutMs, setDraining: () => (draining = true), http, grpc }),
       { name: 'worker', run: () => worker.drain() },
       { name: 'transport', run: () => transport.close() },
@@ -352,9 +358,11 @@ export async function gatewayCommand(args: string[]): Promise<void> {
   let draining = false
   const nc = await connectNats(v.nats as string, 'cohort-gateway', natsAuth)
   const transport = createNatsTransport(nc, { ownsConnection: true, kvReplicas: kvReplicas(v), ...largeMessageOptions(v) })
-  const gatewayRegistry = new Registry()
-  const app = createApp({
+  const gatewayRegistry = processRegistry()
+  const dashboard = new AbortController()
+  const gwo: GatewayOptions = {
     registry: gatewayRegistry,
+    dashboard: { sampleMs: DASHBOARD_SAMPLE_MS, signal: dashboard.signal },
     transport,
     adapter: gatewayAdapter(v),
     adminKeys: adminKeys(v),
@@ -369,12 +377,14 @@ export async function gatewayCommand(args: string[]): Promise<void> {
     draining: () => draining,
     ...predictionOptions(v),
     jobs: jobQueue(nc, kvReplicas(v)),
-  })
+  }
+  const app = createApp(gwo)
   const http = await listen(app, v.host as string, port, tls)
-  const grpc = await startGrpcFromFlags(v, v.host as string, transport, { ...security, ...(timeout ? { requestTimeoutMs: timeout } : {}) }, gatewayRegistry)
+  const grpc = await startGrpcFromFlags(v, v.host as string, transport, gwo, gatewayRegistry)
   const timeoutMs = timeout ?? DEFAULT_REQUEST_TIMEOUT_MS
   shutdown.ready(
     [
+      { name: 'dashboard', run: async () => dashboard.abort() },
       ...httpStopSteps({ role: 'gateway', drainMs, timeoutMs, setDraining: () => (draining = true), http, grpc }),
       { name: 'transport', run: () => transport.close() },
       { name: 'telemetry', run: () => tel.shutdown() },
@@ -422,7 +432,8 @@ export const WORKER_HELP = renderHelp({
                          (default 1000; 0: none)
 ${NATS_AUTH_HELP}
 ${LARGE_HELP}
-${JOB_HELP}`,
+${JOB_HELP}
+${WEBHOOK_HELP}`,
     },
     {
       title: 'Observability',
@@ -454,7 +465,7 @@ export async function workerCommand(args: string[]): Promise<void> {
   const { runners, outputSchemas } = await buildRunners(flags)
   const nc = await connectNats(v.nats as string, 'cohort-worker', natsAuth)
   const transport = createNatsTransport(nc, { ownsConnection: true, kvReplicas: kvReplicas(v), ...largeMessageOptions(v) })
-  const registry = new Registry()
+  const registry = processRegistry()
   const piped = await pipelineRunners(positionals, v, { transport, registry, flags, batching: batching(v), allowStage: true })
   runners.push(...piped.runners)
   Object.assign(outputSchemas, piped.outputSchemas)
@@ -472,7 +483,7 @@ export async function workerCommand(args: string[]): Promise<void> {
     ...(v['heartbeat-ms'] !== undefined ? { heartbeatMs: intFlag('heartbeat-ms', v['heartbeat-ms'], 0)! } : {}),
     tracer: tel.tracer,
     logger: tel.logger,
-    jobs: workerJobs(v, jobQueue(nc, kvReplicas(v))),
+    jobs: workerJobs(v, jobQueue(nc, kvReplicas(v), v)),
   })
   await worker.start()
   let workerDraining = false

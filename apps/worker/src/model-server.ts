@@ -1,5 +1,8 @@
 import {
+  BATCHING_KEYS,
   BatchEngine,
+  batchingToJson,
+  parseBatchingPatch,
   type Batch,
   type BatchingConfig,
   type ExpireReason,
@@ -19,6 +22,7 @@ import {
   type InferReply,
   type InferRequest,
   type ItemTiming,
+  type ModelMeta,
   type Subjects,
   type WireError,
 } from '@cohort/protocol'
@@ -82,6 +86,9 @@ export interface ModelServerOptions {
   jobs?: WorkerJobOptions
 }
 
+/** The live batching fields of {@link ModelServer.meta} (`batchingToJson` of the engine's config). */
+type LiveBatching = Pick<ModelMeta, 'maxBatchSize' | 'maxDelayMs'> & Required<Pick<ModelMeta, 'policy' | 'maxQueue' | 'maxBatchCost' | 'admission'>>
+
 const EXPIRE_CODE: Record<ExpireReason, { code: 'DEADLINE_EXCEEDED' | 'CANCELLED' | 'SHUTTING_DOWN'; msg: string }> = {
   deadline: { code: 'DEADLINE_EXCEEDED', msg: 'deadline passed while queued; the item did not run' },
   cancelled: { code: 'CANCELLED', msg: 'the client went away; the item did not run' },
@@ -124,13 +131,16 @@ export class ModelServer {
     this.runner = o.runner
     this.#labels = { model: o.runner.name }
     this.#tel = new ModelTelemetry(o.tracer ?? defaultTracer(), o.logger ?? consoleErrorLogger, o.runner.name, o.workerId)
+    const given: Partial<BatchingConfig> = { ...o.runner.batchDefaults }
+    for (const k of BATCHING_KEYS) {
+      if (o.batching?.[k] !== undefined) {
+        ;(given as Record<string, unknown>)[k] = o.batching[k]
+      }
+    }
     this.engine = new BatchEngine<QItem>({
-      maxBatchSize: o.batching?.maxBatchSize ?? o.runner.batchDefaults.maxBatchSize,
-      maxDelayMs: o.batching?.maxDelayMs ?? o.runner.batchDefaults.maxDelayMs,
-      ...(o.batching?.policy ? { policy: o.batching.policy } : {}),
-      ...(o.batching?.maxQueue ? { maxQueue: o.batching.maxQueue } : {}),
-      ...(o.batching?.maxBatchCost ? { maxBatchCost: o.batching.maxBatchCost } : {}),
-      ...(o.batching?.admission !== undefined ? { admission: o.batching.admission } : {}),
+      maxBatchSize: o.runner.batchDefaults.maxBatchSize,
+      maxDelayMs: o.runner.batchDefaults.maxDelayMs,
+      ...given,
       concurrency: o.runner.concurrency,
       run: (b) => this.#run(b),
       expire: (v, reason) => this.#expire(v, reason),
@@ -149,7 +159,7 @@ export class ModelServer {
       }
     }
     this.#listenMain()
-    this.#overflowSub = t.subscribe(s.overflow(name), { queue: s.queue(name) })
+    this.#overflowSub = t.subscribe(s.overflow(name), { queue: s.queue(name), bounded: true })
     const metaSub = t.subscribe(s.meta(name), { queue: s.queue(name) })
     const cancelSub = t.subscribe(s.cancel(name))
     this.#subs = [this.#overflowSub, metaSub, cancelSub]
@@ -196,17 +206,20 @@ export class ModelServer {
     })
   }
 
-  /** Apply a stored runtime configuration (batching fields only); bad values are reported, not applied. */
+  /**
+   * Apply a stored runtime configuration: its batching fields (`@cohort/batching`'s table, own
+   * keys only; other keys are ignored). Bad values are reported, and nothing of that config applied.
+   */
   applyConfig(cfg: Record<string, unknown>): void {
     const patch: Record<string, unknown> = {}
-    for (const k of ['maxBatchSize', 'maxDelayMs', 'policy', 'maxQueue', 'maxBatchCost', 'admission']) {
-      if (cfg[k] !== undefined && cfg[k] !== null) {
+    for (const k of BATCHING_KEYS) {
+      if (Object.hasOwn(cfg, k)) {
         patch[k] = cfg[k]
       }
     }
     const log = this.#tel.logger
     try {
-      this.engine.configure(patch as Partial<BatchingConfig>)
+      this.engine.configure(parseBatchingPatch(patch))
       log.info({ model: this.runner.name, workerId: this.#o.workerId, patch, batching: this.batchingSummary() }, 'batching configuration changed')
     } catch (e) {
       ;(this.#o.onConfigError ?? ((err: unknown) => log.error({ model: this.runner.name, workerId: this.#o.workerId, patch, err }, 'batching configuration rejected')))(e)
@@ -215,16 +228,7 @@ export class ModelServer {
 
   /** The live batching settings, for log lines (`maxBatchCost` null when unlimited). */
   batchingSummary(): Record<string, unknown> {
-    const c = this.engine.config
-    return {
-      maxBatchSize: c.maxBatchSize,
-      maxDelayMs: c.maxDelayMs,
-      policy: c.policy,
-      maxQueue: c.maxQueue,
-      maxBatchCost: c.maxBatchCost === undefined || c.maxBatchCost === Infinity ? null : c.maxBatchCost,
-      admission: c.admission,
-      concurrency: this.runner.concurrency,
-    }
+    return { ...batchingToJson(this.engine.config), concurrency: this.runner.concurrency }
   }
 
   /** True while the worker is not listening on the main subject (full). */
@@ -239,7 +243,7 @@ export class ModelServer {
   #listenMain(): void {
     const { transport: t, subjects: s } = this.#o
     const name = this.runner.name
-    const sub = t.subscribe(s.infer(name), { queue: s.queue(name) })
+    const sub = t.subscribe(s.infer(name), { queue: s.queue(name), bounded: true })
     this.#inferSub = sub
     this.#inferLoop = this.#consume(sub, (m) => this.#onInfer(m))
   }
@@ -269,12 +273,7 @@ export class ModelServer {
     return {
       ...(cm.samples > 0 ? { cost: { a: cm.a, c: cm.c, samples: cm.samples } } : {}),
       ...m,
-      maxBatchSize: c.maxBatchSize,
-      maxDelayMs: c.maxDelayMs,
-      policy: c.policy,
-      maxQueue: c.maxQueue,
-      maxBatchCost: c.maxBatchCost === undefined || c.maxBatchCost === Infinity ? null : c.maxBatchCost,
-      admission: c.admission,
+      ...(batchingToJson(c) as LiveBatching),
       queued: this.engine.queued,
     }
   }
@@ -442,14 +441,14 @@ export class ModelServer {
   /** Send a reply (RESPONSE_TOO_LARGE instead when it exceeds the bus limit); returns what was sent. */
   #respond(m: TransportMessage, reply: InferReply, t0?: number, timing?: ItemTiming[]): InferReply {
     let bytes = encodeReply(reply)
-    const max = this.#o.transport.maxPayload
+    const max = this.#o.transport.maxMessageBytes
     if (bytes.byteLength > max) {
       reply = {
         v: 1,
         id: reply.id,
         error: {
           code: 'RESPONSE_TOO_LARGE',
-          message: `reply of ${bytes.byteLength} bytes exceeds the NATS max_payload of ${max} bytes; send fewer items per request`,
+          message: `reply of ${bytes.byteLength} bytes exceeds the bus limit (maxMessageBytes) of ${max} bytes; send fewer items per request`,
         },
       }
       bytes = encodeReply(reply)
