@@ -1,10 +1,9 @@
-import { availableParallelism } from 'node:os'
 import { Hono } from 'hono'
 import { BATCHING_FIELDS, type BatchingConfig, type Policy } from '@cohort/batching'
 import { createApp, type GatewayOptions } from '@cohort/gateway'
 import { PROMETHEUS_CONTENT_TYPE } from '@cohort/metrics'
 import { DASHBOARD_SAMPLE_MS, processRegistry } from './process-registry.ts'
-import { CohortWorker, type PaddingOptions } from '@cohort/worker'
+import { CohortWorker, defaultIntraOpThreads, type PaddingOptions } from '@cohort/worker'
 import { InProcessTransport, createNatsTransport, type Transport } from '@cohort/transport'
 import { BATCHING_HELP, MODEL_HELP, MODEL_OPTIONS, batchingFlag, intFlag, numFlag, parse } from './args.ts'
 import { renderHelp } from './help.ts'
@@ -52,9 +51,11 @@ function modelFlags(v: Values, defaultDemo: boolean, hasConfig = false): ModelFl
     predictor,
     ep: (v['ep'] as string) ?? 'cpu',
     instances,
-    threads: intFlag('threads', v['threads']) ?? Math.max(1, Math.floor(availableParallelism() / instances)),
+    ortProcesses: v['ort-processes'] === true,
+    threads: intFlag('threads', v['threads']) ?? defaultIntraOpThreads(instances),
     maxBatchSize: batchingFlag('maxBatchSize', intFlag('max-batch-size', v['max-batch-size'])),
     maxDelayMs: batchingFlag('maxDelayMs', numFlag('max-delay-ms', v['max-delay-ms'])),
+    batchTimeoutMs: numFlag('batch-timeout-ms', v['batch-timeout-ms']),
     padding: paddingFlags(v),
   }
 }
@@ -107,6 +108,9 @@ function batching(v: Values): Partial<BatchingConfig> {
   }
   if (v['no-admission'] === true) {
     out.admission = false
+  }
+  if (v['no-auto-batch'] === true) {
+    out.autoBatchSize = false
   }
   return out
 }
@@ -254,6 +258,7 @@ export async function serveCommand(args: string[]): Promise<void> {
     registry,
     outputSchemas,
     batching: batching(v),
+    ...(flags.batchTimeoutMs !== undefined ? { batchTimeoutMs: flags.batchTimeoutMs } : {}),
     tracer: tel.tracer,
     logger: tel.logger.child({ component: 'worker' }),
     ...(jobs ? { jobs: workerJobs(v, jobs) } : {}),
@@ -479,6 +484,7 @@ export async function workerCommand(args: string[]): Promise<void> {
     outputSchemas,
     capacityAware: v['distribution'] === 'capacity',
     batching: batching(v),
+    ...(flags.batchTimeoutMs !== undefined ? { batchTimeoutMs: flags.batchTimeoutMs } : {}),
     ...(v.id ? { id: v.id as string } : {}),
     ...(v['heartbeat-ms'] !== undefined ? { heartbeatMs: intFlag('heartbeat-ms', v['heartbeat-ms'], 0)! } : {}),
     tracer: tel.tracer,

@@ -5,6 +5,7 @@ import {
   parseBatchingPatch,
   type Batch,
   type BatchingConfig,
+  type CapChange,
   type ExpireReason,
   type Offer,
 } from '@cohort/batching'
@@ -17,6 +18,7 @@ import {
   encodeReply,
   encodeRequest,
   encodeValue,
+  isAcceptSubject,
   requestItemCount,
   toWireError,
   type InferReply,
@@ -36,6 +38,8 @@ import { InferStats } from './infer-stats.ts'
 import { ModelTelemetry } from './tracing.ts'
 import type { ItemResult, ModelRunner } from './runners/types.ts'
 import { JobRunner, type WorkerJobOptions } from './jobs.ts'
+import { batchTimeLimitMs, checkBatchTimeoutMs } from './batch-limit.ts'
+import { runnerEvents } from './runner-events.ts'
 
 interface Pending {
   req: InferRequest
@@ -84,10 +88,19 @@ export interface ModelServerOptions {
   logger?: Logger
   /** Pull this model's async prediction jobs (JetStream) into the batch engine. Off when absent. */
   jobs?: WorkerJobOptions
+  /**
+   * Per-batch time limit in ms (0: none): a batch past it fails its items with BATCH_TIMEOUT and
+   * the runner is replaced (docs/reliability.md#batch-time-limit).
+   * @default max(10000, 20 * the learned t(b) of the batch)
+   */
+  batchTimeoutMs?: number
 }
 
 /** The live batching fields of {@link ModelServer.meta} (`batchingToJson` of the engine's config). */
 type LiveBatching = Pick<ModelMeta, 'maxBatchSize' | 'maxDelayMs'> & Required<Pick<ModelMeta, 'policy' | 'maxQueue' | 'maxBatchCost' | 'admission'>>
+
+/** Thrown back to the engine after a timed-out batch was answered, so its time is not learned as a cost. */
+const NOT_A_SAMPLE = Symbol('not a cost sample')
 
 const EXPIRE_CODE: Record<ExpireReason, { code: 'DEADLINE_EXCEEDED' | 'CANCELLED' | 'SHUTTING_DOWN'; msg: string }> = {
   deadline: { code: 'DEADLINE_EXCEEDED', msg: 'deadline passed while queued; the item did not run' },
@@ -144,7 +157,15 @@ export class ModelServer {
       concurrency: o.runner.concurrency,
       run: (b) => this.#run(b),
       expire: (v, reason) => this.#expire(v, reason),
+      onRunError: (e) => {
+        if (e !== NOT_A_SAMPLE) {
+          this.#tel.logger.error({ model: o.runner.name, err: e }, 'batch run failed')
+        }
+      },
+      onCapChange: (c) => this.#onCapChange(c),
     })
+    checkBatchTimeoutMs(o.batchTimeoutMs)
+    o.runner.observe?.(runnerEvents(o.runner.name, o.workerId, o.metrics, this.#tel.logger))
   }
 
   /** Subscribe to the model's subjects and announce it. The runner must be started. */
@@ -182,9 +203,29 @@ export class ModelServer {
     return this.runner.name
   }
 
-  /** Largest batch now (for the job runner's pulls). */
+  /** Largest batch now, the self-tuned cap (for the job runner's pulls). */
   get maxBatchSize(): number {
-    return this.engine.config.maxBatchSize
+    return this.engine.batchCap
+  }
+
+  /** Count and log a change of the self-tuned batch cap with the figures behind it. */
+  #onCapChange(c: CapChange): void {
+    this.#o.metrics.capChanges.inc({ ...this.#labels, reason: c.reason })
+    const perItem = (rate: number) => (Number.isFinite(rate) && rate > 0 ? Math.round((1000 / rate) * 1000) / 1000 : null)
+    this.#tel.logger.info(
+      {
+        model: this.runner.name,
+        workerId: this.#o.workerId,
+        from: c.from,
+        to: c.to,
+        reason: c.reason,
+        msPerItemFrom: perItem(c.fromRate),
+        msPerItemTo: perItem(c.toRate),
+        budgetMs: Number.isFinite(c.budgetMs) ? c.budgetMs : null,
+        limit: this.engine.config.maxBatchSize,
+      },
+      'batch cap changed',
+    )
   }
 
   /** Items the engine takes before the main subject would pause (async jobs are pulled only then). */
@@ -228,7 +269,7 @@ export class ModelServer {
 
   /** The live batching settings, for log lines (`maxBatchCost` null when unlimited). */
   batchingSummary(): Record<string, unknown> {
-    return { ...batchingToJson(this.engine.config), concurrency: this.runner.concurrency }
+    return { ...batchingToJson(this.engine.config), batchCap: this.engine.batchCap, concurrency: this.runner.concurrency }
   }
 
   /** True while the worker is not listening on the main subject (full). */
@@ -237,7 +278,7 @@ export class ModelServer {
   }
 
   #highWater(): number {
-    return this.#o.highWater ?? 2 * this.engine.config.maxBatchSize * this.runner.concurrency
+    return this.#o.highWater ?? 2 * this.engine.batchCap * this.runner.concurrency
   }
 
   #listenMain(): void {
@@ -274,6 +315,7 @@ export class ModelServer {
       ...(cm.samples > 0 ? { cost: { a: cm.a, c: cm.c, samples: cm.samples } } : {}),
       ...m,
       ...(batchingToJson(c) as LiveBatching),
+      ...batchCapMeta(this.engine),
       queued: this.engine.queued,
     }
   }
@@ -316,6 +358,12 @@ export class ModelServer {
       req = decodeRequest(m.data)
     } catch (e) {
       this.#respond(m, { v: 1, id: '', error: toWireError(e, 'BAD_REQUEST') }, t0)
+      return
+    }
+    if (req.ack !== undefined && !isAcceptSubject(this.#o.subjects.accept, req.ack)) {
+      // No confused deputy: publish acceptance notices only under <prefix>.accept. (docs/security.md).
+      const error = { code: 'BAD_REQUEST' as const, message: `ack subject ${JSON.stringify(String(req.ack).slice(0, 200))} is not an acceptance subject (${this.#o.subjects.accept('<gateway>')}); nothing was published there` }
+      this.#respond(m, { v: 1, id: req.id, error }, t0)
       return
     }
     if (req.ack) {
@@ -387,6 +435,7 @@ export class ModelServer {
       results = await this.runner.runBatch(
         batch.items.map((i) => i.payload),
         this.#abort.signal,
+        { timeoutMs: batchTimeLimitMs(this.#o.batchTimeoutMs, this.engine.costModel.upper(batch.cost ?? batch.items.length)) },
       )
     } catch (e) {
       const err = toWireError(e, 'PREDICTOR_FAILED')
@@ -409,6 +458,9 @@ export class ModelServer {
       it.p.timing[it.index] = { queueMs, computeMs, batchSize: batch.items.length }
       this.#complete(it.p, it.index, results[k] ?? { error: { code: 'INTERNAL', message: 'missing result' } })
     })
+    if (failure?.code === 'BATCH_TIMEOUT') {
+      throw NOT_A_SAMPLE
+    }
   }
 
   #expire(v: QItem, reason: ExpireReason): void {
@@ -479,6 +531,29 @@ export class ModelServer {
       return undefined
     }
     return m.outputs.map((o) => o.name)
+  }
+}
+
+/**
+ * The self-tuned cap for model metadata (the dashboard and `/v2/models/{m}` show it):
+ * `batchCap` (the cap in force), and under `autoBatchSize` `batchTuning` (changes by reason, the
+ * latest change, the per-size curve measured, the latency budget).
+ */
+function batchCapMeta<T>(engine: BatchEngine<T>): Record<string, unknown> {
+  const t = engine.tuner
+  if (!t) {
+    return { batchCap: engine.batchCap, autoBatchSize: false }
+  }
+  const last = t.last
+  return {
+    batchCap: engine.batchCap,
+    autoBatchSize: true,
+    batchTuning: {
+      ...t.toJSON(),
+      last: last
+        ? { from: last.from, to: last.to, reason: last.reason, at: last.at, budgetMs: Number.isFinite(last.budgetMs) ? last.budgetMs : null }
+        : null,
+    },
   }
 }
 

@@ -46,6 +46,8 @@ export interface CohortWorkerOptions {
    * the engine has room. Off when absent (the embedded gateway then runs async predictions itself).
    */
   jobs?: WorkerJobOptions
+  /** Per-batch time limit of every model, ms (0: none); see ModelServerOptions.batchTimeoutMs. */
+  batchTimeoutMs?: number
 }
 
 /** Default interval of worker heartbeats, ms. */
@@ -96,6 +98,7 @@ export class CohortWorker {
         tracer: this.#o.tracer ?? defaultTracer(),
         logger: this.#log,
         ...(this.#o.jobs ? { jobs: this.#o.jobs } : {}),
+        ...(this.#o.batchTimeoutMs !== undefined ? { batchTimeoutMs: this.#o.batchTimeoutMs } : {}),
       })
       await s.start()
       this.servers.push(s)
@@ -104,6 +107,8 @@ export class CohortWorker {
     this.metrics.costA.collect(() => this.servers.map((s) => [{ model: s.runner.name }, s.engine.costModel.a / 1000]))
     this.metrics.costC.collect(() => this.servers.map((s) => [{ model: s.runner.name }, s.engine.costModel.c / 1000]))
     this.metrics.costSamples.collect(() => this.servers.map((s) => [{ model: s.runner.name }, s.engine.costModel.samples]))
+    this.metrics.batchCap.collect(() => this.servers.map((s) => [{ model: s.runner.name }, s.engine.batchCap]))
+    this.metrics.batchLimit.collect(() => this.servers.map((s) => [{ model: s.runner.name }, s.engine.config.maxBatchSize]))
     this.metrics.pending.collect(() => this.servers.map((s) => [{ model: s.runner.name }, s.engine.queued + s.runningItems]))
     this.#discover = this.#o.transport.subscribe(subjects.discover())
     // Only announced models: pipeline stages served here (`--stage`) are not models (docs/pipelines.md).

@@ -16,7 +16,13 @@ import { ortMetrics, type Registry } from '@cohort/metrics'
 import { OrtPool, type ExecutionProvider, type HostTensor, type HostValueMeta } from '../ort/ort-pool.ts'
 import { datatypeOfOrt, ortType, viewOf } from './ort-types.ts'
 import { bucketOf, copyCorner, filledBuffer, type PaddingOptions } from './padding.ts'
-import type { ItemResult, ModelRunner, PreparedItem } from './types.ts'
+import type { ItemResult, ModelRunner, PreparedItem, RunBatchOptions, RunnerEvents } from './types.ts'
+
+/**
+ * The batch size limit of an ONNX model when none is given: the self-tuned cap starts at 32 and may
+ * grow to this (the `heavy` MLP serves the most items per second at 128 on this class of CPU).
+ */
+export const DEFAULT_ONNX_BATCH_LIMIT = 256
 
 /** Options of {@link OnnxRunner}. */
 export interface OnnxRunnerOptions {
@@ -27,8 +33,26 @@ export interface OnnxRunnerOptions {
   /** @default 1 */
   instances?: number
   intraOpNumThreads?: number
-  /** @default 32 */
+  /**
+   * Run each ORT instance in a child process instead of a worker thread. Only a process can be
+   * stopped inside a native `session.run()` that never returns (docs/reliability.md#batch-time-limit).
+   * @default ep !== 'cpu' && instances > 1
+   */
+  processes?: boolean
+  /** Let idle ORT pool threads spin (see `OrtPoolOptions.allowSpinning`). @default false */
+  allowSpinning?: boolean
+  /**
+   * Largest batch, a hard cap. When given, the self-tuned cap moves within `[1, maxBatchSize]`;
+   * when absent, within `[1, DEFAULT_ONNX_BATCH_LIMIT]`.
+   * @default DEFAULT_ONNX_BATCH_LIMIT (256)
+   */
   maxBatchSize?: number
+  /**
+   * Self-tune the batch cap (docs/batching.md#self-tuned-batch-cap); false keeps every batch at up
+   * to `maxBatchSize` items.
+   * @default true
+   */
+  autoBatchSize?: boolean
   /** @default 5 */
   maxDelayMs?: number
   /**
@@ -61,7 +85,7 @@ interface OnnxItem {
 export class OnnxRunner implements ModelRunner {
   readonly name: string
   readonly concurrency: number
-  readonly batchDefaults: { maxBatchSize: number; maxDelayMs: number }
+  readonly batchDefaults: { maxBatchSize: number; maxDelayMs: number; autoBatchSize: boolean }
   readonly #pool: OrtPool
   readonly #padding: PaddingOptions | undefined
   /** Inputs the client sends (the mask input excluded). */
@@ -76,10 +100,16 @@ export class OnnxRunner implements ModelRunner {
       ep: opts.ep ?? 'cpu',
       instances: opts.instances ?? 1,
       ...(opts.intraOpNumThreads !== undefined ? { intraOpNumThreads: opts.intraOpNumThreads } : {}),
+      ...(opts.processes !== undefined ? { processes: opts.processes } : {}),
+      ...(opts.allowSpinning !== undefined ? { allowSpinning: opts.allowSpinning } : {}),
     })
     this.concurrency = this.#pool.instances
     this.#padding = opts.padding
-    this.batchDefaults = { maxBatchSize: opts.maxBatchSize ?? 32, maxDelayMs: opts.maxDelayMs ?? 5 }
+    this.batchDefaults = {
+      maxBatchSize: opts.maxBatchSize ?? DEFAULT_ONNX_BATCH_LIMIT,
+      maxDelayMs: opts.maxDelayMs ?? 5,
+      autoBatchSize: opts.autoBatchSize ?? true,
+    }
   }
 
   /** Count runs, busy time, exits and restarts of each ORT instance, and instances by state. */
@@ -87,7 +117,7 @@ export class OnnxRunner implements ModelRunner {
     const m = ortMetrics(registry)
     const model = this.name
     const at = (i: number) => ({ model, instance: String(i) })
-    this.#pool.observe({
+    this.#pool.watch({
       run: (i, busyMs, ok) => {
         m.busy.inc(at(i), busyMs / 1000)
         m.runs.inc({ ...at(i), result: ok ? 'ok' : 'error' })
@@ -124,8 +154,13 @@ export class OnnxRunner implements ModelRunner {
 
   #meta: ModelMeta | undefined
 
+  /** Loaded, and every ORT instance is up (not while one is being replaced). */
+  get #live(): boolean {
+    return this.#ready && this.#pool.live === this.#pool.instances
+  }
+
   meta(): ModelMeta {
-    if (this.#meta?.ready === this.#ready) {
+    if (this.#meta?.ready === this.#live) {
       return this.#meta
     }
     this.#meta = this.#buildMeta()
@@ -141,7 +176,7 @@ export class OnnxRunner implements ModelRunner {
       inputs: this.#pool.inputs.filter((m) => m.name !== this.#mask?.name).map(t),
       outputs: this.#pool.outputs.map(t),
       kind: 'onnx',
-      ready: this.#ready,
+      ready: this.#live,
       maxBatchSize: this.batchDefaults.maxBatchSize,
       maxDelayMs: this.batchDefaults.maxDelayMs,
     }
@@ -166,7 +201,12 @@ export class OnnxRunner implements ModelRunner {
     })
   }
 
-  async runBatch(payloads: unknown[]): Promise<ItemResult[]> {
+  /** Receive the ORT instances' restart events (a run past its limit, an instance that died). */
+  observe(events: RunnerEvents): void {
+    this.#pool.observe(events)
+  }
+
+  async runBatch(payloads: unknown[], _signal?: AbortSignal, opts: RunBatchOptions = {}): Promise<ItemResult[]> {
     const items = payloads as OnnxItem[]
     const n = items.length
     const feeds: Record<string, HostTensor> = {}
@@ -188,7 +228,7 @@ export class OnnxRunner implements ModelRunner {
         feeds[this.#mask.name] = buildMask(this.#mask, real, n)
       }
     }
-    const { outputs } = await this.#pool.run(feeds)
+    const { outputs } = await this.#pool.run(feeds, opts.timeoutMs !== undefined ? { timeoutMs: opts.timeoutMs } : {})
     const outMeta = new Map(this.#pool.outputs.map((m) => [m.name, m]))
     const results: ItemResult[] = items.map(() => ({ tensors: {} }))
     for (const [name, out] of Object.entries(outputs)) {
