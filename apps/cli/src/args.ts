@@ -1,4 +1,5 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util'
+import { BATCHING_FIELDS, type BatchingKey } from '@cohort/batching'
 import { CliError } from './cli-error.ts'
 
 /** parseArgs with one-line errors. */
@@ -20,7 +21,8 @@ export function intFlag(name: string, v: unknown, min = 1): number | undefined {
   if (v === undefined) {
     return undefined
   }
-  const n = Number(v)
+  // Decimal digits only: Number() would also take "0x10", "1e3" and " 7".
+  const n = typeof v === 'string' && /^-?[0-9]{1,15}$/.test(v) ? Number(v) : typeof v === 'number' ? v : Number.NaN
   if (!Number.isInteger(n) || n < min) {
     throw new CliError(`--${name} must be an integer >= ${min}, got "${String(v)}"`)
   }
@@ -39,15 +41,29 @@ export function numFlag(name: string, v: unknown): number | undefined {
   return n
 }
 
+/**
+ * A batching flag's number checked against `@cohort/batching`'s field table (the same bounds as
+ * admin patches), or undefined when the flag is absent.
+ */
+export function batchingFlag(key: BatchingKey, n: number | undefined): number | undefined {
+  const f = BATCHING_FIELDS[key]
+  if (n !== undefined && !f.valid(n)) {
+    throw new CliError(`--${f.flag ?? key} must be ${f.expect}, got "${n}"`)
+  }
+  return n
+}
+
 /** Options shared by serve and worker. */
 export const MODEL_OPTIONS = {
   model: { type: 'string', multiple: true },
   predictor: { type: 'string', multiple: true },
   ep: { type: 'string', default: 'cpu' },
   instances: { type: 'string' },
+  'ort-processes': { type: 'boolean' },
   threads: { type: 'string' },
   'max-batch-size': { type: 'string' },
   'max-delay-ms': { type: 'string' },
+  'batch-timeout-ms': { type: 'string' },
   policy: { type: 'string' },
   'max-queue': { type: 'string' },
   'max-batch-cost': { type: 'string' },
@@ -63,9 +79,13 @@ export const MODEL_HELP = `  --model SPEC           ONNX model: demo | heavy | N
   --predictor FILE       TypeScript/JS module exporting definePredictor(...) (repeatable)
   --ep cpu|webgpu|cuda   ONNX Runtime execution provider (default cpu)
   --instances N          ORT sessions per model: threads on cpu, processes on GPU EPs (default 1)
+  --ort-processes        run every ORT instance in a child process, even on cpu (a stuck
+                         session.run() can then be killed at --batch-timeout-ms)
   --threads N            ORT intra-op threads per instance (default: cores / instances)
   --max-batch-size N     items per batch (default 32)
   --max-delay-ms MS      max hold time of the timer policy (default 5)
+  --batch-timeout-ms MS  per-batch time limit: a batch past it fails with 504 BATCH_TIMEOUT and its
+                         runner restarts (default max(10000, 20 x learned t(b)); 0: none)
   --policy eager|deadline|timer
                          batching policy (default eager: dispatch at once when idle)
   --max-queue N          queued items per model before 503 (default 4096)

@@ -81,10 +81,10 @@ export class Upstream {
 
   async #inferOnce(req: InferRequest, timeoutMs: number, signal: AbortSignalLike | undefined): Promise<InferReply> {
     const bytes = encodeRequest(req)
-    if (bytes.byteLength > this.transport.maxPayload) {
+    if (bytes.byteLength > this.transport.maxMessageBytes) {
       throw new CohortError(
         'PAYLOAD_TOO_LARGE',
-        `encoded request of ${bytes.byteLength} bytes exceeds the bus limit (NATS max_payload) of ${this.transport.maxPayload} bytes`,
+        `encoded request of ${bytes.byteLength} bytes exceeds the bus limit (maxMessageBytes) of ${this.transport.maxMessageBytes} bytes`,
       )
     }
     let raw: Uint8Array

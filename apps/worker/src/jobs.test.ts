@@ -3,7 +3,8 @@
 // refused jobs handed back, a job past maxDeliver recorded failed without running, pulls only with
 // room, a cancel during the run wins over the late result, close() waits for the jobs taken.
 import { afterEach, describe, expect, it } from 'vitest'
-import { decodePrediction, encodePrediction, newPrediction, type InferReply, type InferRequest, type Prediction } from '@cohort/protocol'
+import { type InferReply, type InferRequest } from '@cohort/protocol'
+import { decodePrediction, encodePrediction, newPrediction, type Prediction } from '@cohort/predictions'
 import { noopLogger } from '@cohort/observability'
 import { MemoryJobQueue } from '@cohort/test-support'
 import { JobRunner, type JobTarget } from './jobs.ts'

@@ -1,5 +1,8 @@
 import {
+  BATCHING_KEYS,
   BatchEngine,
+  batchingToJson,
+  parseBatchingPatch,
   type Batch,
   type BatchingConfig,
   type ExpireReason,
@@ -14,11 +17,13 @@ import {
   encodeReply,
   encodeRequest,
   encodeValue,
+  isAcceptSubject,
   requestItemCount,
   toWireError,
   type InferReply,
   type InferRequest,
   type ItemTiming,
+  type ModelMeta,
   type Subjects,
   type WireError,
 } from '@cohort/protocol'
@@ -32,6 +37,8 @@ import { InferStats } from './infer-stats.ts'
 import { ModelTelemetry } from './tracing.ts'
 import type { ItemResult, ModelRunner } from './runners/types.ts'
 import { JobRunner, type WorkerJobOptions } from './jobs.ts'
+import { batchTimeLimitMs, checkBatchTimeoutMs } from './batch-limit.ts'
+import { runnerEvents } from './runner-events.ts'
 
 interface Pending {
   req: InferRequest
@@ -80,7 +87,19 @@ export interface ModelServerOptions {
   logger?: Logger
   /** Pull this model's async prediction jobs (JetStream) into the batch engine. Off when absent. */
   jobs?: WorkerJobOptions
+  /**
+   * Per-batch time limit in ms (0: none): a batch past it fails its items with BATCH_TIMEOUT and
+   * the runner is replaced (docs/reliability.md#batch-time-limit).
+   * @default max(10000, 20 * the learned t(b) of the batch)
+   */
+  batchTimeoutMs?: number
 }
+
+/** The live batching fields of {@link ModelServer.meta} (`batchingToJson` of the engine's config). */
+type LiveBatching = Pick<ModelMeta, 'maxBatchSize' | 'maxDelayMs'> & Required<Pick<ModelMeta, 'policy' | 'maxQueue' | 'maxBatchCost' | 'admission'>>
+
+/** Thrown back to the engine after a timed-out batch was answered, so its time is not learned as a cost. */
+const NOT_A_SAMPLE = Symbol('not a cost sample')
 
 const EXPIRE_CODE: Record<ExpireReason, { code: 'DEADLINE_EXCEEDED' | 'CANCELLED' | 'SHUTTING_DOWN'; msg: string }> = {
   deadline: { code: 'DEADLINE_EXCEEDED', msg: 'deadline passed while queued; the item did not run' },
@@ -124,17 +143,27 @@ export class ModelServer {
     this.runner = o.runner
     this.#labels = { model: o.runner.name }
     this.#tel = new ModelTelemetry(o.tracer ?? defaultTracer(), o.logger ?? consoleErrorLogger, o.runner.name, o.workerId)
+    const given: Partial<BatchingConfig> = { ...o.runner.batchDefaults }
+    for (const k of BATCHING_KEYS) {
+      if (o.batching?.[k] !== undefined) {
+        ;(given as Record<string, unknown>)[k] = o.batching[k]
+      }
+    }
     this.engine = new BatchEngine<QItem>({
-      maxBatchSize: o.batching?.maxBatchSize ?? o.runner.batchDefaults.maxBatchSize,
-      maxDelayMs: o.batching?.maxDelayMs ?? o.runner.batchDefaults.maxDelayMs,
-      ...(o.batching?.policy ? { policy: o.batching.policy } : {}),
-      ...(o.batching?.maxQueue ? { maxQueue: o.batching.maxQueue } : {}),
-      ...(o.batching?.maxBatchCost ? { maxBatchCost: o.batching.maxBatchCost } : {}),
-      ...(o.batching?.admission !== undefined ? { admission: o.batching.admission } : {}),
+      maxBatchSize: o.runner.batchDefaults.maxBatchSize,
+      maxDelayMs: o.runner.batchDefaults.maxDelayMs,
+      ...given,
       concurrency: o.runner.concurrency,
       run: (b) => this.#run(b),
       expire: (v, reason) => this.#expire(v, reason),
+      onRunError: (e) => {
+        if (e !== NOT_A_SAMPLE) {
+          this.#tel.logger.error({ model: o.runner.name, err: e }, 'batch run failed')
+        }
+      },
     })
+    checkBatchTimeoutMs(o.batchTimeoutMs)
+    o.runner.observe?.(runnerEvents(o.runner.name, o.workerId, o.metrics, this.#tel.logger))
   }
 
   /** Subscribe to the model's subjects and announce it. The runner must be started. */
@@ -149,7 +178,7 @@ export class ModelServer {
       }
     }
     this.#listenMain()
-    this.#overflowSub = t.subscribe(s.overflow(name), { queue: s.queue(name) })
+    this.#overflowSub = t.subscribe(s.overflow(name), { queue: s.queue(name), bounded: true })
     const metaSub = t.subscribe(s.meta(name), { queue: s.queue(name) })
     const cancelSub = t.subscribe(s.cancel(name))
     this.#subs = [this.#overflowSub, metaSub, cancelSub]
@@ -196,17 +225,20 @@ export class ModelServer {
     })
   }
 
-  /** Apply a stored runtime configuration (batching fields only); bad values are reported, not applied. */
+  /**
+   * Apply a stored runtime configuration: its batching fields (`@cohort/batching`'s table, own
+   * keys only; other keys are ignored). Bad values are reported, and nothing of that config applied.
+   */
   applyConfig(cfg: Record<string, unknown>): void {
     const patch: Record<string, unknown> = {}
-    for (const k of ['maxBatchSize', 'maxDelayMs', 'policy', 'maxQueue', 'maxBatchCost', 'admission']) {
-      if (cfg[k] !== undefined && cfg[k] !== null) {
+    for (const k of BATCHING_KEYS) {
+      if (Object.hasOwn(cfg, k)) {
         patch[k] = cfg[k]
       }
     }
     const log = this.#tel.logger
     try {
-      this.engine.configure(patch as Partial<BatchingConfig>)
+      this.engine.configure(parseBatchingPatch(patch))
       log.info({ model: this.runner.name, workerId: this.#o.workerId, patch, batching: this.batchingSummary() }, 'batching configuration changed')
     } catch (e) {
       ;(this.#o.onConfigError ?? ((err: unknown) => log.error({ model: this.runner.name, workerId: this.#o.workerId, patch, err }, 'batching configuration rejected')))(e)
@@ -215,16 +247,7 @@ export class ModelServer {
 
   /** The live batching settings, for log lines (`maxBatchCost` null when unlimited). */
   batchingSummary(): Record<string, unknown> {
-    const c = this.engine.config
-    return {
-      maxBatchSize: c.maxBatchSize,
-      maxDelayMs: c.maxDelayMs,
-      policy: c.policy,
-      maxQueue: c.maxQueue,
-      maxBatchCost: c.maxBatchCost === undefined || c.maxBatchCost === Infinity ? null : c.maxBatchCost,
-      admission: c.admission,
-      concurrency: this.runner.concurrency,
-    }
+    return { ...batchingToJson(this.engine.config), concurrency: this.runner.concurrency }
   }
 
   /** True while the worker is not listening on the main subject (full). */
@@ -239,7 +262,7 @@ export class ModelServer {
   #listenMain(): void {
     const { transport: t, subjects: s } = this.#o
     const name = this.runner.name
-    const sub = t.subscribe(s.infer(name), { queue: s.queue(name) })
+    const sub = t.subscribe(s.infer(name), { queue: s.queue(name), bounded: true })
     this.#inferSub = sub
     this.#inferLoop = this.#consume(sub, (m) => this.#onInfer(m))
   }
@@ -269,12 +292,7 @@ export class ModelServer {
     return {
       ...(cm.samples > 0 ? { cost: { a: cm.a, c: cm.c, samples: cm.samples } } : {}),
       ...m,
-      maxBatchSize: c.maxBatchSize,
-      maxDelayMs: c.maxDelayMs,
-      policy: c.policy,
-      maxQueue: c.maxQueue,
-      maxBatchCost: c.maxBatchCost === undefined || c.maxBatchCost === Infinity ? null : c.maxBatchCost,
-      admission: c.admission,
+      ...(batchingToJson(c) as LiveBatching),
       queued: this.engine.queued,
     }
   }
@@ -317,6 +335,12 @@ export class ModelServer {
       req = decodeRequest(m.data)
     } catch (e) {
       this.#respond(m, { v: 1, id: '', error: toWireError(e, 'BAD_REQUEST') }, t0)
+      return
+    }
+    if (req.ack !== undefined && !isAcceptSubject(this.#o.subjects.accept, req.ack)) {
+      // No confused deputy: publish acceptance notices only under <prefix>.accept. (docs/security.md).
+      const error = { code: 'BAD_REQUEST' as const, message: `ack subject ${JSON.stringify(String(req.ack).slice(0, 200))} is not an acceptance subject (${this.#o.subjects.accept('<gateway>')}); nothing was published there` }
+      this.#respond(m, { v: 1, id: req.id, error }, t0)
       return
     }
     if (req.ack) {
@@ -388,6 +412,7 @@ export class ModelServer {
       results = await this.runner.runBatch(
         batch.items.map((i) => i.payload),
         this.#abort.signal,
+        { timeoutMs: batchTimeLimitMs(this.#o.batchTimeoutMs, this.engine.costModel.upper(batch.cost ?? batch.items.length)) },
       )
     } catch (e) {
       const err = toWireError(e, 'PREDICTOR_FAILED')
@@ -410,6 +435,9 @@ export class ModelServer {
       it.p.timing[it.index] = { queueMs, computeMs, batchSize: batch.items.length }
       this.#complete(it.p, it.index, results[k] ?? { error: { code: 'INTERNAL', message: 'missing result' } })
     })
+    if (failure?.code === 'BATCH_TIMEOUT') {
+      throw NOT_A_SAMPLE
+    }
   }
 
   #expire(v: QItem, reason: ExpireReason): void {
@@ -442,14 +470,14 @@ export class ModelServer {
   /** Send a reply (RESPONSE_TOO_LARGE instead when it exceeds the bus limit); returns what was sent. */
   #respond(m: TransportMessage, reply: InferReply, t0?: number, timing?: ItemTiming[]): InferReply {
     let bytes = encodeReply(reply)
-    const max = this.#o.transport.maxPayload
+    const max = this.#o.transport.maxMessageBytes
     if (bytes.byteLength > max) {
       reply = {
         v: 1,
         id: reply.id,
         error: {
           code: 'RESPONSE_TOO_LARGE',
-          message: `reply of ${bytes.byteLength} bytes exceeds the NATS max_payload of ${max} bytes; send fewer items per request`,
+          message: `reply of ${bytes.byteLength} bytes exceeds the bus limit (maxMessageBytes) of ${max} bytes; send fewer items per request`,
         },
       }
       bytes = encodeReply(reply)

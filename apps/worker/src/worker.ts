@@ -46,6 +46,8 @@ export interface CohortWorkerOptions {
    * the engine has room. Off when absent (the embedded gateway then runs async predictions itself).
    */
   jobs?: WorkerJobOptions
+  /** Per-batch time limit of every model, ms (0: none); see ModelServerOptions.batchTimeoutMs. */
+  batchTimeoutMs?: number
 }
 
 /** Default interval of worker heartbeats, ms. */
@@ -79,6 +81,9 @@ export class CohortWorker {
   /** Load every model (with warm-up), then start serving. */
   async start(): Promise<void> {
     const subjects = makeSubjects(this.#o.subjectPrefix ?? DEFAULT_SUBJECT_PREFIX)
+    for (const r of this.#o.runners) {
+      r.instrument?.(this.registry)
+    }
     await Promise.all(this.#o.runners.map((r) => r.start()))
     for (const runner of this.#o.runners) {
       const s = new ModelServer({
@@ -93,6 +98,7 @@ export class CohortWorker {
         tracer: this.#o.tracer ?? defaultTracer(),
         logger: this.#log,
         ...(this.#o.jobs ? { jobs: this.#o.jobs } : {}),
+        ...(this.#o.batchTimeoutMs !== undefined ? { batchTimeoutMs: this.#o.batchTimeoutMs } : {}),
       })
       await s.start()
       this.servers.push(s)

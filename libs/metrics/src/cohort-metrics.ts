@@ -36,12 +36,33 @@ export function workerMetrics(r: Registry) {
     costA: r.gauge('cohort_cost_model_a_seconds', 'Learned fixed cost a of a batch, t(b) = a + c*b, by model.'),
     costC: r.gauge('cohort_cost_model_c_seconds', 'Learned per-item (per cost unit) cost c of a batch, by model.'),
     costSamples: r.gauge('cohort_cost_model_samples', 'Batches the cost model has learned from, by model.'),
+    restarts: r.counter(
+      'cohort_runner_restarts_total',
+      'Runner threads or processes replaced, by model and reason (batch_timeout: a batch ran past its time limit; died: it exited or crashed).',
+    ),
     pending: r.gauge(
       'cohort_pending_requests',
       'Items accepted by the worker and not yet answered (queued plus running), by model.',
     ),
   }
 }
+
+/** Metrics of the ONNX Runtime instances (sessions in threads or processes), by model and instance. */
+export function ortMetrics(r: Registry) {
+  return {
+    busy: r.counter(
+      'cohort_ort_busy_seconds_total',
+      'Wall time ONNX Runtime instances spent on runs (hand-off to result), by model and instance.',
+    ),
+    runs: r.counter('cohort_ort_runs_total', 'Runs (batches) an ONNX Runtime instance finished, by model, instance and result (ok, error).'),
+    exits: r.counter('cohort_ort_exits_total', 'ONNX Runtime instances that died (thread or process exit), by model and instance.'),
+    restarts: r.counter('cohort_ort_restarts_total', 'ONNX Runtime instances started again after they died, by model and instance.'),
+    instances: r.gauge('cohort_ort_instances', 'ONNX Runtime instances by model and state (live, dead).'),
+  }
+}
+
+/** Typed handles of {@link ortMetrics}. */
+export type OrtMetrics = ReturnType<typeof ortMetrics>
 
 /** Typed handles of {@link gatewayMetrics}. */
 export type GatewayMetrics = ReturnType<typeof gatewayMetrics>

@@ -15,8 +15,9 @@ export const ERROR_CODES = {
   MODEL_NOT_FOUND: { status: 404, doc: 'No model of that name is known.' },
   NOT_FOUND: { status: 404, doc: 'No such route.' },
   PREDICTION_NOT_FOUND: { status: 404, doc: 'No async prediction with that id is known (never created, or expired).' },
-  PAYLOAD_TOO_LARGE: { status: 413, doc: 'The request body or its encoded message exceeds a size limit (HTTP body limit or NATS max_payload).' },
-  RESPONSE_TOO_LARGE: { status: 413, doc: 'The reply would exceed NATS max_payload; send fewer items per request.' },
+  CONFLICT: { status: 409, doc: 'The id is taken by a different request (an idempotent PUT with another input).' },
+  PAYLOAD_TOO_LARGE: { status: 413, doc: 'The request body or its encoded message exceeds a size limit (the HTTP body limit `maxBodyBytes`, or the bus message limit `maxMessageBytes`).' },
+  RESPONSE_TOO_LARGE: { status: 413, doc: 'The reply would exceed the bus message limit `maxMessageBytes`; send fewer items per request.' },
   RATE_LIMITED: { status: 429, doc: 'A per-client rate limit was hit; see Retry-After.' },
   CANCELLED: { status: 499, doc: 'The client went away before its items ran; they were dropped.' },
   PREDICTOR_FAILED: { status: 500, doc: 'The predictor threw or failed this item.' },
@@ -29,6 +30,7 @@ export const ERROR_CODES = {
   JOBS_UNAVAILABLE: { status: 503, doc: 'Async predictions need NATS JetStream, which the server does not offer.' },
   NOT_READY: { status: 503, doc: 'The model is still loading.' },
   BLOB_UNAVAILABLE: { status: 503, doc: 'A large message could not be pulled from its sender (sender gone, message expired, or a chunk missing or truncated).' },
+  BATCH_TIMEOUT: { status: 504, doc: 'The item\'s batch ran past its model\'s time limit; it was stopped and its runner restarted. It may or may not have had side effects.' },
   DEADLINE_EXCEEDED: { status: 504, doc: 'The deadline passed before the item could be answered; it was not run, or its result came too late.' },
 } as const satisfies Record<string, { status: number; doc: string }>
 

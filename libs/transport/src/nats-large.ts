@@ -1,6 +1,6 @@
 import type { Msg, MsgHdrs, NatsConnection } from '@nats-io/nats-core'
 import { headers, nuid } from '@nats-io/nats-core'
-import { CohortError } from '@cohort/protocol'
+import { CohortError, isBlobSubject } from '@cohort/protocol'
 import {
   BLOB_ERROR_HEADER,
   BLOB_HEADER,
@@ -100,6 +100,19 @@ export class LargeMessages {
   }
 
   /** True when `m` stands for a blob or reports a failed transfer. */
+  /** The size of what `m` carries: a reference's declared size (0 when malformed), else its data's. */
+  sizeOf(m: Msg): number {
+    const ref = m.headers?.get(BLOB_HEADER)
+    if (!ref) {
+      return m.data.byteLength
+    }
+    try {
+      return parseBlobRef(ref).size
+    } catch {
+      return 0
+    }
+  }
+
   isRef(m: Msg): boolean {
     return m.headers?.has(BLOB_HEADER) === true || m.headers?.has(BLOB_ERROR_HEADER) === true
   }
@@ -118,6 +131,14 @@ export class LargeMessages {
       return m.data
     }
     const r = parseBlobRef(ref)
+    // The sender names the subject; request chunks only under the blob prefix (no confused deputy:
+    // docs/security.md#no-confused-deputy), so a reference can never make this process publish elsewhere.
+    if (!isBlobSubject(this.#subjectPrefix, r.subject)) {
+      throw new CohortError(
+        'BAD_REQUEST',
+        `${BLOB_HEADER} subject ${JSON.stringify(r.subject.slice(0, 200))} is not a chunk subject under ${this.#subjectPrefix}.<id>.<blob>; nothing was requested from it`,
+      )
+    }
     return fetchBlob(
       r,
       async (i, t) => {

@@ -3,7 +3,8 @@
 // record that never started, cancel (compare-and-set, the notice to the workers, its webhook),
 // and wait.
 import { afterEach, describe, expect, it } from 'vitest'
-import { decodeCancel, decodePrediction, encodePrediction, newPrediction, subjects, type Prediction } from '@cohort/protocol'
+import { decodeCancel, subjects } from '@cohort/protocol'
+import { decodePrediction, encodePrediction, newPrediction, type Prediction } from '@cohort/predictions'
 import { InProcessTransport } from '@cohort/transport'
 import { MemoryJobQueue } from '@cohort/test-support'
 import { Upstream } from '../upstream.ts'
