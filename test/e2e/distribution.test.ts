@@ -147,7 +147,11 @@ describe('over NATS: distribution and reconfiguration', () => {
     const late = startWorker(nats.url, 'late', 20)
     procs.push(late)
     await late.waitFor(/serving/, 60_000)
-    const after = await workerMetas(transport)
+    // Discovery collects answers for 200 ms: poll until the new worker is among them (bounded).
+    let after = await workerMetas(transport)
+    for (const end = Date.now() + 15_000; !after['late'] && Date.now() < end; ) {
+      after = await workerMetas(transport)
+    }
     expect(after['late']).toMatchObject({ maxBatchSize: 3, policy: 'timer', maxDelayMs: 2 })
     const cfg = await app.request('/v2/models/sleepy/config')
     expect(cfg.status).toBe(200)
