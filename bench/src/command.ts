@@ -17,6 +17,7 @@ import { batchSizeTotals, startStack, writeFloorModel, type Mode } from './serve
 export const BENCH_HELP = `cohort bench [options]
 cohort bench policies [options]   (batching policies under open-loop load; --help for its flags)
 cohort bench peers [options]      (Cohort beside Triton, Ray Serve, LitServe, BentoML; --help for its flags)
+cohort bench tax [options]        (CPU per request of each process on the serving path; --help for its flags)
 Offline onnxruntime-node curve of the demo MLP vs the same model served over HTTP (docs/benchmarks.md).
   --ep cpu|webgpu|cuda   execution provider, offline and in the served worker (default cpu)
   --threads N            ORT intra-op threads, offline and in the served worker (default 1)
@@ -200,6 +201,19 @@ export async function benchCommand(args: string[]): Promise<void> {
   if (args[0] === 'pipeline') {
     const { benchPipelineCommand } = await import('./pipeline.ts')
     return benchPipelineCommand(args.slice(1))
+  }
+  if (args[0] === 'tax') {
+    const { benchTaxCommand } = await import('./tax.ts')
+    return benchTaxCommand(args.slice(1))
+  }
+  if (args[0] === 'tax-http-floor' || args[0] === 'tax-nats-responder' || args[0] === 'tax-nats-requester') {
+    const t = await import('./tax-procs.ts')
+    const a = args.slice(1)
+    return args[0] === 'tax-http-floor'
+      ? t.httpFloorMain()
+      : args[0] === 'tax-nats-responder'
+        ? t.natsResponderMain(a[0]!)
+        : t.natsRequesterMain(a[0]!, Number(a[1]), Number(a[2]), Number(a[3]))
   }
   if (args[0] === 'load-worker') {
     const { loadWorkerMain } = await import('./load-worker.ts')
