@@ -41,7 +41,9 @@ export function httpFloorMain(): Promise<void> {
 /** `tax-nats-responder URL`: answers every request on `floor` (queue group) with its own bytes. */
 export async function natsResponderMain(url: string): Promise<void> {
   const nc = await connect({ servers: url })
-  const sub = nc.subscribe('floor', { queue: 'floor', callback: (_e, m) => m.respond(m.data) })
+  const sub = nc.subscribe('floor', { queue: 'floor', callback: (_e, m) => {
+    m.respond(m.data)
+  } })
   console.log('responding')
   await new Promise<void>((resolve) => process.once('SIGTERM', () => resolve()))
   sub.unsubscribe()
