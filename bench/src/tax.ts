@@ -25,6 +25,7 @@ cohort gateway + nats-server + cohort worker, with ratios against the floors.
   --binary           send the binary tensor data extension instead of OIP JSON (Cohort targets)
   --bulk N           POST N items per request to /v2/models/m/infer (shape [N, features]; default 1)
   --profile          run the Cohort processes under --cpu-prof and print top self times
+  --base DIR         also run serve and dist from the Cohort checkout DIR (before/after, side by side)
   --out FILE         also write the results as JSON`
 
 /** One process of a target, with its CPU time. */
@@ -207,6 +208,7 @@ interface Cfg {
   bulk: number
   profile: boolean
   out: string | undefined
+  base: string | undefined
 }
 
 function config(args: string[]): Cfg | undefined {
@@ -219,6 +221,7 @@ function config(args: string[]): Cfg | undefined {
     bulk: { type: 'string' },
     profile: { type: 'boolean' },
     out: { type: 'string' },
+    base: { type: 'string' },
   })
   if (v['help']) {
     console.log(TAX_HELP)
@@ -243,6 +246,7 @@ function config(args: string[]): Cfg | undefined {
     bulk: intFlag('bulk', v['bulk']) ?? 1,
     profile: Boolean(v['profile']),
     out: v['out'] as string | undefined,
+    base: v['base'] as string | undefined,
   }
 }
 
@@ -281,7 +285,7 @@ function nodeFlags(c: Cfg, dir: string, target: string): string[] {
   return c.profile ? ['--cpu-prof', `--cpu-prof-dir=${join(dir, `profile-${target}`)}`] : []
 }
 
-async function runTarget(t: string, c: Cfg, dir: string, m: { path: string; input: string; features: number }): Promise<TaxTarget> {
+async function runTarget(t: string, c: Cfg, dir: string, m: { path: string; input: string; features: number }, bin = COHORT_BIN, tag = ''): Promise<TaxTarget> {
   const procs: Proc[] = []
   try {
     if (t === 'http') {
@@ -332,23 +336,23 @@ async function runTarget(t: string, c: Cfg, dir: string, m: { path: string; inpu
     const models = ['--model', `m=${m.path}`, '--threads', '1']
     const b = bodies(dir, t, m.input, m.features, c.bulk, c.binary)
     if (t === 'serve') {
-      const s = start('cohort serve', process.execPath, [...nodeFlags(c, dir, t), COHORT_BIN, 'serve', '--port', '0', ...models])
+      const s = start('cohort serve', process.execPath, [...nodeFlags(c, dir, t + tag), bin, 'serve', '--port', '0', ...models])
       procs.push(s)
       const base = (await s.waitFor(/serving .* on (http:\/\/\S+) \(embedded\)/))[1]!
       await waitReady(`${base}/v2/models/m`)
-      return await measureHttp('cohort serve', `${base}/v2/models/m/infer`, procs, c, b, undefined)
+      return await measureHttp(`cohort serve${tag}`, `${base}/v2/models/m/infer`, procs, c, b, undefined)
     }
     const nats = await startNats(dir)
     procs.push(nats.p)
-    const worker = start('worker', process.execPath, [...nodeFlags(c, dir, t), COHORT_BIN, 'worker', '--nats', nats.url, ...models])
+    const worker = start('worker', process.execPath, [...nodeFlags(c, dir, t + tag), bin, 'worker', '--nats', nats.url, ...models])
     procs.push(worker)
     await worker.waitFor(/worker \S+ serving/)
-    const gw = start('gateway', process.execPath, [...nodeFlags(c, dir, t), COHORT_BIN, 'gateway', '--nats', nats.url, '--port', '0', '--drain-ms', '0'])
+    const gw = start('gateway', process.execPath, [...nodeFlags(c, dir, t + tag), bin, 'gateway', '--nats', nats.url, '--port', '0', '--drain-ms', '0'])
     procs.push(gw)
     const base = (await gw.waitFor(/gateway on (http:\/\/\S+) ->/))[1]!
     await waitReady(`${base}/v2/models/m`)
     // Order the columns as the path: gateway, nats-server, worker.
-    return await measureHttp('gateway + nats-server + worker', `${base}/v2/models/m/infer`, [gw, nats.p, worker], c, b, nats.varz)
+    return await measureHttp(`gateway + nats-server + worker${tag}`, `${base}/v2/models/m/infer`, [gw, nats.p, worker], c, b, nats.varz)
   } finally {
     await stopAll(procs)
   }
@@ -366,7 +370,7 @@ export function formatTax(rs: TaxTarget[], meta: string): string {
     const nats = Number.isFinite(r.natsInPerRequest) ? `${fmt(r.natsInPerRequest, 2)} / ${fmt(r.natsOutPerRequest, 2)}` : '-'
     lines.push(`| ${r.target} | ${fmt(r.requestsPerSec)} | ${per} | ${fmt(r.totalUsPerRequest)} | ${nats} | ${fmt(r.p50Ms, 3)} |`)
   }
-  const by = (s: string) => rs.find((r) => r.target.startsWith(s))
+  const by = (s: string) => rs.find((r) => r.target.startsWith(s) && !r.target.endsWith('(base)'))
   const http = by('bare')
   const nats = by('nats.js')
   const serve = by('cohort serve')
@@ -410,12 +414,18 @@ export async function benchTaxCommand(args: string[]): Promise<void> {
     for (const t of c.targets) {
       console.error(`bench tax: ${t}...`)
       results.push(await runTarget(t, c, dir, m))
+      if (c.base && (t === 'serve' || t === 'dist')) {
+        console.error(`bench tax: ${t} from ${c.base}...`)
+        results.push(await runTarget(t, c, dir, m, join(c.base, 'apps/cli/bin/cohort.js'), ' (base)'))
+      }
     }
     const meta = `cohort bench tax: ${c.model === 'identity' ? 'Identity on 64 FP32' : 'heavy MLP 512->2560x3->16'}, ${c.binary ? 'binary tensors' : 'OIP JSON'}, ${c.bulk} item(s) per request, wrk -t1 -c${c.connections} ${c.seconds} s per target; commit ${gitCommit()}; load ${load0.toFixed(2)} -> ${(loadavg()[0] ?? 0).toFixed(2)}`
     console.log(formatTax(results, meta))
     if (c.profile) {
       for (const t of c.targets.filter((x) => x === 'serve' || x === 'dist')) {
-        printProfiles(`CPU profile of ${t}:`, summariseProfiles(join(dir, `profile-${t}`), 25))
+        for (const tag of c.base ? ['', ' (base)'] : ['']) {
+          printProfiles(`CPU profile of ${t}${tag}:`, summariseProfiles(join(dir, `profile-${t}${tag}`), 25))
+        }
       }
     }
     if (c.out) {

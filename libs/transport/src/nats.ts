@@ -223,20 +223,30 @@ export function createNatsTransport(nc: NatsConnection, opts: NatsTransportOptio
       }
       return out
     },
-    publish(subject, data) {
+    publish(subject, data, po) {
+      const reply = po?.reply
       if (large.isLarge(data) && data.byteLength <= large.maxBytes) {
-        nc.publish(subject, new Uint8Array(0), { headers: large.offer(data).headers })
+        nc.publish(subject, new Uint8Array(0), { headers: large.offer(data).headers, ...(reply ? { reply } : {}) })
       } else {
-        nc.publish(subject, data)
+        nc.publish(subject, data, reply ? { reply } : undefined)
       }
     },
     subscribe(subject, so: SubscribeOptions = {}): TransportSubscription {
       const sub = nc.subscribe(subject, so.queue ? { queue: so.queue } : {})
-      const wrap = (m: Msg, data: Uint8Array): TransportMessage => ({
-        subject: m.subject,
-        data,
-        respond: (d) => large.respond(m, d),
-      })
+      const wrap = (m: Msg, data: Uint8Array): TransportMessage => {
+        const t: { subject: string; data: Uint8Array; respond: (d: Uint8Array) => boolean; reply?: string; noResponders?: boolean } = {
+          subject: m.subject,
+          data,
+          respond: (d) => large.respond(m, d),
+        }
+        if (m.reply) {
+          t.reply = m.reply
+        }
+        if (data.byteLength === 0 && m.headers?.code === 503) {
+          t.noResponders = true
+        }
+        return t
+      }
       // Plain messages pass in order; a large one joins once pulled, without holding up the rest.
       const q = new AsyncQueue<TransportMessage>()
       let pulling = 0
