@@ -6,5 +6,7 @@
 export * from './app.ts'
 export * from './options.ts'
 export * from './upstream.ts'
+export * from './liveness.ts'
+export * from './packer.ts'
 export * from './deadline.ts'
 export * from './body.ts'

@@ -20,6 +20,12 @@ export interface PackerOptions {
   maxBytes?: number
 }
 
+/** After this event-loop turn's I/O callbacks (setImmediate where the runtime has it: Node, Bun). */
+const nextTurn: (fn: () => void) => void =
+  typeof (globalThis as { setImmediate?: unknown }).setImmediate === 'function'
+    ? (fn) => (globalThis as unknown as { setImmediate: (f: () => void) => void }).setImmediate(fn)
+    : (fn) => void setTimeout(fn, 0)
+
 /** Default most requests in one pack. */
 export const DEFAULT_PACK_REQUESTS = 16
 /** Default most bytes in one pack. */
@@ -129,7 +135,7 @@ export class Packer {
       q.push(e)
       if (!this.#scheduled) {
         this.#scheduled = true
-        setImmediate(() => this.#flush())
+        nextTurn(() => this.#flush())
       }
     })
   }
