@@ -96,7 +96,12 @@ export class Packer {
     if (this.#listening === undefined) {
       try {
         const sub = this.#t.subscribe(`${this.#inbox}>`)
-        void consume(sub, (m) => this.#onMessage(m), () => undefined)
+        // A subscription the server ends (permissions: `cohort.gw.>` not allowed) means v1 from then on.
+        void consume(sub, (m) => this.#onMessage(m), (_e, m) => {
+          if (!m) {
+            this.#listening = false
+          }
+        })
         this.#listening = true
       } catch {
         this.#listening = false
