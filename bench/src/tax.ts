@@ -23,9 +23,10 @@ cohort gateway + nats-server + cohort worker, with ratios against the floors.
   --connections N    wrk connections at saturation; nats.js floor requests in flight (default 64)
   --model identity|heavy  Identity on 64 floats (default), or the heavy benchmark MLP (512 floats)
   --binary           send the binary tensor data extension instead of OIP JSON (Cohort targets)
-  --bulk N           POST N items per request to /v2/models/m/infer (shape [N, features]; default 1)
+  --rows N           rows per request (input shape [N, features]; default 1)
   --profile          run the Cohort processes under --cpu-prof and print top self times
   --base DIR         also run serve and dist from the Cohort checkout DIR (before/after, side by side)
+  --repeat N         run every target N times, interleaved, and report the median of each number (default 1)
   --out FILE         also write the results as JSON`
 
 /** One process of a target, with its CPU time. */
@@ -209,6 +210,7 @@ interface Cfg {
   profile: boolean
   out: string | undefined
   base: string | undefined
+  repeat: number
 }
 
 function config(args: string[]): Cfg | undefined {
@@ -218,10 +220,11 @@ function config(args: string[]): Cfg | undefined {
     connections: { type: 'string' },
     model: { type: 'string' },
     binary: { type: 'boolean' },
-    bulk: { type: 'string' },
+    rows: { type: 'string' },
     profile: { type: 'boolean' },
     out: { type: 'string' },
     base: { type: 'string' },
+    repeat: { type: 'string' },
   })
   if (v['help']) {
     console.log(TAX_HELP)
@@ -243,10 +246,11 @@ function config(args: string[]): Cfg | undefined {
     connections: intFlag('connections', v['connections']) ?? 64,
     model: m,
     binary: Boolean(v['binary']),
-    bulk: intFlag('bulk', v['bulk']) ?? 1,
+    bulk: intFlag('rows', v['rows']) ?? 1,
     profile: Boolean(v['profile']),
     out: v['out'] as string | undefined,
     base: v['base'] as string | undefined,
+    repeat: intFlag('repeat', v['repeat']) ?? 1,
   }
 }
 
@@ -358,6 +362,34 @@ async function runTarget(t: string, c: Cfg, dir: string, m: { path: string; inpu
   }
 }
 
+function median(xs: number[]): number {
+  const s = xs.filter(Number.isFinite).sort((a, b) => a - b)
+  if (s.length === 0) {
+    return Number.NaN
+  }
+  const h = Math.floor(s.length / 2)
+  return s.length % 2 ? s[h]! : (s[h - 1]! + s[h]!) / 2
+}
+
+/** Per target, the median of each number over the rounds (the first round's order). */
+export function medians(runs: TaxTarget[][]): TaxTarget[] {
+  const first = runs[0] ?? []
+  return first.map((r) => {
+    const same = runs.map((round) => round.find((x) => x.target === r.target)!).filter(Boolean)
+    const med = (f: (x: TaxTarget) => number) => median(same.map(f))
+    return {
+      target: r.target,
+      items: r.items,
+      requestsPerSec: med((x) => x.requestsPerSec),
+      procs: r.procs.map((p) => ({ name: p.name, usPerRequest: med((x) => x.procs.find((q) => q.name === p.name)?.usPerRequest ?? Number.NaN) })),
+      totalUsPerRequest: med((x) => x.totalUsPerRequest),
+      natsInPerRequest: med((x) => x.natsInPerRequest),
+      natsOutPerRequest: med((x) => x.natsOutPerRequest),
+      p50Ms: med((x) => x.p50Ms),
+    }
+  })
+}
+
 function fmt(n: number, d = 0): string {
   return Number.isFinite(n) ? n.toFixed(d) : '-'
 }
@@ -410,16 +442,27 @@ export async function benchTaxCommand(args: string[]): Promise<void> {
   const load0 = loadavg()[0] ?? Number.NaN
   try {
     const m = c.model === 'heavy' ? { path: ensureHeavyModel(), input: 'input', features: 512 } : { path: identityModel(dir, 64), input: 'in', features: 64 }
-    const results: TaxTarget[] = []
-    for (const t of c.targets) {
-      console.error(`bench tax: ${t}...`)
-      results.push(await runTarget(t, c, dir, m))
-      if (c.base && (t === 'serve' || t === 'dist')) {
-        console.error(`bench tax: ${t} from ${c.base}...`)
-        results.push(await runTarget(t, c, dir, m, join(c.base, 'apps/cli/bin/cohort.js'), ' (base)'))
+    const runs: TaxTarget[][] = []
+    for (let k = 0; k < c.repeat; k++) {
+      const round: TaxTarget[] = []
+      for (const t of c.targets) {
+        console.error(`bench tax: ${t} (round ${k + 1} of ${c.repeat})...`)
+        // Before/after alternate in which goes first, so neither always runs on the warmer machine.
+        const base = c.base && (t === 'serve' || t === 'dist') ? () => runTarget(t, c, dir, m, join(c.base!, 'apps/cli/bin/cohort.js'), ' (base)') : undefined
+        if (base && k % 2 === 1) {
+          const b = await base()
+          round.push(await runTarget(t, c, dir, m), b)
+        } else {
+          round.push(await runTarget(t, c, dir, m))
+          if (base) {
+            round.push(await base())
+          }
+        }
       }
+      runs.push(round)
     }
-    const meta = `cohort bench tax: ${c.model === 'identity' ? 'Identity on 64 FP32' : 'heavy MLP 512->2560x3->16'}, ${c.binary ? 'binary tensors' : 'OIP JSON'}, ${c.bulk} item(s) per request, wrk -t1 -c${c.connections} ${c.seconds} s per target; commit ${gitCommit()}; load ${load0.toFixed(2)} -> ${(loadavg()[0] ?? 0).toFixed(2)}`
+    const results = medians(runs)
+    const meta = `cohort bench tax: ${c.model === 'identity' ? 'Identity on 64 FP32' : 'heavy MLP 512->2560x3->16'}, ${c.binary ? 'binary tensors' : 'OIP JSON'}, ${c.bulk} row(s) per request, wrk -t1 -c${c.connections} ${c.seconds} s per target, median of ${c.repeat} round(s); commit ${gitCommit()}; load ${load0.toFixed(2)} -> ${(loadavg()[0] ?? 0).toFixed(2)}`
     console.log(formatTax(results, meta))
     if (c.profile) {
       for (const t of c.targets.filter((x) => x === 'serve' || x === 'dist')) {
@@ -429,7 +472,7 @@ export async function benchTaxCommand(args: string[]): Promise<void> {
       }
     }
     if (c.out) {
-      writeFileSync(c.out, JSON.stringify({ config: c, results }, null, 2) + '\n')
+      writeFileSync(c.out, JSON.stringify({ config: c, results, runs }, null, 2) + '\n')
     }
   } finally {
     killLoadGenerators()

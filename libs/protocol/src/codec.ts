@@ -322,7 +322,13 @@ export function decodeInferMessage(buf: Uint8Array): { v: 1; req: InferRequest }
     throw bad('request must be a msgpack map')
   }
   if (o.v !== 2) {
-    return { v: 1, req: requestFrom(envelope(buf, 'request'), 'request') }
+    if (o.v !== ENVELOPE_VERSION) {
+      throw bad(`request.v must be ${ENVELOPE_VERSION}, got ${safeString(o.v).slice(0, 20)}`)
+    }
+    if (typeof o.id !== 'string') {
+      throw bad('request.id must be a string')
+    }
+    return { v: 1, req: requestFrom(o, 'request') }
   }
   if (!Array.isArray(o.reqs) || o.reqs.length === 0 || o.reqs.length > MAX_PACK_REQUESTS) {
     throw bad(`pack.reqs must be an array of 1 to ${MAX_PACK_REQUESTS} requests`)
