@@ -9,7 +9,7 @@ import { ensureHeavyModel } from 'cohort/demo-model'
 import { COHORT_BIN } from '@cohort/test-support'
 import { BENCH_BIN } from './bin-path.ts'
 import { gitCommit } from './command.ts'
-import { printProfiles, summariseProfiles } from './profile.ts'
+import { categoriseProfile, printProfiles, summariseProfiles } from './profile.ts'
 import { hasWrk, killLoadGenerators, runWrk, writeWrkBinaryScript, writeWrkScript } from './wrk.ts'
 import { waitReady } from './served.ts'
 
@@ -467,7 +467,19 @@ export async function benchTaxCommand(args: string[]): Promise<void> {
     if (c.profile) {
       for (const t of c.targets.filter((x) => x === 'serve' || x === 'dist')) {
         for (const tag of c.base ? ['', ' (base)'] : ['']) {
-          printProfiles(`CPU profile of ${t}${tag}:`, summariseProfiles(join(dir, `profile-${t}${tag}`), 25))
+          const pdir = join(dir, `profile-${t}${tag}`)
+          printProfiles(`CPU profile of ${t}${tag}:`, summariseProfiles(pdir, 25))
+          console.log(`\nWhere the time goes, ${t}${tag} (main threads; idle and module loading left out):`)
+          for (const f of readdirSync(pdir).filter((x) => x.endsWith('.cpuprofile'))) {
+            const cp = categoriseProfile(join(pdir, f))
+            if (cp.busyMs < 200) {
+              continue // an ORT or loader thread
+            }
+            console.log(`  ${f} (${cp.busyMs.toFixed(0)} ms busy)`)
+            for (const r of cp.rows) {
+              console.log(`    ${(100 * r.share).toFixed(1).padStart(5)}%  ${r.category}`)
+            }
+          }
         }
       }
     }
