@@ -40,6 +40,8 @@ interface Entry {
   signal: AbortSignalLike | undefined
   onAbort: (() => void) | undefined
   pack: Pack | undefined
+  /** Date.now() when its pack was published. */
+  sentAt: number
 }
 
 interface Pack {
@@ -86,6 +88,16 @@ export class Packer {
     this.#s = subjects
     this.#lv = liveness
     this.#inbox = `${subjects.inbox(liveness.gatewayId)}.`
+    // Replies published while this gateway's connection was between servers are dropped by NATS:
+    // the requests in flight at the move that got no reply within the grace fail REPLY_LOST (503,
+    // retried like a lost worker by Upstream) instead of waiting for their deadline.
+    transport.onRepliesLost?.((movedAt) => {
+      for (const e of [...this.#byId.values()]) {
+        if (e.pack && e.sentAt <= movedAt) {
+          this.#settle(e, new CohortError('REPLY_LOST', `the NATS connection moved to another server while request ${e.id} was in flight, and no reply came after it; retry`, { retryAfterS: 1 }))
+        }
+      }
+    })
   }
 
   /**
@@ -122,7 +134,7 @@ export class Packer {
         reject(new CohortError('CANCELLED', 'request aborted'))
         return
       }
-      const e: Entry = { id, bytes, resolve, reject, timer: undefined, signal, onAbort: undefined, pack: undefined }
+      const e: Entry = { id, bytes, resolve, reject, timer: undefined, signal, onAbort: undefined, pack: undefined, sentAt: 0 }
       e.timer = setTimeout(
         () => this.#settle(e, new CohortError('DEADLINE_EXCEEDED', `no reply for request ${id} of model "${model}" within ${timeoutMs} ms`)),
         Math.max(1, timeoutMs),
@@ -178,8 +190,10 @@ export class Packer {
     const seq = (this.#seq++).toString(36)
     const p: Pack = { seq, model, entries, open: entries.length, overflow }
     this.#packs.set(seq, p)
+    const now = Date.now()
     for (const e of entries) {
       e.pack = p
+      e.sentAt = now
     }
     this.sent.packs++
     this.sent.requests += entries.length

@@ -223,6 +223,7 @@ export function createNatsTransport(nc: NatsConnection, opts: NatsTransportOptio
       }
       return out
     },
+    onRepliesLost: (fn) => guard.onMoved(fn),
     publish(subject, data, po) {
       const reply = po?.reply
       if (large.isLarge(data) && data.byteLength <= large.maxBytes) {

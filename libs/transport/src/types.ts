@@ -79,6 +79,13 @@ export interface Transport {
   readonly directory: ModelDirectory
   /** Per-model runtime configuration that every worker follows (NATS KV `cohort-config`). */
   readonly config: ConfigStore
+  /**
+   * Register `fn` to be told that replies in flight may have been lost: over NATS, after the
+   * connection moved to another server and the reconnect grace passed (`reconnectReplyGraceMs`);
+   * `movedAt` (epoch ms) is when it moved: replies to what was sent before then are lost if not come.
+   * Returns a function that unregisters it. Absent on buses that never move (in-process).
+   */
+  onRepliesLost?(fn: (movedAt: number) => void): () => void
   /** Flush and close. Idempotent. */
   close(): Promise<void>
 }
