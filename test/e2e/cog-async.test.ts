@@ -2,7 +2,21 @@
 // and embedded (async held in memory), with webhooks received by a local HTTP listener; the bulk
 // API as JSON, NDJSON and SSE; /health-check, /openapi.json and --default-model.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { SLEEPY_PREDICTOR, getJson, postJson, spawnCohort, startNatsServer, webhookReceiver, type CliProcess, type NatsServerHandle } from '@cohort/test-support'
+import {
+  SLEEPY_PREDICTOR,
+  getJson,
+  postJson,
+  readSleepyLog,
+  sleepyLogPath,
+  spawnCohort,
+  startNatsServer,
+  waitRunning,
+  webhookReceiver,
+  type CliProcess,
+  type NatsServerHandle,
+} from '@cohort/test-support'
+
+const LOG = sleepyLogPath()
 
 async function until<T>(f: () => T | undefined | false, ms = 30_000): Promise<T> {
   const end = Date.now() + ms
@@ -19,7 +33,7 @@ async function until<T>(f: () => T | undefined | false, ms = 30_000): Promise<T>
 }
 
 async function serve(args: string[]): Promise<{ p: CliProcess; url: string }> {
-  const p = spawnCohort(['serve', '--port', '0', ...args], { SLEEPY_MS: '20' })
+  const p = spawnCohort(['serve', '--port', '0', ...args], { SLEEPY_MS: '20', SLEEPY_LOG: LOG })
   const m = await p.waitFor(/serving .* on (http:\/\/\S+)/, 90_000)
   return { p, url: m[1]! }
 }
@@ -148,12 +162,16 @@ describe('Cog-style async predictions embedded (in memory, no NATS)', () => {
     expect(final.output).toEqual({ y: 10, batch: 1 })
     const put = (body: unknown) =>
       fetch(`${srv.url}/predictions/emb-1`, { method: 'PUT', headers: { 'content-type': 'application/json', prefer: 'respond-async' }, body: JSON.stringify(body) }).then(async (r) => ({ status: r.status, body: (await r.json()) as any }))
-    const [a, b] = await Promise.all([put({ input: { x: 1, sleepMs: 1500 } }), put({ input: { x: 1, sleepMs: 1500 } })])
+    const [a, b] = await Promise.all([put({ input: { x: 41, sleepMs: 1500 } }), put({ input: { x: 41, sleepMs: 1500 } })])
     expect([a.status, b.status]).toEqual([202, 202])
     expect(a.body.created_at).toBe(b.body.created_at)
+    await waitRunning(LOG, 41)
     const c = await postJson(`${srv.url}/predictions/emb-1/cancel`, {})
     expect(c).toMatchObject({ status: 200, body: { id: 'emb-1', status: 'canceled' } })
-    await new Promise((r) => setTimeout(r, 1800))
-    expect((await getJson(`${srv.url}/predictions/emb-1`)).body.status).toBe('canceled')
+    // The running batch ends and a later request is answered: the late result was not stored.
+    await until(() => readSleepyLog(LOG).some((e) => e.event === 'end' && e.xs.includes(41)))
+    expect((await postJson(`${srv.url}/predictions`, { input: { x: 42 } })).status).toBe(200)
+    expect((await getJson(`${srv.url}/predictions/emb-1`)).body).toMatchObject({ status: 'canceled', output: null })
+    expect(readSleepyLog(LOG).filter((e) => e.event === 'start' && e.xs.includes(41)), 'one prediction for the two PUTs').toHaveLength(1)
   }, 60_000)
 })

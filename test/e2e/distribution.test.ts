@@ -1,4 +1,6 @@
 // Capacity-aware distribution and runtime reconfiguration over real NATS with worker processes.
+// Counts and orders only; the rates (goodput against summed capacity, p99) are in
+// test/bench/distribution.ts.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { connect, type NatsConnection } from '@nats-io/transport-node'
 import { Upstream, createApp } from '@cohort/gateway'
@@ -9,80 +11,42 @@ import { SLEEPY_PREDICTOR, spawnCohort, startNatsServer, type CliProcess, type N
 const S = subjects()
 const BATCH = 16
 
-function startWorker(nats: string, id: string, sleepMs: number): CliProcess {
-  return spawnCohort(['worker', '--nats', nats, '--id', id, '--predictor', SLEEPY_PREDICTOR, '--max-batch-size', String(BATCH)], {
+function startWorker(nats: string, id: string, sleepMs: number, extra: string[] = []): CliProcess {
+  return spawnCohort(['worker', '--nats', nats, '--id', id, '--predictor', SLEEPY_PREDICTOR, '--max-batch-size', String(BATCH), ...extra], {
     SLEEPY_MS: String(sleepMs),
   })
 }
 
-interface LoadResult {
-  ok: number
-  failed: number
-  seconds: number
-  p99: number
-  byWorker: Record<string, number>
-}
-
-/** Closed loop with `concurrency` outstanding requests for `seconds`. */
-async function closedLoop(up: Upstream, concurrency: number, seconds: number): Promise<number> {
-  const end = Date.now() + seconds * 1000
-  let ok = 0
+/**
+ * Send `n` requests with `concurrency` outstanding (a closed loop of a fixed count, not a duration):
+ * how many each worker answered, and how many failed.
+ */
+async function countByWorker(up: Upstream, n: number, concurrency: number): Promise<{ byWorker: Record<string, number>; failed: string[] }> {
+  const byWorker: Record<string, number> = {}
+  const failed: string[] = []
+  let next = 0
   await Promise.all(
     Array.from({ length: concurrency }, async () => {
-      while (Date.now() < end) {
+      while (next < n) {
+        const x = next++
         const r = await up
-          .infer({ v: 1, id: crypto.randomUUID(), model: 'sleepy', deadline: Date.now() + 5000, items: [{ x: 1 }] }, 5000, undefined)
-          .catch(() => undefined)
-        if (r && !r.errors) {
-          ok++
+          .infer({ v: 1, id: crypto.randomUUID(), model: 'sleepy', deadline: Date.now() + 30_000, items: [{ x }] }, 30_000, undefined)
+          .catch((e: unknown) => {
+            if (!(e instanceof CohortError)) {
+              throw e
+            }
+            failed.push(e.code)
+            return undefined
+          })
+        if (r?.errors) {
+          failed.push(JSON.stringify(r.errors))
+        } else if (r) {
+          byWorker[r.worker ?? '?'] = (byWorker[r.worker ?? '?'] ?? 0) + 1
         }
       }
     }),
   )
-  return ok / seconds
-}
-
-/** Open loop at a fixed rate for `seconds`; latency counted from each request's scheduled send time. */
-async function openLoop(up: Upstream, rate: number, seconds: number, budgetMs: number): Promise<LoadResult> {
-  const n = Math.round(rate * seconds)
-  const t0 = Date.now() + 20
-  const latencies: number[] = []
-  const byWorker: Record<string, number> = {}
-  let ok = 0
-  let failed = 0
-  const pending: Promise<void>[] = []
-  for (let i = 0; i < n; i++) {
-    const at = t0 + (i * 1000) / rate
-    const wait = at - Date.now()
-    if (wait > 1) {
-      await new Promise((r) => setTimeout(r, wait))
-    }
-    pending.push(
-      up
-        .infer({ v: 1, id: crypto.randomUUID(), model: 'sleepy', deadline: at + budgetMs, items: [{ x: i }] }, budgetMs + 100, undefined)
-        .then(
-          (r) => {
-            latencies.push(Date.now() - at)
-            if (r.errors) {
-              failed++
-            } else {
-              ok++
-              byWorker[r.worker ?? '?'] = (byWorker[r.worker ?? '?'] ?? 0) + 1
-            }
-          },
-          (e: unknown) => {
-            latencies.push(Date.now() - at)
-            failed++
-            if (!(e instanceof CohortError)) {
-              throw e
-            }
-          },
-        ),
-    )
-  }
-  await Promise.all(pending)
-  latencies.sort((a, b) => a - b)
-  return { ok, failed, seconds, p99: latencies[Math.floor(latencies.length * 0.99)] ?? 0, byWorker }
+  return { byWorker, failed }
 }
 
 async function workerMetas(t: Transport): Promise<Record<string, ModelMeta>> {
@@ -117,38 +81,42 @@ describe('over NATS: distribution and reconfiguration', () => {
     await nats?.stop()
   })
 
-  it('two workers, one five times slower, reach 0.9 of the sum of their capacities', async () => {
-    // Capacity of each alone (closed loop, enough outstanding requests to fill its batches).
-    const fastAlone = startWorker(nats.url, 'fast', 20)
-    procs.push(fastAlone)
-    await fastAlone.waitFor(/serving/, 60_000)
-    const capFast = await closedLoop(up, 4 * BATCH, 2.5)
-    expect(await fastAlone.stop('SIGTERM')).toBe(0)
-    const slow = startWorker(nats.url, 'slow', 100)
-    procs.push(slow)
-    await slow.waitFor(/serving/, 60_000)
-    const capSlow = await closedLoop(up, 4 * BATCH, 2.5)
-    const fast = startWorker(nats.url, 'fast', 20)
-    procs.push(fast)
-    await fast.waitFor(/serving/, 60_000)
+  it('capacity-aware distribution gives a worker ten times faster most of the work; random splits it evenly', async () => {
+    // Counts, not rates: the same 480 requests (64 outstanding) against a fast (20 ms per batch of
+    // 16) and a slow (200 ms) worker, first with --distribution random, then capacity (the default).
+    // Random: NATS picks a queue-group member per message, so each gets about half, whatever their
+    // speed. Capacity-aware: the slow worker stops listening while its queue is full, so the fast one
+    // takes the rest. Throughput and latency of the two modes: test/bench/distribution.ts.
+    const N = 480
+    const share = (r: { byWorker: Record<string, number> }, fast: string) =>
+      (r.byWorker[fast] ?? 0) / Object.values(r.byWorker).reduce((a, b) => a + b, 0)
+    const randomFast = startWorker(nats.url, 'fast-r', 20, ['--distribution', 'random'])
+    const randomSlow = startWorker(nats.url, 'slow-r', 200, ['--distribution', 'random'])
+    procs.push(randomFast, randomSlow)
+    await Promise.all([randomFast.waitFor(/serving/, 60_000), randomSlow.waitFor(/serving/, 60_000)])
+    const random = await countByWorker(up, N, 4 * BATCH)
+    expect(await randomFast.stop('SIGTERM')).toBe(0)
+    expect(await randomSlow.stop('SIGTERM')).toBe(0)
 
-    // Together, open loop at 95% of the summed capacity, with a 1 s deadline budget.
-    const budget = 1000
-    const sum = capFast + capSlow
-    const r = await openLoop(up, 0.95 * sum, 4, budget)
-    const goodput = r.ok / r.seconds
-    console.log(
-      `capacity fast ${capFast.toFixed(0)}/s, slow ${capSlow.toFixed(0)}/s; together ${goodput.toFixed(0)}/s ` +
-        `(${(goodput / sum).toFixed(3)} of the sum), failed ${r.failed}, p99 ${r.p99} ms, by worker ${JSON.stringify(r.byWorker)}`,
-    )
-    expect(capFast / capSlow).toBeGreaterThan(2)
-    expect(goodput).toBeGreaterThanOrEqual(0.9 * sum)
-    // The slow worker's share is bounded by what it can finish: it does not hoard work.
-    expect(r.byWorker['slow'] ?? 0).toBeLessThanOrEqual(capSlow * r.seconds * 1.25)
-    expect(r.p99).toBeLessThanOrEqual(100 + budget)
+    const slow = startWorker(nats.url, 'slow', 200)
+    const fast = startWorker(nats.url, 'fast', 20)
+    procs.push(slow, fast)
+    await Promise.all([slow.waitFor(/serving/, 60_000), fast.waitFor(/serving/, 60_000)])
+    const capacity = await countByWorker(up, N, 4 * BATCH)
+    console.log(`fast worker's share: random ${share(random, 'fast-r').toFixed(3)} ${JSON.stringify(random.byWorker)}, capacity-aware ${share(capacity, 'fast').toFixed(3)} ${JSON.stringify(capacity.byWorker)}`)
+    expect(random.failed).toEqual([])
+    expect(capacity.failed).toEqual([])
+    expect(Object.values(random.byWorker).reduce((a, b) => a + b, 0)).toBe(N)
+    expect(Object.values(capacity.byWorker).reduce((a, b) => a + b, 0)).toBe(N)
+    // Random: about half each (binomial spread of 480 draws is about 2%).
+    expect(share(random, 'fast-r')).toBeGreaterThan(0.35)
+    expect(share(random, 'fast-r')).toBeLessThan(0.65)
+    // Capacity-aware: the fast worker does most of it, and clearly more than under random.
+    expect(share(capacity, 'fast')).toBeGreaterThan(0.65)
+    expect(share(capacity, 'fast') - share(random, 'fast-r')).toBeGreaterThan(0.15)
   })
 
-  it('follows runtime batching changes within a second, including a worker that joins later', async () => {
+  it('follows runtime batching changes on every worker, including a worker that joins later', async () => {
     const app = createApp({ transport, adminKeys: ['secret'] })
     const put = (body: unknown, key = 'secret') =>
       app.request('/admin/models/sleepy/batching', {
@@ -164,13 +132,17 @@ describe('over NATS: distribution and reconfiguration', () => {
     const res = await put({ maxBatchSize: 3, policy: 'timer', maxDelayMs: 2 })
     expect(res.status).toBe(200)
     let metas: Record<string, ModelMeta> = {}
-    while (Date.now() - t0 < 1000) {
+    // Polled, with a bound far above the usual propagation (tens of ms): how fast it spreads is not
+    // the claim here, that every worker takes it is.
+    const applied = () => Object.values(metas).length >= 2 && Object.values(metas).every((m) => m.maxBatchSize === 3 && m.policy === 'timer')
+    while (Date.now() - t0 < 15_000) {
       metas = await workerMetas(transport)
-      if (Object.values(metas).length >= 2 && Object.values(metas).every((m) => m.maxBatchSize === 3 && m.policy === 'timer')) {
+      if (applied()) {
         break
       }
     }
-    expect(Date.now() - t0).toBeLessThan(1000)
+    console.log(`batching change on both workers after ${Date.now() - t0} ms`)
+    expect(applied(), JSON.stringify(metas)).toBe(true)
     expect(Object.keys(metas).sort()).toEqual(['fast', 'slow'])
     const late = startWorker(nats.url, 'late', 20)
     procs.push(late)

@@ -6,7 +6,8 @@
 //   and served for the grace period; then it stops listening, finishes every in-flight request and
 //   exits 0.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { SLEEPY_PREDICTOR, postJson, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle } from '@cohort/test-support'
+import { parsePrometheus } from '@cohort/metrics'
+import { SLEEPY_PREDICTOR, postJson, readSleepyLog, sleepyLogPath, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle } from '@cohort/test-support'
 
 const DRAIN_MS = 1_500
 const SLOW_MS = 2_500
@@ -16,11 +17,33 @@ let worker: CliProcess | undefined
 let gateway: CliProcess
 let base = ''
 const procs: CliProcess[] = []
+const LOG = sleepyLogPath()
 
 function startWorker(id: string, extra: string[] = []): CliProcess {
-  const w = spawnCohort(['worker', '--nats', nats.url, '--id', id, '--threads', '1', '--predictor', SLEEPY_PREDICTOR, ...extra])
+  const w = spawnCohort(['worker', '--nats', nats.url, '--id', id, '--threads', '1', '--predictor', SLEEPY_PREDICTOR, ...extra], { SLEEPY_LOG: LOG })
   procs.push(w)
   return w
+}
+
+/**
+ * Wait until the worker holds every request of `xs`: each has started in a batch (SLEEPY_LOG) or
+ * is in its queue (`cohort_queue_depth` on its metrics port). The signal that they were accepted,
+ * instead of a sleep.
+ */
+async function heldByWorker(probes: string, xs: number[]): Promise<void> {
+  const end = Date.now() + 30_000
+  for (;;) {
+    const started = new Set(readSleepyLog(LOG).flatMap((e) => (e.event === 'start' ? e.xs : [])).filter((x) => xs.includes(x)))
+    const m = parsePrometheus(await (await fetch(`${probes}/metrics`)).text())
+    const queued = m.get('cohort_queue_depth{model="sleepy"}') ?? 0
+    if (started.size + queued >= xs.length && started.size > 0) {
+      return
+    }
+    if (Date.now() > end) {
+      throw new Error(`the worker holds ${started.size} started + ${queued} queued of ${xs.length} requests`)
+    }
+    await new Promise((r) => setTimeout(r, 20))
+  }
 }
 
 beforeAll(async () => {
@@ -47,7 +70,7 @@ describe('worker SIGTERM drain', () => {
     expect(await ready.json()).toEqual({ ready: true, draining: false })
 
     const inflight = Array.from({ length: 6 }, (_, x) => postJson(`${base}/models/sleepy/predictions`, { input: { x, sleepMs: SLOW_MS } }))
-    await new Promise((r) => setTimeout(r, 500))
+    await heldByWorker(probes!, [0, 1, 2, 3, 4, 5])
     let exited = false
     void w.exited.then(() => (exited = true))
     w.proc.kill('SIGTERM')
@@ -74,7 +97,8 @@ describe('worker SIGTERM drain', () => {
 
 describe('gateway SIGTERM drain (--drain-ms)', () => {
   it('answers 503 on readiness first, keeps serving, finishes in-flight requests, then exits 0', async () => {
-    worker = startWorker('d1')
+    worker = startWorker('d1', ['--metrics-port', '0'])
+    const [, probes] = await worker.waitFor(/worker metrics on (http:\/\/127\.0\.0\.1:\d+)\/metrics/, 60_000)
     await worker.waitFor(/worker d1 serving sleepy/, 60_000)
     // Readiness needs a worker that answers: the drained d0 is gone, d1 is new.
     const until = Date.now() + 10_000
@@ -86,9 +110,9 @@ describe('gateway SIGTERM drain (--drain-ms)', () => {
     void gateway.exited.then(() => (exitedAt = Date.now()))
     // Slow requests in flight (one batch of SLOW_MS on the worker).
     const inflight = Array.from({ length: 8 }, (_, x) =>
-      postJson(`${base}/models/sleepy/predictions`, { input: { x, sleepMs: SLOW_MS } }),
+      postJson(`${base}/models/sleepy/predictions`, { input: { x: 10 + x, sleepMs: SLOW_MS } }),
     )
-    await new Promise((r) => setTimeout(r, 500))
+    await heldByWorker(probes!, [10, 11, 12, 13, 14, 15, 16, 17])
     const sigterm = Date.now()
     gateway.proc.kill('SIGTERM')
 
@@ -121,7 +145,7 @@ describe('gateway SIGTERM drain (--drain-ms)', () => {
     const replies = await Promise.all(inflight)
     replies.forEach((r, x) => {
       expect(r.status, JSON.stringify(r.body)).toBe(200)
-      expect(r.body.output.y).toBe(2 * x)
+      expect(r.body.output.y).toBe(2 * (10 + x))
     })
     const late = await during
     expect(late.status, JSON.stringify(late.body)).toBe(200)

@@ -10,7 +10,7 @@ import { defineServingSuite } from './serving-suite.ts'
 
 defineServingSuite('in-process transport (embedded)', async (fx) => {
   // Same limit as NATS's default so the 413 case means the same thing.
-  const transport = new InProcessTransport({ maxPayload: 1024 * 1024 })
+  const transport = new InProcessTransport({ maxMessageBytes: 1024 * 1024 })
   const registry = new Registry()
   const [sleepy] = await loadPredictors(SLEEPY_PREDICTOR)
   const runners = [

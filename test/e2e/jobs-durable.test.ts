@@ -1,16 +1,35 @@
 // Durable async predictions in NATS JetStream, across real processes: jobs batch with sync traffic,
 // survive a gateway restart and a worker killed with SIGKILL mid-batch (redelivered after the ack
-// wait, result recorded once), duplicate PUTs make one prediction, cancel, and no JetStream = 503.
+// wait, result recorded once), duplicate PUTs make one prediction, cancel (queued and running), a
+// poison job that kills its worker every time ends failed after --job-max-deliver runs, and no
+// JetStream = 503. "The blocker is running" is the predictor's own signal (SLEEPY_LOG), not a sleep.
+import { connect, type NatsConnection } from '@nats-io/transport-node'
+import { jetstreamManager } from '@nats-io/jetstream'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { SLEEPY_PREDICTOR, getJson, postJson, spawnCohort, startNatsServer, webhookReceiver, type CliProcess, type NatsServerHandle } from '@cohort/test-support'
+import { jobNames } from '@cohort/transport'
+import {
+  SLEEPY_PREDICTOR,
+  getJson,
+  postJson,
+  readSleepyLog,
+  sleepyLogPath,
+  sleepyRuns,
+  spawnCohort,
+  startNatsServer,
+  waitRunning,
+  webhookReceiver,
+  type CliProcess,
+  type NatsServerHandle,
+} from '@cohort/test-support'
 
 const ACK_WAIT_MS = 1000
 const procs: CliProcess[] = []
+const LOG = sleepyLogPath()
 
-function worker(nats: string, id: string): CliProcess {
+function worker(nats: string, id: string, extra: string[] = [], env: Record<string, string> = {}): CliProcess {
   const p = spawnCohort(
-    ['worker', '--nats', nats, '--id', id, '--predictor', SLEEPY_PREDICTOR, '--max-batch-size', '16', '--job-ack-wait-ms', String(ACK_WAIT_MS)],
-    { SLEEPY_MS: '20' },
+    ['worker', '--nats', nats, '--id', id, '--predictor', SLEEPY_PREDICTOR, '--max-batch-size', '16', '--job-ack-wait-ms', String(ACK_WAIT_MS), ...extra],
+    { SLEEPY_MS: '20', SLEEPY_LOG: LOG, ...env },
   )
   procs.push(p)
   return p
@@ -43,6 +62,13 @@ async function put(url: string, body: unknown, headers: Record<string, string> =
 }
 
 const ASYNC = { prefer: 'respond-async' }
+
+/** True once the model's job consumer holds nothing: every job delivered was acked (handled to the end). */
+async function jobsSettled(nc: NatsConnection, model = 'sleepy'): Promise<boolean> {
+  const jsm = await jetstreamManager(nc)
+  const ci = await jsm.consumers.info(jobNames().stream, `jobs-${model}`)
+  return ci.num_ack_pending === 0 && ci.num_pending === 0
+}
 const finished = (url: string, id: string) =>
   until(async () => {
     const g = await getJson(`${url}/predictions/${id}`)
@@ -54,9 +80,11 @@ describe('durable async predictions (JetStream)', () => {
   let gw: { p: CliProcess; url: string }
   let w1: CliProcess
   let hooks: Awaited<ReturnType<typeof webhookReceiver>>
+  let nc: NatsConnection
 
   beforeAll(async () => {
     nats = await startNatsServer({ jetstream: true })
+    nc = await connect({ servers: nats.url })
     hooks = await webhookReceiver('/')
     w1 = worker(nats.url, 'w1')
     await w1.waitFor(/worker w1 serving/)
@@ -68,12 +96,13 @@ describe('durable async predictions (JetStream)', () => {
       await p.stop('SIGKILL').catch(() => undefined)
     }
     hooks?.server.close()
+    await nc?.close()
     await nats?.stop()
   })
 
   it('runs async jobs in the same batches as sync requests', async () => {
-    const blocker = postJson(`${gw.url}/models/sleepy/predictions`, { input: { x: 0, sleepMs: 1500 } })
-    await new Promise((r) => setTimeout(r, 300))
+    const blocker = postJson(`${gw.url}/models/sleepy/predictions`, { input: { x: 1000, sleepMs: 1500 } })
+    await waitRunning(LOG, 1000)
     const ids = ['mix-1', 'mix-2', 'mix-3']
     const accepted = await Promise.all(ids.map((id, i) => put(`${gw.url}/models/sleepy/predictions/${id}`, { input: { x: i + 1 } }, ASYNC)))
     expect(accepted.map((a) => a.status)).toEqual([202, 202, 202])
@@ -108,7 +137,7 @@ describe('durable async predictions (JetStream)', () => {
       const all = await Promise.all(ids.map((id) => getJson(`${gw.url}/predictions/${id}`)))
       return all.every((g) => g.body.status === 'processing')
     })
-    await new Promise((r) => setTimeout(r, 300))
+    await waitRunning(LOG, 100)
     await w1.stop('SIGKILL')
     const w2 = worker(nats.url, 'w2')
     await w2.waitFor(/worker w2 serving/)
@@ -137,19 +166,87 @@ describe('durable async predictions (JetStream)', () => {
   }, 60_000)
 
   it('cancels a queued job: it ends canceled, never runs, and the webhook says so', async () => {
-    const blocker = postJson(`${gw.url}/models/sleepy/predictions`, { input: { x: 1, sleepMs: 1500 } })
-    await new Promise((r) => setTimeout(r, 300))
+    const blocker = postJson(`${gw.url}/models/sleepy/predictions`, { input: { x: 1001, sleepMs: 1500 } })
+    await waitRunning(LOG, 1001)
     const r = await put(`${gw.url}/models/sleepy/predictions/cancel-1`, { input: { x: 9 }, webhook: hooks.url, webhook_events_filter: ['completed'] }, ASYNC)
     expect(r.status).toBe(202)
     const c = await postJson(`${gw.url}/predictions/cancel-1/cancel`, {})
     expect(c).toMatchObject({ status: 200, body: { id: 'cancel-1', status: 'canceled' } })
     await blocker
-    await new Promise((res) => setTimeout(res, 500))
+    // Every job pulled was handled to its ack: had the canceled one been run, it would be in the log.
+    await until(() => jobsSettled(nc))
+    expect(sleepyRuns(LOG).get(9), 'the canceled job ran').toBeUndefined()
     expect((await getJson(`${gw.url}/predictions/cancel-1`)).body).toMatchObject({ status: 'canceled', output: null })
     await until(async () => hooks.got.some((h) => h.body.id === 'cancel-1'))
     expect(hooks.got.filter((h) => h.body.id === 'cancel-1').map((h) => [h.event, h.body.status])).toEqual([['completed', 'canceled']])
     expect((await getJson(`${gw.url}/predictions/unknown-id`)).status).toBe(404)
   }, 60_000)
+
+  it('cancels a running job: it ends canceled, its late result is not stored, one completed webhook', async () => {
+    const r = await put(`${gw.url}/models/sleepy/predictions/cancel-run`, { input: { x: 301, sleepMs: 1500 }, webhook: hooks.url, webhook_events_filter: ['completed'] }, ASYNC)
+    expect(r.status).toBe(202)
+    await waitRunning(LOG, 301)
+    expect((await getJson(`${gw.url}/predictions/cancel-run`)).body.status).toBe('processing')
+    const c = await postJson(`${gw.url}/predictions/cancel-run/cancel`, {})
+    expect(c).toMatchObject({ status: 200, body: { id: 'cancel-run', status: 'canceled' } })
+    // The batch runs to its end (a running predict() is not interrupted), then the worker acks the job
+    // without storing the result over the cancel.
+    await until(async () => readSleepyLog(LOG).some((e) => e.event === 'end' && e.xs.includes(301)))
+    await until(() => jobsSettled(nc))
+    expect((await getJson(`${gw.url}/predictions/cancel-run`)).body).toMatchObject({ status: 'canceled', output: null })
+    expect(sleepyRuns(LOG).get(301), 'ran once, not redelivered').toBe(1)
+    await until(async () => hooks.got.some((h) => h.body.id === 'cancel-run'))
+    expect(hooks.got.filter((h) => h.body.id === 'cancel-run').map((h) => [h.event, h.body.status])).toEqual([['completed', 'canceled']])
+  }, 60_000)
+})
+
+describe('a poison job (its worker dies every time it runs it)', () => {
+  it('is delivered at most --job-max-deliver times, then ends failed with a clear error; the next job is served', async () => {
+    const nats = await startNatsServer({ jetstream: true })
+    const hooks = await webhookReceiver('/')
+    const started = procs.length
+    const POISON = 666
+    const poisonWorker = (id: string) => worker(nats.url, id, ['--job-max-deliver', '2'], { SLEEPY_CRASH_X: String(POISON) })
+    try {
+      let w = poisonWorker('poison-1')
+      await w.waitFor(/worker poison-1 serving/)
+      const gw = await gateway(nats.url)
+      const r = await put(`${gw.url}/models/sleepy/predictions/poison`, { input: { x: POISON }, webhook: hooks.url, webhook_events_filter: ['completed'] }, ASYNC)
+      expect(r.status).toBe(202)
+      // Each run kills its worker; a new one is started until the job is recorded. A delivery can
+      // also go to the pull request a dead worker left behind, so 2 deliveries are 1 or 2 runs.
+      let workers = 1
+      let done: any
+      for (;;) {
+        const exited = await until(async () => {
+          if (w.proc.exitCode !== null || w.proc.signalCode !== null) return 'exited'
+          const g = await getJson(`${gw.url}/predictions/poison`)
+          return ['succeeded', 'failed', 'canceled'].includes(g.body.status) ? (done = g.body) && 'recorded' : undefined
+        })
+        if (exited === 'recorded') break
+        expect(workers, 'workers started before the job was given up').toBeLessThan(4)
+        workers++
+        w = poisonWorker(`poison-${workers}`)
+      }
+      expect(done).toMatchObject({ status: 'failed', output: null, code: 'PREDICTOR_FAILED', attempts: 2 })
+      expect(done.error).toBe('gave up after 2 deliveries: none finished (its worker stopped or failed every time)')
+      const runs = sleepyRuns(LOG).get(POISON) ?? 0
+      expect(runs, 'runs of the poison job').toBeGreaterThanOrEqual(1)
+      expect(runs, 'runs of the poison job').toBeLessThanOrEqual(2)
+      expect(w.proc.exitCode, 'the worker that gave up is alive').toBeNull()
+      expect(w.proc.signalCode).toBeNull()
+      await until(async () => hooks.got.some((h) => h.body.id === 'poison'))
+      expect(hooks.got.filter((h) => h.body.id === 'poison').map((h) => [h.event, h.body.status])).toEqual([['completed', 'failed']])
+      const next = await put(`${gw.url}/models/sleepy/predictions/after-poison`, { input: { x: 5 } })
+      expect(next).toMatchObject({ status: 200, body: { status: 'succeeded', output: { y: 10 } } })
+    } finally {
+      for (const p of procs.splice(started)) {
+        await p.stop('SIGKILL').catch(() => undefined)
+      }
+      hooks.server.close()
+      await nats.stop()
+    }
+  }, 120_000)
 })
 
 describe('async predictions without JetStream', () => {

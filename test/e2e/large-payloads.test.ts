@@ -91,7 +91,7 @@ describe('large payloads over NATS with the default max_payload', () => {
     writeFileSync(path, negateModel())
     worker = spawnCohort(['worker', '--nats', nats.url, '--threads', '1', '--model', `negate=${path}`])
     await worker.waitFor(/serving/, 60_000)
-    gw = spawnCohort(['gateway', '--nats', nats.url, '--port', '0', '--max-request-bytes', String(GATEWAY_BOUND)])
+    gw = spawnCohort(['gateway', '--nats', nats.url, '--port', '0', '--max-message-bytes', String(GATEWAY_BOUND)])
     const [, port] = await gw.waitFor(/gateway on http:\/\/127\.0\.0\.1:(\d+)/, 30_000)
     base = `http://127.0.0.1:${port}`
   }, 120_000)
@@ -127,7 +127,7 @@ describe('large payloads over NATS with the default max_payload', () => {
     }
   }, 90_000)
 
-  it('still answers 413 past the configured bound (--max-request-bytes), and keeps serving', async () => {
+  it('still answers 413 past the configured bound (--max-message-bytes), and keeps serving', async () => {
     const rows = 2 // 9.8 MB > 8 MiB
     const r = await inferBinary(`${base}/v2/models/negate/infer`, new Float32Array(H * W * C * rows), rows)
     expect(r.status).toBe(413)
@@ -166,9 +166,9 @@ describe('the NATS Transport with messages past max_payload (stage-to-stage traf
     await nats?.stop()
   })
 
-  it('reports its bound as maxPayload', () => {
-    expect(a.maxPayload).toBe(64 * 1024 * 1024)
-    expect(b.maxPayload).toBe(4 * 1024 * 1024)
+  it('reports its bound as maxMessageBytes', () => {
+    expect(a.maxMessageBytes).toBe(64 * 1024 * 1024)
+    expect(b.maxMessageBytes).toBe(4 * 1024 * 1024)
   })
 
   it('carries a large request and a large reply exactly, while small messages keep flowing', async () => {

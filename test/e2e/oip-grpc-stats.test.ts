@@ -8,6 +8,7 @@ import * as protoLoader from '@grpc/proto-loader'
 import { PROTO_DIR } from '@cohort/gateway/grpc'
 import { demoMlpReference } from '@cohort/onnx-builder'
 import { encodeBytesElements } from '@cohort/protocol'
+import { parsePrometheus } from '@cohort/metrics'
 import { getJson, postJson, spawnCohort, startNatsServer, writeModelFixtures, type CliProcess, type NatsServerHandle } from '@cohort/test-support'
 
 type Msg = Record<string, any>
@@ -195,6 +196,33 @@ describe('gRPC inference service and Triton statistics', () => {
     expect((await getJson(`${http}/v2/models/nope/stats`)).status).toBe(404)
     const all = await getJson(`${http}/v2/models/stats`)
     expect(all.body.model_stats.map((s: Msg) => s['name'])).toEqual(['demo', 'identity'])
+  })
+
+  it('the gateway and worker processes expose process, runtime and ORT instance metrics', async () => {
+    const r = await postJson(`${http}/v2/models/demo/infer`, {
+      inputs: [{ name: 'input', datatype: 'FP32', shape: [2, 256], data: Array.from(DEMO_X) }],
+    })
+    expect(r.status).toBe(200)
+    const gm = parsePrometheus(await (await fetch(`${http}/metrics`)).text())
+    const wm = parsePrometheus(await (await fetch(workerMetrics)).text())
+    for (const [who, m] of [['gateway', gm], ['worker', wm]] as const) {
+      expect(m.get('process_cpu_seconds_total'), who).toBeGreaterThan(0)
+      expect(m.get('process_resident_memory_bytes'), who).toBeGreaterThan(10 * 1024 * 1024)
+      const start = m.get('process_start_time_seconds')!
+      expect(start, who).toBeGreaterThan(Date.now() / 1000 - 600)
+      expect(start, who).toBeLessThanOrEqual(Date.now() / 1000 + 1)
+      expect(m.get('nodejs_heap_size_used_bytes'), who).toBeGreaterThan(0)
+      expect(m.get('nodejs_eventloop_lag_seconds'), who).toBeGreaterThanOrEqual(0)
+      expect([...m.keys()].some((k) => k.startsWith('nodejs_version_info{')), who).toBe(true)
+    }
+    // ORT instances live in the worker: the demo's one instance ran at least the batches counted.
+    const batches = wm.get('cohort_batch_size_count{model="demo"}')!
+    expect(batches).toBeGreaterThan(0)
+    expect(wm.get('cohort_ort_runs_total{instance="0",model="demo",result="ok"}')).toBeGreaterThanOrEqual(batches)
+    expect(wm.get('cohort_ort_busy_seconds_total{instance="0",model="demo"}')).toBeGreaterThan(0)
+    expect(wm.get('cohort_ort_instances{model="demo",state="live"}')).toBe(1)
+    expect(wm.get('cohort_ort_instances{model="demo",state="dead"}')).toBe(0)
+    expect([...gm.keys()].some((k) => k.startsWith('cohort_ort_')), 'no ORT metrics in the gateway').toBe(false)
   })
 
   async function snapshot() {

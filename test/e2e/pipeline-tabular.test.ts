@@ -28,6 +28,8 @@ function rows(n: number): Record<string, unknown>[] {
 
 const procs: CliProcess[] = []
 const servers: NatsServerHandle[] = []
+/** The fused placement over NATS (first describe): the embedded server must answer like it. */
+let overNats = ''
 
 async function start(args: string[], ready: RegExp): Promise<{ p: CliProcess; m: RegExpMatchArray }> {
   const p = spawnCohort(args)
@@ -71,6 +73,7 @@ describe('tabular pipeline: fused vs remote placement over NATS', () => {
       serve([TABULAR, '--nats', natsB.url, '--remote', 'preprocess', '--remote', 'mlp', '--remote', 'postprocess']),
       serve([TABULAR, '--nats', natsA.url, '--threads', '1']),
     ])
+    overNats = fused
   }, 4 * START_MS)
 
   it('gives identical outputs for the same inputs, batched concurrently', async () => {
@@ -158,8 +161,13 @@ describe('deadlines across stages', () => {
 describe('embedded: cohort serve examples/tabular', () => {
   it('answers Cog-style predictions without NATS, the same as over NATS', async () => {
     const base = await serve([TABULAR, '--threads', '1'])
-    const [r] = await predictAll(base, 'tabular', rows(1))
-    expect(r!.status).toBe(200)
-    expect(['survived', 'died']).toContain(r!.body.output.label)
+    expect(overNats, 'the NATS placement started').not.toBe('')
+    const inputs = rows(12)
+    const [embedded, nats] = await Promise.all([predictAll(base, 'tabular', inputs), predictAll(overNats, 'tabular', inputs)])
+    for (const r of [...embedded, ...nats]) {
+      expect(r.status, JSON.stringify(r.body)).toBe(200)
+    }
+    expect(embedded.map((r) => r.body.output)).toEqual(nats.map((r) => r.body.output))
+    expect(new Set(embedded.map((r) => r.body.output.probability)).size, 'outputs depend on the rows').toBeGreaterThan(3)
   }, 2 * START_MS)
 })

@@ -220,7 +220,7 @@ export function defineServingSuite(label: string, setup: (f: ModelFixtures) => P
       const unknown = await infer(good, 'no-such-model')
       expect(unknown.status).toBe(404)
       expect(unknown.body.code).toBe('MODEL_NOT_FOUND')
-      // 1 Mi floats: past the 1 MiB bound both envs set (in-process maxPayload; the gateway's --max-request-bytes).
+      // 1 Mi floats: past the 1 MiB bound both envs set (in-process maxMessageBytes; the gateway's --max-message-bytes).
       const big = { inputs: [{ name: 'input', datatype: 'FP32', shape: [1024, 256], data: new Array(1024 * 256).fill(0.123456) }] }
       const tooBig = await infer(big)
       expect(tooBig.status).toBe(413)

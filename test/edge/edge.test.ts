@@ -13,6 +13,7 @@ import {
   type ModelFixtures,
   type NatsServerHandle,
 } from '@cohort/test-support'
+import { parsePrometheus } from '@cohort/metrics'
 import { freePort, startBun, startWorkerd, type RuntimeProcess } from './runtimes.ts'
 
 let nats: NatsServerHandle
@@ -139,6 +140,20 @@ describe.each(['workerd', 'bun'])('the gateway on %s over NATS websocket', (name
     expect(badShape.body.error).toMatch(/shape/)
     const ok = await post(base(), '/v2/models/demo/infer', { inputs: [{ name: 'input', datatype: 'FP32', shape: [1, 256], data: input(1, 1) }] })
     expect(ok.status).toBe(200)
+  })
+
+  it('serves /metrics with the values of the requests above (one registry across request-scoped apps)', async () => {
+    const r = await call(base(), '/metrics')
+    expect(r.status).toBe(200)
+    const m = parsePrometheus(String(r.body))
+    // The infers above: three 200s, one 404 (unknown names count under `_unknown`) and two 400s.
+    expect(m.get('cohort_requests_total{code="OK",model="demo"}')).toBe(3)
+    expect(m.get('cohort_requests_total{code="MODEL_NOT_FOUND",model="_unknown"}')).toBe(1)
+    expect(m.get('cohort_requests_total{code="BAD_REQUEST",model="demo"}')).toBe(1)
+    expect(m.get('cohort_requests_total{code="INVALID_INPUT",model="demo"}')).toBe(1)
+    expect(m.get('cohort_request_duration_seconds_count{model="demo"}')).toBeGreaterThanOrEqual(5)
+    // No process metrics on an edge runtime (no process.cpuUsage or memoryUsage there).
+    expect(String(r.body)).not.toContain('process_cpu_seconds_total')
   })
 })
 

@@ -2,11 +2,11 @@
 import { spawn, type ChildProcess } from 'node:child_process'
 import { createServer } from 'node:net'
 import { fileURLToPath } from 'node:url'
-import { buildWorkerd } from '../../apps/gateway/src/edge/bundle.ts'
+import { buildWorkerd } from '../../apps/gateway/src/adapters/edge-bundle.ts'
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
 const BIN = (name: string) => `${ROOT}node_modules/.bin/${name}`
-const BUN_ENTRY = `${ROOT}apps/gateway/src/edge/bun.ts`
+const BUN_ENTRY = `${ROOT}apps/gateway/src/adapters/bun.ts`
 
 /** A started runtime: its base URL, output, and an idempotent stop. */
 export interface RuntimeProcess {

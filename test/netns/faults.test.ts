@@ -7,6 +7,7 @@ import { appendFileSync } from 'node:fs'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { Lab, type HostProcess } from './support/cluster.ts'
 import { check, closeAgent, closedLoop, inferX, waitServing, type Outcome } from './support/load.ts'
+import { sleepyLogPath, sleepyRuns } from '@cohort/test-support'
 
 let lab: Lab
 let urls: string[]
@@ -47,8 +48,8 @@ afterAll(async () => {
   await lab?.close()
 })
 
-async function workers(specs: { host: string; id: string; args?: string[]; sleepMs?: number }[]): Promise<HostProcess[]> {
-  const ws = await Promise.all(specs.map((s) => lab.worker(s.host, urls, s.id, { args: s.args ?? [], sleepMs: s.sleepMs ?? 25 })))
+async function workers(specs: { host: string; id: string; args?: string[]; sleepMs?: number; env?: Record<string, string> }[]): Promise<HostProcess[]> {
+  const ws = await Promise.all(specs.map((s) => lab.worker(s.host, urls, s.id, { args: s.args ?? [], sleepMs: s.sleepMs ?? 25, env: s.env ?? {} })))
   await waitServing(gw)
   return ws
 }
@@ -108,8 +109,10 @@ describe('kill -9 of a worker mid-batch', () => {
 
 describe('a worker cut off from the network', () => {
   it('never delivers a reply twice or to the wrong request; the worker serves again once back', async () => {
+    // The cut-off worker logs the batches it runs (SLEEPY_LOG): proof that it serves again.
+    const logA = sleepyLogPath()
     const ws = await workers([
-      { host: 'w1', id: 'part-a' },
+      { host: 'w1', id: 'part-a', env: { SLEEPY_LOG: logA } },
       { host: 'w2', id: 'part-b' },
     ])
     let keyed = 0
@@ -133,8 +136,21 @@ describe('a worker cut off from the network', () => {
     // lost requests went nowhere (checked above: every 200 carries its own y).
     expect(ws[0]!.proc.exitCode).toBeNull() // still running
     await sleep(3000)
-    const after = await closedLoop(gw, { concurrency: 8, durationMs: 3000, nextX: x, sleepMs: 50 })
-    const ca = check(after.outcomes)
+    // Load until the cut-off worker has run some of the requests sent after the heal (bounded).
+    const afterXs = new Set<number>()
+    const nextAfter = () => {
+      const v = x()
+      afterXs.add(v)
+      return v
+    }
+    const ranOnA = () => [...sleepyRuns(logA).keys()].filter((v) => afterXs.has(v)).length
+    const afterOutcomes: Outcome[] = []
+    const healDeadline = performance.now() + 30_000
+    while (ranOnA() === 0 && performance.now() < healDeadline) {
+      afterOutcomes.push(...(await closedLoop(gw, { concurrency: 8, durationMs: 1500, nextX: nextAfter, sleepMs: 50 })).outcomes)
+    }
+    expect(ranOnA(), 'requests sent after the heal that the cut-off worker ran').toBeGreaterThan(0)
+    const ca = check(afterOutcomes)
     expect(ca.mismatched).toEqual([])
     expect(ca.failed).toEqual([])
     const c = check(outcomes)
@@ -146,6 +162,7 @@ describe('a worker cut off from the network', () => {
       mismatched: c.mismatched.length,
       maxMs: Math.round(Math.max(...outcomes.map((o) => o.ms))),
       afterHealOk: ca.ok,
+      afterHealOnCutOffWorker: ranOnA(),
     })
     await stop(ws)
   }, 120_000)
@@ -211,7 +228,7 @@ describe('workers joining and leaving under load', () => {
 })
 
 describe('a NATS node of the cluster killed', () => {
-  it('clients reconnect to the other nodes; requests after reconnection succeed; errors during failover are counted', async () => {
+  it('clients reconnect to the other nodes; requests after reconnection succeed; failover errors are few, clean and early', async () => {
     const ws = await workers([
       { host: 'w1', id: 'node-a' },
       { host: 'w2', id: 'node-b' },
@@ -244,6 +261,14 @@ describe('a NATS node of the cluster killed', () => {
       lastErrorAfterKillMs: Math.round(lastFailure),
     })
     expect(Math.max(...outcomes.map((o) => o.ms)), 'no request hangs').toBeLessThan(15_000)
+    // The errors are bounded: each a clean, retryable 503 (the reply of a request in flight when the
+    // connection moved is lost), none before the kill, none for a request sent after reconnection
+    // (6 s), and at most two per client (8 clients: the request in flight at the kill, one more
+    // sent while reconnecting).
+    expectCleanFailures(outcomes, ['REPLY_LOST', 'NO_WORKER', 'WORKER_LOST'])
+    expect(c.failed.filter((f) => f.at < killedAt), 'errors before the kill').toEqual([])
+    expect(c.failed.filter((f) => f.at - f.ms > killedAt + 6000), 'errors of requests sent after reconnection').toEqual([])
+    expect(c.failed.length, 'errors during failover').toBeLessThanOrEqual(16)
     await stop(ws)
   }, 120_000)
 })

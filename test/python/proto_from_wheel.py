@@ -1,7 +1,7 @@
 """Write Triton's grpc_service.proto and model_config.proto as .proto text, from the descriptors
 compiled into the tritonclient wheel (PyPI, BSD-3-Clause, NVIDIA). Field names and numbers are
 exactly Triton's; comments are not kept. Tooling only: run by hand when the pinned tritonclient
-changes, e.g.  test/python/.venv/bin/python test/python/proto_from_wheel.py apps/gateway/src/grpc/proto
+changes, e.g.  test/python/.venv/bin/python test/python/proto_from_wheel.py apps/gateway/src/adapters/grpc/proto
 """
 import os
 import sys

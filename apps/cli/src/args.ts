@@ -1,4 +1,5 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util'
+import { BATCHING_FIELDS, type BatchingKey } from '@cohort/batching'
 import { CliError } from './cli-error.ts'
 
 /** parseArgs with one-line errors. */
@@ -20,7 +21,8 @@ export function intFlag(name: string, v: unknown, min = 1): number | undefined {
   if (v === undefined) {
     return undefined
   }
-  const n = Number(v)
+  // Decimal digits only: Number() would also take "0x10", "1e3" and " 7".
+  const n = typeof v === 'string' && /^-?[0-9]{1,15}$/.test(v) ? Number(v) : typeof v === 'number' ? v : Number.NaN
   if (!Number.isInteger(n) || n < min) {
     throw new CliError(`--${name} must be an integer >= ${min}, got "${String(v)}"`)
   }
@@ -35,6 +37,18 @@ export function numFlag(name: string, v: unknown): number | undefined {
   const n = Number(v)
   if (!Number.isFinite(n) || n < 0) {
     throw new CliError(`--${name} must be a number >= 0, got "${String(v)}"`)
+  }
+  return n
+}
+
+/**
+ * A batching flag's number checked against `@cohort/batching`'s field table (the same bounds as
+ * admin patches), or undefined when the flag is absent.
+ */
+export function batchingFlag(key: BatchingKey, n: number | undefined): number | undefined {
+  const f = BATCHING_FIELDS[key]
+  if (n !== undefined && !f.valid(n)) {
+    throw new CliError(`--${f.flag ?? key} must be ${f.expect}, got "${n}"`)
   }
   return n
 }

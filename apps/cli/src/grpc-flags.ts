@@ -3,7 +3,6 @@ import type { GatewayOptions } from '@cohort/gateway'
 import type { Transport } from '@cohort/transport'
 import type { Registry } from '@cohort/metrics'
 import { intFlag } from './args.ts'
-import { CliError } from './cli-error.ts'
 
 /** `--grpc-port`: the gRPC form of the Open Inference Protocol, off by default. */
 export const GRPC_OPTIONS = {
@@ -14,8 +13,9 @@ export const GRPC_HELP = `  --grpc-port N          also serve inference.GRPCInfe
                          port, on the same host (off by default; 0 picks a free port). See docs/protocol.md`
 
 /**
- * Start the gRPC server when `--grpc-port` is given (same transport, deadline, body limit, API keys
- * and metrics registry as the HTTP gateway); prints `cohort: grpc on HOST:PORT`. Undefined when the flag is absent.
+ * Start the gRPC server when `--grpc-port` is given (same transport, deadline, body limit,
+ * credentials (API keys and JWT), rate limit, worker-loss retry, admission, tracer, logger and
+ * metrics registry as the HTTP gateway); prints `cohort: grpc on HOST:PORT`. Undefined when the flag is absent.
  */
 export async function startGrpcFromFlags(
   v: Record<string, unknown>,
@@ -28,15 +28,18 @@ export async function startGrpcFromFlags(
   if (port === undefined) {
     return undefined
   }
-  if (gw.jwt && !gw.apiKeys?.length) {
-    throw new CliError('--grpc-port checks API keys only: with a JWT secret, also give --api-key for gRPC clients')
-  }
   const server = await startGrpcServer({
     transport,
     host,
     port,
     registry,
     ...(gw.apiKeys ? { apiKeys: gw.apiKeys } : {}),
+    ...(gw.jwt ? { jwt: gw.jwt } : {}),
+    ...(gw.rateLimit ? { rateLimit: gw.rateLimit } : {}),
+    ...(gw.workerLoss !== undefined ? { workerLoss: gw.workerLoss } : {}),
+    ...(gw.adapter?.queueDelayMs ? { queueDelayMs: gw.adapter.queueDelayMs.bind(gw.adapter) } : {}),
+    ...(gw.tracer ? { tracer: gw.tracer } : {}),
+    ...(gw.logger ? { logger: gw.logger } : {}),
     ...(gw.requestTimeoutMs ? { requestTimeoutMs: gw.requestTimeoutMs } : {}),
     ...(gw.maxBodyBytes ? { maxMessageBytes: gw.maxBodyBytes } : {}),
     ...(gw.subjectPrefix ? { subjectPrefix: gw.subjectPrefix } : {}),

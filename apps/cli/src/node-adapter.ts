@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Context } from 'hono'
-import { readBody, type GatewayAdapter } from '@cohort/gateway'
+import { declaredLength, readBody, type GatewayAdapter } from '@cohort/gateway'
 import { CohortError } from '@cohort/protocol'
 import type { AbortSignalLike } from '@cohort/transport'
 import { LoopLag } from './loop-lag.ts'
@@ -35,25 +35,55 @@ class ResponseGoneSignal implements AbortSignalLike {
   }
 }
 
-function readIncoming(inc: IncomingMessage, max: number): Promise<Uint8Array> {
-  const len = inc.headers['content-length']
-  if (len !== undefined && Number(len) > max) {
+/**
+ * Read the body. With a declared length the bytes go straight into one buffer of that size, so a
+ * body is held once (not chunks plus their concatenation); without one, chunks are counted with
+ * `onChunk` and joined at the end.
+ */
+function readIncoming(inc: IncomingMessage, max: number, onChunk?: (n: number) => void): Promise<Uint8Array> {
+  let len: number | undefined
+  try {
+    len = declaredLength(inc.headers['content-length'])
+  } catch (e) {
+    return Promise.reject(e)
+  }
+  if (len !== undefined && len > max) {
     return Promise.reject(new CohortError('PAYLOAD_TOO_LARGE', `request body of ${len} bytes exceeds the limit of ${max} bytes`))
   }
   return new Promise((resolve, reject) => {
+    const whole = len !== undefined && len > 0 ? Buffer.allocUnsafe(len) : undefined
     const chunks: Buffer[] = []
     let total = 0
+    const fail = (e: unknown) => {
+      inc.removeAllListeners('data')
+      inc.resume()
+      reject(e)
+    }
     inc.on('data', (d: Buffer) => {
       total += d.length
-      if (total > max) {
-        inc.removeAllListeners('data')
-        inc.resume()
-        reject(new CohortError('PAYLOAD_TOO_LARGE', `request body exceeds the limit of ${max} bytes`))
+      if (total > max || (whole && total > whole.length)) {
+        fail(new CohortError('PAYLOAD_TOO_LARGE', `request body exceeds the limit of ${max} bytes`))
+        return
+      }
+      if (whole) {
+        d.copy(whole, total - d.length)
+        return
+      }
+      try {
+        onChunk?.(d.length)
+      } catch (e) {
+        fail(e)
         return
       }
       chunks.push(d)
     })
-    inc.once('end', () => resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, total)))
+    inc.once('end', () => {
+      if (whole) {
+        resolve(total === whole.length ? whole : whole.subarray(0, total))
+      } else {
+        resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, total))
+      }
+    })
     inc.once('error', reject)
   })
 }
@@ -63,9 +93,9 @@ function readIncoming(inc: IncomingMessage, max: number): Promise<Uint8Array> {
  * `ServerResponse` for a client that went away, instead of building Web streams and AbortSignals.
  */
 export const nodeAdapter: GatewayAdapter = {
-  readBody(c: Context, max: number) {
+  readBody(c: Context, max: number, onChunk?: (n: number) => void) {
     const inc = (c.env as NodeBindings | undefined)?.incoming
-    return inc ? readIncoming(inc, max) : readBody(c.req.raw, max)
+    return inc ? readIncoming(inc, max, onChunk) : readBody(c.req.raw, max, onChunk)
   },
   clientGone(c: Context) {
     const out = (c.env as NodeBindings | undefined)?.outgoing

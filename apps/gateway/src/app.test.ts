@@ -57,9 +57,9 @@ const cleanups: (() => Promise<void>)[] = []
 const unexpected: unknown[] = []
 
 async function env(
-  o: { models?: 'none' | 'all'; maxPayload?: number; gateway?: Partial<GatewayOptions>; maxQueue?: number } = {},
+  o: { models?: 'none' | 'all'; maxMessageBytes?: number; gateway?: Partial<GatewayOptions>; maxQueue?: number } = {},
 ): Promise<Env> {
-  const transport = new InProcessTransport(o.maxPayload ? { maxPayload: o.maxPayload } : {})
+  const transport = new InProcessTransport(o.maxMessageBytes ? { maxMessageBytes: o.maxMessageBytes } : {})
   let worker: CohortWorker | undefined
   if (o.models !== 'none') {
     worker = new CohortWorker({
@@ -261,7 +261,8 @@ describe('gateway app with a real worker', () => {
   it('answers with the first failed item when one of N items fails', async () => {
     const r = await json(post(e.app, '/v2/models/adder/infer', x1([1, 13, 2])))
     expect(r.status).toBe(500)
-    expect(r.body).toEqual({ error: 'unlucky 13', code: 'PREDICTOR_FAILED' })
+    // The message names the failing item (issue 16: it used to be the bare 'unlucky 13').
+    expect(r.body).toEqual({ error: 'item 1: unlucky 13', code: 'PREDICTOR_FAILED' })
     // A schema failure of one item over OIP is a 400 (422 is only for Cog-style predictions).
     const schema = await json(
       post(e.app, '/v2/models/zulu/infer', { inputs: [{ name: 'text', datatype: 'INT32', shape: [2], data: [1, 2] }] }),
@@ -429,21 +430,21 @@ describe('gateway app with a real worker', () => {
 })
 
 describe('gateway app: bus limits and overload', () => {
-  it('answers 413 PAYLOAD_TOO_LARGE when the encoded message exceeds the transport maxPayload', async () => {
-    const e = await env({ maxPayload: 2048 })
+  it('answers 413 PAYLOAD_TOO_LARGE when the encoded message exceeds the transport maxMessageBytes', async () => {
+    const e = await env({ maxMessageBytes: 2048 })
     const r = await json(post(e.app, '/v2/models/adder/infer', x1(Array.from({ length: 400 }, (_, i) => i + 0.5))))
     expect(r.status).toBe(413)
     expect(r.body.code).toBe('PAYLOAD_TOO_LARGE')
-    expect(r.body.error).toMatch(/^encoded request of \d+ bytes exceeds the bus limit \(NATS max_payload\) of 2048 bytes$/)
+    expect(r.body.error).toMatch(/^encoded request of \d+ bytes exceeds the bus limit \(maxMessageBytes\) of 2048 bytes$/)
     expect((await json(post(e.app, '/v2/models/adder/infer', x1([1])))).status).toBe(200)
   })
 
-  it('answers 413 RESPONSE_TOO_LARGE when the reply would exceed the transport maxPayload', async () => {
-    const e = await env({ maxPayload: 2048 })
+  it('answers 413 RESPONSE_TOO_LARGE when the reply would exceed the transport maxMessageBytes', async () => {
+    const e = await env({ maxMessageBytes: 2048 })
     const r = await json(post(e.app, '/models/pad/predictions', { input: { n: 5000 } }))
     expect(r.status).toBe(413)
     expect(r.body.code).toBe('RESPONSE_TOO_LARGE')
-    expect(r.body.error).toMatch(/max_payload of 2048 bytes/)
+    expect(r.body.error).toMatch(/bus limit \(maxMessageBytes\) of 2048 bytes/)
     expect((await json(post(e.app, '/models/pad/predictions', { input: { n: 3 } }))).body.output).toBe('ppp')
   })
 
@@ -696,7 +697,9 @@ describe('gateway app with hand-written responders', () => {
       const r = await json(post(app, '/v2/models/mixed/infer', x1([1, 2, 3])))
       expect(r.status, JSON.stringify(list)).toBe(status)
       expect(r.body.code).toBe(code)
-      expect(r.body.error).toBe(list.find((x) => x !== null)!.message)
+      // Errors about the item name it (issue 16); capacity and timing errors keep their message.
+      const first = list.find((x) => x !== null)!.message
+      expect(r.body.error).toBe(status === 500 || status < 499 ? `item ${list.findIndex((x) => x !== null)}: ${first}` : first)
       // Only OVERLOADED / NO_WORKER carry Retry-After.
       expect(r.headers.get('retry-after')).toBeNull()
     }

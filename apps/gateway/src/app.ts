@@ -9,6 +9,8 @@ import { adminRoutes } from './routes/admin.ts'
 import { tritonConfig } from './routes/config.ts'
 import { modelStats } from './routes/stats.ts'
 import { Upstream } from './upstream.ts'
+import { InferenceDoor } from './door.ts'
+import { responseIds } from './observe.ts'
 import { WorkerLiveness } from './liveness.ts'
 import { gatewayMiddleware } from './middleware/index.ts'
 import { registerDashboard } from './routes/dashboard.ts'
@@ -31,11 +33,22 @@ export function createApp(options: GatewayOptions): Hono {
       ? undefined
       : new WorkerLiveness(o.transport, subjects, o.gatewayId ?? `g-${crypto.randomUUID().slice(0, 8)}`, o.workerLoss)
   const up = new Upstream(o.transport, subjects, o.metaTimeoutMs, liveness)
+  // Authentication and rate limits run as middleware over HTTP; the door owns the rest.
+  const door = new InferenceDoor({
+    upstream: up,
+    metrics,
+    requestTimeoutMs: o.requestTimeoutMs,
+    queueDelayMs: o.adapter?.queueDelayMs,
+    tracer: o.tracer,
+    logger: o.logger,
+    onUnexpectedError: o.onUnexpectedError,
+  })
   const app = new Hono()
 
   app.onError((e, c) => errorResponse(c, asCohortError(e, o.onUnexpectedError)))
   app.notFound((c) => errorResponse(c, new CohortError('NOT_FOUND', `no route ${c.req.method} ${c.req.path}`)))
 
+  app.use('*', responseIds())
   for (const mw of gatewayMiddleware(o)) {
     app.use('*', mw)
   }
@@ -84,7 +97,7 @@ export function createApp(options: GatewayOptions): Hono {
   }
   // Before `/v2/models/:model`: Triton's statistics of every model.
   app.get('/v2/models/stats', async (c) => c.json(await modelStats(up)))
-  const infer = inferHandler(o, up, metrics)
+  const infer = inferHandler(o, door)
   for (const base of ['/v2/models/:model', '/v2/models/:model/versions/:version']) {
     app.get(`${base}/stats`, async (c) => c.json(await modelStats(up, c.req.param('model') ?? '', c.req.param('version'))))
     app.get(base, modelMeta)
@@ -92,7 +105,7 @@ export function createApp(options: GatewayOptions): Hono {
     app.get(`${base}/config`, modelConfig)
     app.post(`${base}/infer`, infer)
   }
-  registerPredictions(app, o, up, metrics)
+  registerPredictions(app, o, door)
 
   const admin = adminRoutes(o, up)
   app.get('/admin/models/:model/batching', admin.get)

@@ -3,9 +3,50 @@ import { CohortError } from '@cohort/protocol'
 import type { AbortSignalLike } from '@cohort/transport'
 import type { ResolvedGatewayOptions } from './options.ts'
 
+/** Counts the body bytes of one admitted request as they are read (the in-flight bound). */
+export interface BodyTicket {
+  /** True when the request declared its length (already counted in full at admission). */
+  readonly declared: boolean
+  /** Count `n` more bytes; throws 503 OVERLOADED past the gateway's bound. */
+  take(n: number): void
+}
+
+const tickets = new WeakMap<Request, BodyTicket>()
+
+/** Attach a request's in-flight ticket (middleware/inflight). */
+export function setBodyTicket(c: Context, t: BodyTicket): void {
+  tickets.set(c.req.raw, t)
+}
+
+/** A length header's value: ASCII digits only, at most 15 (below 2^53). */
+export const DECIMAL_LENGTH = /^[0-9]{1,15}$/
+
+/**
+ * A length header's value as a non-negative integer: ASCII digits only (no sign, hex, exponent,
+ * fraction or spaces), at most 15 of them. `undefined` when absent.
+ * @throws CohortError BAD_REQUEST naming the header otherwise.
+ */
+export function parseLengthHeader(name: string, v: string | null | undefined): number | undefined {
+  if (v === null || v === undefined) {
+    return undefined
+  }
+  if (!DECIMAL_LENGTH.test(v)) {
+    throw new CohortError('BAD_REQUEST', `${name} must be a decimal integer of bytes, got ${JSON.stringify(v.slice(0, 40))}`)
+  }
+  return Number(v)
+}
+
+/** The request's declared `Content-Length`, strictly parsed. */
+export function declaredLength(v: string | null | undefined): number | undefined {
+  return parseLengthHeader('Content-Length', v)
+}
+
 /** The request body through the runtime adapter when it has a reader, else the Web Request. */
 export function bodyOf(c: Context, o: ResolvedGatewayOptions, max = o.maxBodyBytes): Promise<Uint8Array> {
-  return o.adapter?.readBody ? o.adapter.readBody(c, max) : readBody(c.req.raw, max)
+  const t = tickets.get(c.req.raw)
+  // A declared length was counted in full at admission; an undeclared one is counted as it arrives.
+  const onChunk = t && !t.declared ? (n: number) => t.take(n) : undefined
+  return o.adapter?.readBody ? o.adapter.readBody(c, max, onChunk) : readBody(c.req.raw, max, onChunk)
 }
 
 /** The client-disconnect signal through the runtime adapter when it has one. */
@@ -13,16 +54,19 @@ export function clientGone(c: Context, o: ResolvedGatewayOptions): AbortSignalLi
   return o.adapter?.clientGone ? o.adapter.clientGone(c) : c.req.raw.signal
 }
 
-/** Read a request body up to `max` bytes (413 beyond), checking Content-Length first. */
-export async function readBody(req: Request, max: number): Promise<Uint8Array> {
-  const len = req.headers.get('content-length')
-  if (len !== null && Number(len) > max) {
+/**
+ * Read a request body up to `max` bytes (413 beyond), checking Content-Length first; `onChunk`
+ * sees each chunk's size of a body read in chunks (it may throw to stop reading).
+ */
+export async function readBody(req: Request, max: number, onChunk?: (n: number) => void): Promise<Uint8Array> {
+  const len = declaredLength(req.headers.get('content-length'))
+  if (len !== undefined && len > max) {
     throw new CohortError('PAYLOAD_TOO_LARGE', `request body of ${len} bytes exceeds the limit of ${max} bytes`)
   }
   if (!req.body) {
     return new Uint8Array(0)
   }
-  if (len !== null) {
+  if (len !== undefined) {
     // Known length within the limit: arrayBuffer() is much cheaper than a web stream on Node.
     const buf = await req.arrayBuffer()
     if (buf.byteLength > max) {
@@ -43,6 +87,12 @@ export async function readBody(req: Request, max: number): Promise<Uint8Array> {
       await reader.cancel().catch(() => undefined)
       throw new CohortError('PAYLOAD_TOO_LARGE', `request body exceeds the limit of ${max} bytes`)
     }
+    try {
+      onChunk?.(value.byteLength)
+    } catch (e) {
+      await reader.cancel().catch(() => undefined)
+      throw e
+    }
     chunks.push(value)
   }
   if (chunks.length === 1) {
@@ -57,11 +107,46 @@ export async function readBody(req: Request, max: number): Promise<Uint8Array> {
   return out
 }
 
-/** Parse JSON bytes or answer 400 with the parser's message. */
-export function parseJson(bytes: Uint8Array): unknown {
+/**
+ * Only a literal with a 3-digit exponent or 309+ digits can overflow a double; a body without one
+ * (nearly all) skips the check. Text inside strings may match too: that only costs the check.
+ */
+const MAYBE_HUGE = /[eE]\+?0*[1-9][0-9]{2}|[0-9]{309}/
+
+/**
+ * Refuse JSON text holding a number literal beyond the double range (`1e400`, which `JSON.parse`
+ * turns into `Infinity` and JSON cannot write back): 400 naming where it is.
+ * @throws CohortError BAD_REQUEST
+ */
+export function rejectNonFinite(text: string): void {
+  if (!MAYBE_HUGE.test(text)) {
+    return
+  }
+  let where: string | undefined
   try {
-    return JSON.parse(new TextDecoder().decode(bytes))
+    JSON.parse(text, function (this: unknown, key, v: unknown) {
+      if (where === undefined && typeof v === 'number' && !Number.isFinite(v)) {
+        where = key === '' ? 'the body' : `"${key.slice(0, 64)}"`
+      }
+      return v
+    })
+  } catch {
+    return // not JSON: the caller's parser says so
+  }
+  if (where !== undefined) {
+    throw new CohortError('BAD_REQUEST', `a number in ${where} is beyond the double range (about ±1.8e308); send finite numbers`)
+  }
+}
+
+/** Parse JSON bytes or answer 400 with the parser's message (or for a number beyond the double range). */
+export function parseJson(bytes: Uint8Array): unknown {
+  const text = new TextDecoder().decode(bytes)
+  let v: unknown
+  try {
+    v = JSON.parse(text)
   } catch (e) {
     throw new CohortError('BAD_REQUEST', `body is not valid JSON: ${e instanceof Error ? e.message : String(e)}`)
   }
+  rejectNonFinite(text)
+  return v
 }

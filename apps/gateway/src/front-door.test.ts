@@ -28,16 +28,20 @@ describe('front-door admission (adapter queueDelayMs)', () => {
   })
 
   it('takes the delay off the deadline sent to the worker', async () => {
-    const { app, transport } = appWithLag(40)
+    // Independent of machine speed: the gateway stamps the deadline at some moment between t0 (before
+    // the request) and t1 (when the worker sees it), so it lies in [t0, t1] + (timeout - delay).
+    // Without the delay taken off it would be >= t0 + 1000, past t1 + 600 unless the path took 400 ms.
+    const { app, transport } = appWithLag(400)
     const sub = transport.subscribe(subj.infer('m'))
-    const seen: number[] = []
+    const seen: { deadline: number; at: number }[] = []
     void (async () => {
       for await (const m of sub) {
         const req = decodeRequest(m.data)
-        seen.push(req.deadline - Date.now())
+        seen.push({ deadline: req.deadline, at: Date.now() })
         m.respond(encodeReply({ v: 1, id: req.id, tensors: {} }))
       }
     })()
+    const t0 = Date.now()
     const res = await app.request('/v2/models/m/infer', {
       method: 'POST',
       headers: { 'content-type': 'application/json', 'x-cohort-timeout-ms': '1000' },
@@ -45,8 +49,9 @@ describe('front-door admission (adapter queueDelayMs)', () => {
     })
     expect(res.status).toBe(200)
     expect(seen).toHaveLength(1)
-    expect(seen[0]).toBeLessThanOrEqual(960)
-    expect(seen[0]).toBeGreaterThan(700)
+    const { deadline, at: t1 } = seen[0]!
+    expect(deadline).toBeGreaterThanOrEqual(t0 + 600)
+    expect(deadline).toBeLessThanOrEqual(t1 + 600)
     sub.unsubscribe()
     await transport.close()
   })

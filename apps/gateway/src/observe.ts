@@ -1,4 +1,4 @@
-import type { Context } from 'hono'
+import type { Context, MiddlewareHandler } from 'hono'
 import { SpanKind, type Span } from '@opentelemetry/api'
 import { CohortError, statusOf, type InferRequest } from '@cohort/protocol'
 import {
@@ -15,10 +15,68 @@ import {
 } from '@cohort/observability'
 import type { ResolvedGatewayOptions } from './options.ts'
 
+/** What an observation needs of the gateway's options. */
+export type ObservationOptions = Pick<ResolvedGatewayOptions, 'tracer' | 'logger' | 'onUnexpectedError'>
+
+/** The call as the transport saw it: method and route for the span, the caller's W3C trace context. */
+export interface ObservedCall {
+  method: string
+  route: string
+  traceparent?: string | undefined
+  tracestate?: string | undefined
+  /** The envelope id to use (HTTP: the `x-request-id` the gateway answers). @default random */
+  requestId?: string | undefined
+  /** The caller's own request id (`x-request-id`), logged as `clientRequestId`. */
+  clientRequestId?: string | undefined
+}
+
 const SERVER = { kind: SpanKind.SERVER }
 
+/** The {@link ObservedCall} of an HTTP request. */
+export function httpCall(c: Context): ObservedCall {
+  const id = c.get('cohortRequestId')
+  return {
+    method: c.req.method,
+    route: c.req.routePath,
+    traceparent: c.req.header(TRACEPARENT),
+    tracestate: c.req.header(TRACESTATE),
+    ...(id ? (id.own ? { requestId: id.value } : { clientRequestId: id.value }) : {}),
+  }
+}
+
+declare module 'hono' {
+  interface ContextVariableMap {
+    /** The request id answered in `x-request-id`: the client's (`own: false`) or the gateway's. */
+    cohortRequestId: { value: string; own: boolean } | undefined
+    /** The gateway span's `traceparent`, answered on the response when the request is traced. */
+    cohortTraceparent: string | undefined
+  }
+}
+
+/** A client's `x-request-id` worth echoing: 1-128 visible ASCII characters. */
+const REQUEST_ID_RE = /^[\x21-\x7e]{1,128}$/
+
 /**
- * Tracing and logging of one inference HTTP request at the gateway: the `cohort.gateway.infer`
+ * `x-request-id` and `traceparent` on every response: the client's `x-request-id` echoed (else the
+ * gateway's own id, the envelope id in its logs), and the gateway span's W3C `traceparent` when
+ * the request is traced (an OpenTelemetry SDK is registered, or the caller sent a `traceparent`).
+ */
+export function responseIds(): MiddlewareHandler {
+  return async (c, next) => {
+    const theirs = c.req.header('x-request-id')
+    const id = theirs !== undefined && REQUEST_ID_RE.test(theirs) ? { value: theirs, own: false } : { value: crypto.randomUUID(), own: true }
+    c.set('cohortRequestId', id)
+    await next()
+    c.header('x-request-id', id.value)
+    const tp = c.get('cohortTraceparent')
+    if (tp) {
+      c.header('traceparent', tp)
+    }
+  }
+}
+
+/**
+ * Tracing and logging of one inference request (HTTP or gRPC) at the gateway: the `cohort.gateway.infer`
  * SERVER span (child of the caller's W3C `traceparent`), the trace fields its envelopes carry to the
  * workers, and the log line of a failure (`warn` for a CohortError, `error` for anything else).
  * With the default no-op tracer this costs one non-recording span and this object.
@@ -32,24 +90,25 @@ export class RequestObservation {
   #status = 200
   #code = 'OK'
   #ended = false
+  readonly #clientRequestId: string | undefined
 
   constructor(
-    readonly o: ResolvedGatewayOptions,
-    c: Context,
+    readonly o: ObservationOptions,
+    call: ObservedCall,
     public model: string,
   ) {
-    this.requestId = crypto.randomUUID()
-    const traceparent = c.req.header(TRACEPARENT)
+    this.requestId = call.requestId ?? crypto.randomUUID()
+    this.#clientRequestId = call.clientRequestId
+    const { traceparent, tracestate } = call
     let parent: TraceCarrier | undefined
     if (traceparent) {
-      const tracestate = c.req.header(TRACESTATE)
       parent = tracestate ? { traceparent, tracestate } : { traceparent }
     }
     this.span = startChildSpan(o.tracer, SPAN.gatewayInfer, parent, SERVER)
     if (this.span.isRecording()) {
       this.span.setAttributes({
-        [ATTR.httpMethod]: c.req.method,
-        [ATTR.httpRoute]: c.req.routePath,
+        [ATTR.httpMethod]: call.method,
+        [ATTR.httpRoute]: call.route,
         [ATTR.requestId]: this.requestId,
       })
     }
@@ -103,7 +162,8 @@ export class RequestObservation {
   /** Log fields of this request: model, requestId, traceId and `extra`. */
   fields(extra?: LogFields): LogFields {
     const traceId = this.traceId
-    return { model: this.model, requestId: this.requestId, ...(traceId ? { traceId } : {}), ...extra }
+    const client = this.#clientRequestId
+    return { model: this.model, requestId: this.requestId, ...(client ? { clientRequestId: client } : {}), ...(traceId ? { traceId } : {}), ...extra }
   }
 
   /** End the span with the outcome. Idempotent. */

@@ -8,6 +8,7 @@ import {
   type Datatype,
   type WireTensor,
 } from '@cohort/protocol'
+import { DECIMAL_LENGTH, rejectNonFinite } from './body.ts'
 import { exactData, parseJsonExact } from './json-exact.ts'
 
 /** A parsed Open Inference Protocol inference request. */
@@ -34,20 +35,25 @@ export function parseInferBody(body: Uint8Array, headerLength: string | undefine
   let jsonPart = body
   let binary: Uint8Array | undefined
   if (headerLength !== undefined) {
-    const n = Number(headerLength)
-    if (!Number.isSafeInteger(n) || n < 0 || n > body.byteLength) {
-      throw new CohortError('BAD_REQUEST', `Inference-Header-Content-Length ${headerLength} is not within the body (${body.byteLength} bytes)`)
+    const n = DECIMAL_LENGTH.test(headerLength) ? Number(headerLength) : Number.NaN
+    if (!(n <= body.byteLength)) {
+      throw new CohortError(
+        'BAD_REQUEST',
+        `Inference-Header-Content-Length ${JSON.stringify(headerLength.slice(0, 40))} is not within the body (${body.byteLength} bytes; a decimal integer of bytes)`,
+      )
     }
     jsonPart = body.subarray(0, n)
     binary = body.subarray(n)
   }
   let doc: unknown
   let hasBig = false
+  const text = new TextDecoder().decode(jsonPart)
   try {
-    ;({ value: doc, hasBig } = parseJsonExact(new TextDecoder().decode(jsonPart)))
+    ;({ value: doc, hasBig } = parseJsonExact(text))
   } catch (e) {
     throw new CohortError('BAD_REQUEST', `body is not valid JSON: ${e instanceof Error ? e.message : String(e)}`)
   }
+  rejectNonFinite(text)
   if (!isObject(doc)) {
     throw new CohortError('BAD_REQUEST', 'body must be a JSON object with "inputs"')
   }

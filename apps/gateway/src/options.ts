@@ -1,6 +1,6 @@
 import type { Context } from 'hono'
 import type { Registry } from '@cohort/metrics'
-import type { AbortSignalLike, JobQueue, Transport } from '@cohort/transport'
+import type { AbortSignalLike, InflightLimits, JobQueue, Transport } from '@cohort/transport'
 import type { Tracer } from '@opentelemetry/api'
 import { consoleErrorLogger, defaultTracer, type LogFields, type Logger } from '@cohort/observability'
 import type { WorkerLossOptions } from './liveness.ts'
@@ -23,6 +23,13 @@ export interface GatewayOptions {
   requestTimeoutMs?: number
   /** Largest HTTP body accepted, bytes. @default 64 MiB */
   maxBodyBytes?: number
+  /**
+   * Bounds on the requests with bodies and their bytes held at once (`maxRequests` 1024,
+   * `maxBytes` 256 MiB by default): past them 503 OVERLOADED + Retry-After before the body is read.
+   * `false` turns them off. See docs/reliability.md#bounds.
+   * @default {}
+   */
+  inflight?: InflightLimits | false
   /** Metadata request timeout, ms. @default 2000 */
   metaTimeoutMs?: number
   /** Metrics registry rendered at /metrics (shared with the worker in embedded mode). */
@@ -32,8 +39,10 @@ export interface GatewayOptions {
   serverVersion?: string
   /** Model answered at `/predictions`. @default the first model a worker reports */
   defaultModel?: string
-  /** Extra text rendered at /metrics (e.g. the embedded worker's registry). */
+  /** Extra text rendered at /metrics (e.g. the embedded worker's registry). Not shown on the dashboard. */
   extraMetrics?: () => string
+  /** The live dashboard's history (`GET /dashboard`). @default sampled only when the page polls */
+  dashboard?: DashboardSettings
   /** Most inputs in one bulk request. @default 1000 */
   maxBulkInputs?: number
   /** Keys accepted on admin routes (`Authorization: Bearer KEY`). Admin routes are open when empty. */
@@ -134,8 +143,11 @@ export interface CorsOptions {
 
 /** Runtime-specific fast paths of the gateway. */
 export interface GatewayAdapter {
-  /** Read the body, at most `max` bytes (throw CohortError PAYLOAD_TOO_LARGE beyond). */
-  readBody?(c: Context, max: number): Promise<Uint8Array>
+  /**
+   * Read the body, at most `max` bytes (throw CohortError PAYLOAD_TOO_LARGE beyond), calling
+   * `onChunk` with each chunk's size as it arrives (it may throw to stop reading, for the in-flight bound).
+   */
+  readBody?(c: Context, max: number, onChunk?: (n: number) => void): Promise<Uint8Array>
   /** A signal that aborts when the client disconnects before the response is sent. */
   clientGone?(c: Context): AbortSignalLike | undefined
   /** The client's network address: the rate-limit key of a request without credentials or `x-forwarded-for`. */
@@ -146,6 +158,20 @@ export interface GatewayAdapter {
    * whole budget it exceeds is refused 503 at once, before its body is read. @default 0
    */
   queueDelayMs?(): number
+}
+
+/** Settings of the live dashboard's server-side history (a ring buffer of samples). */
+export interface DashboardSettings {
+  /**
+   * Sample the metrics every this many ms in the background, so that a page opened now shows the
+   * last minutes at once. 0: sample only when a page polls (edge runtimes, where timers outlive no
+   * request). The Node entries (`cohort serve`, `cohort gateway`) use 1000. @default 0
+   */
+  sampleMs?: number
+  /** Samples kept (at `sampleMs` 1000, 300 is the last 5 minutes). @default 300 */
+  keep?: number
+  /** Aborting it stops the background sampler (the Node entries abort it at shutdown). */
+  signal?: AbortSignal
 }
 
 /** Options with defaults applied. */
@@ -159,7 +185,7 @@ type JobOptionKeys = 'jobs' | 'predictions'
 type LivenessOptionKeys = 'workerLoss' | 'gatewayId'
 
 /** The optional security settings (authentication, rate limit, CORS): no defaults to apply. */
-type SecurityOptionKeys = 'apiKeys' | 'jwt' | 'metricsOpen' | 'rateLimit' | 'cors'
+type SecurityOptionKeys = 'apiKeys' | 'jwt' | 'metricsOpen' | 'rateLimit' | 'cors' | 'inflight'
 
 /** Merge defaults in one place and check invariants. */
 export function resolveOptions(o: GatewayOptions): ResolvedGatewayOptions {
@@ -170,6 +196,7 @@ export function resolveOptions(o: GatewayOptions): ResolvedGatewayOptions {
     metaTimeoutMs: DEFAULT_META_TIMEOUT_MS,
     serverName: 'cohort',
     serverVersion: '0.1.0',
+    dashboard: {},
     onUnexpectedError: (e, fields) => r.logger.error({ ...fields, err: e }, 'unexpected error'),
     ...o,
     tracer: o.tracer ?? defaultTracer(),

@@ -106,10 +106,10 @@ export class Upstream {
       }
     }
     const bytes = encodeRequest(lv ? { ...req, ack: lv.ackSubject } : req)
-    if (bytes.byteLength > this.transport.maxPayload) {
+    if (bytes.byteLength > this.transport.maxMessageBytes) {
       throw new CohortError(
         'PAYLOAD_TOO_LARGE',
-        `encoded request of ${bytes.byteLength} bytes exceeds the bus limit (NATS max_payload) of ${this.transport.maxPayload} bytes`,
+        `encoded request of ${bytes.byteLength} bytes exceeds the bus limit (maxMessageBytes) of ${this.transport.maxMessageBytes} bytes`,
       )
     }
     let raw: Uint8Array

@@ -1,14 +1,5 @@
-import {
-  decodePrediction,
-  encodePrediction,
-  finishPrediction,
-  isTerminal,
-  WebhookSender,
-  type InferReply,
-  type InferRequest,
-  type Prediction,
-  type WebhookOptions,
-} from '@cohort/protocol'
+import type { InferReply, InferRequest } from '@cohort/protocol'
+import { decodePrediction, encodePrediction, isTerminal, outcomeOf, PredictionLifecycle, WebhookSender, type Prediction, type WebhookOptions } from '@cohort/predictions'
 import type { JobDelivery, JobQueue } from '@cohort/transport'
 import type { Logger } from '@cohort/observability'
 
@@ -54,6 +45,7 @@ export class JobRunner {
   readonly #t: JobTarget
   readonly #log: Logger
   readonly webhooks: WebhookSender
+  readonly #life: PredictionLifecycle
   readonly #inflight = new Set<Promise<void>>()
   #stopped = false
   #loop: Promise<void> = Promise.resolve()
@@ -67,6 +59,7 @@ export class JobRunner {
       ...o.webhooks,
       onGiveUp: (p, event, err) => log.warn({ model: t.name, predictionId: p.id, event, err }, 'webhook not delivered'),
     })
+    this.#life = new PredictionLifecycle(this.webhooks)
   }
 
   start(): void {
@@ -121,18 +114,35 @@ export class JobRunner {
   }
 
   async #handle(d: JobDelivery, ackWaitMs: number): Promise<void> {
-    const started = await this.#update(d.id, (p) => ({
-      ...p,
-      status: 'processing',
-      started_at: p.started_at ?? new Date().toISOString(),
-      attempts: d.deliveries,
-    }))
+    const maxDeliver = this.#o.queue.maxDeliver
+    if (d.deliveries > maxDeliver) {
+      // Every allowed delivery was taken and none finished (its worker died, or storing failed):
+      // record it failed rather than run it again or leave it `processing` for good.
+      const failed = await this.#update(d.id, (p) =>
+        this.#life.finish(
+          { ...p, attempts: maxDeliver },
+          {
+            error: {
+              code: 'PREDICTOR_FAILED',
+              message: `gave up after ${maxDeliver} deliveries: none finished (its worker stopped or failed every time)`,
+            },
+          },
+        ),
+      )
+      d.ack()
+      if (failed) {
+        this.#log.warn({ model: this.#t.name, predictionId: d.id, deliveries: maxDeliver }, 'async prediction job given up')
+        this.#life.finished(failed.after)
+      }
+      return
+    }
+    const started = await this.#update(d.id, (p) => this.#life.start(p, { attempts: d.deliveries }))
     if (!started) {
       d.ack() // unknown, canceled or already finished: nothing to run (deduplicated)
       return
     }
     if (started.before.status === 'starting') {
-      this.webhooks.send(started.after, 'start')
+      this.#life.started(started.after)
     }
     const p = started.after
     const keepAlive = setInterval(() => d.working(), Math.max(100, Math.floor(ackWaitMs / 2)))
@@ -148,19 +158,17 @@ export class JobRunner {
     } finally {
       clearInterval(keepAlive)
     }
-    const err = reply.error ?? reply.errors?.[0] ?? undefined
-    if (err && (err.code === 'OVERLOADED' || err.code === 'SHUTTING_DOWN')) {
+    const outcome = outcomeOf(reply)
+    const code = outcome.error?.code
+    if (code === 'OVERLOADED' || code === 'SHUTTING_DOWN') {
       d.nak(1000) // not run: another worker (or this one, later) takes it
       return
     }
-    const done = finishPrediction(p, err ? { error: err } : { output: reply.items?.[0] ?? null, computeMs: reply.timing?.[0]?.computeMs })
+    const done = this.#life.finish(p, outcome)
     const stored = await this.#update(p.id, () => done)
     d.ack()
     if (stored) {
-      if (done.status === 'succeeded') {
-        this.webhooks.send(done, 'output')
-      }
-      this.webhooks.send(done, 'completed')
+      this.#life.finished(done)
     }
   }
 

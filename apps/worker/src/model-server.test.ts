@@ -82,8 +82,8 @@ interface Env {
 
 const envs: Env[] = []
 
-async function start(o: { batching?: Partial<BatchingConfig>; maxPayload?: number } = {}): Promise<Env> {
-  const transport = new InProcessTransport(o.maxPayload ? { maxPayload: o.maxPayload } : {})
+async function start(o: { batching?: Partial<BatchingConfig>; maxMessageBytes?: number } = {}): Promise<Env> {
+  const transport = new InProcessTransport(o.maxMessageBytes ? { maxMessageBytes: o.maxMessageBytes } : {})
   const gate = new Gate()
   const { predictor, calls, life } = calcPredictor(gate)
   const worker = new CohortWorker({
@@ -353,13 +353,13 @@ describe('ModelServer over the in-process transport', () => {
   })
 
   it('answers RESPONSE_TOO_LARGE when the reply exceeds the transport max payload, and keeps serving', async () => {
-    const { transport, calls } = await start({ maxPayload: 4096 })
+    const { transport, calls } = await start({ maxMessageBytes: 4096 })
     const req = request([{ x: 1, big: 10_000 }])
     const r = await send(transport, req)
     expect(r.id).toBe(req.id)
     expect(r.items).toBeUndefined()
     expect(r.error?.code).toBe('RESPONSE_TOO_LARGE')
-    expect(r.error?.message).toMatch(/exceeds the NATS max_payload of 4096 bytes/)
+    expect(r.error?.message).toMatch(/exceeds the bus limit \(maxMessageBytes\) of 4096 bytes/)
     expect(calls).toEqual([[1]])
     const ok = await send(transport, request([{ x: 2, big: 100 }]))
     expect(ok.error).toBeUndefined()

@@ -1,5 +1,8 @@
 import {
+  BATCHING_KEYS,
   BatchEngine,
+  batchingToJson,
+  parseBatchingPatch,
   type Batch,
   type BatchingConfig,
   type ExpireReason,
@@ -20,6 +23,7 @@ import {
   type InferReply,
   type InferRequest,
   type ItemTiming,
+  type ModelMeta,
   type Subjects,
   type WireError,
 } from '@cohort/protocol'
@@ -34,14 +38,31 @@ import { ModelTelemetry } from './tracing.ts'
 import type { ItemResult, ModelRunner } from './runners/types.ts'
 import { JobRunner, type WorkerJobOptions } from './jobs.ts'
 
-/** The replies of one pack's requests, sent together: one message per batch (protocol v2). */
+/**
+ * The replies of one pack's requests, sent together: one message per batch (protocol v2). Every
+ * message but the last goes out as a publication on the pack's reply subject; the last one (every
+ * request answered) as the message's answer, which gives back what the pack held of the worker's
+ * in-flight bound (`bounded` subscriptions) only once the whole pack is answered.
+ */
 class ReplySink {
   replies: InferReply[] = []
   #scheduled = false
+  #left: number
   constructor(
     readonly msg: TransportMessage,
-    readonly maxPayload: number,
-  ) {}
+    readonly transport: Transport,
+    /** Replies the pack will get in all. */
+    total: number,
+  ) {
+    this.#left = total
+  }
+
+  /** Publish on the pack's reply subject without answering the message (accept notices, early replies). */
+  publish(bytes: Uint8Array): void {
+    if (this.msg.reply) {
+      this.transport.publish(this.msg.reply, bytes)
+    }
+  }
 
   push(r: InferReply): void {
     this.replies.push(r)
@@ -58,16 +79,26 @@ class ReplySink {
     if (replies.length === 0) {
       return
     }
+    const max = this.transport.maxMessageBytes
     const bytes = encodeNotice({ v: 2, t: 'replies', replies })
-    if (bytes.byteLength <= this.maxPayload || replies.length === 1) {
-      this.msg.respond(bytes.byteLength <= this.maxPayload ? bytes : encodeNotice({ v: 2, t: 'replies', replies: [tooLarge(replies[0]!, bytes.byteLength, this.maxPayload)] }))
-      return
+    const out: Uint8Array[] = []
+    if (bytes.byteLength <= max) {
+      out.push(bytes)
+    } else {
+      // Too big together: one message per reply, each within the bound or answered RESPONSE_TOO_LARGE.
+      for (const r of replies) {
+        const one = encodeNotice({ v: 2, t: 'replies', replies: [r] })
+        out.push(one.byteLength <= max ? one : encodeNotice({ v: 2, t: 'replies', replies: [tooLarge(r, one.byteLength, max)] }))
+      }
     }
-    // Too big together: one message per reply, each within the bound or answered RESPONSE_TOO_LARGE.
-    for (const r of replies) {
-      const one = encodeNotice({ v: 2, t: 'replies', replies: [r] })
-      this.msg.respond(one.byteLength <= this.maxPayload ? one : encodeNotice({ v: 2, t: 'replies', replies: [tooLarge(r, one.byteLength, this.maxPayload)] }))
-    }
+    this.#left -= replies.length
+    out.forEach((b, i) => {
+      if (this.#left <= 0 && i === out.length - 1) {
+        this.msg.respond(b)
+      } else {
+        this.publish(b)
+      }
+    })
   }
 }
 
@@ -130,6 +161,9 @@ export interface ModelServerOptions {
   jobs?: WorkerJobOptions
 }
 
+/** The live batching fields of {@link ModelServer.meta} (`batchingToJson` of the engine's config). */
+type LiveBatching = Pick<ModelMeta, 'maxBatchSize' | 'maxDelayMs'> & Required<Pick<ModelMeta, 'policy' | 'maxQueue' | 'maxBatchCost' | 'admission'>>
+
 const EXPIRE_CODE: Record<ExpireReason, { code: 'DEADLINE_EXCEEDED' | 'CANCELLED' | 'SHUTTING_DOWN'; msg: string }> = {
   deadline: { code: 'DEADLINE_EXCEEDED', msg: 'deadline passed while queued; the item did not run' },
   cancelled: { code: 'CANCELLED', msg: 'the client went away; the item did not run' },
@@ -172,13 +206,16 @@ export class ModelServer {
     this.runner = o.runner
     this.#labels = { model: o.runner.name }
     this.#tel = new ModelTelemetry(o.tracer ?? defaultTracer(), o.logger ?? consoleErrorLogger, o.runner.name, o.workerId)
+    const given: Partial<BatchingConfig> = { ...o.runner.batchDefaults }
+    for (const k of BATCHING_KEYS) {
+      if (o.batching?.[k] !== undefined) {
+        ;(given as Record<string, unknown>)[k] = o.batching[k]
+      }
+    }
     this.engine = new BatchEngine<QItem>({
-      maxBatchSize: o.batching?.maxBatchSize ?? o.runner.batchDefaults.maxBatchSize,
-      maxDelayMs: o.batching?.maxDelayMs ?? o.runner.batchDefaults.maxDelayMs,
-      ...(o.batching?.policy ? { policy: o.batching.policy } : {}),
-      ...(o.batching?.maxQueue ? { maxQueue: o.batching.maxQueue } : {}),
-      ...(o.batching?.maxBatchCost ? { maxBatchCost: o.batching.maxBatchCost } : {}),
-      ...(o.batching?.admission !== undefined ? { admission: o.batching.admission } : {}),
+      maxBatchSize: o.runner.batchDefaults.maxBatchSize,
+      maxDelayMs: o.runner.batchDefaults.maxDelayMs,
+      ...given,
       concurrency: o.runner.concurrency,
       run: (b) => this.#run(b),
       expire: (v, reason) => this.#expire(v, reason),
@@ -197,7 +234,7 @@ export class ModelServer {
       }
     }
     this.#listenMain()
-    this.#overflowSub = t.subscribe(s.overflow(name), { queue: s.queue(name) })
+    this.#overflowSub = t.subscribe(s.overflow(name), { queue: s.queue(name), bounded: true })
     const metaSub = t.subscribe(s.meta(name), { queue: s.queue(name) })
     const cancelSub = t.subscribe(s.cancel(name))
     this.#subs = [this.#overflowSub, metaSub, cancelSub]
@@ -244,17 +281,20 @@ export class ModelServer {
     })
   }
 
-  /** Apply a stored runtime configuration (batching fields only); bad values are reported, not applied. */
+  /**
+   * Apply a stored runtime configuration: its batching fields (`@cohort/batching`'s table, own
+   * keys only; other keys are ignored). Bad values are reported, and nothing of that config applied.
+   */
   applyConfig(cfg: Record<string, unknown>): void {
     const patch: Record<string, unknown> = {}
-    for (const k of ['maxBatchSize', 'maxDelayMs', 'policy', 'maxQueue', 'maxBatchCost', 'admission']) {
-      if (cfg[k] !== undefined && cfg[k] !== null) {
+    for (const k of BATCHING_KEYS) {
+      if (Object.hasOwn(cfg, k)) {
         patch[k] = cfg[k]
       }
     }
     const log = this.#tel.logger
     try {
-      this.engine.configure(patch as Partial<BatchingConfig>)
+      this.engine.configure(parseBatchingPatch(patch))
       log.info({ model: this.runner.name, workerId: this.#o.workerId, patch, batching: this.batchingSummary() }, 'batching configuration changed')
     } catch (e) {
       ;(this.#o.onConfigError ?? ((err: unknown) => log.error({ model: this.runner.name, workerId: this.#o.workerId, patch, err }, 'batching configuration rejected')))(e)
@@ -263,16 +303,7 @@ export class ModelServer {
 
   /** The live batching settings, for log lines (`maxBatchCost` null when unlimited). */
   batchingSummary(): Record<string, unknown> {
-    const c = this.engine.config
-    return {
-      maxBatchSize: c.maxBatchSize,
-      maxDelayMs: c.maxDelayMs,
-      policy: c.policy,
-      maxQueue: c.maxQueue,
-      maxBatchCost: c.maxBatchCost === undefined || c.maxBatchCost === Infinity ? null : c.maxBatchCost,
-      admission: c.admission,
-      concurrency: this.runner.concurrency,
-    }
+    return { ...batchingToJson(this.engine.config), concurrency: this.runner.concurrency }
   }
 
   /** True while the worker is not listening on the main subject (full). */
@@ -287,7 +318,7 @@ export class ModelServer {
   #listenMain(): void {
     const { transport: t, subjects: s } = this.#o
     const name = this.runner.name
-    const sub = t.subscribe(s.infer(name), { queue: s.queue(name) })
+    const sub = t.subscribe(s.infer(name), { queue: s.queue(name), bounded: true })
     this.#inferSub = sub
     this.#inferLoop = this.#consume(sub, (m) => this.#onInfer(m))
   }
@@ -317,12 +348,7 @@ export class ModelServer {
     return {
       ...(cm.samples > 0 ? { cost: { a: cm.a, c: cm.c, samples: cm.samples } } : {}),
       ...m,
-      maxBatchSize: c.maxBatchSize,
-      maxDelayMs: c.maxDelayMs,
-      policy: c.policy,
-      maxQueue: c.maxQueue,
-      maxBatchCost: c.maxBatchCost === undefined || c.maxBatchCost === Infinity ? null : c.maxBatchCost,
-      admission: c.admission,
+      ...(batchingToJson(c) as LiveBatching),
       queued: this.engine.queued,
     }
   }
@@ -378,7 +404,7 @@ export class ModelServer {
       this.#tel.logger.error({ model: this.runner.name, workerId: this.#o.workerId, reply: m.reply ?? null }, `pack dropped: its reply subject is not under ${inboxes}`)
       return
     }
-    const sink = new ReplySink(m, this.#o.transport.maxPayload)
+    const sink = new ReplySink(m, this.#o.transport, msg.reqs.length)
     const ids: string[] = []
     for (const r of msg.reqs) {
       if ('error' in r) {
@@ -390,7 +416,7 @@ export class ModelServer {
       }
     }
     // One acceptance notice for the pack (before any reply: replies leave in a later microtask).
-    m.respond(encodeNotice({ v: 2, t: 'accept', worker: this.#o.workerId, ids, queued: this.engine.queued }))
+    sink.publish(encodeNotice({ v: 2, t: 'accept', worker: this.#o.workerId, ids, queued: this.engine.queued }))
   }
 
   #onRequest(m: TransportMessage, req: InferRequest, t0: number, sink: ReplySink | undefined): void {
@@ -526,14 +552,14 @@ export class ModelServer {
       return reply
     }
     let bytes = encodeReply(reply)
-    const max = this.#o.transport.maxPayload
+    const max = this.#o.transport.maxMessageBytes
     if (bytes.byteLength > max) {
       reply = {
         v: 1,
         id: reply.id,
         error: {
           code: 'RESPONSE_TOO_LARGE',
-          message: `reply of ${bytes.byteLength} bytes exceeds the NATS max_payload of ${max} bytes; send fewer items per request`,
+          message: `reply of ${bytes.byteLength} bytes exceeds the bus limit (maxMessageBytes) of ${max} bytes; send fewer items per request`,
         },
       }
       bytes = encodeReply(reply)

@@ -79,6 +79,9 @@ export class CohortWorker {
   /** Load every model (with warm-up), then start serving. */
   async start(): Promise<void> {
     const subjects = makeSubjects(this.#o.subjectPrefix ?? DEFAULT_SUBJECT_PREFIX)
+    for (const r of this.#o.runners) {
+      r.instrument?.(this.registry)
+    }
     await Promise.all(this.#o.runners.map((r) => r.start()))
     for (const runner of this.#o.runners) {
       const s = new ModelServer({

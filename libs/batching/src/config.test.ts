@@ -1,5 +1,14 @@
 import { describe, expect, it } from 'vitest'
-import { DEFAULT_BATCHING, resolveBatchingConfig, validateBatchingConfig } from './config.ts'
+import {
+  BATCHING_KEYS,
+  DEFAULT_BATCHING,
+  MAX_BATCH_SIZE_LIMIT,
+  batchingToJson,
+  isBatchingKey,
+  parseBatchingPatch,
+  resolveBatchingConfig,
+  validateBatchingConfig,
+} from './config.ts'
 import { harness, pushAll } from './test-harness.ts'
 
 describe('batching config', () => {
@@ -43,6 +52,9 @@ describe('batching config', () => {
     { maxBatchCost: Number.NaN },
     { maxBatchCost: '8' },
     { admission: 'yes' },
+    { maxBatchSize: MAX_BATCH_SIZE_LIMIT + 1 },
+    { maxQueue: 1_048_577 },
+    { maxDelayMs: 3_600_001 },
   ])('rejects %o with a RangeError', (patch) => {
     expect(() => resolveBatchingConfig(patch as never)).toThrow(RangeError)
     expect(() => validateBatchingConfig({ ...DEFAULT_BATCHING, ...patch } as never)).toThrow(RangeError)
@@ -61,6 +73,35 @@ describe('batching config', () => {
     const old = { maxBatchSize: 8, maxDelayMs: 5, policy: 'eager' as const, maxQueue: 10 }
     expect(() => validateBatchingConfig(old)).not.toThrow()
     expect(resolveBatchingConfig({}, old)).toEqual({ ...old, maxBatchCost: Infinity, admission: true })
+  })
+})
+
+describe('the batching field table', () => {
+  it('knows exactly the BatchingConfig fields, in one list', () => {
+    expect([...BATCHING_KEYS].sort()).toEqual(Object.keys(DEFAULT_BATCHING).sort())
+  })
+
+  it.each(['toString', 'constructor', 'valueOf', '__proto__', 'hasOwnProperty'])('treats the inherited name %s as unknown', (k) => {
+    expect(isBatchingKey(k)).toBe(false)
+    // JSON.parse makes `__proto__` an own key, as an HTTP body would.
+    const body = JSON.parse(`{${JSON.stringify(k)}: 1}`) as unknown
+    expect(() => parseBatchingPatch(body)).toThrow(RangeError)
+    expect(() => parseBatchingPatch(body)).toThrow(/unknown batching setting/)
+  })
+
+  it('reads a JSON patch: null clears maxBatchCost, bounds apply, messages name the field and the range', () => {
+    expect(parseBatchingPatch({ maxBatchSize: 8, maxBatchCost: null, policy: 'timer' })).toEqual({ maxBatchSize: 8, maxBatchCost: Infinity, policy: 'timer' })
+    expect(() => parseBatchingPatch({ maxBatchSize: MAX_BATCH_SIZE_LIMIT + 1 })).toThrow(/maxBatchSize: 65537 \(expected an integer from 1 to 65536\)/)
+    expect(parseBatchingPatch({ maxBatchSize: MAX_BATCH_SIZE_LIMIT })).toEqual({ maxBatchSize: MAX_BATCH_SIZE_LIMIT })
+    expect(() => parseBatchingPatch({ maxDelayMs: null }, { strict: true })).toThrow(/maxDelayMs/)
+    expect(parseBatchingPatch({ maxDelayMs: null })).toEqual({})
+    expect(() => parseBatchingPatch([1])).toThrow(/JSON object/)
+    expect(() => parseBatchingPatch({ admission: 'true' })).toThrow(/admission/)
+  })
+
+  it('writes JSON with Infinity as null, every field present', () => {
+    expect(batchingToJson(DEFAULT_BATCHING)).toEqual({ maxBatchSize: 32, maxDelayMs: 5, policy: 'eager', maxQueue: 4096, maxBatchCost: null, admission: true })
+    expect(JSON.parse(JSON.stringify(batchingToJson({ maxBatchCost: 7 })))).toMatchObject({ maxBatchCost: 7, maxBatchSize: null })
   })
 })
 

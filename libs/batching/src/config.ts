@@ -75,35 +75,149 @@ export const DEFAULT_BATCHING: Readonly<ResolvedBatchingConfig> = Object.freeze(
   admission: true,
 })
 
-function isPositiveInteger(n: unknown): boolean {
-  return typeof n === 'number' && Number.isInteger(n) && n >= 1
+/** Largest `maxBatchSize` accepted anywhere (options, flags, admin patches). */
+export const MAX_BATCH_SIZE_LIMIT = 65_536
+/** Largest `maxQueue` accepted anywhere. */
+export const MAX_QUEUE_LIMIT = 1_048_576
+/** Largest finite `maxDelayMs` accepted anywhere (1 hour); `Infinity` ("only when full") is allowed in code. */
+export const MAX_DELAY_MS_LIMIT = 3_600_000
+
+/** A batching field's name. */
+export type BatchingKey = keyof BatchingConfig
+
+/** How one batching field is checked and shown. */
+export interface BatchingField {
+  /** What a valid value is, for error messages. */
+  readonly expect: string
+  /** True when `v` is a valid value in code (numbers may be `Infinity` where the field allows it). */
+  valid(v: unknown): boolean
+  /**
+   * The value a JSON document (an admin patch, the stored runtime config) means: `null` is "none"
+   * (`Infinity`) for `maxBatchCost`; anything else must be `valid`.
+   */
+  fromJson(v: unknown): unknown
+  /** The JSON form of a resolved value (`Infinity` becomes `null`). */
+  toJson(v: unknown): unknown
+  /** Command-line flag that sets it (`cohort serve|worker`), when there is one. */
+  readonly flag?: string
+  /** Its parameter in the Triton model configuration (`GET /v2/models/{m}/config`), when shown there. */
+  readonly tritonParameter?: string
+}
+
+const isInt = (lo: number, hi: number) => (v: unknown) => typeof v === 'number' && Number.isInteger(v) && v >= lo && v <= hi
+const same = (v: unknown) => v
+const infinityAsNull = (v: unknown) => (v === Infinity ? null : v)
+
+function field(f: Omit<BatchingField, 'fromJson' | 'toJson'> & Partial<Pick<BatchingField, 'fromJson' | 'toJson'>>): BatchingField {
+  return Object.freeze({ fromJson: same, toJson: same, ...f })
 }
 
 /**
- * Check a complete configuration.
- * @throws RangeError when `maxBatchSize` or `maxQueue` is not an integer >= 1, `maxDelayMs` is
- * negative or NaN, `policy` is not one of `POLICIES`, or `maxBatchCost` (when present) is not a
- * number > 0.
+ * The one table of batching fields: every reader of the batching knobs (the engine's checks, the
+ * gateway's admin route, the worker's runtime config, model metadata and the Triton config route,
+ * the CLI flags) goes through it. Only its own keys are fields: `toString`, `__proto__` and the
+ * like are unknown.
+ */
+export const BATCHING_FIELDS: Readonly<Record<BatchingKey, BatchingField>> = Object.freeze({
+  maxBatchSize: field({
+    expect: `an integer from 1 to ${MAX_BATCH_SIZE_LIMIT}`,
+    valid: isInt(1, MAX_BATCH_SIZE_LIMIT),
+    flag: 'max-batch-size',
+  }),
+  maxDelayMs: field({
+    expect: `a number of ms from 0 to ${MAX_DELAY_MS_LIMIT}`,
+    valid: (v) => typeof v === 'number' && v >= 0 && (v <= MAX_DELAY_MS_LIMIT || v === Infinity),
+    fromJson: (v) => (typeof v === 'number' && v >= 0 && v <= MAX_DELAY_MS_LIMIT ? v : undefined),
+    flag: 'max-delay-ms',
+    tritonParameter: 'cohort_max_delay_ms',
+  }),
+  policy: field({
+    expect: `one of ${POLICIES.join(', ')}`,
+    valid: (v) => (POLICIES as readonly unknown[]).includes(v),
+    flag: 'policy',
+    tritonParameter: 'cohort_policy',
+  }),
+  maxQueue: field({
+    expect: `an integer from 1 to ${MAX_QUEUE_LIMIT}`,
+    valid: isInt(1, MAX_QUEUE_LIMIT),
+    flag: 'max-queue',
+    tritonParameter: 'cohort_max_queue',
+  }),
+  maxBatchCost: field({
+    expect: 'a number > 0 (null: no limit)',
+    valid: (v) => typeof v === 'number' && v > 0,
+    fromJson: (v) => (v === null ? Infinity : typeof v === 'number' && Number.isFinite(v) && v > 0 ? v : undefined),
+    toJson: infinityAsNull,
+    flag: 'max-batch-cost',
+    tritonParameter: 'cohort_max_batch_cost',
+  }),
+  admission: field({
+    expect: 'a boolean',
+    valid: (v) => typeof v === 'boolean',
+    flag: 'no-admission',
+    tritonParameter: 'cohort_admission',
+  }),
+})
+
+/** The batching fields' names, in table order. */
+export const BATCHING_KEYS: readonly BatchingKey[] = Object.freeze(Object.keys(BATCHING_FIELDS) as BatchingKey[])
+
+/** True when `key` is one of the table's own keys (never an inherited name such as `toString`). */
+export function isBatchingKey(key: string): key is BatchingKey {
+  return Object.hasOwn(BATCHING_FIELDS, key)
+}
+
+/**
+ * Read a JSON patch of batching fields (an admin request body, the stored runtime config):
+ * an object whose own keys are all fields, each with a valid JSON value (`null` clears
+ * `maxBatchCost`). `undefined` and, unless `strict`, `null` values are skipped.
+ * @throws RangeError naming the unknown key or the bad value and what was expected.
+ */
+export function parseBatchingPatch(body: unknown, opts: { strict?: boolean } = {}): Partial<BatchingConfig> {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+    throw new RangeError('batching settings must be a JSON object')
+  }
+  const out: Record<string, unknown> = {}
+  for (const k of Object.keys(body)) {
+    if (!isBatchingKey(k)) {
+      throw new RangeError(`unknown batching setting ${JSON.stringify(k)} (known: ${BATCHING_KEYS.join(', ')})`)
+    }
+    const raw = (body as Record<string, unknown>)[k]
+    if (raw === undefined || (raw === null && !opts.strict && k !== 'maxBatchCost')) {
+      continue
+    }
+    const v = BATCHING_FIELDS[k].fromJson(raw)
+    if (v === undefined || !BATCHING_FIELDS[k].valid(v)) {
+      throw new RangeError(`invalid value for ${k}: ${JSON.stringify(raw) ?? String(raw)} (expected ${BATCHING_FIELDS[k].expect})`)
+    }
+    out[k] = v
+  }
+  return out as Partial<BatchingConfig>
+}
+
+/** The JSON form of the batching fields present in `c` (`Infinity` becomes `null`), in table order. */
+export function batchingToJson(c: Partial<BatchingConfig>): Record<BatchingKey, unknown> {
+  const out: Record<string, unknown> = {}
+  for (const k of BATCHING_KEYS) {
+    out[k] = c[k] === undefined ? null : BATCHING_FIELDS[k].toJson(c[k])
+  }
+  return out as Record<BatchingKey, unknown>
+}
+
+/**
+ * Check a complete configuration against {@link BATCHING_FIELDS} (`maxBatchCost` and `admission`
+ * may be absent).
+ * @throws RangeError naming the first invalid field and what was expected.
  */
 export function validateBatchingConfig(config: BatchingConfig): void {
-  if (!isPositiveInteger(config.maxBatchSize)) {
-    throw new RangeError(`maxBatchSize must be an integer >= 1, got ${String(config.maxBatchSize)}`)
-  }
-  if (typeof config.maxDelayMs !== 'number' || Number.isNaN(config.maxDelayMs) || config.maxDelayMs < 0) {
-    throw new RangeError(`maxDelayMs must be a number >= 0, got ${String(config.maxDelayMs)}`)
-  }
-  if (!(POLICIES as readonly unknown[]).includes(config.policy)) {
-    throw new RangeError(`policy must be one of ${POLICIES.join(', ')}, got ${String(config.policy)}`)
-  }
-  if (!isPositiveInteger(config.maxQueue)) {
-    throw new RangeError(`maxQueue must be an integer >= 1, got ${String(config.maxQueue)}`)
-  }
-  const cost = config.maxBatchCost
-  if (cost !== undefined && !(typeof cost === 'number' && cost > 0)) {
-    throw new RangeError(`maxBatchCost must be a number > 0, got ${String(cost)}`)
-  }
-  if (config.admission !== undefined && typeof config.admission !== 'boolean') {
-    throw new RangeError(`admission must be a boolean, got ${String(config.admission)}`)
+  for (const k of BATCHING_KEYS) {
+    const v = config[k]
+    if (v === undefined && (k === 'maxBatchCost' || k === 'admission')) {
+      continue
+    }
+    if (!BATCHING_FIELDS[k].valid(v)) {
+      throw new RangeError(`${k} must be ${BATCHING_FIELDS[k].expect}, got ${String(v)}`)
+    }
   }
 }
 

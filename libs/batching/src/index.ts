@@ -7,11 +7,21 @@
  */
 export { realClock, type Clock } from './clock.ts'
 export {
+  BATCHING_FIELDS,
+  BATCHING_KEYS,
   DEFAULT_BATCHING,
+  MAX_BATCH_SIZE_LIMIT,
+  MAX_DELAY_MS_LIMIT,
+  MAX_QUEUE_LIMIT,
   POLICIES,
+  batchingToJson,
+  isBatchingKey,
+  parseBatchingPatch,
   resolveBatchingConfig,
   validateBatchingConfig,
   type BatchingConfig,
+  type BatchingField,
+  type BatchingKey,
   type Policy,
   type ResolvedBatchingConfig,
 } from './config.ts'

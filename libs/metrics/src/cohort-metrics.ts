@@ -43,6 +43,23 @@ export function workerMetrics(r: Registry) {
   }
 }
 
+/** Metrics of the ONNX Runtime instances (sessions in threads or processes), by model and instance. */
+export function ortMetrics(r: Registry) {
+  return {
+    busy: r.counter(
+      'cohort_ort_busy_seconds_total',
+      'Wall time ONNX Runtime instances spent on runs (hand-off to result), by model and instance.',
+    ),
+    runs: r.counter('cohort_ort_runs_total', 'Runs (batches) an ONNX Runtime instance finished, by model, instance and result (ok, error).'),
+    exits: r.counter('cohort_ort_exits_total', 'ONNX Runtime instances that died (thread or process exit), by model and instance.'),
+    restarts: r.counter('cohort_ort_restarts_total', 'ONNX Runtime instances started again after they died, by model and instance.'),
+    instances: r.gauge('cohort_ort_instances', 'ONNX Runtime instances by model and state (live, dead).'),
+  }
+}
+
+/** Typed handles of {@link ortMetrics}. */
+export type OrtMetrics = ReturnType<typeof ortMetrics>
+
 /** Typed handles of {@link gatewayMetrics}. */
 export type GatewayMetrics = ReturnType<typeof gatewayMetrics>
 /** Typed handles of {@link workerMetrics}. */

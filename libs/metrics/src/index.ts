@@ -6,3 +6,4 @@
 export * from './registry.ts'
 export * from './cohort-metrics.ts'
 export * from './quantile.ts'
+export * from './runtime-metrics.ts'

@@ -3,7 +3,21 @@
 import { readFileSync } from 'node:fs'
 import { describe, expect, it } from 'vitest'
 import { Registry } from './registry.ts'
-import { gatewayMetrics, workerMetrics } from './cohort-metrics.ts'
+import { gatewayMetrics, ortMetrics, workerMetrics } from './cohort-metrics.ts'
+import { runtimeMetrics, type RuntimeSource } from './runtime-metrics.ts'
+
+/** A source with every optional reading, so that every runtime metric registers. */
+const FULL_SOURCE: RuntimeSource = {
+  cpu: () => ({ user: 1, system: 1 }),
+  memory: () => ({ rss: 1, heapTotal: 1, heapUsed: 1, external: 1 }),
+  startTimeS: 1,
+  version: 'v20.0.0',
+  eventLoopLag: () => ({ mean: 0, p50: 0, p99: 0, max: 0 }),
+  onGc: () => undefined,
+}
+
+/** Metrics named by the Prometheus conventions and prom-client rather than by Cohort. */
+const RUNTIME_PREFIX = /^(process|nodejs)_/
 
 const DOC_URL = new URL('../../../docs/metrics.md', import.meta.url)
 const doc = readFileSync(DOC_URL, 'utf8')
@@ -18,20 +32,22 @@ function cells(line: string): string[] {
     .map((c) => c.trim())
 }
 
-/** Body rows (cells) of the table whose header row is `header`, with 1-based line numbers. */
+/** Body rows (cells) of every table whose header row is `header`, with 1-based line numbers. */
 function table(md: string, header: string[]): { c: string[]; line: number }[] {
   const lines = md.split('\n')
-  const start = lines.findIndex((l) => l.trim().startsWith('|') && cells(l).join('|') === header.join('|'))
-  if (start < 0) {
+  const starts = lines.flatMap((l, i) => (l.trim().startsWith('|') && cells(l).join('|') === header.join('|') ? [i] : []))
+  if (starts.length === 0) {
     throw new Error(`docs/metrics.md has no table with header | ${header.join(' | ')} |`)
   }
   const rows: { c: string[]; line: number }[] = []
-  for (let i = start + 1; i < lines.length && lines[i]!.trim().startsWith('|'); i++) {
-    const c = cells(lines[i]!)
-    if (c.every((x) => /^:?-+:?$/.test(x))) {
-      continue // separator
+  for (const start of starts) {
+    for (let i = start + 1; i < lines.length && lines[i]!.trim().startsWith('|'); i++) {
+      const c = cells(lines[i]!)
+      if (c.every((x) => /^:?-+:?$/.test(x))) {
+        continue // separator
+      }
+      rows.push({ c, line: i + 1 })
     }
-    rows.push({ c, line: i + 1 })
   }
   return rows
 }
@@ -57,14 +73,14 @@ function documented(): Map<string, string> {
   return out
 }
 
-/** name -> type of what `gatewayMetrics` and `workerMetrics` register. */
+/** name -> type of what `gatewayMetrics`, `workerMetrics`, `ortMetrics` and `runtimeMetrics` register. */
 function registered(): Map<string, string> {
   const out = new Map<string, string>()
-  for (const make of [gatewayMetrics, workerMetrics]) {
+  for (const make of [gatewayMetrics, workerMetrics, ortMetrics, (r: Registry) => runtimeMetrics(r, FULL_SOURCE)]) {
     const r = new Registry()
     make(r)
-    for (const m of r.render().matchAll(/^# TYPE (\S+) (\S+)$/gm)) {
-      out.set(m[1]!, m[2]!)
+    for (const f of r.collect()) {
+      out.set(f.name, f.type)
     }
   }
   return out
@@ -85,9 +101,26 @@ describe('metric names', () => {
     }
   })
 
-  it('follows Prometheus naming: cohort_ snake_case, _total on counters only, base units in seconds', () => {
+  it('registers the process and runtime metrics under the names prom-client gives them', () => {
+    for (const [name, type] of [
+      ['process_cpu_seconds_total', 'counter'],
+      ['process_cpu_user_seconds_total', 'counter'],
+      ['process_cpu_system_seconds_total', 'counter'],
+      ['process_resident_memory_bytes', 'gauge'],
+      ['process_start_time_seconds', 'gauge'],
+      ['nodejs_eventloop_lag_seconds', 'gauge'],
+      ['nodejs_heap_size_total_bytes', 'gauge'],
+      ['nodejs_heap_size_used_bytes', 'gauge'],
+      ['nodejs_external_memory_bytes', 'gauge'],
+      ['nodejs_gc_duration_seconds', 'histogram'],
+    ]) {
+      expect(code.get(name!), name).toBe(type)
+    }
+  })
+
+  it('follows Prometheus naming: cohort_ (or process_/nodejs_) snake_case, _total on counters only, base units in seconds', () => {
     for (const [name, type] of code) {
-      expect(name, name).toMatch(/^cohort_[a-z][a-z0-9]*(_[a-z0-9]+)*$/)
+      expect(name, name).toMatch(/^(cohort|process|nodejs)_[a-z][a-z0-9]*(_[a-z0-9]+)*$/)
       expect(name.endsWith('_total'), `${name} (${type}): counters and only counters end in _total`).toBe(type === 'counter')
       expect(name, `${name}: base units (seconds), not ms/us/minutes`).not.toMatch(
         /_(ms|us|ns|millis|milliseconds|microseconds|nanoseconds|minutes|hours)(_|$)/,
@@ -118,7 +151,10 @@ describe('metric names', () => {
         mapped.set(n, triton)
       }
     }
-    expect([...docs.keys()].filter((n) => !mapped.has(n)), 'documented metrics missing from the Triton table').toEqual([])
+    expect(
+      [...docs.keys()].filter((n) => !mapped.has(n) && !RUNTIME_PREFIX.test(n)),
+      'documented Cohort metrics missing from the Triton table',
+    ).toEqual([])
     // Triton's core per-model metrics each have a Cohort counterpart.
     const covered = new Set([...mapped.values()].flat())
     for (const t of [

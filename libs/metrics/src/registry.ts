@@ -44,68 +44,109 @@ function fmt(n: number): string {
   return Number.isInteger(n) ? String(n) : String(Number(n.toPrecision(12)))
 }
 
-interface Metric {
-  readonly name: string
-  render(): string
+/** One series of a counter or gauge in {@link Registry.collect}. */
+export interface Sample {
+  labels: Labels
+  value: number
 }
 
-/** A monotonically increasing counter. */
+/** One series of a histogram in {@link Registry.collect}: cumulative bucket counts (last `le` is `Infinity`). */
+export interface HistogramSample {
+  labels: Labels
+  buckets: { le: number; count: number }[]
+  sum: number
+  count: number
+}
+
+/** One metric and its series, as {@link Registry.collect} returns it (what `/metrics` renders). */
+export type MetricFamily =
+  | { name: string; help: string; type: 'counter' | 'gauge'; samples: Sample[] }
+  | { name: string; help: string; type: 'histogram'; samples: HistogramSample[] }
+
+interface Metric {
+  readonly name: string
+  family(): MetricFamily
+}
+
+type Collector = () => Iterable<readonly [Labels, number]>
+
+/** Stored series plus series computed by collectors at collect time (a collector's win on a clash). */
+function scalarSamples(values: Map<string, { labels: Labels; value: number }>, collectors: readonly Collector[]): Sample[] {
+  const out = new Map(values)
+  for (const fn of collectors) {
+    for (const [labels, value] of fn()) {
+      out.set(labelKey(labels), { labels, value })
+    }
+  }
+  return [...out.values()].map((s) => ({ labels: s.labels, value: s.value }))
+}
+
+/** A monotonically increasing counter; optionally computed at collect time (e.g. CPU seconds). */
 export class Counter implements Metric {
-  readonly #values = new Map<string, number>()
+  readonly #values = new Map<string, { labels: Labels; value: number }>()
+  readonly #collectors: Collector[] = []
   constructor(readonly name: string, readonly help: string) {}
 
   /** Add `n` (default 1) to the series with these labels. */
   inc(labels: Labels = {}, n = 1): void {
     const k = labelKey(labels)
-    this.#values.set(k, (this.#values.get(k) ?? 0) + n)
+    const s = this.#values.get(k)
+    if (s) {
+      s.value += n
+    } else {
+      this.#values.set(k, { labels: { ...labels }, value: n })
+    }
   }
 
-  /** Current value of one series (0 if never incremented). */
+  /** Current value of one stored series (0 if never incremented). */
   get(labels: Labels = {}): number {
-    return this.#values.get(labelKey(labels)) ?? 0
+    return this.#values.get(labelKey(labels))?.value ?? 0
+  }
+
+  /** Add series computed at collect time (the source must only grow). Collectors add up, they never replace. */
+  collect(fn: Collector): void {
+    this.#collectors.push(fn)
+  }
+
+  family(): MetricFamily {
+    return { name: this.name, help: this.help, type: 'counter', samples: scalarSamples(this.#values, this.#collectors) }
   }
 
   render(): string {
-    const lines = [`# HELP ${this.name} ${this.help}`, `# TYPE ${this.name} counter`]
-    for (const [k, v] of this.#values) {
-      lines.push(`${this.name}${k ? `{${k}}` : ''} ${fmt(v)}`)
-    }
-    return lines.join('\n')
+    return renderFamily(this.family())
   }
 }
 
-/** A value that goes up and down; optionally computed at render time. */
+/** A value that goes up and down; optionally computed at collect time. */
 export class Gauge implements Metric {
-  readonly #values = new Map<string, number>()
-  #collect: (() => Iterable<[Labels, number]>) | undefined
+  readonly #values = new Map<string, { labels: Labels; value: number }>()
+  readonly #collectors: Collector[] = []
   constructor(readonly name: string, readonly help: string) {}
 
   /** Set the series with these labels. */
   set(labels: Labels, v: number): void {
-    this.#values.set(labelKey(labels), v)
+    this.#values.set(labelKey(labels), { labels: { ...labels }, value: v })
   }
 
-  /** Compute the series at render time instead of storing them. */
-  collect(fn: () => Iterable<[Labels, number]>): void {
-    this.#collect = fn
+  /**
+   * Add series computed at collect time instead of stored. Several collectors add up (a worker
+   * and a pipeline in one process each report their own models); none replaces another.
+   */
+  collect(fn: Collector): void {
+    this.#collectors.push(fn)
+  }
+
+  family(): MetricFamily {
+    return { name: this.name, help: this.help, type: 'gauge', samples: scalarSamples(this.#values, this.#collectors) }
   }
 
   render(): string {
-    const lines = [`# HELP ${this.name} ${this.help}`, `# TYPE ${this.name} gauge`]
-    const values = new Map(this.#values)
-    if (this.#collect) {
-      for (const [l, v] of this.#collect()) {
-        values.set(labelKey(l), v)
-      }
-    }
-    for (const [k, v] of values) {
-      lines.push(`${this.name}${k ? `{${k}}` : ''} ${fmt(v)}`)
-    }
-    return lines.join('\n')
+    return renderFamily(this.family())
   }
 }
 
 interface HistogramSeries {
+  labels: Labels
   counts: number[]
   sum: number
   count: number
@@ -124,10 +165,10 @@ export class Histogram implements Metric {
     const k = labelKey(labels)
     let s = this.#series.get(k)
     if (!s) {
-      s = { counts: new Array<number>(this.buckets.length).fill(0), sum: 0, count: 0 }
+      s = { labels: { ...labels }, counts: new Array<number>(this.buckets.length).fill(0), sum: 0, count: 0 }
       this.#series.set(k, s)
     }
-    // Counts are stored per bucket and made cumulative at render time.
+    // Counts are stored per bucket and made cumulative at collect time.
     const i = this.buckets.findIndex((b) => v <= b)
     if (i >= 0) {
       s.counts[i] = (s.counts[i] ?? 0) + 1
@@ -142,21 +183,45 @@ export class Histogram implements Metric {
     return { sum: s?.sum ?? 0, count: s?.count ?? 0 }
   }
 
-  render(): string {
-    const lines = [`# HELP ${this.name} ${this.help}`, `# TYPE ${this.name} histogram`]
-    for (const [k, s] of this.#series) {
+  family(): MetricFamily {
+    const samples: HistogramSample[] = []
+    for (const s of this.#series.values()) {
       let acc = 0
-      const sep = k ? ',' : ''
-      this.buckets.forEach((b, i) => {
+      const buckets = this.buckets.map((le, i) => {
         acc += s.counts[i] ?? 0
-        lines.push(`${this.name}_bucket{${k}${sep}le="${fmt(b)}"} ${acc}`)
+        return { le, count: acc }
       })
-      lines.push(`${this.name}_bucket{${k}${sep}le="+Inf"} ${s.count}`)
-      lines.push(`${this.name}_sum${k ? `{${k}}` : ''} ${fmt(s.sum)}`)
-      lines.push(`${this.name}_count${k ? `{${k}}` : ''} ${s.count}`)
+      buckets.push({ le: Infinity, count: s.count })
+      samples.push({ labels: s.labels, buckets, sum: s.sum, count: s.count })
     }
-    return lines.join('\n')
+    return { name: this.name, help: this.help, type: 'histogram', samples }
   }
+
+  render(): string {
+    return renderFamily(this.family())
+  }
+}
+
+/** One family in the Prometheus text exposition format 0.0.4 (no trailing newline). */
+export function renderFamily(f: MetricFamily): string {
+  const lines = [`# HELP ${f.name} ${f.help}`, `# TYPE ${f.name} ${f.type}`]
+  if (f.type === 'histogram') {
+    for (const s of f.samples) {
+      const k = labelKey(s.labels)
+      const sep = k ? ',' : ''
+      for (const b of s.buckets) {
+        lines.push(`${f.name}_bucket{${k}${sep}le="${fmt(b.le)}"} ${b.count}`)
+      }
+      lines.push(`${f.name}_sum${k ? `{${k}}` : ''} ${fmt(s.sum)}`)
+      lines.push(`${f.name}_count${k ? `{${k}}` : ''} ${s.count}`)
+    }
+  } else {
+    for (const s of f.samples) {
+      const k = labelKey(s.labels)
+      lines.push(`${f.name}${k ? `{${k}}` : ''} ${fmt(s.value)}`)
+    }
+  }
+  return lines.join('\n')
 }
 
 /** A set of metrics rendered together. Names must be unique. */
@@ -178,9 +243,17 @@ export class Registry {
     return this.#getOrAdd(name, () => new Histogram(name, help, buckets), Histogram)
   }
 
+  /**
+   * Every metric with its current series (collectors run now), in registration order: what
+   * {@link render} writes, as data (the dashboard reads this rather than parsing the text back).
+   */
+  collect(): MetricFamily[] {
+    return [...this.#metrics.values()].map((m) => m.family())
+  }
+
   /** Prometheus text exposition format 0.0.4. */
   render(): string {
-    return [...this.#metrics.values()].map((m) => m.render()).join('\n') + '\n'
+    return renderFamilies(this.collect())
   }
 
   #getOrAdd<M extends Metric>(name: string, make: () => M, cls: abstract new (...a: never[]) => M): M {
@@ -195,6 +268,11 @@ export class Registry {
     this.#metrics.set(name, created)
     return created
   }
+}
+
+/** Families in the Prometheus text exposition format 0.0.4 (with the final newline). */
+export function renderFamilies(families: readonly MetricFamily[]): string {
+  return families.map(renderFamily).join('\n') + '\n'
 }
 
 /** Content type of {@link Registry.render}. */

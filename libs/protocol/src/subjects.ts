@@ -14,6 +14,24 @@ export function isValidModelName(name: string): boolean {
   return MODEL_NAME_RE.test(name) && !name.includes('..') && !name.endsWith('.')
 }
 
+/** A subject prefix: one or more NATS tokens of letters, digits, `_` and `-`, joined by dots. */
+const PREFIX_RE = /^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/
+
+/**
+ * The NATS KV bucket names of one subject prefix: `<prefix>-models` (the model directory) and
+ * `<prefix>-config` (runtime configuration), dots in the prefix becoming `_` (bucket names allow no
+ * dots). The default prefix keeps the historical names `cohort-models` and `cohort-config`, so two
+ * deployments on one NATS server with different prefixes never share a bucket.
+ * @throws RangeError for a prefix that is not NATS-token-safe.
+ */
+export function kvBuckets(prefix: string = DEFAULT_SUBJECT_PREFIX): { models: string; config: string } {
+  if (!PREFIX_RE.test(prefix)) {
+    throw new RangeError(`subject prefix must be dot-separated tokens of letters, digits, _ and -, got ${JSON.stringify(prefix)}`)
+  }
+  const base = prefix.replaceAll('.', '_')
+  return { models: `${base}-models`, config: `${base}-config` }
+}
+
 /** Subject builder for one prefix. */
 export function subjects(prefix: string = DEFAULT_SUBJECT_PREFIX) {
   return {

@@ -176,7 +176,7 @@ export async function fetchBlob(ref: BlobRef, fetch: ChunkFetcher, o: FetchBlobO
   if (ref.size > o.maxBytes) {
     throw new CohortError(
       'PAYLOAD_TOO_LARGE',
-      `message of ${ref.size} bytes exceeds the limit of ${o.maxBytes} bytes (maxMessageBytes)`,
+      `message of ${ref.size} bytes exceeds the bus limit (maxMessageBytes) of ${o.maxBytes} bytes`,
     )
   }
   const budget = Math.max(1, Math.min(ref.ttlMs, o.timeoutMs ?? ref.ttlMs))

@@ -40,8 +40,8 @@ describe('InProcessTransport', () => {
     await expect(p).rejects.toMatchObject({ code: 'CANCELLED' })
   })
 
-  it('refuses messages over maxPayload', async () => {
-    const t = new InProcessTransport({ maxPayload: 4 })
+  it('refuses messages over maxMessageBytes', async () => {
+    const t = new InProcessTransport({ maxMessageBytes: 4 })
     t.subscribe('s')
     await expect(t.request('s', enc('12345'), { timeoutMs: 100 })).rejects.toMatchObject({ code: 'PAYLOAD_TOO_LARGE' })
   })

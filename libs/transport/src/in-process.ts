@@ -13,7 +13,7 @@ import type {
 } from './types.ts'
 
 /** Default max message size of the in-process bus (64 MiB, like NATS's hard ceiling). */
-export const IN_PROCESS_MAX_PAYLOAD = 64 * 1024 * 1024
+export const IN_PROCESS_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 
 interface LocalSub {
   queue: string | undefined
@@ -26,7 +26,7 @@ interface LocalSub {
  * no-responders errors, request timeouts. Used by the embedded `cohort serve` and by tests.
  */
 export class InProcessTransport implements Transport {
-  readonly maxPayload: number
+  readonly maxMessageBytes: number
   readonly #subs = new Map<string, LocalSub[]>()
   readonly #rr = new Map<string, number>()
   readonly #known = new Set<string>()
@@ -34,8 +34,8 @@ export class InProcessTransport implements Transport {
   readonly #watchers = new Map<string, Set<(v: ModelConfig) => void>>()
   #closed = false
 
-  constructor(opts: { maxPayload?: number } = {}) {
-    this.maxPayload = opts.maxPayload ?? IN_PROCESS_MAX_PAYLOAD
+  constructor(opts: { maxMessageBytes?: number } = {}) {
+    this.maxMessageBytes = opts.maxMessageBytes ?? IN_PROCESS_MAX_MESSAGE_BYTES
   }
 
   readonly directory: ModelDirectory = {
@@ -69,9 +69,9 @@ export class InProcessTransport implements Transport {
     if (this.#closed) {
       return Promise.reject(new CohortError('SHUTTING_DOWN', 'transport is closed'))
     }
-    if (data.byteLength > this.maxPayload) {
+    if (data.byteLength > this.maxMessageBytes) {
       return Promise.reject(
-        new CohortError('PAYLOAD_TOO_LARGE', `message of ${data.byteLength} bytes exceeds max payload ${this.maxPayload}`),
+        new CohortError('PAYLOAD_TOO_LARGE', `message of ${data.byteLength} bytes exceeds the bus limit (maxMessageBytes) of ${this.maxMessageBytes} bytes`),
       )
     }
     return new Promise<Uint8Array>((resolve, reject) => {

@@ -14,4 +14,5 @@ export {
   type LargeMessageOptions,
 } from './nats-large.ts'
 export * from './consume.ts'
+export * from './inflight.ts'
 export * from './jobs.ts'

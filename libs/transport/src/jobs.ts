@@ -21,6 +21,12 @@ export interface JobQueue {
    * share one durable consumer; a job not acked within `ackWaitMs` goes to another worker.
    */
   pull(model: string, max: number, o: { ackWaitMs: number; expiresMs: number }): Promise<JobDelivery[]>
+  /**
+   * Deliveries of one job that may run it. The consumer delivers a job once more than this; the
+   * worker that gets that extra delivery records the job failed without running it (a poison job
+   * that kills its worker every time ends failed instead of staying `processing` for good).
+   */
+  readonly maxDeliver: number
   /** Stop pulling. Idempotent; the connection stays open. */
   close(): Promise<void>
 }
@@ -45,7 +51,7 @@ export interface NatsJobQueueOptions {
   replicas?: number
   /** How long finished prediction records are kept, ms. @default 7 days */
   recordTtlMs?: number
-  /** Deliveries of one job before it is given up. @default 10 */
+  /** Deliveries of one job that may run it ({@link JobQueue.maxDeliver}). @default 10 */
   maxDeliver?: number
 }
 
@@ -65,6 +71,7 @@ const unavailable = (e: unknown) =>
 export function createNatsJobQueue(nc: NatsConnection, o: NatsJobQueueOptions = {}): JobQueue {
   const names = jobNames(o.prefix)
   const replicas = o.replicas ?? 1
+  const maxDeliver = o.maxDeliver ?? 10
   let ready: Promise<{ js: JetStreamClient; kv: KV }> | undefined
   const consumers = new Set<string>()
   let closed = false
@@ -97,7 +104,8 @@ export function createNatsJobQueue(nc: NatsConnection, o: NatsJobQueueOptions = 
           ack_policy: AckPolicy.Explicit,
           ack_wait: ackWaitMs * 1_000_000,
           filter_subject: names.subject(model),
-          max_deliver: o.maxDeliver ?? 10,
+          // One delivery more than may run: the worker that gets it records the job failed.
+          max_deliver: maxDeliver + 1,
         }),
       )
       consumers.add(durable)
@@ -105,6 +113,7 @@ export function createNatsJobQueue(nc: NatsConnection, o: NatsJobQueueOptions = 
     return js.consumers.get(names.stream, durable)
   }
   return {
+    maxDeliver,
     async create(id, record) {
       const { kv } = await setup()
       try {

@@ -100,6 +100,19 @@ export class LargeMessages {
   }
 
   /** True when `m` stands for a blob or reports a failed transfer. */
+  /** The size of what `m` carries: a reference's declared size (0 when malformed), else its data's. */
+  sizeOf(m: Msg): number {
+    const ref = m.headers?.get(BLOB_HEADER)
+    if (!ref) {
+      return m.data.byteLength
+    }
+    try {
+      return parseBlobRef(ref).size
+    } catch {
+      return 0
+    }
+  }
+
   isRef(m: Msg): boolean {
     return m.headers?.has(BLOB_HEADER) === true || m.headers?.has(BLOB_ERROR_HEADER) === true
   }

@@ -1,8 +1,9 @@
 import type { Msg, NatsConnection } from '@nats-io/nats-core'
 import { NoRespondersError, RequestError, TimeoutError } from '@nats-io/nats-core'
 import { Kvm, type KV } from '@nats-io/kv'
-import { CohortError } from '@cohort/protocol'
+import { CohortError, DEFAULT_SUBJECT_PREFIX, kvBuckets } from '@cohort/protocol'
 import { AsyncQueue } from './async-queue.ts'
+import { InflightBudget, type InflightLimits } from './inflight.ts'
 import { LargeMessages, type LargeMessageOptions } from './nats-large.ts'
 import { ReconnectGuard } from './reconnect-guard.ts'
 import type {
@@ -16,11 +17,11 @@ import type {
   TransportSubscription,
 } from './types.ts'
 
-/** KV bucket where workers announce the models they serve. */
-export const MODELS_BUCKET = 'cohort-models'
+/** KV bucket where workers announce the models they serve (default prefix; see `kvBuckets`). */
+export const MODELS_BUCKET = kvBuckets(DEFAULT_SUBJECT_PREFIX).models
 
-/** KV bucket holding each model's runtime configuration. */
-export const CONFIG_BUCKET = 'cohort-config'
+/** KV bucket holding each model's runtime configuration (default prefix; see `kvBuckets`). */
+export const CONFIG_BUCKET = kvBuckets(DEFAULT_SUBJECT_PREFIX).config
 
 function mapRequestError(e: unknown, subject: string, timeoutMs: number): CohortError {
   if (e instanceof CohortError) {
@@ -49,7 +50,20 @@ export interface NatsTransportOptions extends LargeMessageOptions {
   /** Drain and close the connection in `close()`. @default false */
   ownsConnection?: boolean
   /**
-   * Replicas of the KV buckets (`cohort-models`, `cohort-config`) when this process creates them;
+   * Subject prefix of the deployment (the gateway's and worker's `subjectPrefix`): the KV buckets
+   * are `<prefix>-models` and `<prefix>-config` (`kvBuckets`), so deployments with different
+   * prefixes on one NATS server keep apart. @default 'cohort' (`cohort-models`, `cohort-config`)
+   */
+  subjectPrefix?: string
+  /**
+   * Bounds on the requests received on `bounded` subscriptions (a worker's model subjects) and their
+   * bytes, chunked messages counted at their full size, from arrival until answered. Past them a
+   * request is refused with 503 OVERLOADED (and a large one is never pulled). `false`: no bound.
+   * @default {} (1024 requests, 256 MiB)
+   */
+  inflight?: InflightLimits | false
+  /**
+   * Replicas of the KV buckets (`<prefix>-models`, `<prefix>-config`) when this process creates them;
    * an existing bucket is opened as it is. Use 3 on a 3-node JetStream cluster. @default 1
    */
   kvReplicas?: number
@@ -68,7 +82,7 @@ export interface NatsTransportOptions extends LargeMessageOptions {
  * Messages larger than the server's `max_payload` (requests, replies, publications) travel
  * transparently, up to `maxMessageBytes` (64 MiB by default): the sender keeps the bytes and sends
  * a reference; the receiver pulls them in chunks over core NATS request-reply (no JetStream).
- * `maxPayload` reports that bound.
+ * `maxMessageBytes` reports that bound.
  * @see docs/protocol.md#large-messages
  */
 export function createNatsTransport(nc: NatsConnection, opts: NatsTransportOptions = {}): Transport {
@@ -78,9 +92,11 @@ export function createNatsTransport(nc: NatsConnection, opts: NatsTransportOptio
   if (!Number.isInteger(replicas) || replicas < 1 || replicas > 5) {
     throw new RangeError(`kvReplicas must be an integer from 1 to 5, got ${String(opts.kvReplicas)}`)
   }
+  const budget = opts.inflight === false ? undefined : new InflightBudget(opts.inflight ?? {})
+  const names = kvBuckets(opts.subjectPrefix ?? DEFAULT_SUBJECT_PREFIX)
   let kv: Promise<KV | undefined> | undefined
   const bucket = (create: boolean): Promise<KV | undefined> => {
-    kv ??= (create ? new Kvm(nc).create(MODELS_BUCKET, { history: 1, replicas }) : new Kvm(nc).open(MODELS_BUCKET)).catch(
+    kv ??= (create ? new Kvm(nc).create(names.models, { history: 1, replicas }) : new Kvm(nc).open(names.models)).catch(
       () => {
         kv = undefined // JetStream off or bucket missing: try again next time.
         return undefined
@@ -104,7 +120,7 @@ export function createNatsTransport(nc: NatsConnection, opts: NatsTransportOptio
   }
   let cfg: Promise<KV | undefined> | undefined
   const configBucket = (): Promise<KV | undefined> => {
-    cfg ??= new Kvm(nc).create(CONFIG_BUCKET, { history: 1, replicas }).catch(() => {
+    cfg ??= new Kvm(nc).create(names.config, { history: 1, replicas }).catch(() => {
       cfg = undefined
       return undefined
     })
@@ -161,7 +177,7 @@ export function createNatsTransport(nc: NatsConnection, opts: NatsTransportOptio
   let closing: Promise<void> | undefined
   return {
     config,
-    get maxPayload() {
+    get maxMessageBytes() {
       return large.maxBytes
     },
     directory,
@@ -170,7 +186,7 @@ export function createNatsTransport(nc: NatsConnection, opts: NatsTransportOptio
       if (data.byteLength > max) {
         throw new CohortError(
           'PAYLOAD_TOO_LARGE',
-          `encoded request of ${data.byteLength} bytes exceeds the limit of ${max} bytes (maxMessageBytes)`,
+          `encoded request of ${data.byteLength} bytes exceeds the bus limit (maxMessageBytes) of ${max} bytes`,
         )
       }
       if (o.signal?.aborted) {
@@ -234,11 +250,19 @@ export function createNatsTransport(nc: NatsConnection, opts: NatsTransportOptio
     },
     subscribe(subject, so: SubscribeOptions = {}): TransportSubscription {
       const sub = nc.subscribe(subject, so.queue ? { queue: so.queue } : {})
-      const wrap = (m: Msg, data: Uint8Array): TransportMessage => {
+      const bound = so.bounded ? budget : undefined
+      // `held`: bytes counted against the in-flight bound, given back with the (first) answer.
+      const wrap = (m: Msg, data: Uint8Array, held: number | undefined): TransportMessage => {
         const t: { subject: string; data: Uint8Array; respond: (d: Uint8Array) => boolean; reply?: string; noResponders?: boolean } = {
           subject: m.subject,
           data,
-          respond: (d) => large.respond(m, d),
+          respond: (d) => {
+            if (held !== undefined) {
+              bound?.release(held)
+              held = undefined
+            }
+            return large.respond(m, d)
+          },
         }
         if (m.reply) {
           t.reply = m.reply
@@ -261,16 +285,31 @@ export function createNatsTransport(nc: NatsConnection, opts: NatsTransportOptio
       void (async () => {
         try {
           for await (const m of sub) {
+            const held = bound && m.reply ? large.sizeOf(m) : undefined
+            if (held !== undefined && held > bound!.maxBytes) {
+              // Never servable here: a 4xx naming the bound, not a retry.
+              LargeMessages.refuse(m, new CohortError('PAYLOAD_TOO_LARGE', `message of ${held} bytes exceeds the worker's in-flight bytes bound (inflight.maxBytes) of ${bound!.maxBytes} bytes`))
+              continue
+            }
+            if (held !== undefined && !bound!.tryAdmit(held)) {
+              LargeMessages.refuse(m, new CohortError('OVERLOADED', `the worker is at its in-flight bound: ${bound!.describe()}; retry later`, { retryAfterS: 1 }))
+              continue
+            }
             if (!large.isRef(m)) {
-              q.push(wrap(m, m.data))
+              q.push(wrap(m, m.data, held))
               continue
             }
             pulling++
             large
               .body(m)
               .then(
-                (d) => q.push(wrap(m, d)),
-                (e: unknown) => LargeMessages.refuse(m, e),
+                (d) => q.push(wrap(m, d, held)),
+                (e: unknown) => {
+                  if (held !== undefined) {
+                    bound?.release(held)
+                  }
+                  LargeMessages.refuse(m, e)
+                },
               )
               .finally(() => {
                 pulling--

@@ -59,6 +59,12 @@ export interface AbortSignalLike {
 export interface SubscribeOptions {
   /** Queue group: each message goes to one member of the group. */
   queue?: string
+  /**
+   * Count this subscription's requests (messages with a reply subject) against the transport's
+   * in-flight bound (`NatsTransportOptions.inflight`) from arrival until answered: past it a request
+   * is refused at once with 503 OVERLOADED, and a large one before any chunk is pulled. @default false
+   */
+  bounded?: boolean
 }
 
 /** The bus. Requests fail with CohortError: NO_WORKER, DEADLINE_EXCEEDED, CANCELLED, PAYLOAD_TOO_LARGE. */
@@ -67,7 +73,7 @@ export interface Transport {
    * Largest message the bus takes, in bytes. Over NATS this is `maxMessageBytes` (64 MiB by default):
    * messages past the server's `max_payload` travel in chunks (docs/protocol.md#large-messages).
    */
-  readonly maxPayload: number
+  readonly maxMessageBytes: number
   /** Request-reply. Rejects with NO_WORKER at once when nobody subscribes to `subject`. */
   request(subject: string, data: Uint8Array, opts: RequestOptions): Promise<Uint8Array>
   /** Gather every reply that arrives within `timeoutMs` (discovery). */

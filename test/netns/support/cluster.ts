@@ -120,9 +120,9 @@ export class Lab {
    * nats-server nodes on the given hosts (a cluster when more than one), without JetStream, with
    * short client pings. Resolves once each listens; returns the client URLs.
    */
-  async nats(hostNames: string[]): Promise<{ urls: string[]; nodes: HostProcess[] }> {
+  async nats(hostNames: string[], o: { jetstream?: boolean } = {}): Promise<{ urls: string[]; nodes: HostProcess[] }> {
     const hosts = hostNames.map((h) => this.net.host(h))
-    const nodes = hosts.map((h, i) => {
+    const nodes = hosts.map((h) => {
       const routes = hosts.filter((o) => o !== h).map((o) => `"nats://${o.ip}:6222"`)
       const conf = [
         `server_name: ${h.name}`,
@@ -130,6 +130,7 @@ export class Lab {
         'http: 0.0.0.0:8222',
         ...PING,
         ...(hosts.length > 1 ? [`cluster { name: cohort-netns, listen: 0.0.0.0:6222, routes: [${routes.join(', ')}] }`] : []),
+        ...(o.jetstream ? [`jetstream { store_dir: "${join(this.#dir, `js-${h.name}`)}" }`] : []),
       ]
       const file = join(this.#dir, `nats-${h.name}.conf`)
       writeFileSync(file, conf.join('\n') + '\n')
@@ -138,6 +139,16 @@ export class Lab {
     await Promise.all(nodes.map((n) => n.waitFor(/Server is ready/, 20_000)))
     if (hosts.length > 1) {
       await Promise.all(nodes.map((n) => n.waitFor(new RegExp(`Route connection created|rid:`), 20_000).catch(() => undefined)))
+    }
+    if (o.jetstream) {
+      // JetStream is usable once every node reports healthy (a metadata leader elected, streams current).
+      const until = Date.now() + 60_000
+      for (const h of hosts) {
+        while ((await fetch(`http://${h.ip}:8222/healthz`).then((r) => r.status, () => 0)) !== 200) {
+          if (Date.now() > until) throw new Error(`JetStream on ${h.name} not healthy within 60 s`)
+          await new Promise((r) => setTimeout(r, 200))
+        }
+      }
     }
     return { urls: hosts.map((h) => `nats://${h.ip}:4222`), nodes }
   }
@@ -150,12 +161,12 @@ export class Lab {
   }
 
   /** A `cohort worker` serving the sleepy predictor; resolves once it serves. */
-  async worker(hostName: string, urls: string[], id: string, o: { sleepMs?: number; args?: string[] } = {}): Promise<HostProcess> {
+  async worker(hostName: string, urls: string[], id: string, o: { sleepMs?: number; args?: string[]; env?: Record<string, string> } = {}): Promise<HostProcess> {
     const p = this.start(
       hostName,
       [process.execPath, COHORT_BIN, 'worker', '--nats', urls.join(','), '--id', id, '--predictor', SLEEPY, ...(o.args ?? [])],
       `worker-${id}`,
-      { SLEEPY_MS: String(o.sleepMs ?? 25) },
+      { SLEEPY_MS: String(o.sleepMs ?? 25), ...o.env },
     )
     await p.waitFor(/serving sleepy/, 60_000)
     return p

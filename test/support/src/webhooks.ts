@@ -10,7 +10,7 @@ export interface Hook {
 }
 
 /** A local HTTP server that records every webhook POSTed to it (always answers 200). */
-export async function webhookReceiver(path = '/hook'): Promise<{ url: string; got: Hook[]; server: Server }> {
+export async function webhookReceiver(path = '/hook', host = '127.0.0.1'): Promise<{ url: string; got: Hook[]; server: Server }> {
   const got: Hook[] = []
   const server = createServer((req, res) => {
     let b = ''
@@ -20,6 +20,6 @@ export async function webhookReceiver(path = '/hook'): Promise<{ url: string; go
       res.writeHead(200).end()
     })
   })
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}${path}`, got, server }
+  await new Promise<void>((r) => server.listen(0, host, r))
+  return { url: `http://${host}:${(server.address() as AddressInfo).port}${path}`, got, server }
 }

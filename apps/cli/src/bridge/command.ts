@@ -5,9 +5,11 @@
 import { hostname } from 'node:os'
 import { Redis } from 'ioredis'
 import { Upstream } from '@cohort/gateway'
-import { subjects, WebhookSender } from '@cohort/protocol'
+import { subjects } from '@cohort/protocol'
+import { WebhookSender } from '@cohort/predictions'
 import { createNatsTransport } from '@cohort/transport'
 import { intFlag, parse } from '../args.ts'
+import { WEBHOOK_HELP, WEBHOOK_OPTIONS, webhookOptions } from '../jobs-flags.ts'
 import { CliError } from '../cli-error.ts'
 import { connectNats } from '../connect.ts'
 import { NATS_AUTH_HELP, NATS_AUTH_OPTIONS, natsAuthOptions } from '../nats-auth.ts'
@@ -31,6 +33,7 @@ key cohort:result:{id}, calls the webhook, and acks the entry only once the resu
   --claim-idle-ms MS     claim entries pending this long on another consumer, e.g. a bridge that
                          died (default 60000; keep it above the longest prediction)
   --timeout-ms MS        deadline of one entry, retries of transient errors included (default 30000)
+${WEBHOOK_HELP}
 ${NATS_AUTH_HELP}`
 
 /** `cohort bridge <kind>`. */
@@ -53,6 +56,7 @@ export async function bridgeCommand(args: string[]): Promise<void> {
     concurrency: { type: 'string' },
     'claim-idle-ms': { type: 'string' },
     'timeout-ms': { type: 'string' },
+    ...WEBHOOK_OPTIONS,
     ...NATS_AUTH_OPTIONS,
   })
   if (v.help) {
@@ -69,6 +73,7 @@ export async function bridgeCommand(args: string[]): Promise<void> {
   const nc = await connectNats(v['nats'] as string, 'cohort-bridge', natsAuthOptions(v))
   const transport = createNatsTransport(nc, { ownsConnection: true })
   const webhooks = new WebhookSender({
+    ...webhookOptions(v),
     onGiveUp: (p, event, last) => console.error(`cohort: bridge: webhook ${event} of ${p.id} not delivered: ${last}`),
   })
   const bridge = new RedisBridge({

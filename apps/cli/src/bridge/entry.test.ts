@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest'
-import { CohortError, finishPrediction, newPrediction } from '@cohort/protocol'
+import { CohortError } from '@cohort/protocol'
+import { finishPrediction, newPrediction } from '@cohort/predictions'
 import { fieldMap, isTransient, parseEntry, resultFields } from './entry.ts'
 
 describe('Redis bridge entries', () => {

@@ -3,7 +3,8 @@
  * An entry has the fields `id`, `model`, `input` (JSON) and optionally `webhook`.
  * @module
  */
-import { CohortError, PREDICTION_ID_RE, isValidModelName, type Prediction } from '@cohort/protocol'
+import { CohortError, isValidModelName } from '@cohort/protocol'
+import { PREDICTION_ID_RE, type Prediction } from '@cohort/predictions'
 
 /** One request entry as read from the stream. */
 export interface BridgeEntry {

@@ -6,16 +6,9 @@
  * @module
  */
 import { randomUUID } from 'node:crypto'
-import {
-  CohortError,
-  finishPrediction,
-  newPrediction,
-  type InferReply,
-  type Prediction,
-  type WebhookSender,
-  type WireError,
-} from '@cohort/protocol'
-import type { Upstream } from '@cohort/gateway'
+import { CohortError } from '@cohort/protocol'
+import { newPrediction, outcomeOf, PredictionLifecycle, type PredictionOutcome, type WebhookSender } from '@cohort/predictions'
+import { doorSend, type Upstream } from '@cohort/gateway'
 import { isTransient, parseEntry, resultFields, type BridgeEntry } from './entry.ts'
 
 /** The one Redis call the bridge needs (ioredis' `call`). */
@@ -89,8 +82,10 @@ export class RedisBridge {
   #stopped: Promise<void> | undefined
   #claiming = false
   #wake: (() => void) | undefined
+  readonly #life: PredictionLifecycle
 
   constructor(o: RedisBridgeOptions) {
+    this.#life = new PredictionLifecycle(o.webhooks)
     this.#o = {
       stream: 'cohort:requests',
       group: 'cohort',
@@ -240,14 +235,13 @@ export class RedisBridge {
       this.stats.duplicates++
       return
     }
-    const now = new Date().toISOString()
-    const started: Prediction = { ...newPrediction({ id: e.id, model: e.model, input: e.input, webhook: e.webhook }), status: 'processing', started_at: now }
-    o.webhooks.send(started, 'start')
+    const started = this.#life.start(newPrediction({ id: e.id, model: e.model, input: e.input, webhook: e.webhook }))
+    this.#life.started(started)
     const r = await this.#run1(e)
     if (r === 'abandon') {
       return // stopping with a transient error: left pending for another bridge
     }
-    const done = finishPrediction(started, r)
+    const done = this.#life.finish(started, r)
     const written = await o.redis.call(
       'EVAL', WRITE_SCRIPT, 3, key, o.results, o.stream, o.group, streamId, JSON.stringify(done), ...resultFields(done),
     )
@@ -257,32 +251,23 @@ export class RedisBridge {
     }
     if (done.status === 'succeeded') {
       this.stats.succeeded++
-      o.webhooks.send(done, 'output')
     } else {
       this.stats.failed++
     }
-    o.webhooks.send(done, 'completed')
+    this.#life.finished(done)
   }
 
   /** Run one entry: its output, or its error; transient errors are retried until the deadline. */
-  async #run1(e: BridgeEntry): Promise<{ output?: unknown; error?: WireError; computeMs?: number | undefined } | 'abandon'> {
+  async #run1(e: BridgeEntry): Promise<PredictionOutcome | 'abandon'> {
     if (e.error) {
       return { error: e.error.toWire() }
     }
     const deadline = Date.now() + this.#o.timeoutMs
     for (;;) {
       try {
-        const reply: InferReply = await this.#o.upstream.infer(
-          { v: 1, id: randomUUID(), model: e.model, deadline, items: [e.input] },
-          Math.max(1, deadline - Date.now()) + 50,
-          undefined,
-          { retryable: true },
-        )
-        const itemErr = reply.errors?.find((x) => x !== null && x !== undefined)
-        if (itemErr) {
-          return { error: { code: itemErr.code, message: itemErr.message } }
-        }
-        return { output: reply.items?.[0] ?? null, computeMs: reply.timing?.[0]?.computeMs }
+        // Through the gateway's inference door: deadline plus its reply grace, resend on worker loss.
+        const reply = await doorSend(this.#o.upstream, { v: 1, id: randomUUID(), model: e.model, deadline, items: [e.input] }, { retryable: true })
+        return outcomeOf({ ...reply, error: undefined })
       } catch (err) {
         if (isTransient(err)) {
           if (this.#stopping) {

@@ -5,6 +5,7 @@
  * @module
  */
 import type { NatsConnection } from '@nats-io/nats-core'
+import { Registry } from '@cohort/metrics'
 import { createNatsTransport, type NatsTransportOptions } from '@cohort/transport'
 import { createApp } from '../app.ts'
 import type { GatewayOptions } from '../options.ts'
@@ -46,6 +47,9 @@ interface Connected {
 /** Build the edge gateway: 503 `NO_WORKER` at once when NATS cannot be reached, never a hang. */
 export function createEdgeGateway(o: EdgeGatewayOptions): EdgeGateway {
   const timeoutMs = o.connectTimeoutMs ?? DEFAULT_EDGE_CONNECT_TIMEOUT_MS
+  // One registry for the gateway's life: with `scope: 'request'` each request builds its own app,
+  // and a registry per app would make /metrics answer only the TYPE lines of empty metrics.
+  const registry = o.gateway?.registry ?? new Registry()
   let shared: Promise<Connected> | undefined
   let closed = false
 
@@ -59,7 +63,7 @@ export function createEdgeGateway(o: EdgeGatewayOptions): EdgeGateway {
       }),
     ]).finally(() => clearTimeout(timer))
     const transport = createNatsTransport(nc, { ...o.transport, ownsConnection: true })
-    const app = createApp({ ...o.gateway, transport })
+    const app = createApp({ ...o.gateway, registry, transport })
     return { nc, app, close: () => transport.close() }
   }
 

@@ -1,6 +1,6 @@
 /**
  * Entry of the gateway on Cloudflare workerd (`workerd serve config.capnp`): bundle it with
- * `apps/gateway/src/edge/bundle.ts`. Bindings: `NATS_WS_URL` (e.g. `ws://127.0.0.1:4223`), and
+ * `apps/gateway/src/adapters/edge-bundle.ts`. Bindings: `NATS_WS_URL` (e.g. `ws://127.0.0.1:4223`), and
  * optionally `COHORT_TIMEOUT_MS`. One NATS connection per request (workerd ties I/O objects to the
  * request that made them).
  * @see docs/edge.md

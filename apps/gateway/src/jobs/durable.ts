@@ -1,4 +1,5 @@
-import { CohortError, decodePrediction, encodeCancel, encodePrediction, isTerminal, WebhookSender, type Prediction } from '@cohort/protocol'
+import { CohortError, encodeCancel } from '@cohort/protocol'
+import { decodePrediction, encodePrediction, isTerminal, WebhookSender, type Prediction } from '@cohort/predictions'
 import type { JobQueue } from '@cohort/transport'
 import type { Upstream } from '../upstream.ts'
 import type { PredictionJobOptions, PredictionJobs } from './types.ts'

@@ -1,5 +1,7 @@
-import { CohortError, finishPrediction, isTerminal, WebhookSender, type Prediction } from '@cohort/protocol'
+import { CohortError } from '@cohort/protocol'
+import { isTerminal, PredictionLifecycle, WebhookSender, type Prediction } from '@cohort/predictions'
 import type { Upstream } from '../upstream.ts'
+import { runItem } from '../door.ts'
 import { DEFAULT_JOB_TIMEOUT_MS, type PredictionJobOptions, type PredictionJobs } from './types.ts'
 
 interface Entry {
@@ -19,6 +21,7 @@ export class MemoryJobs implements PredictionJobs {
   readonly #max: number
   readonly #entries = new Map<string, Entry>()
   readonly webhooks: WebhookSender
+  readonly #life: PredictionLifecycle
   #closed = false
 
   constructor(up: Upstream, o: PredictionJobOptions = {}) {
@@ -26,6 +29,7 @@ export class MemoryJobs implements PredictionJobs {
     this.#timeoutMs = o.timeoutMs ?? DEFAULT_JOB_TIMEOUT_MS
     this.#max = o.maxInMemory ?? 10_000
     this.webhooks = new WebhookSender(o.webhooks)
+    this.#life = new PredictionLifecycle(this.webhooks)
   }
 
   async submit(p: Prediction): Promise<{ prediction: Prediction; created: boolean }> {
@@ -54,9 +58,8 @@ export class MemoryJobs implements PredictionJobs {
       return undefined
     }
     if (!isTerminal(e.p.status)) {
-      e.p = { ...e.p, status: 'canceled', completed_at: new Date().toISOString() }
+      e.p = this.#life.cancel(e.p)
       e.abort.abort()
-      this.webhooks.send(e.p, 'completed')
     }
     return e.p
   }
@@ -79,29 +82,14 @@ export class MemoryJobs implements PredictionJobs {
 
   async #run(e: Entry): Promise<void> {
     await Promise.resolve()
-    e.p = { ...e.p, status: 'processing', started_at: new Date().toISOString(), attempts: 1 }
-    this.webhooks.send(e.p, 'start')
-    let next: Prediction
-    try {
-      const reply = await this.#up.infer(
-        { v: 1, id: e.p.id, model: e.p.model, deadline: Date.now() + this.#timeoutMs, items: [e.p.input] },
-        this.#timeoutMs + 50,
-        e.abort.signal,
-      )
-      const err = reply.errors?.[0]
-      next = finishPrediction(e.p, err ? { error: err } : { output: reply.items?.[0] ?? null, computeMs: reply.timing?.[0]?.computeMs })
-    } catch (x) {
-      const ce = x instanceof CohortError ? x : new CohortError('INTERNAL', 'internal error')
-      next = finishPrediction(e.p, { error: { code: ce.code, message: ce.message } })
-    }
+    e.p = this.#life.start(e.p, { attempts: 1 })
+    this.#life.started(e.p)
+    const outcome = await runItem(this.#up, { model: e.p.model, input: e.p.input, deadline: Date.now() + this.#timeoutMs, id: e.p.id }, { signal: e.abort.signal })
     if (isTerminal(e.p.status)) {
       return // canceled meanwhile: the cancel wins
     }
-    e.p = next
-    if (next.status === 'succeeded') {
-      this.webhooks.send(next, 'output')
-    }
-    this.webhooks.send(next, 'completed')
+    e.p = this.#life.finish(e.p, outcome)
+    this.#life.finished(e.p)
   }
 
   /** Forget the oldest finished predictions beyond the bound. */

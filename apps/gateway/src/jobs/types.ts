@@ -1,4 +1,4 @@
-import type { Prediction, WebhookOptions } from '@cohort/protocol'
+import type { Prediction, WebhookOptions } from '@cohort/predictions'
 
 /** Where async predictions live: in gateway memory (embedded) or in NATS JetStream (durable). */
 export interface PredictionJobs {

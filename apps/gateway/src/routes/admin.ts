@@ -1,50 +1,58 @@
 import type { Context } from 'hono'
+import { batchingToJson, parseBatchingPatch as parseFields, type BatchingConfig } from '@cohort/batching'
 import { CohortError } from '@cohort/protocol'
 import { bodyOf, parseJson } from '../body.ts'
 import type { ResolvedGatewayOptions } from '../options.ts'
 import type { Upstream } from '../upstream.ts'
 import { checkModelPath } from './infer.ts'
+import { bearerToken, keyIndex } from '../middleware/auth/credentials.ts'
 
-/** Batching fields an operator may change at runtime, with their checks. */
-const FIELDS: Record<string, (v: unknown) => boolean> = {
-  maxBatchSize: (v) => Number.isInteger(v) && (v as number) >= 1,
-  maxDelayMs: (v) => typeof v === 'number' && Number.isFinite(v) && v >= 0,
-  policy: (v) => v === 'eager' || v === 'timer' || v === 'deadline',
-  maxQueue: (v) => Number.isInteger(v) && (v as number) >= 1,
-  maxBatchCost: (v) => v === null || (typeof v === 'number' && v > 0),
-  admission: (v) => typeof v === 'boolean',
-}
+/** Largest admin patch body, bytes. */
+export const MAX_ADMIN_BODY_BYTES = 64 * 1024
 
-/** Check `Authorization: Bearer KEY` against the admin keys, when any are configured. */
-export function requireAdmin(c: Context, keys: readonly string[] | undefined): void {
+/**
+ * Check `Authorization: Bearer KEY` against the admin keys, when any are configured. Returns who
+ * is asking for the audit log: `admin key #N` (1-based, never the key), or `open` without keys.
+ */
+export function requireAdmin(c: Context, keys: readonly string[] | undefined): string {
   if (!keys || keys.length === 0) {
-    return
+    return 'open (no admin keys)'
   }
-  const h = c.req.header('authorization') ?? ''
-  const m = /^Bearer\s+(.+)$/i.exec(h)
-  if (!m) {
+  const cred = bearerToken(c.req.header('authorization'))
+  if (typeof cred !== 'string') {
     throw new CohortError('UNAUTHORIZED', 'admin routes need Authorization: Bearer <admin key>')
   }
-  if (!keys.includes(m[1]!.trim())) {
+  const found = keyIndex(keys, cred)
+  if (found < 0) {
     throw new CohortError('FORBIDDEN', 'this key may not use admin routes')
   }
+  return `admin key #${found + 1}`
 }
 
-/** Validate a batching patch; unknown keys and bad values are 400. */
+/**
+ * Validate a batching patch against `@cohort/batching`'s field table (own known keys only, bounded
+ * values); anything else is 400. Returns the patch in its JSON form (`maxBatchCost: null` = none).
+ */
 export function parseBatchingPatch(body: unknown): Record<string, unknown> {
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) {
-    throw new CohortError('BAD_REQUEST', 'body must be a JSON object of batching settings')
+  let patch: Partial<BatchingConfig>
+  try {
+    patch = parseFields(body, { strict: true })
+  } catch (e) {
+    throw new CohortError('BAD_REQUEST', e instanceof Error ? e.message : String(e))
   }
+  const json = batchingToJson(patch)
+  return Object.fromEntries(Object.keys(patch).map((k) => [k, json[k as keyof BatchingConfig]]))
+}
+
+/** The stored runtime config's batching fields (known keys only; others, stored by older versions, dropped). */
+function storedFields(stored: Record<string, unknown> | undefined): Record<string, unknown> {
   const out: Record<string, unknown> = {}
-  for (const [k, v] of Object.entries(body)) {
-    const check = FIELDS[k]
-    if (!check) {
-      throw new CohortError('BAD_REQUEST', `unknown batching setting "${k}" (known: ${Object.keys(FIELDS).join(', ')})`)
+  for (const [k, v] of Object.entries(stored ?? {})) {
+    try {
+      Object.assign(out, parseBatchingPatch({ [k]: v }))
+    } catch {
+      // Unknown or invalid: not a setting (never applied by workers either).
     }
-    if (!check(v)) {
-      throw new CohortError('BAD_REQUEST', `invalid value for ${k}: ${JSON.stringify(v)}`)
-    }
-    out[k] = v
   }
   return out
 }
@@ -58,21 +66,23 @@ export function adminRoutes(o: ResolvedGatewayOptions & { adminKeys?: readonly s
       checkModelPath(model, undefined)
       const stored = (await o.transport.config.get(model)) ?? {}
       const live = await up.meta(model)
-      return c.json({
-        model,
-        stored,
-        live: { maxBatchSize: live.maxBatchSize, maxDelayMs: live.maxDelayMs, policy: live.policy, maxQueue: live.maxQueue, maxBatchCost: live.maxBatchCost ?? null, admission: live.admission ?? null },
-      })
+      return c.json({ model, stored, live: batchingToJson(live as Partial<BatchingConfig>) })
     },
     async put(c: Context): Promise<Response> {
-      requireAdmin(c, o.adminKeys)
+      const who = requireAdmin(c, o.adminKeys)
       const model = c.req.param('model') ?? ''
       checkModelPath(model, undefined)
-      const patch = parseBatchingPatch(parseJson(await bodyOf(c, o, 64 * 1024)))
+      const patch = parseBatchingPatch(parseJson(await bodyOf(c, o, MAX_ADMIN_BODY_BYTES)))
       await up.meta(model) // 404 for unknown models
-      const merged = { ...((await o.transport.config.get(model)) ?? {}), ...patch }
-      await o.transport.config.put(model, merged)
-      return c.json({ model, stored: merged })
+      const before = storedFields(await o.transport.config.get(model))
+      const after = { ...before, ...patch }
+      await o.transport.config.put(model, after)
+      // The audit line: who changed what, from what, to what (one per accepted change).
+      o.logger.info(
+        { audit: 'admin.batching', who, client: o.adapter?.clientAddress?.(c) ?? c.req.header('x-forwarded-for') ?? null, model, patch, before, after },
+        'admin: batching configuration changed',
+      )
+      return c.json({ model, stored: after })
     },
   }
 }

@@ -1,11 +1,9 @@
 import type { Context } from 'hono'
 import { CohortError } from '@cohort/protocol'
-import type { GatewayMetrics } from '@cohort/metrics'
 import { bodyOf, clientGone, parseJson } from '../body.ts'
-import { effectiveTimeoutMs } from '../deadline.ts'
-import { RequestObservation } from '../observe.ts'
+import type { InferenceDoor } from '../door.ts'
 import type { ResolvedGatewayOptions } from '../options.ts'
-import type { Upstream } from '../upstream.ts'
+import { httpArrival } from './arrival.ts'
 import { checkModelPath } from './infer.ts'
 
 /** One bulk result: the prediction at `index` of the request's `inputs`. */
@@ -22,14 +20,13 @@ export interface BulkResult {
  * (batched with all other traffic by the workers); a bad item fails alone. Results come in input
  * order as JSON, or as they complete with `Accept: application/x-ndjson` or `text/event-stream`.
  */
-export function bulkHandler(o: ResolvedGatewayOptions & { maxBulkInputs?: number }, up: Upstream, metrics: GatewayMetrics) {
+export function bulkHandler(o: ResolvedGatewayOptions & { maxBulkInputs?: number }, door: InferenceDoor) {
   const maxInputs = o.maxBulkInputs ?? 1000
-  return async function bulk(c: Context): Promise<Response> {
+  return function bulk(c: Context): Promise<Response> {
     const model = c.req.param('model') ?? ''
-    // One gateway span for the bulk call; each input's envelope is a child of it.
-    const obs = new RequestObservation(o, c, model)
-    let endsWithStream = false
-    try {
+    // One gateway span for the bulk call; each input's envelope is a child of it. Items are counted, not the call.
+    return door.serve(httpArrival(c, model), async (p) => {
+      p.counted = false
       checkModelPath(model, undefined)
       const body = parseJson(await bodyOf(c, o))
       const inputs = (body as { inputs?: unknown } | null)?.inputs
@@ -39,41 +36,16 @@ export function bulkHandler(o: ResolvedGatewayOptions & { maxBulkInputs?: number
       if (inputs.length > maxInputs) {
         throw new CohortError('PAYLOAD_TOO_LARGE', `a bulk request takes at most ${maxInputs} inputs, got ${inputs.length}`)
       }
-      const timeoutMs = effectiveTimeoutMs(o.requestTimeoutMs, c.req.header('x-cohort-timeout-ms'), undefined)
-      const deadline = Date.now() + timeoutMs
+      const deadline = Date.now() + p.timeoutMs()
       const signal = clientGone(c, o)
-      obs.items = inputs.length
-      const trace = obs.trace
+      p.obs.items = inputs.length
       // Fail fast, before fanning out, when no worker serves the model at all.
-      await up.meta(model)
+      await door.o.upstream.meta(model)
       const one = async (input: unknown, index: number): Promise<BulkResult> => {
-        const t0 = performance.now()
-        const id = crypto.randomUUID()
-        try {
-          const reply = await up.infer(
-            { v: 1, id, model, deadline, items: [input], ...trace },
-            Math.max(1, deadline - Date.now()) + 50,
-            signal,
-          )
-          const err = reply.errors?.[0]
-          if (err) {
-            obs.failedItem(id, index, err.code, err.message)
-            metrics.requests.inc({ model, code: err.code })
-            return { index, status: 'failed', error: err.message, code: err.code }
-          }
-          metrics.requests.inc({ model, code: 'OK' })
-          return { index, status: 'succeeded', output: reply.items?.[0] ?? null }
-        } catch (e) {
-          if (!(e instanceof CohortError)) {
-            o.onUnexpectedError(e, { ...obs.fields(), requestId: id, index })
-          }
-          const ce = e instanceof CohortError ? e : new CohortError('INTERNAL', 'internal error')
-          obs.failedItem(id, index, ce.code, ce.message)
-          metrics.requests.inc({ model, code: ce.code })
-          return { index, status: 'failed', error: ce.message, code: ce.code }
-        } finally {
-          metrics.duration.observe({ model }, (performance.now() - t0) / 1000)
-        }
+        const r = await p.item(input, index, { deadline, signal })
+        return r.error
+          ? { index, status: 'failed', error: r.error.message, code: r.error.code }
+          : { index, status: 'succeeded', output: r.output }
       }
       const accept = c.req.header('accept') ?? ''
       const streaming = accept.includes('application/x-ndjson') ? 'ndjson' : accept.includes('text/event-stream') ? 'sse' : undefined
@@ -94,7 +66,7 @@ export function bulkHandler(o: ResolvedGatewayOptions & { maxBulkInputs?: number
                 controller.enqueue(enc.encode(`event: done\ndata: {"total":${inputs.length}}\n\n`))
               }
               controller.close()
-              obs.end()
+              p.end()
             }
           }
           inputs.forEach((input, i) => {
@@ -102,19 +74,13 @@ export function bulkHandler(o: ResolvedGatewayOptions & { maxBulkInputs?: number
           })
         },
       })
-      endsWithStream = true
+      p.keepOpen()
       return new Response(stream, {
         headers: {
           'content-type': streaming === 'ndjson' ? 'application/x-ndjson' : 'text/event-stream',
           'cache-control': 'no-cache',
         },
       })
-    } catch (e) {
-      throw obs.fail(e)
-    } finally {
-      if (!endsWithStream) {
-        obs.end()
-      }
-    }
+    })
   }
 }

@@ -1,3 +1,4 @@
+import { BATCHING_FIELDS, BATCHING_KEYS } from '@cohort/batching'
 import type { ModelMeta } from '@cohort/protocol'
 
 const TRITON_TYPE: Record<string, string> = {
@@ -28,17 +29,14 @@ export function tritonConfig(m: ModelMeta): Record<string, unknown> {
     data_type: TRITON_TYPE[t.datatype] ?? `TYPE_${t.datatype}`,
     dims: t.shape.slice(1),
   })
-  const parameters: Record<string, { string_value: string }> = {
-    cohort_policy: sv(m.policy ?? 'eager'),
-    cohort_max_queue: sv(m.maxQueue ?? ''),
-    cohort_max_delay_ms: sv(m.maxDelayMs),
-    cohort_kind: sv(m.kind),
-  }
-  if (m.admission !== undefined) {
-    parameters['cohort_admission'] = sv(String(m.admission))
-  }
-  if (m.maxBatchCost !== undefined && m.maxBatchCost !== null) {
-    parameters['cohort_max_batch_cost'] = sv(m.maxBatchCost)
+  const parameters: Record<string, { string_value: string }> = { cohort_kind: sv(m.kind) }
+  // Every batching field the table shows here (`@cohort/batching`), when the worker reported it.
+  for (const k of BATCHING_KEYS) {
+    const name = BATCHING_FIELDS[k].tritonParameter
+    const v = (m as Partial<Record<typeof k, unknown>>)[k]
+    if (name && v !== undefined && v !== null) {
+      parameters[name] = sv(v)
+    }
   }
   if (m.cost) {
     parameters['cohort_cost_a_ms'] = sv(m.cost.a)

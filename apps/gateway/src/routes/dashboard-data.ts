@@ -1,14 +1,14 @@
 /**
- * The dashboard's data model (pure, runtime-agnostic): snapshots of the Prometheus text a registry
- * renders, a short history of them taken as the dashboard polls, and the JSON view the page draws
+ * The dashboard's data model (pure, runtime-agnostic): snapshots of what a registry collects
+ * (structured, no Prometheus text), a short history of them taken as the dashboard polls, and the JSON view the page draws
  * (rates, latency percentiles from histogram deltas, batch sizes, dispatch reasons, sheds, workers).
  * @module
  */
-import { bucketCounts, bucketDeltas, histogramQuantile, parsePrometheus, type CumulativeBucket } from '@cohort/metrics'
+import { bucketCounts, bucketDeltas, histogramQuantile, type CumulativeBucket, type MetricFamily } from '@cohort/metrics'
 import type { WorkerSummary } from '../upstream.ts'
+import type { DashboardData, ModelRates, ModelView, Tally, WorkerInfo, WorkerModelInfo } from './dashboard-view.ts'
 
-/** Counts by a label value (code, reason). */
-export type Tally = Record<string, number>
+export type * from './dashboard-view.ts'
 
 /** What one scrape says about one model. Histograms are cumulative buckets (last: `+Inf`). */
 export interface ModelSnapshot {
@@ -54,68 +54,14 @@ export function workerKey(id: string, model: string): string {
   return `${id}\u0000${model}`
 }
 
-/** One model on one worker, as the worker reports it in discovery. */
-export interface WorkerModelInfo {
-  name: string
-  ready: boolean
-  /** Items waiting for a batch. */
-  queued: number
-  /** Items in batches running now (`$SRV.STATS`). */
-  running?: number
-  maxBatchSize: number
-  maxQueue?: number
-  maxDelayMs?: number
-  policy?: string
-  /** Batches the model runs at once on this worker. */
-  concurrency?: number
-  /** Counters since the worker started (`$SRV.STATS`). */
-  requests?: number
-  errors?: number
-  batches?: number
-  meanBatchSize?: number
-  /** Mean receipt-to-reply time in the worker, ms. */
-  avgProcessingMs?: number
-  /** Learned batch cost t(b) = a + c*b, ms (discovery). */
-  cost?: { a: number; c: number; samples: number }
-  /** Requests per second over the dashboard's current span (set by the view). */
-  rps?: number | null
-}
-
-/** A worker and its load. */
-export interface WorkerInfo {
-  id: string
-  /** `serving` or `draining` (`$SRV`); absent for workers that answer discovery only. */
-  state?: string
-  models: WorkerModelInfo[]
-}
-
-const LABEL = /([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"/g
-
-function unescapeLabel(v: string): string {
-  return v.replace(/\\(.)/g, (_, ch: string) => (ch === 'n' ? '\n' : ch))
-}
-
-/** Split a `name{a="1",b="2"}` series key into its name and labels. */
-export function parseSeriesKey(key: string): { name: string; labels: Record<string, string> } {
-  const brace = key.indexOf('{')
-  if (brace < 0) {
-    return { name: key, labels: {} }
-  }
-  const labels: Record<string, string> = {}
-  for (const m of key.slice(brace + 1, key.lastIndexOf('}')).matchAll(LABEL)) {
-    labels[m[1]!] = unescapeLabel(m[2]!)
-  }
-  return { name: key.slice(0, brace), labels }
-}
-
 function emptyModel(): ModelSnapshot {
   return { requests: {}, batches: 0, batchSizeSum: 0, items: {}, dispatch: {}, shed: {} }
 }
 
 const HISTOGRAMS = {
-  cohort_request_duration_seconds_bucket: 'duration',
-  cohort_queue_duration_seconds_bucket: 'queueWait',
-  cohort_batch_size_bucket: 'batchSize',
+  cohort_request_duration_seconds: 'duration',
+  cohort_queue_duration_seconds: 'queueWait',
+  cohort_batch_size: 'batchSize',
 } as const
 const TALLIES = {
   cohort_requests_total: ['requests', 'code'],
@@ -123,20 +69,13 @@ const TALLIES = {
   cohort_batch_dispatch_total: ['dispatch', 'reason'],
   cohort_shed_total: ['shed', 'reason'],
 } as const
-const WORKER_METRICS = new Set<string>([
-  'cohort_queue_depth',
-  'cohort_batch_size_bucket',
-  'cohort_batch_dispatch_total',
-  'cohort_worker_items_total',
-  'cohort_shed_total',
-])
 
 /**
- * Read the Cohort metrics of Prometheus text into per-model snapshots. Where the text holds no
- * worker metrics for a model (the gateway of a distributed deployment), its queue depth and batch
- * counts are the sums of what `workers` report.
+ * Read the Cohort metrics of a registry's {@link Registry.collect} into per-model snapshots.
+ * Where it holds no worker metrics for a model (the gateway of a distributed deployment), its
+ * queue depth and batch counts are the sums of what `workers` report.
  */
-export function snapshotFromText(text: string, t: number, workers: readonly WorkerInfo[] = []): Snapshot {
+export function snapshotFromFamilies(families: readonly MetricFamily[], t: number, workers: readonly WorkerInfo[] = []): Snapshot {
   const models = new Map<string, ModelSnapshot>()
   const model = (name: string) => {
     let m = models.get(name)
@@ -146,42 +85,42 @@ export function snapshotFromText(text: string, t: number, workers: readonly Work
     }
     return m
   }
-  // Registered worker metrics render their TYPE line before they have any series.
-  let workerMetrics = text.includes('# TYPE cohort_batch_size histogram')
-  for (const [key, value] of parsePrometheus(text)) {
-    if (!key.startsWith('cohort_') || !Number.isFinite(value)) {
-      continue
-    }
-    const { name, labels } = parseSeriesKey(key)
-    const modelName = labels['model']
-    if (modelName === undefined) {
-      continue
-    }
-    if (WORKER_METRICS.has(name)) {
-      workerMetrics = true
-    }
-    const m = model(modelName)
-    if (name in HISTOGRAMS) {
-      const field = HISTOGRAMS[name as keyof typeof HISTOGRAMS]
-      const le = Number((labels['le'] ?? '').replace('+Inf', 'Infinity'))
-      if (!Number.isNaN(le)) {
-        ;(m[field] ??= []).push({ le, count: value })
+  // Registered worker metrics are there before they have any series.
+  const workerMetrics = families.some((f) => f.name === 'cohort_batch_size')
+  for (const f of families) {
+    if (f.type === 'histogram') {
+      if (!(f.name in HISTOGRAMS)) {
+        continue
       }
-    } else if (name in TALLIES) {
-      const [field, label] = TALLIES[name as keyof typeof TALLIES]
-      const k = labels[label] ?? ''
-      m[field][k] = (m[field][k] ?? 0) + value
-    } else if (name === 'cohort_batch_size_sum') {
-      m.batchSizeSum = value
-    } else if (name === 'cohort_batch_size_count') {
-      m.batches = value
-    } else if (name === 'cohort_queue_depth') {
-      m.queueDepth = (m.queueDepth ?? 0) + value
+      const field = HISTOGRAMS[f.name as keyof typeof HISTOGRAMS]
+      for (const s of f.samples) {
+        const name = s.labels['model']
+        if (name === undefined) {
+          continue
+        }
+        const m = model(name)
+        m[field] = s.buckets.map((b) => ({ le: b.le, count: b.count }))
+        if (f.name === 'cohort_batch_size') {
+          m.batchSizeSum = s.sum
+          m.batches = s.count
+        }
+      }
+      continue
     }
-  }
-  for (const m of models.values()) {
-    for (const field of Object.values(HISTOGRAMS)) {
-      m[field]?.sort((a, b) => a.le - b.le)
+    for (const s of f.samples) {
+      const name = s.labels['model']
+      if (name === undefined || !Number.isFinite(s.value)) {
+        continue
+      }
+      if (f.name in TALLIES) {
+        const [field, label] = TALLIES[f.name as keyof typeof TALLIES]
+        const m = model(name)
+        const k = s.labels[label] ?? ''
+        m[field][k] = (m[field][k] ?? 0) + s.value
+      } else if (f.name === 'cohort_queue_depth') {
+        const m = model(name)
+        m.queueDepth = (m.queueDepth ?? 0) + s.value
+      }
     }
   }
   const counters = new Map<string, WorkerCounters>()
@@ -216,7 +155,7 @@ export function snapshotFromText(text: string, t: number, workers: readonly Work
 export interface DashboardHistoryOptions {
   /** Samples closer together than this are not kept. @default 500 */
   minIntervalMs?: number
-  /** Samples kept (the charts' span is about this times the poll interval). @default 120 */
+  /** Samples kept (the charts' span is about this times the sampling interval). @default 300 */
   keep?: number
   /** A pause in polling longer than this starts the history afresh. @default 15000 */
   maxGapMs?: number
@@ -224,70 +163,6 @@ export interface DashboardHistoryOptions {
   currentMs?: number
   /** Span of the batch-size histogram, dispatch reasons and shed counts, ms. @default 30000 */
   windowMs?: number
-}
-
-/** Rates and percentiles of one model over one span. */
-export interface ModelRates {
-  /** HTTP inference requests per second (all codes). */
-  rps: number
-  /** Non-OK HTTP requests per second. */
-  errorsPerS: number
-  /** End-to-end latency percentiles, ms (null without requests in the span). */
-  p50Ms: number | null
-  p99Ms: number | null
-  /** Queue wait p99 in the worker, ms (embedded mode). */
-  queueP99Ms: number | null
-  /** Items answered and batches run per second by the worker (embedded mode). */
-  itemsPerS: number
-  batchesPerS: number
-  /** Mean items per batch (null without batches in the span). */
-  meanBatch: number | null
-  /** Items shed per second. */
-  shedPerS: number
-  /** Items queued at the end of the span. */
-  queueDepth: number | null
-}
-
-/** One model in {@link DashboardData}. */
-export interface ModelView {
-  name: string
-  /** Over the last `currentS` seconds. */
-  current: ModelRates
-  /** Since the process started (counters). */
-  totals: { requests: number; errors: number; items: number; batches: number; shed: number }
-  /**
-   * Per-bucket counts (not cumulative) of batch sizes: over the window and since start. The last
-   * bucket's `le` is `Infinity`, which JSON writes as `null`.
-   */
-  batchSizes: { window: CumulativeBucket[]; total: CumulativeBucket[] }
-  dispatch: { window: Tally; total: Tally }
-  shed: { window: Tally; total: Tally }
-  /** One point per interval between samples; `t` in ms since the epoch. */
-  series: {
-    t: number[]
-    rps: number[]
-    p50Ms: (number | null)[]
-    p99Ms: (number | null)[]
-    queueDepth: (number | null)[]
-    meanBatch: (number | null)[]
-    itemsPerS: number[]
-  }
-}
-
-/** The JSON of `GET /dashboard/data`. */
-export interface DashboardData {
-  v: 1
-  /** Time of the newest sample, ms since the epoch. */
-  now: number
-  /** Spans, seconds. */
-  currentS: number
-  windowS: number
-  /** True when the gateway's registry includes worker metrics (embedded mode). */
-  workerMetrics: boolean
-  models: ModelView[]
-  workers: WorkerInfo[]
-  /** Where the worker list comes from. */
-  workersSource: string
 }
 
 const sumTally = (t: Tally) => Object.values(t).reduce((a, b) => a + b, 0)
@@ -341,7 +216,7 @@ export class DashboardHistory {
   readonly #o: Required<DashboardHistoryOptions>
 
   constructor(o: DashboardHistoryOptions = {}) {
-    this.#o = { minIntervalMs: 500, keep: 120, maxGapMs: 15_000, currentMs: 5_000, windowMs: 30_000, ...o }
+    this.#o = { minIntervalMs: 500, keep: 300, maxGapMs: 15_000, currentMs: 5_000, windowMs: 30_000, ...o }
   }
 
   /** Whether a sample taken at `t` would be kept. */

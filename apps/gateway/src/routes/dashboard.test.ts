@@ -1,5 +1,5 @@
 // The live dashboard: its data model (snapshots, rates, percentiles from histogram deltas) and its
-// routes, over `app.request` with an InProcessTransport (no sockets).
+// routes (background sampling, authentication), over `app.request` with an InProcessTransport (no sockets).
 import { afterEach, describe, expect, it } from 'vitest'
 import { Hono } from 'hono'
 import { Registry, gatewayMetrics, workerMetrics } from '@cohort/metrics'
@@ -14,8 +14,7 @@ import { registerDashboard } from './dashboard.ts'
 import {
   DashboardHistory,
   mergeWorkers,
-  parseSeriesKey,
-  snapshotFromText,
+  snapshotFromFamilies,
   workerFromDiscovery,
   type DashboardData,
 } from './dashboard-data.ts'
@@ -34,15 +33,7 @@ function metrics() {
 }
 
 describe('dashboard data model', () => {
-  it('splits series keys, unescaping label values', () => {
-    expect(parseSeriesKey('up')).toEqual({ name: 'up', labels: {} })
-    expect(parseSeriesKey('c_total{code="OK",model="a\\"b\\\\c\\nd"}')).toEqual({
-      name: 'c_total',
-      labels: { code: 'OK', model: 'a"b\\c\nd' },
-    })
-  })
-
-  it('reads per-model snapshots from Prometheus text', () => {
+  it('reads per-model snapshots from the registry (structured, no text round trip)', () => {
     const { registry, gw, wk } = metrics()
     gw.requests.inc({ model: 'm', code: 'OK' }, 3)
     gw.requests.inc({ model: 'm', code: 'DEADLINE_EXCEEDED' })
@@ -55,7 +46,7 @@ describe('dashboard data model', () => {
     wk.queueDepth.set({ model: 'm' }, 7)
     gw.requests.inc({ model: 'other', code: 'OK' })
     gw.requests.inc({ model: 'typo', code: 'MODEL_NOT_FOUND' })
-    const s = snapshotFromText(registry.render(), 1000)
+    const s = snapshotFromFamilies(registry.collect(), 1000)
     expect(s.workerMetrics).toBe(true)
     const m = s.models.get('m')!
     expect(m.requests).toEqual({ OK: 3, DEADLINE_EXCEEDED: 1 })
@@ -75,7 +66,7 @@ describe('dashboard data model', () => {
     const g = new Registry()
     gatewayMetrics(g).requests.inc({ model: 'm', code: 'OK' })
     const w = { id: 'w1', models: [{ name: 'm', ready: true, queued: 4, maxBatchSize: 8, batches: 10, meanBatchSize: 2.5, requests: 25 }] }
-    const d = snapshotFromText(g.render(), 1000, [w, { ...w, id: 'w2' }])
+    const d = snapshotFromFamilies(g.collect(), 1000, [w, { ...w, id: 'w2' }])
     expect(d.workerMetrics).toBe(false)
     expect(d.models.get('m')).toMatchObject({ queueDepth: 8, batches: 20, batchSizeSum: 50 })
     expect(d.workers.size).toBe(2)
@@ -85,7 +76,7 @@ describe('dashboard data model', () => {
     const { registry, gw, wk } = metrics()
     const h = new DashboardHistory({ minIntervalMs: 500, currentMs: 1000 })
     gw.duration.observe({ model: 'm' }, 5) // before the first sample: not in the rates
-    h.add(snapshotFromText(registry.render(), 0))
+    h.add(snapshotFromFamilies(registry.collect(), 0))
     for (let i = 0; i < 90; i++) {
       gw.requests.inc({ model: 'm', code: 'OK' })
       gw.duration.observe({ model: 'm' }, 0.004)
@@ -98,8 +89,8 @@ describe('dashboard data model', () => {
       wk.batchSize.observe({ model: 'm' }, 4)
       wk.dispatch.inc({ model: 'm', reason: i < 5 ? 'idle' : 'full' })
     }
-    h.add(snapshotFromText(registry.render(), 1000))
-    h.add(snapshotFromText(registry.render(), 1200)) // too close: dropped
+    h.add(snapshotFromFamilies(registry.collect(), 1000))
+    h.add(snapshotFromFamilies(registry.collect(), 1200)) // too close: dropped
     expect(h.size).toBe(2)
     const v = h.view([], 'test')
     const m = v.models.find((x) => x.name === 'm')!
@@ -123,11 +114,11 @@ describe('dashboard data model', () => {
     const h = new DashboardHistory({ keep: 3, maxGapMs: 5000 })
     for (let t = 0; t <= 4000; t += 1000) {
       gw.requests.inc({ model: 'm', code: 'OK' }, 10)
-      h.add(snapshotFromText(registry.render(), t))
+      h.add(snapshotFromFamilies(registry.collect(), t))
     }
     expect(h.size).toBe(3)
     expect(h.view([], 'x').models[0]!.series.rps).toEqual([10, 10])
-    h.add(snapshotFromText(registry.render(), 60_000))
+    h.add(snapshotFromFamilies(registry.collect(), 60_000))
     expect(h.size).toBe(1)
     const v = h.view([], 'x')
     expect(v.models[0]!.series.t).toEqual([])
@@ -217,7 +208,7 @@ describe('dashboard routes', () => {
     expect(html).not.toMatch(/https?:\/\//) // nothing from a CDN
     const js = await app.request('/dashboard/app.js')
     expect(js.headers.get('content-type')).toMatch(/^text\/javascript/)
-    expect(await js.text()).toContain("fetch('dashboard/data'")
+    expect(await js.text()).toContain('fetch("dashboard/data"')
     expect((await app.request('/dashboard/app.css')).headers.get('content-type')).toMatch(/^text\/css/)
     const slash = await app.request('/dashboard/')
     expect(slash.status).toBe(302)
@@ -300,5 +291,53 @@ describe('dashboard routes', () => {
     expect(m.current.meanBatch).toBeGreaterThan(1) // 40 at once on one executor: they batch
     expect(Object.values(m.dispatch.total).reduce((a, b) => a + b, 0)).toBe(m.totals.batches)
     expect(m.series.rps.length).toBe(1)
+  })
+
+  it('samples in the background, so that the first poll already shows the last seconds', async () => {
+    const transport = new InProcessTransport()
+    const ac = new AbortController()
+    cleanups.push(async () => {
+      ac.abort()
+      await transport.close()
+    })
+    const { registry, gw } = metrics()
+    const app = createApp({ transport, registry, metaTimeoutMs: 20, dashboard: { sampleMs: 100, signal: ac.signal } })
+    // Traffic while nobody has the page open.
+    const deadline = Date.now() + 10_000
+    let samples = 0
+    while (Date.now() < deadline && samples < 3) {
+      gw.requests.inc({ model: 'm', code: 'OK' }, 5)
+      await new Promise((r) => setTimeout(r, 120))
+      samples = ((await (await app.request('/dashboard/data')).json()) as DashboardData).models[0]?.series.t.length ?? 0
+    }
+    // Every poll takes at most one sample: three points (four samples) mean the timer sampled too.
+    expect(samples).toBeGreaterThanOrEqual(3)
+    // Aborted: no more samples.
+    ac.abort()
+    const before = ((await (await app.request('/dashboard/data')).json()) as DashboardData).models[0]!.series.t.length
+    await new Promise((r) => setTimeout(r, 600))
+    const v = (await (await app.request('/dashboard/data')).json()) as DashboardData
+    expect(v.models[0]!.series.t.length).toBe(before + 1) // the poll's own sample only
+  })
+
+  it('serves the page open and the data only with a bearer key when authentication is on', async () => {
+    const transport = new InProcessTransport()
+    cleanups.push(() => transport.close())
+    const app = createApp({ transport, metaTimeoutMs: 20, apiKeys: ['s3cret'] })
+    for (const path of ['/dashboard', '/dashboard/app.js', '/dashboard/app.css']) {
+      expect((await app.request(path)).status, path).toBe(200)
+    }
+    expect((await app.request('/dashboard/data')).status).toBe(401)
+    expect((await app.request('/dashboard/data', { headers: { authorization: 'Bearer nope' } })).status).toBe(401)
+    // A key in the URL is not a credential (it would leak into logs).
+    expect((await app.request('/dashboard/data?key=s3cret')).status).toBe(401)
+    expect((await app.request('/dashboard/data?token=s3cret')).status).toBe(401)
+    const ok = await app.request('/dashboard/data', { headers: { authorization: 'Bearer s3cret' } })
+    expect(ok.status).toBe(200)
+    expect(((await ok.json()) as DashboardData).v).toBe(1)
+    // The page's script sends the stored key as a bearer header, never in the URL.
+    const js = await (await app.request('/dashboard/app.js')).text()
+    expect(js).toContain('sessionStorage')
+    expect(js).toContain('Bearer ')
   })
 })

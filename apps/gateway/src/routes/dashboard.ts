@@ -3,11 +3,11 @@ import { decodeValue } from '@cohort/protocol'
 import type { Registry } from '@cohort/metrics'
 import type { ResolvedGatewayOptions } from '../options.ts'
 import type { Upstream } from '../upstream.ts'
-import { DASHBOARD_CSS, DASHBOARD_HTML, DASHBOARD_JS } from './dashboard-page.ts'
+import { DASHBOARD_CSS, DASHBOARD_HTML, DASHBOARD_JS } from './dashboard-bundle.ts'
 import {
   DashboardHistory,
   mergeWorkers,
-  snapshotFromText,
+  snapshotFromFamilies,
   workerFromDiscovery,
   type DashboardHistoryOptions,
   type WorkerInfo,
@@ -30,15 +30,20 @@ export interface DashboardOptions extends DashboardHistoryOptions {
  * Mount the live dashboard: `GET /dashboard` (the page, its `dashboard/app.js` and
  * `dashboard/app.css`) and `GET /dashboard/data` (JSON, polled every second by the page).
  *
- * The data comes from this gateway's registry (request counts and latency; in embedded mode also
- * the worker's batching metrics) and from the workers over the bus (`$SRV.INFO`/`$SRV.STATS`
- * summaries and discovery: queue, running items, batch counters, learned cost). Samples are taken
- * when the data is asked for (no timers, so it runs on edge runtimes too); rates and latency
- * percentiles are computed between samples, so they need two polls before they show.
+ * The data comes from this gateway's registry (`Registry.collect()`: request counts and latency;
+ * in embedded mode also the worker's batching metrics) and from the workers over the bus
+ * (`$SRV.INFO`/`$SRV.STATS` summaries and discovery: queue, running items, batch counters, learned
+ * cost). Samples go into a ring buffer: every `dashboard.sampleMs` in the background when set (a
+ * page opened now shows the last minutes), and when a page polls. Rates and latency percentiles
+ * are computed between samples.
+ *
+ * The page and its assets carry no data and are open; `dashboard/data` is behind authentication
+ * like every route (the page asks for a key, keeps it in sessionStorage and sends it as a bearer).
  */
 export function registerDashboard(app: Hono, o: ResolvedGatewayOptions, up: Upstream, registry: Registry, d: DashboardOptions = {}): void {
   const now = d.now ?? Date.now
-  const history = new DashboardHistory(d)
+  const settings = o.dashboard ?? {}
+  const history = new DashboardHistory({ ...(settings.keep !== undefined ? { keep: settings.keep } : {}), ...d })
   const timeoutMs = Math.min(o.metaTimeoutMs, WORKERS_TIMEOUT_MS)
   let workers: WorkerInfo[] = []
   let workersSource = 'none'
@@ -64,8 +69,23 @@ export function registerDashboard(app: Hono, o: ResolvedGatewayOptions, up: Upst
     const [services, disc] = await Promise.all([up.workers().catch(() => []), discovered()])
     workers = mergeWorkers(services, disc)
     workersSource = services.length > 0 ? '$SRV.INFO/STATS + discovery' : 'discovery'
-    const text = registry.render() + (o.extraMetrics?.() ?? '')
-    history.add(snapshotFromText(text, now(), workers))
+    history.add(snapshotFromFamilies(registry.collect(), now(), workers))
+  }
+  // Concurrent asks (several open pages, the background sampler) share one sample.
+  const sampleOnce = (): Promise<void> =>
+    (sampling ??= sample().finally(() => {
+      sampling = undefined
+    }))
+
+  const sampleMs = settings.sampleMs ?? 0
+  if (sampleMs > 0 && !settings.signal?.aborted) {
+    const timer = setInterval(() => {
+      if (history.due(now())) {
+        void sampleOnce().catch(() => undefined)
+      }
+    }, sampleMs)
+    ;(timer as { unref?: () => void }).unref?.()
+    settings.signal?.addEventListener('abort', () => clearInterval(timer), { once: true })
   }
 
   app.get('/dashboard', (c) => page(c, DASHBOARD_HTML, 'text/html; charset=utf-8', { 'content-security-policy': PAGE_CSP }))
@@ -74,11 +94,7 @@ export function registerDashboard(app: Hono, o: ResolvedGatewayOptions, up: Upst
   app.get('/dashboard/app.css', (c) => page(c, DASHBOARD_CSS, 'text/css; charset=utf-8'))
   app.get('/dashboard/data', async (c) => {
     if (history.due(now())) {
-      // Concurrent polls (several open pages) share one sample.
-      sampling ??= sample().finally(() => {
-        sampling = undefined
-      })
-      await sampling
+      await sampleOnce()
     }
     c.header('cache-control', 'no-store')
     return c.json(history.view(workers, workersSource))

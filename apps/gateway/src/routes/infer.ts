@@ -1,16 +1,13 @@
 import type { Context } from 'hono'
-import { CohortError, fromWire, isValidModelName, type InferReply, type InferRequest, type WireTensor } from '@cohort/protocol'
-import type { GatewayMetrics } from '@cohort/metrics'
+import { CohortError, isValidModelName, type WireTensor } from '@cohort/protocol'
 import { bodyOf, clientGone } from '../body.ts'
-import { admitAtDoor, deadlineAfter, effectiveTimeoutMs } from '../deadline.ts'
+import type { InferenceDoor } from '../door.ts'
 import { outputJson, parseInferBody } from '../oip.ts'
 import { stringifyWithRaw } from '../json-exact.ts'
-import { RequestObservation } from '../observe.ts'
+import { httpArrival } from './arrival.ts'
 import type { ResolvedGatewayOptions } from '../options.ts'
-import type { Upstream } from '../upstream.ts'
 
-/** Grace after the deadline before the gateway stops waiting: the worker's own 504 usually wins. */
-const REPLY_GRACE_MS = 50
+export { firstItemError, metricModel } from '../door.ts'
 
 /** Check a model name and version from the path. */
 export function checkModelPath(model: string, version: string | undefined): void {
@@ -22,49 +19,27 @@ export function checkModelPath(model: string, version: string | undefined): void
   }
 }
 
-/** Label value for a model in request metrics: unknown or invalid names share one series (bounded memory). */
-export function metricModel(model: string, code: string): string {
-  return code === 'MODEL_NOT_FOUND' || code === 'NOT_FOUND' || !isValidModelName(model) ? '_unknown' : model
-}
-
-/** Throw the first failed item's error, if any. */
-export function firstItemError(reply: InferReply): void {
-  const e = reply.errors?.find((x) => x !== null && x !== undefined)
-  if (e) {
-    throw fromWire(e)
-  }
-}
-
-/** `POST /v2/models/{m}[/versions/{v}]/infer`: OIP JSON or binary tensor data. */
-export function inferHandler(o: ResolvedGatewayOptions, up: Upstream, metrics: GatewayMetrics) {
-  return async function infer(c: Context): Promise<Response> {
+/** `POST /v2/models/{m}[/versions/{v}]/infer`: OIP JSON or binary tensor data, a codec over the door. */
+export function inferHandler(o: ResolvedGatewayOptions, door: InferenceDoor) {
+  return function infer(c: Context): Promise<Response> {
     const model = c.req.param('model') ?? ''
-    const t0 = performance.now()
-    let code = 'OK'
-    const obs = new RequestObservation(o, c, model)
-    try {
+    return door.serve(httpArrival(c, model), async (p) => {
       checkModelPath(model, c.req.param('version'))
-      const lag = admitAtDoor(o.requestTimeoutMs, c.req.header('x-cohort-timeout-ms'), o.adapter?.queueDelayMs)
+      p.admit()
       const body = await bodyOf(c, o)
       const oip = parseInferBody(body, c.req.header('inference-header-content-length'))
-      const timeoutMs = effectiveTimeoutMs(o.requestTimeoutMs, c.req.header('x-cohort-timeout-ms'), oip.parameters['timeout'])
       const priority = oip.parameters['priority']
-      const requestId = obs.requestId
-      const req: InferRequest = {
-        v: 1,
-        id: requestId,
-        model,
-        deadline: deadlineAfter(timeoutMs, lag),
-        tensors: oip.tensors,
-        ...obs.trace,
-        ...(typeof priority === 'number' ? { priority } : {}),
-        ...(oip.outputs ? { outputs: oip.outputs.map((x) => x.name) } : {}),
-      }
-      obs.sent(req)
       // Safe to resend to another worker if the one holding it is lost: the client named the request.
       const retryable = c.req.header('idempotency-key') !== undefined || oip.id !== undefined
-      const reply = await up.infer(req, timeoutMs + REPLY_GRACE_MS, clientGone(c, o), { retryable })
-      firstItemError(reply)
+      const reply = await p.infer(
+        {
+          tensors: oip.tensors,
+          ...(typeof priority === 'number' ? { priority } : {}),
+          ...(oip.outputs ? { outputs: oip.outputs.map((x) => x.name) } : {}),
+        },
+        { timeoutMs: p.timeoutMs(oip.parameters['timeout']), retryable, signal: clientGone(c, o) },
+      )
+      const requestId = p.requestId
       const tensors = reply.tensors ?? {}
       const order = oip.outputs?.map((x) => x.name) ?? Object.keys(tensors)
       const binaryNames = new Set(
@@ -96,15 +71,7 @@ export function inferHandler(o: ResolvedGatewayOptions, up: Upstream, metrics: G
         return c.body(json, 200, { 'content-type': 'application/json' })
       }
       return binaryResponse(json, blobs)
-    } catch (e) {
-      code = e instanceof CohortError ? e.code : 'INTERNAL'
-      throw obs.fail(e)
-    } finally {
-      const label = metricModel(model, code)
-      metrics.requests.inc({ model: label, code })
-      metrics.duration.observe({ model: label }, (performance.now() - t0) / 1000)
-      obs.end()
-    }
+    })
   }
 }
 

@@ -1,5 +1,6 @@
 import type { Context } from 'hono'
-import { CohortError, PREDICTION_ID_RE, WEBHOOK_EVENTS, type WebhookEvent } from '@cohort/protocol'
+import { CohortError, MAX_VALUE_DEPTH, deeperThan } from '@cohort/protocol'
+import { PREDICTION_ID_RE, WEBHOOK_EVENTS, type WebhookEvent } from '@cohort/predictions'
 import { parseJson } from '../body.ts'
 
 /** One entry of Cog's (FastAPI's) 422 `detail` array. */
@@ -33,6 +34,10 @@ export function parsePredictionBody(bytes: Uint8Array): PredictionRequestBody {
   const b = body as Record<string, unknown>
   const detail: ValidationDetail[] = []
   const out: PredictionRequestBody = { input: b['input'] }
+  // Before anything recursive (schema checks, the msgpack encoder) sees it.
+  if (deeperThan(b['input'], MAX_VALUE_DEPTH)) {
+    throw new CogValidationError([{ loc: ['body', 'input'], msg: `input nests arrays or objects deeper than ${MAX_VALUE_DEPTH} levels`, type: 'value_error.depth' }])
+  }
   if (b['id'] !== undefined && b['id'] !== null) {
     if (typeof b['id'] !== 'string' || !PREDICTION_ID_RE.test(b['id'])) {
       detail.push({ loc: ['body', 'id'], msg: 'id must be 1-128 characters of A-Z a-z 0-9 _ -', type: 'value_error' })

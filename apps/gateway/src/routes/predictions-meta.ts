@@ -1,5 +1,6 @@
 import type { Context } from 'hono'
-import { WEBHOOK_EVENTS, type ModelMeta, type TensorMeta } from '@cohort/protocol'
+import { type ModelMeta, type TensorMeta } from '@cohort/protocol'
+import { WEBHOOK_EVENTS } from '@cohort/predictions'
 import type { ResolvedGatewayOptions } from '../options.ts'
 import type { Upstream } from '../upstream.ts'
 

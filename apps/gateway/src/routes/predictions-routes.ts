@@ -1,5 +1,5 @@
 import type { Hono } from 'hono'
-import type { GatewayMetrics } from '@cohort/metrics'
+import type { InferenceDoor } from '../door.ts'
 import type { ResolvedGatewayOptions } from '../options.ts'
 import type { Upstream } from '../upstream.ts'
 import { DurableJobs } from '../jobs/durable.ts'
@@ -13,15 +13,16 @@ import { predictionMetaRoutes } from './predictions-meta.ts'
  * Cog-style routes: predictions (sync, async, idempotent PUT, GET, cancel), bulk, `/health-check`
  * and `/openapi.json`. Async predictions live in JetStream when `o.jobs` is set, else in memory.
  */
-export function registerPredictions(app: Hono, o: ResolvedGatewayOptions, up: Upstream, metrics: GatewayMetrics): PredictionJobs {
+export function registerPredictions(app: Hono, o: ResolvedGatewayOptions, door: InferenceDoor): PredictionJobs {
+  const up: Upstream = door.o.upstream
   const jobs: PredictionJobs = o.jobs ? new DurableJobs(o.jobs, up, o.predictions) : new MemoryJobs(up, o.predictions)
-  const predictions = predictionsHandler(o, up, metrics, jobs)
-  const put = putPredictionHandler(o, up, jobs)
+  const predictions = predictionsHandler(o, door, jobs)
+  const put = putPredictionHandler(o, door, jobs)
   const get = getPredictionHandler(jobs)
   const cancel = cancelPredictionHandler(jobs)
   app.post('/predictions', predictions)
   app.post('/models/:model/predictions', predictions)
-  app.post('/models/:model/predictions/bulk', bulkHandler(o, up, metrics))
+  app.post('/models/:model/predictions/bulk', bulkHandler(o, door))
   app.put('/predictions/:id', put)
   app.put('/models/:model/predictions/:id', put)
   app.get('/predictions/:id', get)

@@ -8,7 +8,7 @@ import type { Hono } from 'hono'
 import { Type, definePredictor, itemError } from '@cohort/predictor'
 import { InProcessTransport } from '@cohort/transport'
 import { CohortWorker, PredictorRunner } from '@cohort/worker'
-import { backoffMs } from '@cohort/protocol'
+import { backoffMs } from '@cohort/predictions'
 import { createApp } from '../app.ts'
 import { openApi, tensorItemSchema } from './predictions-meta.ts'
 

@@ -1,14 +1,14 @@
 import type { Context } from 'hono'
-import { CohortError, isTerminal, newPrediction, PREDICTION_ID_RE, type InferRequest, type Prediction } from '@cohort/protocol'
-import type { GatewayMetrics } from '@cohort/metrics'
+import { CohortError } from '@cohort/protocol'
+import { isTerminal, newPrediction, PREDICTION_ID_RE, type Prediction } from '@cohort/predictions'
 import { bodyOf, clientGone } from '../body.ts'
-import { admitAtDoor, deadlineAfter, effectiveTimeoutMs } from '../deadline.ts'
-import { RequestObservation } from '../observe.ts'
+import type { InferenceDoor, Passage } from '../door.ts'
 import type { ResolvedGatewayOptions } from '../options.ts'
 import type { Upstream } from '../upstream.ts'
 import type { PredictionJobs } from '../jobs/types.ts'
 import { checkInput } from '../jobs/schema.ts'
-import { checkModelPath, firstItemError, metricModel } from './infer.ts'
+import { httpArrival } from './arrival.ts'
+import { checkModelPath } from './infer.ts'
 import { CogValidationError, detailOf, parsePredictionBody, unprocessable, wantsAsync, type PredictionRequestBody } from './predictions-body.ts'
 
 /** The model of a Cog route: from the path, else `defaultModel`, else the first a worker reports. */
@@ -35,64 +35,55 @@ export function cogView(p: Prediction): Record<string, unknown> {
  * `{"input": {...}}` -> `{"status": "succeeded", "output": ...}`; with `Prefer: respond-async` the
  * prediction becomes a job (202 + the prediction). Schema failures are 422 with Cog's `detail`.
  */
-export function predictionsHandler(o: ResolvedGatewayOptions, up: Upstream, metrics: GatewayMetrics, jobs: PredictionJobs) {
-  return async function predictions(c: Context): Promise<Response> {
-    const t0 = performance.now()
-    let model = c.req.param('model') ?? o.defaultModel ?? ''
-    let code = 'OK'
-    const obs = new RequestObservation(o, c, model)
-    try {
-      model = await predictionModel(c, o, up)
-      obs.model = model
-      // Sync predictions only: an async one is queued durably and answered 202 whatever the load.
-      const lag = wantsAsync(c) ? 0 : admitAtDoor(o.requestTimeoutMs, c.req.header('x-cohort-timeout-ms'), o.adapter?.queueDelayMs)
-      const b = parsePredictionBody(await bodyOf(c, o))
-      if (wantsAsync(c)) {
-        const r = await submitJob(jobs, up, model, b, b.id ?? crypto.randomUUID())
-        return c.json(cogView(r.prediction), 202)
-      }
-      const id = b.id ?? crypto.randomUUID()
-      const timeoutMs = effectiveTimeoutMs(o.requestTimeoutMs, c.req.header('x-cohort-timeout-ms'), undefined)
-      const createdAt = new Date().toISOString()
-      const req: InferRequest = { v: 1, id: obs.requestId, model, deadline: deadlineAfter(timeoutMs, lag), items: [b.input], ...obs.trace }
-      obs.sent(req)
-      // Safe to resend if the worker holding it is lost: the client named the prediction.
-      const retryable = c.req.header('idempotency-key') !== undefined || b.id !== undefined
-      const reply = await up.infer(req, timeoutMs + 50, clientGone(c, o), { retryable })
-      firstItemError(reply)
-      const predictTime = reply.timing?.[0]?.computeMs
-      return c.json({
-        id,
-        status: 'succeeded',
-        input: b.input,
-        output: reply.items?.[0] ?? null,
-        created_at: createdAt,
-        completed_at: new Date().toISOString(),
-        metrics: predictTime !== undefined ? { predict_time: predictTime / 1000 } : {},
-      })
-    } catch (e) {
-      code = e instanceof CohortError ? e.code : e instanceof CogValidationError ? 'INVALID_INPUT' : 'INTERNAL'
-      return failure(c, obs, e)
-    } finally {
-      const label = metricModel(model, code)
-      metrics.requests.inc({ model: label, code })
-      metrics.duration.observe({ model: label }, (performance.now() - t0) / 1000)
-      obs.end()
-    }
+export function predictionsHandler(o: ResolvedGatewayOptions, door: InferenceDoor, jobs: PredictionJobs) {
+  const up = door.o.upstream
+  return function predictions(c: Context): Promise<Response> {
+    return door.serve(
+      httpArrival(c, c.req.param('model') ?? o.defaultModel ?? ''),
+      async (p) => {
+        const model = await predictionModel(c, o, up)
+        p.model = model
+        // Sync predictions only: an async one is queued durably and answered 202 whatever the load.
+        if (!wantsAsync(c)) {
+          p.admit()
+        }
+        const b = parsePredictionBody(await bodyOf(c, o))
+        if (wantsAsync(c)) {
+          const r = await submitJob(jobs, up, model, b, b.id ?? crypto.randomUUID())
+          return c.json(cogView(r.prediction), 202)
+        }
+        const id = b.id ?? crypto.randomUUID()
+        const createdAt = new Date().toISOString()
+        // Safe to resend if the worker holding it is lost: the client named the prediction.
+        const retryable = c.req.header('idempotency-key') !== undefined || b.id !== undefined
+        const reply = await p.infer({ items: [b.input] }, { retryable, signal: clientGone(c, o) })
+        const predictTime = reply.timing?.[0]?.computeMs
+        return c.json({
+          id,
+          status: 'succeeded',
+          input: b.input,
+          output: reply.items?.[0] ?? null,
+          created_at: createdAt,
+          completed_at: new Date().toISOString(),
+          metrics: predictTime !== undefined ? { predict_time: predictTime / 1000 } : {},
+        })
+      },
+      (e, p) => failure(c, p, e),
+    )
   }
 }
 
 /** 422 for schema failures (Cog's shape), the registry status otherwise. */
-function failure(c: Context, obs: RequestObservation, e: unknown): Response {
+function failure(c: Context, p: Passage, e: unknown): Response {
   if (e instanceof CogValidationError) {
-    obs.fail(new CohortError('INVALID_INPUT', e.message), 422)
+    p.fail(new CohortError('INVALID_INPUT', e.message), 422)
     return unprocessable(c, e.detail)
   }
   if (e instanceof CohortError && e.code === 'INVALID_INPUT') {
-    obs.fail(e, 422)
+    p.fail(e, 422)
     return unprocessable(c, detailOf(e.message), e.message)
   }
-  throw obs.fail(e)
+  throw p.fail(e)
 }
 
 /**
@@ -113,30 +104,69 @@ async function submitJob(jobs: PredictionJobs, up: Upstream, model: string, b: P
  * `PUT /predictions/{id}` and `PUT /models/{m}/predictions/{id}`: idempotent creation (the same id
  * twice is one prediction). Waits for the result (200) unless `Prefer: respond-async` (202).
  */
-export function putPredictionHandler(o: ResolvedGatewayOptions, up: Upstream, jobs: PredictionJobs) {
-  return async function putPrediction(c: Context): Promise<Response> {
-    const obs = new RequestObservation(o, c, c.req.param('model') ?? '')
-    try {
-      const id = predictionId(c)
-      const model = await predictionModel(c, o, up)
-      obs.model = model
-      const b = parsePredictionBody(await bodyOf(c, o))
-      if (b.id !== undefined && b.id !== id) {
-        throw new CogValidationError([{ loc: ['body', 'id'], msg: `id "${b.id}" differs from the path's "${id}"`, type: 'value_error' }])
-      }
-      const r = await submitJob(jobs, up, model, b, id)
-      if (wantsAsync(c)) {
-        return c.json(cogView(r.prediction), 202)
-      }
-      const timeoutMs = effectiveTimeoutMs(o.requestTimeoutMs, c.req.header('x-cohort-timeout-ms'), undefined)
-      const p = (await jobs.wait(id, timeoutMs)) ?? r.prediction
-      return c.json(cogView(p), isTerminal(p.status) ? 200 : 202)
-    } catch (e) {
-      return failure(c, obs, e)
-    } finally {
-      obs.end()
-    }
+export function putPredictionHandler(o: ResolvedGatewayOptions, door: InferenceDoor, jobs: PredictionJobs) {
+  const up = door.o.upstream
+  return function putPrediction(c: Context): Promise<Response> {
+    return door.serve(
+      httpArrival(c, c.req.param('model') ?? ''),
+      async (p) => {
+        // Not counted in the request metrics (as before the door): the job's run is the work.
+        p.counted = false
+        const id = predictionId(c)
+        const model = await predictionModel(c, o, up)
+        p.model = model
+        const b = parsePredictionBody(await bodyOf(c, o))
+        if (b.id !== undefined && b.id !== id) {
+          throw new CogValidationError([{ loc: ['body', 'id'], msg: `id "${b.id}" differs from the path's "${id}"`, type: 'value_error' }])
+        }
+        const r = await submitJob(jobs, up, model, b, id)
+        if (!r.created) {
+          sameRequest(r.prediction, model, b)
+        }
+        if (wantsAsync(c)) {
+          return c.json(cogView(r.prediction), 202)
+        }
+        const pr = (await jobs.wait(id, p.timeoutMs())) ?? r.prediction
+        return c.json(cogView(pr), isTerminal(pr.status) ? 200 : 202)
+      },
+      (e, p) => failure(c, p, e),
+    )
   }
+}
+
+/**
+ * An idempotent PUT of an id that exists must repeat its request: a different model, input or
+ * webhook is 409 CONFLICT naming the id (Cog answers a conflict too), not the old prediction.
+ */
+function sameRequest(existing: Prediction, model: string, b: PredictionRequestBody): void {
+  const differs =
+    existing.model !== model
+      ? 'model'
+      : !sameJson(existing.input, b.input)
+        ? 'input'
+        : (existing.webhook ?? undefined) !== b.webhook
+          ? 'webhook'
+          : undefined
+  if (differs) {
+    throw new CohortError('CONFLICT', `prediction "${existing.id}" already exists with a different ${differs}; use a new id for a new prediction`)
+  }
+}
+
+/** Structural equality of two JSON values (key order ignored). */
+function sameJson(a: unknown, b: unknown): boolean {
+  if (a === b) {
+    return true
+  }
+  if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null || Array.isArray(a) !== Array.isArray(b)) {
+    return false
+  }
+  if (Array.isArray(a)) {
+    const bb = b as unknown[]
+    return a.length === bb.length && a.every((x, i) => sameJson(x, bb[i]))
+  }
+  const ka = Object.keys(a)
+  const bo = b as Record<string, unknown>
+  return ka.length === Object.keys(bo).length && ka.every((k) => Object.hasOwn(bo, k) && sameJson((a as Record<string, unknown>)[k], bo[k]))
 }
 
 /** `GET /predictions/{id}`: the prediction as stored (any gateway answers; see docs/predictions.md). */

@@ -38,6 +38,25 @@ describe('OrtPool', () => {
     const bad = join(mkdtempSync(join(tmpdir(), 'cohort-pool-')), 'bad.onnx')
     writeFileSync(bad, new Uint8Array([1, 2, 3]))
     await expect(new OrtPool({ path: bad }).start()).rejects.toThrow(/cannot load model/)
-    await expect(new OrtPool({ path: modelFile(), ep: 'cuda' }).start()).rejects.toThrow(/execution provider "cuda" is not available/)
+  })
+
+  it('names the CUDA provider when it is missing, and runs on it where it is installed', async () => {
+    // Where the CUDA EP is installed (a GPU machine) the pool starts and serves; elsewhere the start
+    // fails with the message that says what to install. Either way the outcome is checked.
+    const pool = new OrtPool({ path: modelFile(), ep: 'cuda', intraOpNumThreads: 1 })
+    const started = await pool.start().then(
+      () => undefined,
+      (e: unknown) => e as Error,
+    )
+    if (started) {
+      expect(started.message).toMatch(/^execution provider "cuda" is not available: .+ \(install the CUDA EP with `npm i onnxruntime-node --onnxruntime-node-install=cuda12`\)$/s)
+      return
+    }
+    const r = await pool.run({
+      x: { type: 'float32', dims: [1, 4], data: Float32Array.from([1, 1, 1, 1]) },
+      ids: { type: 'int64', dims: [1, 3], data: BigInt64Array.from([1n, 2n, 3n]) },
+    })
+    expect(Array.from(r.outputs['y']!.data as Float32Array)).toEqual([3, 3, 3, 3])
+    await pool.close()
   })
 })

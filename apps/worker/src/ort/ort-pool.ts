@@ -34,6 +34,21 @@ export interface OrtPoolOptions {
   intraOpNumThreads?: number
   /** Force child processes instead of worker threads. @default ep !== 'cpu' && instances > 1 */
   processes?: boolean
+  /** Told about runs, exits and restarts of each instance (metrics). Settable later with {@link OrtPool.observe}. */
+  observer?: OrtPoolObserver
+}
+
+/**
+ * Hooks on the life of the pool's instances (numbered from 0), for metrics. Calls are
+ * synchronous and must not throw.
+ */
+export interface OrtPoolObserver {
+  /** A run ended on `instance` after `busyMs` (hand-off to answer), successfully or not. */
+  run?(instance: number, busyMs: number, ok: boolean): void
+  /** `instance` died (thread or process exit); its runs in flight failed. */
+  exit?(instance: number): void
+  /** `instance` was started again after it died. */
+  restart?(instance: number): void
 }
 
 interface Host {
@@ -42,6 +57,8 @@ interface Host {
   busy: boolean
   pending: Map<number, { resolve: (r: RunResult) => void; reject: (e: Error) => void }>
   dead: Error | undefined
+  /** Position in the pool (the `instance` of {@link OrtPoolObserver}). */
+  index: number
 }
 
 /** What one batch run returns. */
@@ -65,11 +82,24 @@ export class OrtPool {
   readonly #hosts: Host[] = []
   #seq = 0
   #closing: Promise<void> | undefined
+  #observer: OrtPoolObserver | undefined
 
   constructor(opts: OrtPoolOptions) {
     this.#opts = opts
+    this.#observer = opts.observer
     this.instances = Math.max(1, opts.instances ?? 1)
     this.ep = opts.ep ?? 'cpu'
+  }
+
+  /** Set the observer of instance runs, exits and restarts (replaces the one given). */
+  observe(o: OrtPoolObserver | undefined): void {
+    this.#observer = o
+  }
+
+  /** Instances by state now. */
+  states(): { live: number; dead: number } {
+    const dead = this.#hosts.filter((h) => h.dead).length
+    return { live: this.#hosts.length - dead, dead }
   }
 
   /** Start every instance and load the model; rejects with a clear message on failure. */
@@ -80,6 +110,7 @@ export class OrtPool {
     const loads: Promise<void>[] = []
     for (let i = 0; i < this.instances; i++) {
       const host = useProcesses ? this.#spawnProcess() : this.#spawnThread()
+      host.index = i
       this.#hosts.push(host)
       loads.push(
         new Promise<void>((resolve, reject) => {
@@ -118,14 +149,18 @@ export class OrtPool {
       }
     }
     host.busy = true
+    const started = performance.now()
+    const ended = (ok: boolean) => this.#observer?.run?.(host.index, performance.now() - started, ok)
     return new Promise<RunResult>((resolve, reject) => {
       host.pending.set(id, {
         resolve: (r) => {
           host.busy = false
+          ended(true)
           resolve(r)
         },
         reject: (e) => {
           host.busy = false
+          ended(false)
           reject(e)
         },
       })
@@ -138,6 +173,9 @@ export class OrtPool {
     this.#closing ??= (async () => {
       await Promise.allSettled(
         this.#hosts.map(async (h) => {
+          if (h.dead) {
+            return // its channel is gone: a send would raise an unhandled 'error'
+          }
           h.post({ type: 'close' })
           await new Promise((r) => setTimeout(r, 50))
           h.kill()
@@ -170,8 +208,14 @@ export class OrtPool {
   }
 
   #onExit(host: Host, why: string): void {
+    if (host.dead) {
+      return // 'error' then 'exit': one death
+    }
     const err = new CohortError('INTERNAL', `ONNX Runtime instance exited: ${why}`)
     host.dead = err
+    if (!this.#closing) {
+      this.#observer?.exit?.(host.index)
+    }
     for (const p of host.pending.values()) {
       p.reject(err)
     }
@@ -186,6 +230,7 @@ export class OrtPool {
       busy: false,
       pending: new Map(),
       dead: undefined,
+      index: 0,
     }
     w.on('message', (m: Record<string, unknown>) => this.#onMessage(host, m))
     w.on('error', (e) => this.#onExit(host, e.message))
@@ -201,6 +246,7 @@ export class OrtPool {
       busy: false,
       pending: new Map(),
       dead: undefined,
+      index: 0,
     }
     cp.on('message', (m) => this.#onMessage(host, m as Record<string, unknown>))
     cp.on('exit', (code, sig) => this.#onExit(host, `process exit ${code ?? sig}`))

@@ -12,6 +12,7 @@ import {
   type ModelMeta,
   type WireTensor,
 } from '@cohort/protocol'
+import { ortMetrics, type Registry } from '@cohort/metrics'
 import { OrtPool, type ExecutionProvider, type HostTensor, type HostValueMeta } from '../ort/ort-pool.ts'
 import { datatypeOfOrt, ortType, viewOf } from './ort-types.ts'
 import { bucketOf, copyCorner, filledBuffer, type PaddingOptions } from './padding.ts'
@@ -79,6 +80,28 @@ export class OnnxRunner implements ModelRunner {
     this.concurrency = this.#pool.instances
     this.#padding = opts.padding
     this.batchDefaults = { maxBatchSize: opts.maxBatchSize ?? 32, maxDelayMs: opts.maxDelayMs ?? 5 }
+  }
+
+  /** Count runs, busy time, exits and restarts of each ORT instance, and instances by state. */
+  instrument(registry: Registry): void {
+    const m = ortMetrics(registry)
+    const model = this.name
+    const at = (i: number) => ({ model, instance: String(i) })
+    this.#pool.observe({
+      run: (i, busyMs, ok) => {
+        m.busy.inc(at(i), busyMs / 1000)
+        m.runs.inc({ ...at(i), result: ok ? 'ok' : 'error' })
+      },
+      exit: (i) => m.exits.inc(at(i)),
+      restart: (i) => m.restarts.inc(at(i)),
+    })
+    m.instances.collect(() => {
+      const s = this.#pool.states()
+      return [
+        [{ model, state: 'live' }, s.live],
+        [{ model, state: 'dead' }, s.dead],
+      ]
+    })
   }
 
   async start(): Promise<void> {

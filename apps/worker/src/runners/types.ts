@@ -1,3 +1,4 @@
+import type { Registry } from '@cohort/metrics'
 import type { InferRequest, ModelMeta, Subjects, WireError, WireTensor } from '@cohort/protocol'
 
 /** One item of a request, ready for the batch engine (or already failed). */
@@ -24,6 +25,8 @@ export interface ModelRunner {
   readonly batchDefaults: { maxBatchSize: number; maxDelayMs: number }
   /** Load and warm up. */
   start(): Promise<void>
+  /** Register the runner's own metrics (ONNX Runtime instances) in the worker's registry; called once, before `start`. */
+  instrument?(registry: Registry): void
   meta(): ModelMeta
   /** Validate a request and split it into items. Throws CohortError for request-level faults. */
   prepare(req: InferRequest): PreparedItem[]

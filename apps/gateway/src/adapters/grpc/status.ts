@@ -14,6 +14,8 @@ export function grpcCode(httpStatus: number): status {
       return status.PERMISSION_DENIED
     case 404:
       return status.NOT_FOUND
+    case 409:
+      return status.ALREADY_EXISTS
     case 429:
       return status.RESOURCE_EXHAUSTED
     case 499:

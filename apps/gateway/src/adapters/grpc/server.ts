@@ -4,12 +4,16 @@ import * as protoLoader from '@grpc/proto-loader'
 import { CohortError, subjects as makeSubjects, type ModelMeta } from '@cohort/protocol'
 import type { Transport } from '@cohort/transport'
 import { Registry, gatewayMetrics } from '@cohort/metrics'
-import { DEFAULT_MAX_BODY_BYTES, DEFAULT_META_TIMEOUT_MS, DEFAULT_REQUEST_TIMEOUT_MS } from '../options.ts'
-import { Upstream } from '../upstream.ts'
-import { checkModelPath, metricModel } from '../routes/infer.ts'
-import { tritonConfig } from '../routes/config.ts'
-import { modelStats } from '../routes/stats.ts'
-import { modelInfer, type ModelInferRequestMsg } from './infer.ts'
+import { consoleErrorLogger, defaultTracer, TRACEPARENT, TRACESTATE, type Logger } from '@cohort/observability'
+import type { Tracer } from '@opentelemetry/api'
+import { DEFAULT_MAX_BODY_BYTES, DEFAULT_META_TIMEOUT_MS, DEFAULT_REQUEST_TIMEOUT_MS, type JwtAuthOptions, type RateLimitOptions } from '../../options.ts'
+import { Upstream } from '../../upstream.ts'
+import { InferenceDoor, type Arrival } from '../../door.ts'
+import { WorkerLiveness, type WorkerLossOptions } from '../../liveness.ts'
+import { checkModelPath } from '../../routes/infer.ts'
+import { tritonConfig } from '../../routes/config.ts'
+import { modelStats } from '../../routes/stats.ts'
+import { deadlineAt, modelInfer, type ModelInferRequestMsg } from './infer.ts'
 import { toServiceError } from './status.ts'
 
 /** Options of {@link startGrpcServer}. */
@@ -28,8 +32,28 @@ export interface GrpcServerOptions {
   maxMessageBytes?: number
   /** Metadata request timeout, ms. @default 2000 */
   metaTimeoutMs?: number
-  /** When non-empty, every call needs metadata `authorization: Bearer KEY` with one of these. */
+  /**
+   * When non-empty (or with `jwt`), every call needs metadata `authorization: Bearer <credential>`
+   * with one of these keys or a token that verifies: the same check as the HTTP gateway's.
+   */
   apiKeys?: string[]
+  /** JWT bearer tokens, verified as over HTTP (`GatewayOptions.jwt`). */
+  jwt?: JwtAuthOptions
+  /**
+   * Per-client token buckets as over HTTP (`GatewayOptions.rateLimit`; the gRPC server keeps its own
+   * buckets): beyond them RESOURCE_EXHAUSTED with `retry-after` metadata. Health RPCs are not limited.
+   */
+  rateLimit?: RateLimitOptions
+  /** Worker-loss detection and retry, as over HTTP (`GatewayOptions.workerLoss`); `false` turns it off. @default {} */
+  workerLoss?: WorkerLossOptions | false
+  /** Id of this server's acceptance-notice subject. @default random */
+  gatewayId?: string
+  /** Runtime queueing delay, ms (admission at the door, as over HTTP). @default none */
+  queueDelayMs?: () => number
+  /** Tracer of the `cohort.gateway.infer` spans (parent: `traceparent` metadata). @default as HTTP */
+  tracer?: Tracer
+  /** Failed calls are logged at `warn`. @default errors to console.error */
+  logger?: Logger
   /** `ServerMetadata` name and version. */
   serverName?: string
   serverVersion?: string
@@ -39,7 +63,7 @@ export interface GrpcServerOptions {
    */
   registry?: Registry
   /** Called with unexpected (non-Cohort) errors. @default console.error */
-  onUnexpectedError?: (e: unknown) => void
+  onUnexpectedError?: (e: unknown, fields?: Record<string, unknown>) => void
 }
 
 /** A running gRPC server. */
@@ -79,44 +103,50 @@ const metaTensors = (ts: ModelMeta['inputs']) => ts.map((t) => ({ name: t.name, 
  */
 export async function startGrpcServer(options: GrpcServerOptions): Promise<GrpcServerHandle> {
   const report = options.onUnexpectedError ?? ((e: unknown) => console.error('cohort: grpc: unexpected error', e))
-  const up = new Upstream(options.transport, makeSubjects(options.subjectPrefix ?? 'cohort'), options.metaTimeoutMs ?? DEFAULT_META_TIMEOUT_MS)
-  const serverTimeoutMs = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS
-  const keys = new Set(options.apiKeys ?? [])
-  const metrics = gatewayMetrics(options.registry ?? new Registry())
+  const subjects = makeSubjects(options.subjectPrefix ?? 'cohort')
+  const liveness =
+    options.workerLoss === false
+      ? undefined
+      : new WorkerLiveness(options.transport, subjects, options.gatewayId ?? `grpc-${crypto.randomUUID().slice(0, 8)}`, options.workerLoss)
+  const up = new Upstream(options.transport, subjects, options.metaTimeoutMs ?? DEFAULT_META_TIMEOUT_MS, liveness)
+  const door = new InferenceDoor({
+    upstream: up,
+    metrics: gatewayMetrics(options.registry ?? new Registry()),
+    requestTimeoutMs: options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS,
+    queueDelayMs: options.queueDelayMs,
+    apiKeys: options.apiKeys,
+    jwt: options.jwt,
+    rateLimit: options.rateLimit,
+    tracer: options.tracer ?? defaultTracer(),
+    logger: options.logger ?? consoleErrorLogger,
+    onUnexpectedError: (e, fields) => report(e, fields),
+  })
 
-  /** Count one ModelInfer (or one request on a stream) as the HTTP route does. */
-  const counted = async <T>(model: string, run: () => Promise<T>): Promise<T> => {
-    const t0 = performance.now()
-    let code = 'OK'
-    try {
-      return await run()
-    } catch (e) {
-      code = e instanceof CohortError ? e.code : 'INTERNAL'
-      throw e
-    } finally {
-      const label = metricModel(model, code)
-      metrics.requests.inc({ model: label, code })
-      metrics.duration.observe({ model: label }, (performance.now() - t0) / 1000)
-    }
+  const first = (md: grpc.Metadata, key: string): string | undefined => {
+    const v = md.get(key)[0]
+    return typeof v === 'string' ? v : undefined
   }
-
-  const authorize = (md: grpc.Metadata): void => {
-    if (keys.size === 0) {
-      return
-    }
-    const h = md.get('authorization')[0]
-    const m = typeof h === 'string' ? /^Bearer\s+(.+)$/i.exec(h) : null
-    if (!m || !keys.has(m[1]!.trim())) {
-      throw new CohortError('UNAUTHORIZED', 'missing or invalid metadata "authorization: Bearer KEY"')
-    }
-  }
+  /** Authenticate and rate-limit a call through the door (health RPCs are not rate-limited). */
+  const authorize = (call: { metadata: grpc.Metadata; getPeer(): string }, limited = true) =>
+    door.authorize(first(call.metadata, 'authorization'), call.getPeer().replace(/:\d+$/, ''), limited)
+  /** The door's arrival of one inference request. */
+  const arrival = (call: { metadata: grpc.Metadata; getDeadline(): grpc.Deadline }, method: string, model: string): Arrival => ({
+    method: 'POST',
+    route: `/inference.GRPCInferenceService/${method}`,
+    model,
+    traceparent: first(call.metadata, TRACEPARENT),
+    tracestate: first(call.metadata, TRACESTATE),
+    deadlineAt: deadlineAt(call.getDeadline()),
+  })
+  const infer = (call: Parameters<typeof arrival>[0], method: string, r: ModelInferRequestMsg, signal: AbortSignal) =>
+    door.serve(arrival(call, method, r.model_name), (p) => modelInfer(p, r, signal, first(call.metadata, 'idempotency-key') !== undefined))
 
   /** A unary handler: authorize, run, answer or map the error. */
   const unary =
-    <Req, Res>(fn: (req: Req, call: grpc.ServerUnaryCall<Req, Res>) => Promise<Res>) =>
+    <Req, Res>(fn: (req: Req, call: grpc.ServerUnaryCall<Req, Res>) => Promise<Res>, limited = true) =>
     (call: grpc.ServerUnaryCall<Req, Res>, cb: grpc.sendUnaryData<Res>): void => {
       Promise.resolve()
-        .then(() => authorize(call.metadata))
+        .then(() => authorize(call, limited))
         .then(() => fn(call.request, call))
         .then(
           (res) => cb(null, res),
@@ -124,12 +154,9 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<GrpcS
         )
     }
 
-  const infer = (r: ModelInferRequestMsg, deadline: grpc.Deadline | undefined, signal: AbortSignal) =>
-    modelInfer(up, serverTimeoutMs, r, deadline, signal)
-
   const impl: grpc.UntypedServiceImplementation = {
-    ServerLive: unary(async () => ({ live: true })),
-    ServerReady: unary(async () => ({ ready: (await up.readiness()).ready })),
+    ServerLive: unary(async () => ({ live: true }), false),
+    ServerReady: unary(async () => ({ ready: (await up.readiness()).ready }), false),
     ModelReady: unary(async (r: { name: string; version: string }) => {
       try {
         checkModelPath(r.name, r.version === '' ? undefined : r.version)
@@ -140,7 +167,7 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<GrpcS
         }
         throw e
       }
-    }),
+    }, false),
     ServerMetadata: unary(async () => ({
       name: options.serverName ?? 'cohort',
       version: options.serverVersion ?? '0.1.0',
@@ -162,8 +189,8 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<GrpcS
       const ac = new AbortController()
       call.on('cancelled', () => ac.abort())
       Promise.resolve()
-        .then(() => authorize(call.metadata))
-        .then(() => counted(call.request.model_name, () => infer(call.request, call.getDeadline(), ac.signal)))
+        .then(() => authorize(call))
+        .then(() => infer(call, 'ModelInfer', call.request, ac.signal))
         .then(
           (res) => cb(null, res),
           (e) => cb(toServiceError(e, report)),
@@ -179,24 +206,32 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<GrpcS
           call.end()
         }
       }
-      try {
-        authorize(call.metadata)
-      } catch (e) {
+      // Credentials once per stream; the rate limit per request on it, as each is one inference.
+      let refused = false
+      const authorized = door.authorize(first(call.metadata, 'authorization'), undefined, false)
+      authorized.catch((e: unknown) => {
+        refused = true
         call.emit('error', toServiceError(e, report))
-        return
-      }
+      })
       call.on('data', (r: ModelInferRequestMsg) => {
         pending++
-        counted(r.model_name, () => infer(r, call.getDeadline(), ac.signal)).then(
-          (res) => call.write({ error_message: '', infer_response: res }),
-          (e) => {
-            const se = toServiceError(e, report)
-            call.write({ error_message: se.details ?? 'error', infer_response: { model_name: r.model_name, id: r.id ?? '' } })
-          },
-        ).finally(() => {
-          pending--
-          maybeEnd()
-        })
+        authorized
+          .then(() => authorize(call))
+          .then(() => infer(call, 'ModelStreamInfer', r, ac.signal))
+          .then(
+            (res) => call.write({ error_message: '', infer_response: res }),
+            (e) => {
+              if (refused) {
+                return // the stream already ended with the refusal
+              }
+              const se = toServiceError(e, report)
+              call.write({ error_message: se.details ?? 'error', infer_response: { model_name: r.model_name, id: r.id ?? '' } })
+            },
+          )
+          .finally(() => {
+            pending--
+            maybeEnd()
+          })
       })
       call.on('end', () => {
         ended = true
@@ -219,6 +254,7 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<GrpcS
     port,
     close() {
       closing ??= new Promise<void>((resolve) => {
+        liveness?.close()
         const force = setTimeout(() => server.forceShutdown(), 5_000)
         force.unref?.()
         server.tryShutdown(() => {

@@ -1,12 +1,12 @@
 /**
- * Entry of the gateway on Bun (`bun apps/gateway/src/edge/bun.ts`; Bun runs the TypeScript as is).
+ * Entry of the gateway on Bun (`bun apps/gateway/src/adapters/bun.ts`; Bun runs the TypeScript as is).
  * Environment: `NATS_WS_URL` (default `ws://127.0.0.1:4223`), `PORT` (default 8080; 0 picks one),
  * `HOST` (default 127.0.0.1), `COHORT_TIMEOUT_MS`. One NATS connection (Bun has a global WebSocket).
  * @see docs/edge.md
  * @module
  */
 import { wsconnect } from '@nats-io/nats-core'
-import { createEdgeGateway } from './handler.ts'
+import { createEdgeGateway } from '../edge/handler.ts'
 
 /** The part of Bun's API used here (no Bun types in this repo). */
 interface BunApi {
@@ -20,7 +20,7 @@ interface BunApi {
 
 const bun = (globalThis as { Bun?: BunApi }).Bun
 if (!bun) {
-  throw new Error('apps/gateway/src/edge/bun.ts runs on Bun: bun apps/gateway/src/edge/bun.ts')
+  throw new Error('apps/gateway/src/adapters/bun.ts runs on Bun: bun apps/gateway/src/adapters/bun.ts')
 }
 const env = bun.env
 const natsUrl = env['NATS_WS_URL'] ?? 'ws://127.0.0.1:4223'

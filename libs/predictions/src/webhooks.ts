@@ -100,7 +100,9 @@ export class WebhookSender {
           body,
           signal: AbortSignal.timeout(this.#o.timeoutMs),
         })
-        await res.body?.cancel().catch(() => undefined)
+        // Done at the status line: an HTTP/1.0 receiver without Content-Length ends its body only
+        // by closing, which the next event must not wait for.
+        void res.body?.cancel().catch(() => undefined)
         if (res.ok) {
           return
         }

@@ -1,0 +1,324 @@
+/**
+ * The inference door: the one place every inference call passes through, whatever its codec (REST
+ * OIP, bulk, Cog predictions, gRPC, async jobs, the Redis bridge). It owns the deadline, admission
+ * at the door (event-loop delay against the request's budget), the request id and the gateway span,
+ * authentication and rate limiting for codecs without middleware (gRPC), the retry flag, the reply
+ * grace, item errors and the metrics labels. Codecs only decode a request and encode a reply.
+ * See docs/architecture.md#the-inference-door.
+ * @module
+ */
+import { CohortError, fromWire, isValidModelName, type InferReply, type InferRequest, type WireError, type WireTensor } from '@cohort/protocol'
+import type { GatewayMetrics } from '@cohort/metrics'
+import type { AbortSignalLike } from '@cohort/transport'
+import type { TraceCarrier } from '@cohort/observability'
+import { admitAtDoor, deadlineAfter, effectiveTimeoutMs } from './deadline.ts'
+import { RequestObservation, type ObservationOptions, type ObservedCall } from './observe.ts'
+import type { JwtAuthOptions, RateLimitOptions } from './options.ts'
+import type { Upstream } from './upstream.ts'
+import { Authenticator } from './middleware/auth/credentials.ts'
+import { TokenBuckets } from './middleware/rate-limit/index.ts'
+
+/** Grace after the deadline before the gateway stops waiting: the worker's own 504 usually wins. */
+export const REPLY_GRACE_MS = 50
+
+/** Options of {@link InferenceDoor}. */
+export interface DoorOptions extends ObservationOptions {
+  upstream: Upstream
+  metrics: GatewayMetrics
+  /** Server-side deadline of a request, ms (a request may shorten it, never extend it). */
+  requestTimeoutMs: number
+  /** The runtime's queueing delay now (Node: event-loop delay), ms; see {@link admitAtDoor}. */
+  queueDelayMs?: (() => number) | undefined
+  /** Credentials checked by {@link InferenceDoor.authorize} (codecs without HTTP middleware). */
+  apiKeys?: string[] | undefined
+  jwt?: JwtAuthOptions | undefined
+  /** Per-client token buckets applied by {@link InferenceDoor.authorize}. */
+  rateLimit?: RateLimitOptions | undefined
+}
+
+/** Label value for a model in request metrics: unknown or invalid names share one series (bounded memory). */
+export function metricModel(model: string, code: string): string {
+  return code === 'MODEL_NOT_FOUND' || code === 'NOT_FOUND' || !isValidModelName(model) ? '_unknown' : model
+}
+
+/**
+ * The first failed item's error of a reply, if any, its message naming the item: `item <i>: ...`
+ * with `i` its index in the request (a one-item envelope that is item `index` of a larger call, as
+ * in bulk, has the worker's `item 0:` corrected to `item <index>:`), for errors about the item (4xx, and 500: the predictor failed on it).
+ * Capacity and timing errors (503, 504, 499) keep their message: retrying, not the item, is the cure.
+ */
+export function itemError(reply: InferReply, index?: number): CohortError | undefined {
+  const errs = reply.errors ?? []
+  const failed: number[] = []
+  errs.forEach((x, i) => {
+    if (x !== null && x !== undefined) {
+      failed.push(i)
+    }
+  })
+  const at = failed[0]
+  if (at === undefined) {
+    return undefined
+  }
+  const e = fromWire(errs[at]!)
+  // Capacity and timing (503, 504, 499: a full queue, a drain, a deadline) are not about the item.
+  if (!namesItem(e.status)) {
+    return e
+  }
+  const i = index ?? at
+  const msg = /^item \d+: /.test(e.message) ? e.message.replace(/^item \d+: /, `item ${i}: `) : errs.length > 1 && index === undefined ? `item ${i}: ${e.message}` : e.message
+  return msg === e.message ? e : new CohortError(e.code, msg, e.retryAfterS !== undefined ? { retryAfterS: e.retryAfterS } : {})
+}
+
+function namesItem(status: number): boolean {
+  return (status >= 400 && status < 499) || status === 500
+}
+
+/** Throw the first failed item's error, if any (named by its index). */
+export function firstItemError(reply: InferReply): void {
+  const e = itemError(reply)
+  if (e) {
+    throw e
+  }
+}
+
+/** One prediction's outcome: its output, or its error (never thrown). */
+export type ItemOutcome = { output: unknown; computeMs?: number | undefined; error?: undefined } | { error: WireError; output?: undefined }
+
+/** What a call puts in the envelope besides id, model and deadline. */
+export interface DoorPayload {
+  tensors?: Record<string, WireTensor>
+  items?: unknown[]
+  outputs?: string[]
+  priority?: number
+}
+
+/** How a call waits: its budget, whether it may be resent on worker loss, the client's abort. */
+export interface SendOptions {
+  /** Absolute deadline, ms since the epoch. @default the passage's deadline */
+  deadline?: number
+  /** Envelope id. @default the passage's request id */
+  id?: string
+  /** Safe to resend to another worker if the one holding it is lost. @default false */
+  retryable?: boolean
+  signal?: AbortSignalLike | undefined
+}
+
+/**
+ * Send one envelope and wait for its reply, `REPLY_GRACE_MS` past its deadline. The one call of
+ * `Upstream.infer` for inference (door passages, async jobs, the Redis bridge).
+ */
+export function doorSend(up: Upstream, req: InferRequest, o: Omit<SendOptions, 'deadline' | 'id'> = {}): Promise<InferReply> {
+  return up.infer(req, Math.max(1, req.deadline - Date.now()) + REPLY_GRACE_MS, o.signal, { retryable: o.retryable === true })
+}
+
+/**
+ * Run one item (a Cog input) and answer its outcome; errors, request-level ones included, become
+ * the outcome's error. `index` names the item in messages (bulk).
+ */
+export async function runItem(
+  up: Upstream,
+  r: { model: string; input: unknown; deadline: number; id?: string; trace?: TraceCarrier | undefined },
+  o: Omit<SendOptions, 'deadline' | 'id'> & { index?: number; onUnexpected?: (e: unknown) => void } = {},
+): Promise<ItemOutcome> {
+  try {
+    const reply = await doorSend(up, { v: 1, id: r.id ?? crypto.randomUUID(), model: r.model, deadline: r.deadline, items: [r.input], ...r.trace }, o)
+    const e = itemError(reply, o.index)
+    if (e) {
+      return { error: { code: e.code, message: e.message } }
+    }
+    return { output: reply.items?.[0] ?? null, computeMs: reply.timing?.[0]?.computeMs }
+  } catch (x) {
+    if (!(x instanceof CohortError)) {
+      o.onUnexpected?.(x)
+    }
+    const ce = x instanceof CohortError ? x : new CohortError('INTERNAL', 'internal error')
+    return { error: { code: ce.code, message: ce.message } }
+  }
+}
+
+/** What a codec knows of a call before reading its body. */
+export interface Arrival extends ObservedCall {
+  /** The model named by the call ('' until known; {@link Passage.model} may set it later). */
+  model: string
+  /** `x-cohort-timeout-ms` (or its equivalent): shortens the server deadline. */
+  timeoutHeader?: string | undefined
+  /** A deadline the transport carries (a gRPC deadline), ms since the epoch. */
+  deadlineAt?: number | undefined
+  /** Called with the passage once made (HTTP: to answer its `traceparent`). */
+  entered?: ((p: Passage) => void) | undefined
+}
+
+/** One call through the door: its observation, deadline and sends. Made by {@link InferenceDoor.serve}. */
+export class Passage {
+  readonly obs: RequestObservation
+  /** Count this call in the request metrics when it ends (bulk counts its items instead). */
+  counted = true
+  #lag = 0
+  #code = 'OK'
+  #open = false
+  readonly #t0 = performance.now()
+
+  constructor(
+    readonly door: InferenceDoor,
+    readonly arrival: Arrival,
+  ) {
+    this.obs = new RequestObservation(door.o, arrival, arrival.model)
+  }
+
+  get model(): string {
+    return this.obs.model
+  }
+  set model(m: string) {
+    this.obs.model = m
+  }
+
+  /** The envelope id of the call. */
+  get requestId(): string {
+    return this.obs.requestId
+  }
+
+  /** The W3C fields an envelope carries: the gateway span as the worker's parent. */
+  get trace(): TraceCarrier | undefined {
+    return this.obs.trace
+  }
+
+  /**
+   * Admission at the door: 503 OVERLOADED when the runtime's queueing delay already exceeds this
+   * call's budget (before its body is read); otherwise the delay is taken off its deadline.
+   */
+  admit(): void {
+    this.#lag = admitAtDoor(this.door.o.requestTimeoutMs, this.arrival.timeoutHeader, this.door.o.queueDelayMs)
+  }
+
+  /** The call's budget, ms: the server's, shortened by the timeout header, `paramUs` (µs) and a transport deadline. */
+  timeoutMs(paramUs?: unknown): number {
+    let t = effectiveTimeoutMs(this.door.o.requestTimeoutMs, this.arrival.timeoutHeader, paramUs)
+    const at = this.arrival.deadlineAt
+    if (at !== undefined && Number.isFinite(at)) {
+      t = Math.min(t, Math.max(1, at - Date.now()))
+    }
+    return t
+  }
+
+  /** The absolute deadline of a budget, less the admission delay (503 when nothing is left). */
+  deadline(timeoutMs: number): number {
+    return deadlineAfter(timeoutMs, this.#lag)
+  }
+
+  /** Send the call's envelope and answer the reply; the first failed item is thrown, named by its index. */
+  async infer(payload: DoorPayload, o: SendOptions & { timeoutMs?: number } = {}): Promise<InferReply> {
+    const req: InferRequest = {
+      v: 1,
+      id: o.id ?? this.requestId,
+      model: this.model,
+      deadline: o.deadline ?? this.deadline(o.timeoutMs ?? this.timeoutMs()),
+      ...payload,
+      ...this.trace,
+    }
+    this.obs.sent(req)
+    const reply = await doorSend(this.door.o.upstream, req, o)
+    firstItemError(reply)
+    return reply
+  }
+
+  /** One item of a multi-prediction call (bulk): its outcome, counted and logged on its own. */
+  async item(input: unknown, index: number, o: { deadline: number; signal?: AbortSignalLike | undefined }): Promise<ItemOutcome> {
+    const t0 = performance.now()
+    const id = crypto.randomUUID()
+    const model = this.model
+    const out = await runItem(
+      this.door.o.upstream,
+      { model, input, deadline: o.deadline, id, trace: this.trace },
+      { signal: o.signal, index, onUnexpected: (e) => this.door.o.onUnexpectedError(e, { ...this.obs.fields(), requestId: id, index }) },
+    )
+    const code = out.error?.code ?? 'OK'
+    if (out.error) {
+      this.obs.failedItem(id, index, out.error.code, out.error.message)
+    }
+    this.door.count(model, code, t0)
+    return out
+  }
+
+  /** The response outlives the handler (a stream): call {@link Passage.end} when it is done. */
+  keepOpen(): void {
+    this.#open = true
+  }
+
+  /** Record a failure; answers what to throw (see {@link RequestObservation.fail}). */
+  fail(e: unknown, status?: number): CohortError {
+    const ce = this.obs.fail(e, status)
+    this.#code = ce.code
+    return ce
+  }
+
+  /** Count the call and end its span. Idempotent (the span's end is). */
+  end(): void {
+    if (this.counted) {
+      this.counted = false
+      this.door.count(this.model, this.#code, this.#t0)
+    }
+    this.obs.end()
+  }
+
+  /** @internal */
+  get isOpen(): boolean {
+    return this.#open
+  }
+}
+
+/** The inference door of one gateway (HTTP app or gRPC server). */
+export class InferenceDoor {
+  readonly #auth: Authenticator | undefined
+  readonly #buckets: TokenBuckets | undefined
+
+  constructor(readonly o: DoorOptions) {
+    this.#auth = Authenticator.of(o)
+    this.#buckets = o.rateLimit ? new TokenBuckets(o.rateLimit) : undefined
+  }
+
+  /**
+   * Authenticate and rate-limit a call for codecs without HTTP middleware (gRPC): the client id
+   * (`key:<i>`, `jwt:<sub>`, else `ip:<address>`). UNAUTHORIZED/FORBIDDEN as over REST; beyond
+   * the rate limit RATE_LIMITED with `retryAfterS`. `limited: false` skips the rate limit (health).
+   */
+  async authorize(authorization: string | undefined, address: string | undefined, limited = true): Promise<string | undefined> {
+    const client = this.#auth ? await this.#auth.authenticate(authorization) : undefined
+    if (this.#buckets && limited) {
+      const key = client ?? `ip:${address ?? 'unknown'}`
+      const wait = this.#buckets.take(key)
+      if (wait > 0) {
+        throw new CohortError('RATE_LIMITED', `rate limit of ${this.#buckets.rate} requests/s (burst ${this.#buckets.burst}) exceeded`, { retryAfterS: wait })
+      }
+    }
+    return client
+  }
+
+  /**
+   * Serve one call: `run` decodes, sends through the passage and encodes. Failures are recorded
+   * (log, span, metrics code) and rethrown as CohortErrors unless `onError` answers them; the call is
+   * counted and its span ended when `run` settles (or at {@link Passage.end} after {@link Passage.keepOpen}).
+   */
+  async serve<T>(a: Arrival, run: (p: Passage) => Promise<T>, onError?: (e: unknown, p: Passage) => T): Promise<T> {
+    const p = new Passage(this, a)
+    a.entered?.(p)
+    try {
+      return await run(p)
+    } catch (e) {
+      if (onError) {
+        return onError(e, p)
+      }
+      throw p.fail(e)
+    } finally {
+      if (!p.isOpen) {
+        p.end()
+      }
+    }
+  }
+
+  /** Count one request (or bulk item) in `cohort_requests_total` and its duration. */
+  count(model: string, code: string, t0: number): void {
+    const label = metricModel(model, code)
+    this.o.metrics.requests.inc({ model: label, code })
+    this.o.metrics.duration.observe({ model: label }, (performance.now() - t0) / 1000)
+  }
+}

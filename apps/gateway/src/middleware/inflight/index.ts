@@ -1,0 +1,50 @@
+import type { MiddlewareHandler } from 'hono'
+import { CohortError } from '@cohort/protocol'
+import { InflightBudget } from '@cohort/transport'
+import { declaredLength, setBodyTicket } from '../../body.ts'
+import type { ResolvedGatewayOptions } from '../../options.ts'
+
+function overloaded(budget: InflightBudget): CohortError {
+  return new CohortError('OVERLOADED', `the gateway is at its in-flight bound: ${budget.describe()}; retry later`, { retryAfterS: 1 })
+}
+
+/**
+ * Bound the requests with bodies (POST, PUT) and their bytes held at once (`inflight`): a request
+ * past either bound is refused 503 `OVERLOADED` with `Retry-After` before its body is read; a body
+ * without Content-Length is counted while it is read and refused the same way once past the bound.
+ * A declared body larger than the whole bytes bound can never be served: 413 naming the bound.
+ * Everything is given back when the handler returns. Off with `inflight: false`.
+ */
+export function inflightMiddleware(o: ResolvedGatewayOptions): MiddlewareHandler | undefined {
+  if (o.inflight === false) {
+    return undefined
+  }
+  const budget = new InflightBudget(o.inflight)
+  return async (c, next) => {
+    if (c.req.method !== 'POST' && c.req.method !== 'PUT') {
+      return next()
+    }
+    const len = declaredLength(c.req.header('content-length'))
+    if (len !== undefined && len > budget.maxBytes) {
+      throw new CohortError('PAYLOAD_TOO_LARGE', `request body of ${len} bytes exceeds the gateway's in-flight bytes bound (maxBytes) of ${budget.maxBytes} bytes`)
+    }
+    if (!budget.tryAdmit(len ?? 0)) {
+      throw overloaded(budget)
+    }
+    let held = len ?? 0
+    setBodyTicket(c, {
+      declared: len !== undefined,
+      take(n) {
+        if (!budget.tryTakeBytes(n)) {
+          throw overloaded(budget)
+        }
+        held += n
+      },
+    })
+    try {
+      await next()
+    } finally {
+      budget.release(held)
+    }
+  }
+}

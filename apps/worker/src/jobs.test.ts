@@ -1,0 +1,188 @@
+// The worker's JobRunner over an in-memory JobQueue (the JetStream one is tested end to end in
+// test/e2e/jobs-durable.test.ts): results stored once and acked after, terminal records skipped,
+// refused jobs handed back, a job past maxDeliver recorded failed without running, pulls only with
+// room, a cancel during the run wins over the late result, close() waits for the jobs taken.
+import { afterEach, describe, expect, it } from 'vitest'
+import { type InferReply, type InferRequest } from '@cohort/protocol'
+import { decodePrediction, encodePrediction, newPrediction, type Prediction } from '@cohort/predictions'
+import { noopLogger } from '@cohort/observability'
+import { MemoryJobQueue } from '@cohort/test-support'
+import { JobRunner, type JobTarget } from './jobs.ts'
+
+const runners: JobRunner[] = []
+afterEach(async () => {
+  await Promise.all(runners.splice(0).map((r) => r.close()))
+})
+
+/** A target whose submit() is the test's; records every request it got. */
+function target(submit: (req: InferRequest) => Promise<InferReply>, room = () => 4): JobTarget & { got: InferRequest[] } {
+  const got: InferRequest[] = []
+  return {
+    name: 'm',
+    maxBatchSize: 4,
+    room,
+    got,
+    submit: (req) => {
+      got.push(req)
+      return submit(req)
+    },
+  }
+}
+
+const ok = (req: InferRequest): Promise<InferReply> =>
+  Promise.resolve({ v: 1, id: req.id, items: (req.items ?? []).map((i) => ({ y: 2 * (i as { x: number }).x })), timing: [{ computeMs: 3 }] } as InferReply)
+
+/** Webhook calls as [event-ish status, id]: the runner's sender with a recording fetch. */
+function hooks() {
+  const calls: Prediction[] = []
+  const fetch = (async (_url: string, init?: RequestInit) => {
+    calls.push(JSON.parse(String(init?.body)) as Prediction)
+    return new Response('', { status: 200 })
+  }) as typeof globalThis.fetch
+  return { calls, fetch }
+}
+
+async function submitJob(q: MemoryJobQueue, id: string, input: unknown, webhook?: string): Promise<void> {
+  await q.create(id, encodePrediction(newPrediction({ id, model: 'm', input, webhook })))
+  await q.enqueue('m', id)
+}
+
+async function record(q: MemoryJobQueue, id: string): Promise<Prediction> {
+  return decodePrediction((await q.get(id))!.value)
+}
+
+async function until(f: () => Promise<boolean> | boolean, ms = 5000): Promise<void> {
+  const end = Date.now() + ms
+  while (!(await f())) {
+    if (Date.now() > end) {
+      throw new Error('condition not met in time')
+    }
+    await new Promise((r) => setTimeout(r, 5))
+  }
+}
+
+function start(q: MemoryJobQueue, t: JobTarget, fetch?: typeof globalThis.fetch): JobRunner {
+  const r = new JobRunner({ queue: q, ackWaitMs: 200, webhooks: { ...(fetch ? { fetch } : {}), initialDelayMs: 1 } }, t, noopLogger)
+  runners.push(r)
+  r.start()
+  return r
+}
+
+describe('JobRunner', () => {
+  it('runs a job, stores its result once, acks it only after storing, and sends start, output, completed', async () => {
+    const q = new MemoryJobQueue()
+    const h = hooks()
+    await submitJob(q, 'a', { x: 21 }, 'http://hook.invalid/')
+    const r = start(q, target(ok), h.fetch)
+    await until(async () => (await record(q, 'a')).status === 'succeeded')
+    const p = await record(q, 'a')
+    expect(p).toMatchObject({ status: 'succeeded', output: { y: 42 }, attempts: 1, error: null, metrics: { predict_time: 0.003 } })
+    expect(p.started_at).not.toBeNull()
+    await until(() => q.log.includes('ack a'))
+    expect(q.log).toEqual(['enqueue a', 'deliver a 1', 'ack a'])
+    await r.webhooks.idle()
+    expect(h.calls.map((c) => c.status)).toEqual(['processing', 'succeeded', 'succeeded'])
+  })
+
+  it('acks without running a job whose record is already terminal (a redelivery of a finished or canceled job)', async () => {
+    const q = new MemoryJobQueue()
+    await submitJob(q, 'done', { x: 1 })
+    const cur = (await q.get('done'))!
+    await q.update('done', encodePrediction({ ...decodePrediction(cur.value), status: 'canceled' }), cur.revision)
+    const t = target(ok)
+    start(q, t)
+    await until(() => q.log.includes('ack done'))
+    expect(t.got).toEqual([])
+    expect((await record(q, 'done')).status).toBe('canceled')
+  })
+
+  it('hands back a job the engine refused (OVERLOADED) without storing anything; a later delivery runs it', async () => {
+    const q = new MemoryJobQueue()
+    await submitJob(q, 'busy', { x: 2 })
+    let refusals = 1
+    const t = target((req) =>
+      refusals-- > 0 ? Promise.resolve({ v: 1, id: req.id, error: { code: 'OVERLOADED', message: 'queue full' } } as InferReply) : ok(req),
+    )
+    start(q, t)
+    await until(async () => (await record(q, 'busy')).status === 'succeeded')
+    expect(q.log.slice(0, 3)).toEqual(['enqueue busy', 'deliver busy 1', 'nak busy'])
+    expect(await record(q, 'busy')).toMatchObject({ output: { y: 4 }, attempts: 2 })
+    expect(t.got).toHaveLength(2)
+  })
+
+  it('records a job failed, without running it, on the delivery past maxDeliver', async () => {
+    const q = new MemoryJobQueue({ maxDeliver: 2 })
+    const h = hooks()
+    await submitJob(q, 'poison', { x: 3 }, 'http://hook.invalid/')
+    // Each run fails in a way that hands the job back (storing its result throws).
+    const t = target(() => Promise.reject(new Error('worker trouble')))
+    const r = start(q, t, h.fetch)
+    await until(async () => (await record(q, 'poison')).status === 'failed', 8000)
+    expect(t.got, 'runs: one per allowed delivery').toHaveLength(2)
+    expect(await record(q, 'poison')).toMatchObject({
+      status: 'failed',
+      code: 'PREDICTOR_FAILED',
+      output: null,
+      attempts: 2,
+      error: 'gave up after 2 deliveries: none finished (its worker stopped or failed every time)',
+    })
+    expect(q.log.filter((l) => l.startsWith('deliver'))).toEqual(['deliver poison 1', 'deliver poison 2', 'deliver poison 3'])
+    await until(() => q.pending().length === 0)
+    await r.webhooks.idle()
+    expect(h.calls.map((c) => c.status)).toEqual(['processing', 'failed'])
+  }, 10_000)
+
+  it('pulls only while the engine has room', async () => {
+    const q = new MemoryJobQueue()
+    await submitJob(q, 'wait', { x: 4 })
+    let room = 0
+    const t = target(ok, () => room)
+    start(q, t)
+    await new Promise((r) => setTimeout(r, 100))
+    expect(q.log).toEqual(['enqueue wait'])
+    room = 1
+    await until(async () => (await record(q, 'wait')).status === 'succeeded')
+  })
+
+  it('keeps a cancel made while the job runs: the late result is not stored, the job is acked', async () => {
+    const q = new MemoryJobQueue()
+    const h = hooks()
+    await submitJob(q, 'c', { x: 5 }, 'http://hook.invalid/')
+    let release!: () => void
+    const t = target((req) => new Promise<void>((r) => (release = r)).then(() => ok(req)))
+    const r = start(q, t, h.fetch)
+    await until(() => t.got.length === 1)
+    const cur = (await q.get('c'))!
+    expect(decodePrediction(cur.value).status).toBe('processing')
+    expect(await q.update('c', encodePrediction({ ...decodePrediction(cur.value), status: 'canceled' }), cur.revision)).toBe(true)
+    release()
+    await until(() => q.log.includes('ack c'))
+    expect(await record(q, 'c')).toMatchObject({ status: 'canceled', output: null })
+    await r.webhooks.idle()
+    expect(h.calls.map((c) => c.status), 'no output or completed from the runner').toEqual(['processing'])
+  })
+
+  it('retries its compare-and-set when the record moved on, and stores the result once', async () => {
+    const q = new MemoryJobQueue()
+    await submitJob(q, 'cas', { x: 6 })
+    q.failUpdates = 2
+    start(q, target(ok))
+    await until(async () => (await record(q, 'cas')).status === 'succeeded')
+    expect(await record(q, 'cas')).toMatchObject({ output: { y: 12 }, attempts: 1 })
+  })
+
+  it('close() stops pulling and waits for the job taken to be stored; it is idempotent', async () => {
+    const q = new MemoryJobQueue()
+    await submitJob(q, 'slow', { x: 7 })
+    const t = target((req) => new Promise((r) => setTimeout(r, 100)).then(() => ok(req)))
+    const r = start(q, t)
+    await until(() => t.got.length === 1)
+    await Promise.all([r.close(), r.close()])
+    expect(await record(q, 'slow')).toMatchObject({ status: 'succeeded', output: { y: 14 } })
+    expect(q.log).toContain('ack slow')
+    await submitJob(q, 'later', { x: 8 })
+    await new Promise((res) => setTimeout(res, 100))
+    expect(q.pending(), 'not pulled after close').toEqual(['later'])
+    expect(t.got).toHaveLength(1)
+  })
+})
