@@ -64,7 +64,7 @@ describe('packs over real NATS, one in-process worker', () => {
   beforeAll(async () => {
     process.env['SLEEPY_MS'] = '20'
     const mod = (await import(SLEEPY_PREDICTOR)) as { default: ConstructorParameters<typeof PredictorRunner>[0] }
-    worker = new CohortWorker({ transport: await transport(), runners: [new PredictorRunner(mod.default)], id: 'pw-1', heartbeatMs: 100 })
+    worker = new CohortWorker({ transport: await transport(), runners: [new PredictorRunner(mod.default)], id: 'pw-1' })
     await worker.start()
     up = await gateway()
   }, 60_000)
