@@ -224,7 +224,7 @@ describe('the NATS Transport with messages past max_payload (stage-to-stage traf
     void (async () => {
       for await (const m of sub) {
         const h = headers()
-        h.set(BLOB_HEADER, `v1 _INBOX.nobody.b0 5000000 1000000 20000`)
+        h.set(BLOB_HEADER, `v1 cohort.blob.nobody.b0 5000000 1000000 20000`)
         m.respond(new Uint8Array(0), { headers: h })
       }
     })()
@@ -244,12 +244,38 @@ describe('the NATS Transport with messages past max_payload (stage-to-stage traf
     })()
     await subscribed()
     const h = headers()
-    h.set(BLOB_HEADER, `v1 _INBOX.nobody.b1 3000000 1000000 20000`)
+    h.set(BLOB_HEADER, `v1 cohort.blob.nobody.b1 3000000 1000000 20000`)
     const reply = await raw.request('stage.echo', new Uint8Array(0), { timeout: 20_000, headers: h })
     expect(reply.headers?.get(BLOB_ERROR_HEADER)).toMatch(/^BLOB_UNAVAILABLE /)
     const ok = await a.request('stage.echo', new Uint8Array([7]), { timeoutMs: 20_000 })
     expect(Array.from(ok)).toEqual([7])
     sub.unsubscribe()
+  }, 30_000)
+
+  it('refuses (BAD_REQUEST) a reference whose chunk subject is outside the blob prefix, and requests nothing there', async () => {
+    const sub = b.subscribe('stage.echo2')
+    void (async () => {
+      for await (const m of sub) {
+        m.respond(m.data)
+      }
+    })()
+    // Anyone asking on the named subject would be seen here (no confused deputy: docs/security.md).
+    const spy = raw.subscribe('stage.not-a-blob')
+    let asked = 0
+    void (async () => {
+      for await (const _ of spy) {
+        asked++
+      }
+    })()
+    await subscribed()
+    const h = headers()
+    h.set(BLOB_HEADER, `v1 stage.not-a-blob 3000000 1000000 20000`)
+    const reply = await raw.request('stage.echo2', new Uint8Array(0), { timeout: 20_000, headers: h })
+    expect(reply.headers?.get(BLOB_ERROR_HEADER)).toMatch(/^BAD_REQUEST .*is not a chunk subject/)
+    await raw.flush()
+    expect(asked).toBe(0)
+    sub.unsubscribe()
+    spy.unsubscribe()
   }, 30_000)
 })
 

@@ -8,7 +8,8 @@ import { readFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { connect, type NatsConnection } from '@nats-io/transport-node'
-import { PermissionViolationError } from '@nats-io/nats-core'
+import { PermissionViolationError, headers } from '@nats-io/nats-core'
+import { decodeReply, encodeRequest, type InferRequest } from '@cohort/protocol'
 import { AckPolicy, RetentionPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream'
 import { Kvm } from '@nats-io/kv'
 import { SLEEPY_PREDICTOR, getJson, postJson, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle } from '@cohort/test-support'
@@ -137,6 +138,47 @@ describe('NATS permissions per role (infra/nats/auth.conf)', () => {
     nc.publish('$KV.cohort-config.sleepy', new TextEncoder().encode('{"maxBatchSize":1}'))
     await nc.flush()
     expect(((await kv) as PermissionViolationError | undefined)?.subject).toBe('$KV.cohort-config.sleepy')
+  })
+
+  it('never lets a gateway-role client make the worker write cohort-models (ack, Cohort-Blob and reply subjects)', async () => {
+    // The confused deputy (docs/security.md#no-confused-deputy): the gateway user may not write the
+    // bucket itself, so it tries to have the worker do it through the subjects a request names.
+    const admin = await as('admin')
+    const jsm = await jetstreamManager(admin)
+    const before = (await jsm.streams.info('KV_cohort-models')).state
+    const kv = await new Kvm(admin).open('cohort-models')
+    const sleepyBefore = await kv.get('sleepy')
+    const nc = await as('gateway')
+    const req = (id: string, extra: Partial<InferRequest> = {}): Uint8Array =>
+      encodeRequest({ v: 1, id, model: 'sleepy', deadline: Date.now() + 10_000, items: [{ x: 1 }], ...extra })
+
+    // 1. An `ack` subject in the bucket: refused with a clear error, nothing published there.
+    const acked = decodeReply((await nc.request('cohort.infer.sleepy', req('ack-trick', { ack: '$KV.cohort-models.planted-ack' }), { timeout: 5_000 })).data)
+    expect(acked.error?.code).toBe('BAD_REQUEST')
+    expect(acked.error?.message).toMatch(/ack subject .*is not an acceptance subject/)
+
+    // 2. A Cohort-Blob reference whose chunk subject is in the bucket: refused, nothing requested.
+    const h = headers()
+    h.set('Cohort-Blob', 'v1 $KV.cohort-models.planted-blob 10 1024 5000')
+    const blob = await nc.request('cohort.infer.sleepy', new Uint8Array(0), { timeout: 5_000, headers: h })
+    expect(blob.headers?.get('Cohort-Blob-Error')).toMatch(/^BAD_REQUEST .*is not a chunk subject/)
+
+    // 3. A reply subject in the bucket (an existing model's key): the request is dropped unanswered.
+    nc.publish('cohort.infer.sleepy', req('reply-trick'), { reply: '$KV.cohort-models.sleepy' })
+    // A later request on the same connection reaches the same worker after it and is answered.
+    const ok = decodeReply((await nc.request('cohort.infer.sleepy', req('after'), { timeout: 5_000 })).data)
+    expect(ok.items).toEqual([{ y: 2, batch: expect.any(Number) }])
+    await admin.flush()
+
+    const after = (await jsm.streams.info('KV_cohort-models')).state
+    expect(after.last_seq).toBe(before.last_seq)
+    expect(after.messages).toBe(before.messages)
+    expect(await kv.get('planted-ack')).toBeNull()
+    expect(await kv.get('planted-blob')).toBeNull()
+    expect((await kv.get('sleepy'))?.revision).toBe(sleepyBefore?.revision)
+    // The worker still serves through the gateway.
+    const r = await postJson(`${base}/models/sleepy/predictions`, { input: { x: 4 } }, auth)
+    expect(r.status).toBe(200)
   })
 
   it('refuses the gateway user a subscription to inference subjects', async () => {

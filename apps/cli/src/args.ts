@@ -59,9 +59,11 @@ export const MODEL_OPTIONS = {
   predictor: { type: 'string', multiple: true },
   ep: { type: 'string', default: 'cpu' },
   instances: { type: 'string' },
+  'ort-processes': { type: 'boolean' },
   threads: { type: 'string' },
   'max-batch-size': { type: 'string' },
   'max-delay-ms': { type: 'string' },
+  'batch-timeout-ms': { type: 'string' },
   policy: { type: 'string' },
   'max-queue': { type: 'string' },
   'max-batch-cost': { type: 'string' },
@@ -77,9 +79,13 @@ export const MODEL_HELP = `  --model SPEC           ONNX model: demo | heavy | N
   --predictor FILE       TypeScript/JS module exporting definePredictor(...) (repeatable)
   --ep cpu|webgpu|cuda   ONNX Runtime execution provider (default cpu)
   --instances N          ORT sessions per model: threads on cpu, processes on GPU EPs (default 1)
+  --ort-processes        run every ORT instance in a child process, even on cpu (a stuck
+                         session.run() can then be killed at --batch-timeout-ms)
   --threads N            ORT intra-op threads per instance (default: cores / instances)
   --max-batch-size N     items per batch (default 32)
   --max-delay-ms MS      max hold time of the timer policy (default 5)
+  --batch-timeout-ms MS  per-batch time limit: a batch past it fails with 504 BATCH_TIMEOUT and its
+                         runner restarts (default max(10000, 20 x learned t(b)); 0: none)
   --policy eager|deadline|timer
                          batching policy (default eager: dispatch at once when idle)
   --max-queue N          queued items per model before 503 (default 4096)

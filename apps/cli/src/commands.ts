@@ -45,9 +45,11 @@ function modelFlags(v: Values, defaultDemo: boolean, hasConfig = false): ModelFl
     predictor,
     ep: (v['ep'] as string) ?? 'cpu',
     instances,
+    ortProcesses: v['ort-processes'] === true,
     threads: intFlag('threads', v['threads']) ?? Math.max(1, Math.floor(availableParallelism() / instances)),
     maxBatchSize: batchingFlag('maxBatchSize', intFlag('max-batch-size', v['max-batch-size'])),
     maxDelayMs: batchingFlag('maxDelayMs', numFlag('max-delay-ms', v['max-delay-ms'])),
+    batchTimeoutMs: numFlag('batch-timeout-ms', v['batch-timeout-ms']),
     padding: paddingFlags(v),
   }
 }
@@ -205,6 +207,7 @@ export async function serveCommand(args: string[]): Promise<void> {
     registry,
     outputSchemas,
     batching: batching(v),
+    ...(flags.batchTimeoutMs !== undefined ? { batchTimeoutMs: flags.batchTimeoutMs } : {}),
     tracer: tel.tracer,
     logger: tel.logger.child({ component: 'worker' }),
     ...(jobs ? { jobs: workerJobs(v, jobs) } : {}),
@@ -406,6 +409,7 @@ export async function workerCommand(args: string[]): Promise<void> {
     outputSchemas,
     capacityAware: v['distribution'] === 'capacity',
     batching: batching(v),
+    ...(flags.batchTimeoutMs !== undefined ? { batchTimeoutMs: flags.batchTimeoutMs } : {}),
     ...(v.id ? { id: v.id as string } : {}),
     ...(v['heartbeat-ms'] !== undefined ? { heartbeatMs: intFlag('heartbeat-ms', v['heartbeat-ms'], 0)! } : {}),
     tracer: tel.tracer,

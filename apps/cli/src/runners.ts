@@ -9,9 +9,13 @@ export interface ModelFlags {
   predictor: string[]
   ep: string
   instances: number
+  /** ORT instances in child processes (--ort-processes). */
+  ortProcesses?: boolean | undefined
   threads: number | undefined
   maxBatchSize: number | undefined
   maxDelayMs: number | undefined
+  /** Per-batch time limit in ms (0: none); undefined: the worker's default. */
+  batchTimeoutMs?: number | undefined
   padding?: import('@cohort/worker').PaddingOptions | undefined
 }
 
@@ -32,6 +36,7 @@ export async function buildRunners(f: ModelFlags): Promise<{ runners: ModelRunne
         path: m.path,
         ep: f.ep as ExecutionProvider,
         instances: f.instances,
+        ...(f.ortProcesses ? { processes: true } : {}),
         ...(f.threads !== undefined ? { intraOpNumThreads: f.threads } : {}),
         ...(f.maxBatchSize !== undefined ? { maxBatchSize: f.maxBatchSize } : {}),
         ...(f.maxDelayMs !== undefined ? { maxDelayMs: f.maxDelayMs } : {}),
@@ -49,6 +54,7 @@ export async function buildRunners(f: ModelFlags): Promise<{ runners: ModelRunne
     for (const p of ps) {
       runners.push(
         new PredictorRunner(p, {
+          modulePath: path,
           ...(f.maxBatchSize !== undefined ? { maxBatchSize: f.maxBatchSize } : {}),
           ...(f.maxDelayMs !== undefined ? { maxDelayMs: f.maxDelayMs } : {}),
         }),

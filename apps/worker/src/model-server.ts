@@ -18,6 +18,7 @@ import {
   encodeReply,
   encodeRequest,
   encodeValue,
+  isAcceptSubject,
   requestItemCount,
   toWireError,
   type InferReply,
@@ -37,6 +38,8 @@ import { InferStats } from './infer-stats.ts'
 import { ModelTelemetry } from './tracing.ts'
 import type { ItemResult, ModelRunner } from './runners/types.ts'
 import { JobRunner, type WorkerJobOptions } from './jobs.ts'
+import { batchTimeLimitMs, checkBatchTimeoutMs } from './batch-limit.ts'
+import { runnerEvents } from './runner-events.ts'
 
 /**
  * The replies of one pack's requests, sent together: one message per batch (protocol v2). Every
@@ -159,10 +162,19 @@ export interface ModelServerOptions {
   logger?: Logger
   /** Pull this model's async prediction jobs (JetStream) into the batch engine. Off when absent. */
   jobs?: WorkerJobOptions
+  /**
+   * Per-batch time limit in ms (0: none): a batch past it fails its items with BATCH_TIMEOUT and
+   * the runner is replaced (docs/reliability.md#batch-time-limit).
+   * @default max(10000, 20 * the learned t(b) of the batch)
+   */
+  batchTimeoutMs?: number
 }
 
 /** The live batching fields of {@link ModelServer.meta} (`batchingToJson` of the engine's config). */
 type LiveBatching = Pick<ModelMeta, 'maxBatchSize' | 'maxDelayMs'> & Required<Pick<ModelMeta, 'policy' | 'maxQueue' | 'maxBatchCost' | 'admission'>>
+
+/** Thrown back to the engine after a timed-out batch was answered, so its time is not learned as a cost. */
+const NOT_A_SAMPLE = Symbol('not a cost sample')
 
 const EXPIRE_CODE: Record<ExpireReason, { code: 'DEADLINE_EXCEEDED' | 'CANCELLED' | 'SHUTTING_DOWN'; msg: string }> = {
   deadline: { code: 'DEADLINE_EXCEEDED', msg: 'deadline passed while queued; the item did not run' },
@@ -219,7 +231,14 @@ export class ModelServer {
       concurrency: o.runner.concurrency,
       run: (b) => this.#run(b),
       expire: (v, reason) => this.#expire(v, reason),
+      onRunError: (e) => {
+        if (e !== NOT_A_SAMPLE) {
+          this.#tel.logger.error({ model: o.runner.name, err: e }, 'batch run failed')
+        }
+      },
     })
+    checkBatchTimeoutMs(o.batchTimeoutMs)
+    o.runner.observe?.(runnerEvents(o.runner.name, o.workerId, o.metrics, this.#tel.logger))
   }
 
   /** Subscribe to the model's subjects and announce it. The runner must be started. */
@@ -421,6 +440,12 @@ export class ModelServer {
 
   #onRequest(m: TransportMessage, req: InferRequest, t0: number, sink: ReplySink | undefined): void {
     this.requestStats.requests++
+    if (req.ack !== undefined && !isAcceptSubject(this.#o.subjects.accept, req.ack)) {
+      // No confused deputy: publish acceptance notices only under <prefix>.accept. (docs/security.md).
+      const error = { code: 'BAD_REQUEST' as const, message: `ack subject ${JSON.stringify(String(req.ack).slice(0, 200))} is not an acceptance subject (${this.#o.subjects.accept('<gateway>')}); nothing was published there` }
+      this.#respond(m, { v: 1, id: req.id, error }, t0, undefined, sink)
+      return
+    }
     if (req.ack) {
       // Tell the gateway at once which worker holds the request (it fails or retries the request
       // when this worker's heartbeats stop; see docs/architecture.md#worker-loss).
@@ -491,6 +516,7 @@ export class ModelServer {
       results = await this.runner.runBatch(
         batch.items.map((i) => i.payload),
         this.#abort.signal,
+        { timeoutMs: batchTimeLimitMs(this.#o.batchTimeoutMs, this.engine.costModel.upper(batch.cost ?? batch.items.length)) },
       )
     } catch (e) {
       const err = toWireError(e, 'PREDICTOR_FAILED')
@@ -513,6 +539,9 @@ export class ModelServer {
       it.p.timing[it.index] = { queueMs, computeMs, batchSize: batch.items.length }
       this.#complete(it.p, it.index, results[k] ?? { error: { code: 'INTERNAL', message: 'missing result' } })
     })
+    if (failure?.code === 'BATCH_TIMEOUT') {
+      throw NOT_A_SAMPLE
+    }
   }
 
   #expire(v: QItem, reason: ExpireReason): void {

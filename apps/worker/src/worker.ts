@@ -46,6 +46,8 @@ export interface CohortWorkerOptions {
    * the engine has room. Off when absent (the embedded gateway then runs async predictions itself).
    */
   jobs?: WorkerJobOptions
+  /** Per-batch time limit of every model, ms (0: none); see ModelServerOptions.batchTimeoutMs. */
+  batchTimeoutMs?: number
 }
 
 /** Default interval of worker heartbeats, ms. */
@@ -96,6 +98,7 @@ export class CohortWorker {
         tracer: this.#o.tracer ?? defaultTracer(),
         logger: this.#log,
         ...(this.#o.jobs ? { jobs: this.#o.jobs } : {}),
+        ...(this.#o.batchTimeoutMs !== undefined ? { batchTimeoutMs: this.#o.batchTimeoutMs } : {}),
       })
       await s.start()
       this.servers.push(s)

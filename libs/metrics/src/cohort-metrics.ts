@@ -36,6 +36,10 @@ export function workerMetrics(r: Registry) {
     costA: r.gauge('cohort_cost_model_a_seconds', 'Learned fixed cost a of a batch, t(b) = a + c*b, by model.'),
     costC: r.gauge('cohort_cost_model_c_seconds', 'Learned per-item (per cost unit) cost c of a batch, by model.'),
     costSamples: r.gauge('cohort_cost_model_samples', 'Batches the cost model has learned from, by model.'),
+    restarts: r.counter(
+      'cohort_runner_restarts_total',
+      'Runner threads or processes replaced, by model and reason (batch_timeout: a batch ran past its time limit; died: it exited or crashed).',
+    ),
     pending: r.gauge(
       'cohort_pending_requests',
       'Items accepted by the worker and not yet answered (queued plus running), by model.',

@@ -30,6 +30,7 @@ export const ERROR_CODES = {
   JOBS_UNAVAILABLE: { status: 503, doc: 'Async predictions need NATS JetStream, which the server does not offer.' },
   NOT_READY: { status: 503, doc: 'The model is still loading.' },
   BLOB_UNAVAILABLE: { status: 503, doc: 'A large message could not be pulled from its sender (sender gone, message expired, or a chunk missing or truncated).' },
+  BATCH_TIMEOUT: { status: 504, doc: 'The item\'s batch ran past its model\'s time limit; it was stopped and its runner restarted. It may or may not have had side effects.' },
   DEADLINE_EXCEEDED: { status: 504, doc: 'The deadline passed before the item could be answered; it was not run, or its result came too late.' },
 } as const satisfies Record<string, { status: number; doc: string }>
 

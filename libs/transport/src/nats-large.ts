@@ -1,6 +1,6 @@
 import type { Msg, MsgHdrs, NatsConnection } from '@nats-io/nats-core'
 import { headers, nuid } from '@nats-io/nats-core'
-import { CohortError } from '@cohort/protocol'
+import { CohortError, isBlobSubject } from '@cohort/protocol'
 import {
   BLOB_ERROR_HEADER,
   BLOB_HEADER,
@@ -131,6 +131,14 @@ export class LargeMessages {
       return m.data
     }
     const r = parseBlobRef(ref)
+    // The sender names the subject; request chunks only under the blob prefix (no confused deputy:
+    // docs/security.md#no-confused-deputy), so a reference can never make this process publish elsewhere.
+    if (!isBlobSubject(this.#subjectPrefix, r.subject)) {
+      throw new CohortError(
+        'BAD_REQUEST',
+        `${BLOB_HEADER} subject ${JSON.stringify(r.subject.slice(0, 200))} is not a chunk subject under ${this.#subjectPrefix}.<id>.<blob>; nothing was requested from it`,
+      )
+    }
     return fetchBlob(
       r,
       async (i, t) => {

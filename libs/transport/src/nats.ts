@@ -1,7 +1,7 @@
 import type { Msg, NatsConnection } from '@nats-io/nats-core'
 import { NoRespondersError, RequestError, TimeoutError } from '@nats-io/nats-core'
 import { Kvm, type KV } from '@nats-io/kv'
-import { CohortError, DEFAULT_SUBJECT_PREFIX, kvBuckets } from '@cohort/protocol'
+import { CohortError, DEFAULT_INBOX_PREFIX, DEFAULT_SUBJECT_PREFIX, isInboxSubject, kvBuckets } from '@cohort/protocol'
 import { AsyncQueue } from './async-queue.ts'
 import { InflightBudget, type InflightLimits } from './inflight.ts'
 import { LargeMessages, type LargeMessageOptions } from './nats-large.ts'
@@ -73,6 +73,13 @@ export interface NatsTransportOptions extends LargeMessageOptions {
    * replies published during the move are dropped by NATS. 0 waits for the deadline. @default 5000
    */
   reconnectReplyGraceMs?: number
+  /**
+   * Replies go only to subjects under this prefix (the requesters' inboxes; nats.js `inboxPrefix`):
+   * a request whose reply subject lies elsewhere (`$KV.…`, another service's subject) is answered
+   * by nobody, so no requester can make this process publish where it alone may
+   * (docs/security.md#no-confused-deputy). @default '_INBOX'
+   */
+  replyInboxPrefix?: string
 }
 
 /**
@@ -89,6 +96,7 @@ export function createNatsTransport(nc: NatsConnection, opts: NatsTransportOptio
   const large = new LargeMessages(nc, opts)
   const guard = new ReconnectGuard(nc, opts.reconnectReplyGraceMs)
   const replicas = opts.kvReplicas ?? 1
+  const inbox = opts.replyInboxPrefix ?? DEFAULT_INBOX_PREFIX
   if (!Number.isInteger(replicas) || replicas < 1 || replicas > 5) {
     throw new RangeError(`kvReplicas must be an integer from 1 to 5, got ${String(opts.kvReplicas)}`)
   }
@@ -285,6 +293,9 @@ export function createNatsTransport(nc: NatsConnection, opts: NatsTransportOptio
       void (async () => {
         try {
           for await (const m of sub) {
+            if (m.reply && !isInboxSubject(m.reply, inbox)) {
+              continue // A reply subject outside the inboxes: drop it unread (see replyInboxPrefix).
+            }
             const held = bound && m.reply ? large.sizeOf(m) : undefined
             if (held !== undefined && held > bound!.maxBytes) {
               // Never servable here: a 4xx naming the bound, not a retry.

@@ -33,3 +33,5 @@ export function writeModelFixtures(): ModelFixtures {
 
 /** Path of the sleep-based test predictor module. */
 export const SLEEPY_PREDICTOR = new URL('../../fixtures/sleepy-predictor.ts', import.meta.url).pathname
+/** A predictor that busy-computes, hangs, spins, exits its thread or breaks its output schema on request. */
+export const BUSY_PREDICTOR = new URL('../../fixtures/busy-predictor.ts', import.meta.url).pathname

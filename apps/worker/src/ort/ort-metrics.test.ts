@@ -43,16 +43,17 @@ function childPids(): number[] {
 }
 
 describe('ORT instance metrics', () => {
-  it('tells the observer about each run (instance, busy time, result) and about an instance that dies', async () => {
+  it('tells the observer about each run (instance, busy time, result), an instance that dies and its restart', async () => {
     const runs: { instance: number; busyMs: number; ok: boolean }[] = []
     const exits: number[] = []
+    const restarts: number[] = []
     const before = new Set(childPids())
     const pool = new OrtPool({
       path: modelFile(),
       instances: 2,
       intraOpNumThreads: 1,
       processes: true,
-      observer: { run: (instance, busyMs, ok) => runs.push({ instance, busyMs, ok }), exit: (i) => exits.push(i) },
+      observer: { run: (instance, busyMs, ok) => runs.push({ instance, busyMs, ok }), exit: (i) => exits.push(i), restart: (i) => restarts.push(i) },
     })
     try {
       await pool.start()
@@ -68,7 +69,11 @@ describe('ORT instance metrics', () => {
         await new Promise((r) => setTimeout(r, 20))
       }
       expect(exits).toHaveLength(1)
-      expect(pool.states()).toEqual({ live: 1, dead: 1 })
+      while (restarts.length === 0 && Date.now() < deadline) {
+        await new Promise((r) => setTimeout(r, 20))
+      }
+      expect(restarts).toEqual([exits[0]]) // the replacement keeps the dead instance's number
+      expect(pool.states()).toEqual({ live: 2, dead: 0 })
     } finally {
       await pool.close()
     }

@@ -2,6 +2,10 @@ import { fork, type ChildProcess } from 'node:child_process'
 import { availableParallelism } from 'node:os'
 import { Worker } from 'node:worker_threads'
 import { CohortError } from '@cohort/protocol'
+import { withTimeLimit, type RestartReason, type RunnerEvents } from '../runners/types.ts'
+
+/** First pause before a replacement instance that failed to load is tried again, ms (doubles up to 30 s). */
+const RESTART_RETRY_MS = 500
 
 /** Execution providers Cohort can ask onnxruntime-node for. */
 export type ExecutionProvider = 'cpu' | 'webgpu' | 'cuda'
@@ -34,7 +38,7 @@ export interface OrtPoolOptions {
   intraOpNumThreads?: number
   /** Force child processes instead of worker threads. @default ep !== 'cpu' && instances > 1 */
   processes?: boolean
-  /** Told about runs, exits and restarts of each instance (metrics). Settable later with {@link OrtPool.observe}. */
+  /** Told about runs, exits and restarts of each instance (metrics). Settable later with {@link OrtPool.watch}. */
   observer?: OrtPoolObserver
 }
 
@@ -47,18 +51,31 @@ export interface OrtPoolObserver {
   run?(instance: number, busyMs: number, ok: boolean): void
   /** `instance` died (thread or process exit); its runs in flight failed. */
   exit?(instance: number): void
-  /** `instance` was started again after it died. */
+  /** `instance` was started again after it died or was replaced. */
   restart?(instance: number): void
 }
 
 interface Host {
   post(msg: unknown, transfer?: ArrayBuffer[]): void
-  kill(): void
+  /** End it now, even in the middle of a native `session.run()` (SIGKILL for a process). */
+  kill(): Promise<void>
   busy: boolean
   pending: Map<number, { resolve: (r: RunResult) => void; reject: (e: Error) => void }>
   dead: Error | undefined
-  /** Position in the pool (the `instance` of {@link OrtPoolObserver}). */
+  /** Loaded and taking runs. */
+  live: boolean
+  /** The child's pid (processes only). */
+  pid: number | undefined
+  /** A thread replaced while its run was in native code: ended once that run returns. */
+  retiring: boolean
+  /** Position in the pool (the `instance` of {@link OrtPoolObserver}); a replacement keeps it. */
   index: number
+}
+
+/** Options of one {@link OrtPool.run}. */
+export interface OrtRunOptions {
+  /** Time limit of the run in ms: past it the instance is ended and replaced (BATCH_TIMEOUT). */
+  timeoutMs?: number
 }
 
 /** What one batch run returns. */
@@ -82,50 +99,23 @@ export class OrtPool {
   readonly #hosts: Host[] = []
   #seq = 0
   #closing: Promise<void> | undefined
+  #events: RunnerEvents | undefined
   #observer: OrtPoolObserver | undefined
 
   constructor(opts: OrtPoolOptions) {
     this.#opts = opts
-    this.#observer = opts.observer
     this.instances = Math.max(1, opts.instances ?? 1)
     this.ep = opts.ep ?? 'cpu'
-  }
-
-  /** Set the observer of instance runs, exits and restarts (replaces the one given). */
-  observe(o: OrtPoolObserver | undefined): void {
-    this.#observer = o
-  }
-
-  /** Instances by state now. */
-  states(): { live: number; dead: number } {
-    const dead = this.#hosts.filter((h) => h.dead).length
-    return { live: this.#hosts.length - dead, dead }
+    this.#observer = opts.observer
   }
 
   /** Start every instance and load the model; rejects with a clear message on failure. */
   async start(): Promise<void> {
-    const threads =
-      this.#opts.intraOpNumThreads ?? Math.max(1, Math.floor(availableParallelism() / this.instances))
-    const useProcesses = this.#opts.processes ?? (this.ep !== 'cpu' && this.instances > 1)
     const loads: Promise<void>[] = []
     for (let i = 0; i < this.instances; i++) {
-      const host = useProcesses ? this.#spawnProcess() : this.#spawnThread()
-      host.index = i
+      const { host, loaded } = this.#launch(i)
       this.#hosts.push(host)
-      loads.push(
-        new Promise<void>((resolve, reject) => {
-          host.pending.set(-1, {
-            resolve: (r) => {
-              const m = r as unknown as { inputs: HostValueMeta[]; outputs: HostValueMeta[] }
-              this.inputs = m.inputs
-              this.outputs = m.outputs
-              resolve()
-            },
-            reject,
-          })
-        }),
-      )
-      host.post({ type: 'load', path: this.#opts.path, ep: this.ep, intraOpNumThreads: threads })
+      loads.push(loaded)
     }
     try {
       await Promise.all(loads)
@@ -135,12 +125,130 @@ export class OrtPool {
     }
   }
 
-  /** Run one batch on a free instance. */
-  run(feeds: Record<string, HostTensor>): Promise<RunResult> {
-    const host = this.#hosts.find((h) => !h.busy && !h.dead) ?? this.#hosts.find((h) => !h.dead)
-    if (!host) {
-      return Promise.reject(new CohortError('INTERNAL', 'no live ONNX Runtime instance'))
+  /** Receive restart events (metrics, logs). */
+  observe(events: RunnerEvents): void {
+    this.#events = events
+  }
+
+  /** Set the observer of instance runs, exits and restarts (replaces the one given). */
+  watch(o: OrtPoolObserver | undefined): void {
+    this.#observer = o
+  }
+
+  /** Instances by state now: `live` take runs, `dead` do not (died, or their replacement is loading). */
+  states(): { live: number; dead: number } {
+    const live = this.#hosts.filter((h) => h.live).length
+    return { live, dead: this.#hosts.length - live }
+  }
+
+  /** Instances loaded and taking runs. */
+  get live(): number {
+    return this.#hosts.filter((h) => h.live).length
+  }
+
+  /** Pids of the instances' child processes (processes only; for operators and tests). */
+  get pids(): number[] {
+    return this.#hosts.flatMap((h) => (h.pid !== undefined && h.live ? [h.pid] : []))
+  }
+
+  /** Spawn one instance and load the model in it. */
+  #launch(index: number): { host: Host; loaded: Promise<void> } {
+    const threads =
+      this.#opts.intraOpNumThreads ?? Math.max(1, Math.floor(availableParallelism() / this.instances))
+    const useProcesses = this.#opts.processes ?? (this.ep !== 'cpu' && this.instances > 1)
+    const host = useProcesses ? this.#spawnProcess() : this.#spawnThread()
+    host.index = index
+    const loaded = new Promise<void>((resolve, reject) => {
+      host.pending.set(-1, {
+        resolve: (r) => {
+          const m = r as unknown as { inputs: HostValueMeta[]; outputs: HostValueMeta[] }
+          this.inputs = m.inputs
+          this.outputs = m.outputs
+          host.live = !host.dead
+          resolve()
+          this.#wakeWaiters()
+        },
+        reject,
+      })
+    })
+    host.post({ type: 'load', path: this.#opts.path, ep: this.ep, intraOpNumThreads: threads })
+    return { host, loaded }
+  }
+
+  /**
+   * Replace `host` (a run past its limit, or it died): end it, start a new instance in its slot,
+   * and try again with a growing pause until one loads or the pool closes.
+   */
+  #replace(host: Host, reason: RestartReason, detail: string): void {
+    const i = this.#hosts.indexOf(host)
+    if (i < 0 || this.#closing) {
+      return
     }
+    host.live = false
+    this.#events?.restarting(reason, detail)
+    const t0 = performance.now()
+    if (host.pid === undefined && host.busy) {
+      // Terminating a worker thread while onnxruntime-node is inside session.run() aborts the whole
+      // process once the native call returns (measured: SIGABRT, "terminate called after throwing an
+      // instance of 'Napi::Error'"). So the thread is retired: it is ended when its run returns, and
+      // a new thread takes its slot now. Only a process (SIGKILL) can stop a run that never returns.
+      host.retiring = true
+      for (const p of host.pending.values()) {
+        p.reject(new CohortError('BATCH_TIMEOUT', 'the run was abandoned'))
+      }
+      host.pending.clear()
+    } else {
+      void host.kill().catch(() => undefined)
+    }
+    if (host.retiring) {
+      this.#retired.add(host)
+    }
+    void (async () => {
+      for (let retry = RESTART_RETRY_MS; !this.#closing; retry = Math.min(30_000, retry * 2)) {
+        const { host: next, loaded } = this.#launch(i)
+        this.#hosts[i] = next
+        try {
+          await loaded
+          if (this.#closing) {
+            await next.kill()
+            return
+          }
+          this.#events?.restarted(reason, performance.now() - t0)
+          this.#observer?.restart?.(i)
+          return
+        } catch (e) {
+          void next.kill().catch(() => undefined)
+          this.#events?.restartFailed(reason, e, retry)
+          await new Promise((r) => setTimeout(r, retry))
+        }
+      }
+    })()
+  }
+
+  #waiters: (() => void)[] = []
+  /** Threads retired in the middle of a native run (see #replace). */
+  readonly #retired = new Set<Host>()
+
+  #wakeWaiters(): void {
+    for (const w of this.#waiters.splice(0)) {
+      w()
+    }
+  }
+
+  /**
+   * Run one batch on a free instance (waiting for one while every instance is being replaced).
+   * Past `opts.timeoutMs` it rejects with BATCH_TIMEOUT and the instance is ended and replaced.
+   */
+  async run(feeds: Record<string, HostTensor>, opts: OrtRunOptions = {}): Promise<RunResult> {
+    let host = this.#pick()
+    while (!host) {
+      if (this.#closing) {
+        throw new CohortError('SHUTTING_DOWN', 'the ONNX Runtime pool is closed')
+      }
+      await new Promise<void>((r) => this.#waiters.push(r))
+      host = this.#pick()
+    }
+    const h = host
     const id = ++this.#seq
     const transfer: ArrayBuffer[] = []
     for (const f of Object.values(feeds)) {
@@ -148,37 +256,48 @@ export class OrtPool {
         transfer.push(f.data.buffer)
       }
     }
-    host.busy = true
+    h.busy = true
     const started = performance.now()
-    const ended = (ok: boolean) => this.#observer?.run?.(host.index, performance.now() - started, ok)
-    return new Promise<RunResult>((resolve, reject) => {
-      host.pending.set(id, {
+    const ended = (ok: boolean): void => this.#observer?.run?.(h.index, performance.now() - started, ok)
+    const done = new Promise<RunResult>((resolve, reject) => {
+      h.pending.set(id, {
         resolve: (r) => {
-          host.busy = false
+          h.busy = false
           ended(true)
           resolve(r)
         },
         reject: (e) => {
-          host.busy = false
+          h.busy = false
           ended(false)
           reject(e)
         },
       })
-      host.post({ type: 'run', id, feeds }, transfer)
+      h.post({ type: 'run', id, feeds }, transfer)
     })
+    return withTimeLimit(done, opts.timeoutMs, 'an ONNX Runtime run', () =>
+      this.#replace(h, 'batch_timeout', `session.run() ran past ${opts.timeoutMs} ms`),
+    )
+  }
+
+  #pick(): Host | undefined {
+    return this.#hosts.find((h) => !h.busy && h.live) ?? this.#hosts.find((h) => h.live)
   }
 
   /** Release every session and end the threads or processes. Idempotent. */
   close(): Promise<void> {
     this.#closing ??= (async () => {
+      this.#wakeWaiters()
       await Promise.allSettled(
-        this.#hosts.map(async (h) => {
-          if (h.dead) {
-            return // its channel is gone: a send would raise an unhandled 'error'
+        [...this.#hosts, ...this.#retired].map(async (h) => {
+          h.live = false
+          if (h.retiring && !h.dead) {
+            return // still inside a native run: see #replace; it ends when the run returns
           }
-          h.post({ type: 'close' })
-          await new Promise((r) => setTimeout(r, 50))
-          h.kill()
+          if (!h.dead) {
+            h.post({ type: 'close' })
+            await new Promise((r) => setTimeout(r, 50))
+          }
+          await h.kill()
         }),
       )
     })()
@@ -198,6 +317,12 @@ export class OrtPool {
       return
     }
     const id = msg['id'] as number
+    if (host.retiring) {
+      // The abandoned run returned: the thread is out of native code and can go.
+      host.busy = false
+      void host.kill().catch(() => undefined)
+      return
+    }
     const p = host.pending.get(id)
     host.pending.delete(id)
     if (type === 'result') {
@@ -209,27 +334,45 @@ export class OrtPool {
 
   #onExit(host: Host, why: string): void {
     if (host.dead) {
-      return // 'error' then 'exit': one death
+      return
     }
+    this.#retired.delete(host)
     const err = new CohortError('INTERNAL', `ONNX Runtime instance exited: ${why}`)
-    host.dead = err
+    const wasLive = host.live
     if (!this.#closing) {
       this.#observer?.exit?.(host.index)
     }
+    host.dead = err
+    host.live = false
     for (const p of host.pending.values()) {
       p.reject(err)
     }
     host.pending.clear()
+    // An instance that was serving and ended by itself (crash, OOM kill) is replaced; one ended
+    // on purpose (replaced, closing) or that never loaded (start() fails) is not.
+    if (wasLive && !this.#closing) {
+      this.#replace(host, 'died', why)
+    }
   }
 
   #spawnThread(): Host {
     const w = new Worker(HOST_URL)
     const host: Host = {
-      post: (m, t) => w.postMessage(m, t ?? []),
-      kill: () => void w.terminate(),
+      post: (m, t) => {
+        if (!host.dead) {
+          w.postMessage(m, t ?? [])
+        }
+      },
+      kill: async () => {
+        this.#onExit(host, 'ended')
+        await w.terminate()
+      },
       busy: false,
       pending: new Map(),
       dead: undefined,
+      live: false,
+      pid: undefined,
+      retiring: false,
       index: 0,
     }
     w.on('message', (m: Record<string, unknown>) => this.#onMessage(host, m))
@@ -241,11 +384,25 @@ export class OrtPool {
   #spawnProcess(): Host {
     const cp: ChildProcess = fork(HOST_URL, [], { serialization: 'advanced', stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
     const host: Host = {
-      post: (m) => cp.send(m as never),
-      kill: () => void cp.kill(),
+      post: (m) => {
+        if (!host.dead && cp.connected) {
+          cp.send(m as never)
+        }
+      },
+      kill: async () => {
+        this.#onExit(host, 'ended')
+        if (cp.exitCode === null && cp.signalCode === null) {
+          const gone = new Promise((r) => cp.once('exit', r))
+          cp.kill('SIGKILL')
+          await gone
+        }
+      },
       busy: false,
       pending: new Map(),
       dead: undefined,
+      live: false,
+      pid: cp.pid,
+      retiring: false,
       index: 0,
     }
     cp.on('message', (m) => this.#onMessage(host, m as Record<string, unknown>))

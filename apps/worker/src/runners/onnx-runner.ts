@@ -16,7 +16,7 @@ import { ortMetrics, type Registry } from '@cohort/metrics'
 import { OrtPool, type ExecutionProvider, type HostTensor, type HostValueMeta } from '../ort/ort-pool.ts'
 import { datatypeOfOrt, ortType, viewOf } from './ort-types.ts'
 import { bucketOf, copyCorner, filledBuffer, type PaddingOptions } from './padding.ts'
-import type { ItemResult, ModelRunner, PreparedItem } from './types.ts'
+import type { ItemResult, ModelRunner, PreparedItem, RunBatchOptions, RunnerEvents } from './types.ts'
 
 /** Options of {@link OnnxRunner}. */
 export interface OnnxRunnerOptions {
@@ -27,6 +27,12 @@ export interface OnnxRunnerOptions {
   /** @default 1 */
   instances?: number
   intraOpNumThreads?: number
+  /**
+   * Run each ORT instance in a child process instead of a worker thread. Only a process can be
+   * stopped inside a native `session.run()` that never returns (docs/reliability.md#batch-time-limit).
+   * @default ep !== 'cpu' && instances > 1
+   */
+  processes?: boolean
   /** @default 32 */
   maxBatchSize?: number
   /** @default 5 */
@@ -76,6 +82,7 @@ export class OnnxRunner implements ModelRunner {
       ep: opts.ep ?? 'cpu',
       instances: opts.instances ?? 1,
       ...(opts.intraOpNumThreads !== undefined ? { intraOpNumThreads: opts.intraOpNumThreads } : {}),
+      ...(opts.processes !== undefined ? { processes: opts.processes } : {}),
     })
     this.concurrency = this.#pool.instances
     this.#padding = opts.padding
@@ -87,7 +94,7 @@ export class OnnxRunner implements ModelRunner {
     const m = ortMetrics(registry)
     const model = this.name
     const at = (i: number) => ({ model, instance: String(i) })
-    this.#pool.observe({
+    this.#pool.watch({
       run: (i, busyMs, ok) => {
         m.busy.inc(at(i), busyMs / 1000)
         m.runs.inc({ ...at(i), result: ok ? 'ok' : 'error' })
@@ -124,8 +131,13 @@ export class OnnxRunner implements ModelRunner {
 
   #meta: ModelMeta | undefined
 
+  /** Loaded, and every ORT instance is up (not while one is being replaced). */
+  get #live(): boolean {
+    return this.#ready && this.#pool.live === this.#pool.instances
+  }
+
   meta(): ModelMeta {
-    if (this.#meta?.ready === this.#ready) {
+    if (this.#meta?.ready === this.#live) {
       return this.#meta
     }
     this.#meta = this.#buildMeta()
@@ -141,7 +153,7 @@ export class OnnxRunner implements ModelRunner {
       inputs: this.#pool.inputs.filter((m) => m.name !== this.#mask?.name).map(t),
       outputs: this.#pool.outputs.map(t),
       kind: 'onnx',
-      ready: this.#ready,
+      ready: this.#live,
       maxBatchSize: this.batchDefaults.maxBatchSize,
       maxDelayMs: this.batchDefaults.maxDelayMs,
     }
@@ -166,7 +178,12 @@ export class OnnxRunner implements ModelRunner {
     })
   }
 
-  async runBatch(payloads: unknown[]): Promise<ItemResult[]> {
+  /** Receive the ORT instances' restart events (a run past its limit, an instance that died). */
+  observe(events: RunnerEvents): void {
+    this.#pool.observe(events)
+  }
+
+  async runBatch(payloads: unknown[], _signal?: AbortSignal, opts: RunBatchOptions = {}): Promise<ItemResult[]> {
     const items = payloads as OnnxItem[]
     const n = items.length
     const feeds: Record<string, HostTensor> = {}
@@ -188,7 +205,7 @@ export class OnnxRunner implements ModelRunner {
         feeds[this.#mask.name] = buildMask(this.#mask, real, n)
       }
     }
-    const { outputs } = await this.#pool.run(feeds)
+    const { outputs } = await this.#pool.run(feeds, opts.timeoutMs !== undefined ? { timeoutMs: opts.timeoutMs } : {})
     const outMeta = new Map(this.#pool.outputs.map((m) => [m.name, m]))
     const results: ItemResult[] = items.map(() => ({ tensors: {} }))
     for (const [name, out] of Object.entries(outputs)) {

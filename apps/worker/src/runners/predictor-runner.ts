@@ -1,39 +1,78 @@
-import {
-  CohortError,
-  isErrorCode,
-  toWireError,
-  type InferRequest,
-  type ModelMeta,
-} from '@cohort/protocol'
+import { CohortError, toWireError, type InferRequest, type ModelMeta } from '@cohort/protocol'
 import { schemaToTensorMeta, tensorsToItems, validateItem, type Predictor } from '@cohort/predictor'
-import type { ItemResult, ModelRunner, PreparedItem } from './types.ts'
+import { Value } from '@sinclair/typebox/value'
+import { InlineExec, ThreadExec, type PredictorExec } from './predictor-exec.ts'
+import {
+  withTimeLimit,
+  type ItemResult,
+  type ModelRunner,
+  type PreparedItem,
+  type RestartReason,
+  type RunBatchOptions,
+  type RunnerEvents,
+} from './types.ts'
 
 /** Plain JSON copy of a TypeBox schema (drops its symbol keys). */
 function plainSchema(s: unknown): unknown {
   return s === undefined ? undefined : JSON.parse(JSON.stringify(s))
 }
 
-/** Runs a TypeScript predictor made with `definePredictor`. */
+/** Options of {@link PredictorRunner}. */
+export interface PredictorRunnerOptions {
+  maxBatchSize?: number
+  maxDelayMs?: number
+  /**
+   * The module the predictor was loaded from (`--predictor FILE`). When set, setup() and predict()
+   * run in a worker thread of their own that imports this module again, so a long synchronous
+   * predict() never blocks the worker's main thread (NATS I/O, heartbeats); inputs and outputs then
+   * cross by structured clone (docs/architecture.md#predictor-threads). @default run in the calling thread
+   */
+  modulePath?: string
+}
+
+/** First wait before a replacement whose setup() failed is tried again, ms (doubles up to 30 s). */
+const RESTART_RETRY_MS = 500
+
+/**
+ * Runs a TypeScript predictor made with `definePredictor`: in a worker thread when it was loaded
+ * from a module path, else in the calling thread. A batch past its time limit, or a thread that
+ * died, gets a fresh thread (and setup()) while the model reports not ready.
+ */
 export class PredictorRunner implements ModelRunner {
   readonly name: string
   readonly concurrency = 1
   readonly batchDefaults: { maxBatchSize: number; maxDelayMs: number }
   readonly #p: Predictor
-  readonly #abort = new AbortController()
+  readonly #modulePath: string | undefined
+  #exec: PredictorExec
   #ready = false
+  #closed = false
+  #restarting: Promise<void> | undefined
+  #events: RunnerEvents | undefined
   #meta: ModelMeta | undefined
 
-  constructor(p: Predictor, overrides: { maxBatchSize?: number; maxDelayMs?: number } = {}) {
+  constructor(p: Predictor, overrides: PredictorRunnerOptions = {}) {
     this.#p = p
     this.name = p.name
+    this.#modulePath = overrides.modulePath
     this.batchDefaults = {
       maxBatchSize: overrides.maxBatchSize ?? p.batch.maxBatchSize,
       maxDelayMs: overrides.maxDelayMs ?? p.batch.maxDelayMs,
     }
+    this.#exec = this.#makeExec()
+  }
+
+  /** True when predict() runs in a worker thread. */
+  get threaded(): boolean {
+    return this.#modulePath !== undefined
+  }
+
+  observe(events: RunnerEvents): void {
+    this.#events = events
   }
 
   async start(): Promise<void> {
-    await this.#p.setup({ name: this.name, signal: this.#abort.signal })
+    await this.#exec.start()
     this.#ready = true
   }
 
@@ -69,20 +108,78 @@ export class PredictorRunner implements ModelRunner {
     })
   }
 
-  async runBatch(payloads: unknown[]): Promise<ItemResult[]> {
-    const out = await this.#p.predictBatch(payloads, { batchSize: payloads.length, signal: this.#abort.signal })
-    return out.map((v): ItemResult => {
-      if (v instanceof Error) {
-        const code = (v as Error & { code?: unknown }).code
-        return { error: { code: isErrorCode(code) ? code : 'PREDICTOR_FAILED', message: v.message } }
+  async runBatch(payloads: unknown[], _signal?: AbortSignal, opts: RunBatchOptions = {}): Promise<ItemResult[]> {
+    if (this.#restarting) {
+      await this.#restarting
+    }
+    if (this.#closed) {
+      throw new CohortError('SHUTTING_DOWN', `predictor ${this.name} is closed`)
+    }
+    const exec = this.#exec
+    const out = await withTimeLimit(exec.run(payloads), opts.timeoutMs, `a batch of ${payloads.length} items of ${this.name}`, () =>
+      this.#restart(exec, 'batch_timeout', `a batch of ${payloads.length} items ran past ${opts.timeoutMs} ms`),
+    )
+    const schema = this.#p.output
+    return out.map((r, i): ItemResult => {
+      if ('e' in r) {
+        return { error: r.e }
       }
-      return { json: v }
+      if (schema && !Value.Check(schema, r.v)) {
+        const first = Value.Errors(schema, r.v).First()
+        return {
+          error: {
+            code: 'PREDICTOR_FAILED',
+            message: `predictor ${this.name} returned an output for item ${i} that does not match its output schema: ${first?.path || '/'}: ${first?.message ?? 'mismatch'}`,
+          },
+        }
+      }
+      return { json: r.v }
     })
   }
 
   async close(): Promise<void> {
-    this.#abort.abort()
-    await this.#p.teardown()
+    this.#closed = true
+    this.#ready = false
+    await this.#restarting
+    await this.#exec.close()
+  }
+
+  #makeExec(): PredictorExec {
+    const exec = this.#modulePath ? new ThreadExec(this.#modulePath, this.name) : new InlineExec(this.#p)
+    exec.onDied = (why) => void this.#restart(exec, 'died', why)
+    return exec
+  }
+
+  /** Replace `old` (once): end it, start a new one until its setup() succeeds or the runner closes. */
+  #restart(old: PredictorExec, reason: RestartReason, detail: string): Promise<void> {
+    if (old !== this.#exec || this.#closed) {
+      return this.#restarting ?? Promise.resolve()
+    }
+    this.#ready = false
+    this.#events?.restarting(reason, detail)
+    const t0 = performance.now()
+    const p = (async () => {
+      // Do not wait for an inline predictor's teardown behind a promise that never settles.
+      void old.kill().catch(() => undefined)
+      for (let retry = RESTART_RETRY_MS; !this.#closed; retry = Math.min(30_000, retry * 2)) {
+        const exec = this.#makeExec()
+        this.#exec = exec
+        try {
+          await exec.start()
+          this.#ready = !this.#closed
+          this.#events?.restarted(reason, performance.now() - t0)
+          return
+        } catch (e) {
+          void exec.kill()
+          this.#events?.restartFailed(reason, e, retry)
+          await new Promise((r) => setTimeout(r, retry))
+        }
+      }
+    })().finally(() => {
+      this.#restarting = undefined
+    })
+    this.#restarting = p
+    return p
   }
 }
 

@@ -1,5 +1,5 @@
 import type { Registry } from '@cohort/metrics'
-import type { InferRequest, ModelMeta, Subjects, WireError, WireTensor } from '@cohort/protocol'
+import { CohortError, type InferRequest, type ModelMeta, type Subjects, type WireError, type WireTensor } from '@cohort/protocol'
 
 /** One item of a request, ready for the batch engine (or already failed). */
 export interface PreparedItem {
@@ -30,8 +30,14 @@ export interface ModelRunner {
   meta(): ModelMeta
   /** Validate a request and split it into items. Throws CohortError for request-level faults. */
   prepare(req: InferRequest): PreparedItem[]
-  /** Run one batch: one result per payload, in order. A throw fails every item of the batch. */
-  runBatch(payloads: unknown[], signal: AbortSignal): Promise<ItemResult[]>
+  /**
+   * Run one batch: one result per payload, in order. A throw fails every item of the batch.
+   * A runner that supports `opts.timeoutMs` fails a batch past it with BATCH_TIMEOUT and replaces
+   * what ran it (docs/reliability.md#batch-time-limit).
+   */
+  runBatch(payloads: unknown[], signal: AbortSignal, opts?: RunBatchOptions): Promise<ItemResult[]>
+  /** Receive the runner's restart events (metrics, logs). */
+  observe?(events: RunnerEvents): void
   close(): Promise<void>
   /**
    * The subjects the runner is served on, from the worker's (a pipeline stage answers on
@@ -40,4 +46,39 @@ export interface ModelRunner {
   subjects?(base: Subjects): Subjects
   /** Announce the runner in the model directory (false for pipeline stages). @default true */
   readonly announce?: boolean
+}
+
+/** Options of one {@link ModelRunner.runBatch} call. */
+export interface RunBatchOptions {
+  /** Time limit of the batch in ms (0 or absent: none). */
+  timeoutMs?: number
+}
+
+/** Why a runner (or one of its instances) was replaced. */
+export type RestartReason = 'batch_timeout' | 'died'
+
+/** What a runner reports about its restarts. */
+export interface RunnerEvents {
+  /** A thread or process is being replaced; the model reports not ready until it is back (when it was the only one). */
+  restarting(reason: RestartReason, detail: string): void
+  /** The replacement is up (setup done, model loaded) after `ms`. */
+  restarted(reason: RestartReason, ms: number): void
+  /** A replacement failed to start; it is tried again after `retryMs`. */
+  restartFailed(reason: RestartReason, err: unknown, retryMs: number): void
+}
+
+/** Reject with BATCH_TIMEOUT (504) when `p` has not settled within `ms`, then run `onTimeout`. */
+export function withTimeLimit<T>(p: Promise<T>, ms: number | undefined, what: string, onTimeout: () => void): Promise<T> {
+  if (!(ms !== undefined && ms > 0 && Number.isFinite(ms))) {
+    return p
+  }
+  let timer: ReturnType<typeof setTimeout> | undefined
+  const limit = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      reject(new CohortError('BATCH_TIMEOUT', `${what} ran past its time limit of ${Math.round(ms)} ms; it was stopped and its runner restarted`))
+      onTimeout()
+    }, ms)
+  })
+  p.catch(() => undefined)
+  return Promise.race([p, limit]).finally(() => clearTimeout(timer))
 }
