@@ -77,7 +77,8 @@ export interface NatsTransportOptions extends LargeMessageOptions {
    * Replies go only to subjects under this prefix (the requesters' inboxes; nats.js `inboxPrefix`):
    * a request whose reply subject lies elsewhere (`$KV.…`, another service's subject) is answered
    * by nobody, so no requester can make this process publish where it alone may
-   * (docs/security.md#no-confused-deputy). @default '_INBOX'
+   * (docs/security.md#no-confused-deputy). Protocol v2 gateway inboxes (`<subjectPrefix>.gw.`) are
+   * accepted too. @default '_INBOX'
    */
   replyInboxPrefix?: string
 }
@@ -97,6 +98,8 @@ export function createNatsTransport(nc: NatsConnection, opts: NatsTransportOptio
   const guard = new ReconnectGuard(nc, opts.reconnectReplyGraceMs)
   const replicas = opts.kvReplicas ?? 1
   const inbox = opts.replyInboxPrefix ?? DEFAULT_INBOX_PREFIX
+  // Protocol v2 packs name a gateway inbox `<prefix>.gw.<gateway id>.<seq>` as their reply subject.
+  const gatewayInboxes = `${opts.subjectPrefix ?? DEFAULT_SUBJECT_PREFIX}.gw`
   if (!Number.isInteger(replicas) || replicas < 1 || replicas > 5) {
     throw new RangeError(`kvReplicas must be an integer from 1 to 5, got ${String(opts.kvReplicas)}`)
   }
@@ -293,7 +296,7 @@ export function createNatsTransport(nc: NatsConnection, opts: NatsTransportOptio
       void (async () => {
         try {
           for await (const m of sub) {
-            if (m.reply && !isInboxSubject(m.reply, inbox)) {
+            if (m.reply && !isInboxSubject(m.reply, inbox) && !isInboxSubject(m.reply, gatewayInboxes)) {
               continue // A reply subject outside the inboxes: drop it unread (see replyInboxPrefix).
             }
             const held = bound && m.reply ? large.sizeOf(m) : undefined
