@@ -8,20 +8,26 @@ import { demoBinaryBody, demoBody, FLOOR_BODY } from './bodies.ts'
 import { ensureDemoModel, ensureHeavyModel } from 'cohort/demo-model'
 import { runNodeLoad, sequential } from './client.ts'
 import { hasWrk, killLoadGenerators, runWrk, writeWrkBinaryScript, writeWrkScript } from './wrk.ts'
-import { batchSizes, offlineCurve, offlineItemsPerSecAt, type OfflinePoint } from './offline.ts'
+import { batchSizes, offlineBest, offlineCpuPerItemAt, offlineCurve, offlineItemsPerSecAt, type OfflinePoint } from './offline.ts'
 import { printProfiles, summariseProfiles } from './profile.ts'
 import { formatReport, type BenchResult, type ModeResult } from './report.ts'
-import { batchSizeTotals, startStack, writeFloorModel, type Mode } from './served.ts'
+import { batchSizeTotals, modelGauge, processCpuSeconds, startStack, writeFloorModel, type Mode } from './served.ts'
+
+/** The worker's default batch limit for ONNX models (`DEFAULT_ONNX_BATCH_LIMIT` in apps/worker). */
+const DEFAULT_LIMIT = 256
 
 /** Help of `cohort bench`. */
 export const BENCH_HELP = `cohort bench [options]
 cohort bench policies [options]   (batching policies under open-loop load; --help for its flags)
 cohort bench peers [options]      (Cohort beside Triton, Ray Serve, LitServe, BentoML; --help for its flags)
 cohort bench tax [options]        (CPU per request of each process on the serving path; --help for its flags)
+cohort bench threads [options]    (ORT intra-op threads and spinning, offline: items/s and CPU per item)
 Offline onnxruntime-node curve of the demo MLP vs the same model served over HTTP (docs/benchmarks.md).
   --ep cpu|webgpu|cuda   execution provider, offline and in the served worker (default cpu)
   --threads N            ORT intra-op threads, offline and in the served worker (default 1)
-  --max-batch-size N     worker max batch; offline curve goes 1, 2, 4, ... up to it (default 32)
+  --max-batch-size N     worker max batch (a hard cap); offline curve goes 1, 2, 4, ... up to it
+                         (default: not passed, so the worker self-tunes its cap up to 256, and the
+                         offline curve goes up to 256)
   --duration S           seconds of the wrk saturation run (default 10)
   --connections N        wrk connections (default 64)
   --modes LIST           served modes, comma-separated: nats, embedded (default nats,embedded)
@@ -103,7 +109,8 @@ function config(args: string[]): Config | undefined {
   return {
     ep: String(v['ep'] ?? 'cpu'),
     threads: intFlag('threads', v['threads']) ?? 1,
-    maxBatchSize: intFlag('max-batch-size', v['max-batch-size']) ?? 32,
+    maxBatchSize: intFlag('max-batch-size', v['max-batch-size']) ?? DEFAULT_LIMIT,
+    userMaxBatch: v['max-batch-size'] !== undefined,
     durationS: intFlag('duration', v['duration']) ?? 10,
     connections: intFlag('connections', v['connections']) ?? 64,
     modes: modes as Mode[],
@@ -129,7 +136,7 @@ async function measureMode(mode: Mode, c: Config, o: { demoPath: string; floorPa
   const profileDir = c.profile ? join(o.dir, `profile-${mode}`) : undefined
   const nodeFlags = profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : []
   console.error(`bench: [${mode}] starting ${mode === 'nats' ? 'nats-server + worker + gateway' : 'cohort serve'}...`)
-  const stack = await startStack({ mode, demoPath: o.demoPath, floorPath: o.floorPath, threads: c.threads, maxBatchSize: c.maxBatchSize, ep: c.ep, nodeFlags, track: (s) => cleanups.add(s) })
+  const stack = await startStack({ mode, demoPath: o.demoPath, floorPath: o.floorPath, threads: c.threads, maxBatchSize: c.userMaxBatch ? c.maxBatchSize : undefined, ep: c.ep, nodeFlags, track: (s) => cleanups.add(s) })
   const demoUrl = `${stack.base}/v2/models/demo/infer`
   const floorUrl = `${stack.base}/v2/models/floor/infer`
   const body = demoBody(FEATURES[c.model])
@@ -147,8 +154,11 @@ async function measureMode(mode: Mode, c: Config, o: { demoPath: string; floorPa
     console.error(`bench: [${mode}] saturation: 2 s warm-up, then ${c.durationS} s with ${c.connections} connections`)
     await load(2)
     const before = await batchSizeTotals(stack.metricsUrl, 'demo')
+    const cpu0 = processCpuSeconds(stack.modelPid)
     const saturation = await load(c.durationS)
+    const cpu1 = processCpuSeconds(stack.modelPid)
     const after = await batchSizeTotals(stack.metricsUrl, 'demo')
+    const batchCap = await modelGauge(stack.metricsUrl, 'cohort_batch_cap', 'demo')
     const batches = after.count - before.count
     const meanBatch = batches > 0 ? (after.sum - before.sum) / batches : Number.NaN
     if (saturation.socketErrors > 0) {
@@ -158,7 +168,18 @@ async function measureMode(mode: Mode, c: Config, o: { demoPath: string; floorPa
     const t1Ms = o.offline.find((p) => p.batch === 1)?.p50Ms ?? Number.NaN
     const offlineAtMax = o.offline.find((p) => p.batch === c.maxBatchSize)?.itemsPerSec ?? Number.NaN
     const offlineAtMean = offlineItemsPerSecAt(o.offline, meanBatch)
+    const best = offlineBest(o.offline)
+    const items = after.sum - before.sum
+    const cpuPerItemMs = items > 0 ? ((cpu1 - cpu0) * 1000) / items : Number.NaN
+    const offlineCpuAtMean = offlineCpuPerItemAt(o.offline, meanBatch)
     return {
+      batchCap,
+      offlineBest: best?.itemsPerSec ?? Number.NaN,
+      offlineBestBatch: best?.batch ?? Number.NaN,
+      ratioBest: saturation.requestsPerSec / (best?.itemsPerSec ?? Number.NaN),
+      cpuPerItemMs,
+      offlineCpuAtMean,
+      cpuRatio: cpuPerItemMs / offlineCpuAtMean,
       mode,
       saturation,
       meanBatch,
@@ -214,6 +235,10 @@ export async function benchCommand(args: string[]): Promise<void> {
       : args[0] === 'tax-nats-responder'
         ? t.natsResponderMain(a[0]!)
         : t.natsRequesterMain(a[0]!, Number(a[1]), Number(a[2]), Number(a[3]))
+  }
+  if (args[0] === 'threads') {
+    const { benchThreadsCommand } = await import('./threads.ts')
+    return benchThreadsCommand(args.slice(1))
   }
   if (args[0] === 'load-worker') {
     const { loadWorkerMain } = await import('./load-worker.ts')

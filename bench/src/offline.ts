@@ -13,6 +13,8 @@ export interface OfflinePoint {
   itemsPerSec: number
   /** Timed iterations. */
   iterations: number
+  /** CPU ms of this process (every thread, ORT's included) per item, over the timed runs. */
+  cpuMsPerItem: number
 }
 
 /** Options of {@link offlineCurve}. */
@@ -29,6 +31,8 @@ export interface OfflineOptions {
   ep?: string
   /** Features per row. @default 256 */
   features?: number
+  /** Let idle ORT pool threads spin (the worker's default is not to). @default false */
+  allowSpinning?: boolean
 }
 
 /** Batch sizes 1, 2, 4, ... below `max`, plus `max` itself. */
@@ -43,7 +47,8 @@ export function batchSizes(max: number): number[] {
 
 /**
  * The offline baseline: onnxruntime-node in this process with the worker's session options
- * (`graphOptimizationLevel: 'all'`, `intraOpNumThreads: threads`, `interOpNumThreads: 1`), timing
+ * (`graphOptimizationLevel: 'all'`, `intraOpNumThreads: threads`, `interOpNumThreads: 1`, no
+ * spinning), timing
  * back-to-back `session.run` calls per batch size after a warm-up.
  */
 export async function offlineCurve(o: OfflineOptions): Promise<OfflinePoint[]> {
@@ -53,6 +58,8 @@ export async function offlineCurve(o: OfflineOptions): Promise<OfflinePoint[]> {
     graphOptimizationLevel: 'all',
     intraOpNumThreads: o.threads,
     interOpNumThreads: 1,
+    // As the worker (ort-host.mjs): idle pool threads do not spin.
+    extra: { session: { intra_op: { allow_spinning: o.allowSpinning ? '1' : '0' } } },
   })
   const points: OfflinePoint[] = []
   try {
@@ -65,6 +72,7 @@ export async function offlineCurve(o: OfflineOptions): Promise<OfflinePoint[]> {
         await session.run(feeds)
       }
       const times: number[] = []
+      const cpu0 = process.cpuUsage()
       const start = performance.now()
       const until = start + o.seconds * 1000
       while (times.length < 10 || performance.now() < until) {
@@ -73,6 +81,7 @@ export async function offlineCurve(o: OfflineOptions): Promise<OfflinePoint[]> {
         times.push(performance.now() - t0)
       }
       const total = performance.now() - start
+      const cpu = process.cpuUsage(cpu0)
       const msPerBatch = total / times.length
       points.push({
         batch: b,
@@ -80,12 +89,41 @@ export async function offlineCurve(o: OfflineOptions): Promise<OfflinePoint[]> {
         p50Ms: percentile(times, 50),
         itemsPerSec: (b * 1000) / msPerBatch,
         iterations: times.length,
+        cpuMsPerItem: (cpu.user + cpu.system) / 1000 / (times.length * b),
       })
     }
   } finally {
     await session.release()
   }
   return points
+}
+
+/** The offline point with the most items/s (any batch size). */
+export function offlineBest(curve: OfflinePoint[]): OfflinePoint | undefined {
+  return [...curve].sort((a, b) => b.itemsPerSec - a.itemsPerSec)[0]
+}
+
+/** Offline CPU ms per item at a (fractional) batch size, interpolated linearly in the batch size (clamped). */
+export function offlineCpuPerItemAt(curve: OfflinePoint[], batch: number): number {
+  const pts = [...curve].sort((a, b) => a.batch - b.batch)
+  const first = pts[0]
+  const last = pts[pts.length - 1]
+  if (!first || !last || !Number.isFinite(batch)) {
+    return Number.NaN
+  }
+  const b = Math.min(Math.max(batch, first.batch), last.batch)
+  let lo = first
+  let hi = last
+  for (const p of pts) {
+    if (p.batch <= b) {
+      lo = p
+    }
+    if (p.batch >= b) {
+      hi = p
+      break
+    }
+  }
+  return hi.batch === lo.batch ? lo.cpuMsPerItem : lo.cpuMsPerItem + ((b - lo.batch) / (hi.batch - lo.batch)) * (hi.cpuMsPerItem - lo.cpuMsPerItem)
 }
 
 /**

@@ -20,6 +20,19 @@ export interface ModeResult {
   ratioMax: number
   /** saturation.requestsPerSec / offlineAtMean. */
   ratioMean: number
+  /** `cohort_batch_cap` of the served model after the saturation run (the self-tuned cap). */
+  batchCap: number
+  /** Best offline items/s over every batch size measured, and its batch size. */
+  offlineBest: number
+  offlineBestBatch: number
+  /** saturation.requestsPerSec / offlineBest. */
+  ratioBest: number
+  /** CPU ms of the model's process (worker, or `cohort serve` embedded) per item during saturation (/proc). */
+  cpuPerItemMs: number
+  /** Offline CPU ms per item at the observed mean batch size (interpolated). */
+  offlineCpuAtMean: number
+  /** cpuPerItemMs / offlineCpuAtMean. */
+  cpuRatio: number
   /** Sequential paced demo requests. */
   lowLoad: LatencySummary
   /** Sequential `floor` (Identity) requests: the transport floor. */
@@ -50,6 +63,8 @@ export interface BenchResult {
     ep?: string
     threads: number
     maxBatchSize: number
+    /** True when `--max-batch-size` was given (else the worker's default: self-tuned up to maxBatchSize). */
+    userMaxBatch?: boolean
     durationS: number
     connections: number
     modes: Mode[]
@@ -78,15 +93,15 @@ export function formatReport(r: BenchResult): string {
   const c = r.config
   out.push(
     `cohort bench @ ${r.commit}  ${r.machine.cpu}, ${r.machine.cores} cores, Node ${r.machine.node}; ` +
-      `ep=${c.ep ?? 'cpu'} threads=${c.threads} max-batch=${c.maxBatchSize} wrk -c${c.connections} -d${c.durationS}s`,
+      `ep=${c.ep ?? 'cpu'} threads=${c.threads} max-batch=${c.userMaxBatch === false ? `default (self-tuned, limit ${c.maxBatchSize})` : c.maxBatchSize} wrk -c${c.connections} -d${c.durationS}s`,
   )
   const [l0, l1] = r.machine.loadAvg1m
   out.push(`load average (1 min) at start ${f(l0)}, at end ${f(l1)}: this run's own load is ~2; more means other work shared the cores`)
   out.push('\nOffline (onnxruntime-node in-process, the same model file as served)')
   out.push(
     table(
-      ['batch', 'ms/batch', 'p50 ms', 'items/s', 'iters'],
-      r.offline.map((p) => [String(p.batch), f(p.msPerBatch, 3), f(p.p50Ms, 3), k(p.itemsPerSec), String(p.iterations)]),
+      ['batch', 'ms/batch', 'p50 ms', 'items/s', 'CPU ms/item', 'iters'],
+      r.offline.map((p) => [String(p.batch), f(p.msPerBatch, 3), f(p.p50Ms, 3), k(p.itemsPerSec), f(p.cpuMsPerItem, 3), String(p.iterations)]),
     ),
   )
   if (r.served.length === 0) {
@@ -102,6 +117,12 @@ export function formatReport(r: BenchResult): string {
     ['offline items/s at mean batch', (s) => k(s.offlineAtMean)],
     ['served / offline(max batch)', (s) => f(s.ratioMax)],
     ['served / offline(mean batch)', (s) => f(s.ratioMean)],
+    ['batch cap after saturation (cohort_batch_cap)', (s) => f(s.batchCap, 0)],
+    ['offline best items/s (batch)', (s) => `${k(s.offlineBest)} (${f(s.offlineBestBatch, 0)})`],
+    ['served / offline best', (s) => f(s.ratioBest)],
+    ['model process CPU ms/item (saturation)', (s) => f(s.cpuPerItemMs, 3)],
+    ['offline CPU ms/item at mean batch', (s) => f(s.offlineCpuAtMean, 3)],
+    ['CPU/item served / offline', (s) => f(s.cpuRatio)],
     [`low-load p50 / p99 (ms, ${c.lowLoadRate} req/s)`, (s) => `${f(s.lowLoad.p50Ms)} / ${f(s.lowLoad.p99Ms)}`],
     ['t(1) offline p50 ms at b=1', (s) => f(s.t1Ms, 3)],
     ['floor p50 (Identity model, ms)', (s) => f(s.floor.p50Ms)],

@@ -1,4 +1,4 @@
-import { writeFileSync } from 'node:fs'
+import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { graph, model, node, valueInfo } from '@cohort/onnx-builder'
 import { parsePrometheus } from '@cohort/metrics'
@@ -17,6 +17,8 @@ export interface ServedStack {
   metricsUrl: string
   /** Stop every process of the stack (graceful, then SIGKILL). Idempotent. */
   stop(): Promise<void>
+  /** Process id of the process that runs the model: `cohort worker` (nats) or `cohort serve` (embedded). */
+  modelPid: number | undefined
 }
 
 /** Options of {@link startStack}. */
@@ -25,7 +27,8 @@ export interface StackOptions {
   demoPath: string
   floorPath: string
   threads: number
-  maxBatchSize: number
+  /** `--max-batch-size` of the served model; absent: the worker's default (self-tuned cap up to 256). */
+  maxBatchSize: number | undefined
   /** ONNX Runtime execution provider of the served model. @default cpu */
   ep?: string
   /** Node flags of the cohort processes (e.g. `--cpu-prof`). */
@@ -64,7 +67,7 @@ function stopper(p: CliProcess): () => Promise<void> {
  */
 export async function startStack(o: StackOptions): Promise<ServedStack> {
   const models = ['--model', `demo=${o.demoPath}`, '--model', `floor=${o.floorPath}`]
-  const tuning = ['--threads', String(o.threads), '--max-batch-size', String(o.maxBatchSize), '--ep', o.ep ?? 'cpu']
+  const tuning = ['--threads', String(o.threads), ...(o.maxBatchSize !== undefined ? ['--max-batch-size', String(o.maxBatchSize)] : []), '--ep', o.ep ?? 'cpu']
   const flags = o.nodeFlags ?? []
   const stops: (() => Promise<void>)[] = []
   const stopAll = async () => {
@@ -79,9 +82,11 @@ export async function startStack(o: StackOptions): Promise<ServedStack> {
   try {
     let base: string
     let metricsUrl: string
+    let modelPid: number | undefined
     if (o.mode === 'embedded') {
       const serve = spawnCohortWith(flags, ['serve', '--port', '0', ...models, ...tuning])
       stops.push(stopper(serve))
+      modelPid = serve.proc.pid
       const m = await serve.waitFor(/serving .* on (http:\/\/\S+) \(embedded\)/, 60_000)
       base = m[1] as string
       metricsUrl = `${base}/metrics`
@@ -90,6 +95,7 @@ export async function startStack(o: StackOptions): Promise<ServedStack> {
       stops.push(nats.stop)
       const worker = spawnCohortWith(flags, ['worker', '--nats', nats.url, '--metrics-port', '0', ...models, ...tuning])
       stops.push(stopper(worker))
+      modelPid = worker.proc.pid
       metricsUrl = (await worker.waitFor(/worker metrics on (http:\/\/\S+\/metrics)/, 60_000))[1] as string
       await worker.waitFor(/worker \S+ serving/, 60_000)
       const gateway = spawnCohortWith(flags, ['gateway', '--nats', nats.url, '--port', '0', '--drain-ms', '0'])
@@ -97,7 +103,7 @@ export async function startStack(o: StackOptions): Promise<ServedStack> {
       base = (await gateway.waitFor(/gateway on (http:\/\/\S+) ->/, 60_000))[1] as string
     }
     await waitReady(`${base}/v2/models/demo`)
-    return { mode: o.mode, base, metricsUrl, stop }
+    return { mode: o.mode, base, metricsUrl, stop, modelPid }
   } catch (e) {
     await stop()
     throw e
@@ -121,6 +127,35 @@ export async function waitReady(url: string): Promise<void> {
     await new Promise((r) => setTimeout(r, 100))
   }
   throw new Error(`${url} did not become ready: ${last}`)
+}
+
+/** CPU seconds (user + system, every thread) a process has used, from `/proc/<pid>/stat`; NaN where unreadable. */
+export function processCpuSeconds(pid: number | undefined, ticksPerSecond = 100): number {
+  if (pid === undefined) {
+    return Number.NaN
+  }
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+    // Fields after the parenthesised command name: state is field 3, utime 14, stime 15.
+    const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+    return (Number(rest[11]) + Number(rest[12])) / ticksPerSecond
+  } catch {
+    return Number.NaN
+  }
+}
+
+/** A gauge of one model (e.g. `cohort_batch_cap`) from a /metrics URL; NaN when absent. */
+export async function modelGauge(metricsUrl: string, name: string, modelName: string): Promise<number> {
+  const r = await fetch(metricsUrl)
+  if (!r.ok) {
+    return Number.NaN
+  }
+  for (const [k, v] of parsePrometheus(await r.text())) {
+    if (k.startsWith(`${name}{`) && k.includes(`model="${modelName}"`)) {
+      return v
+    }
+  }
+  return Number.NaN
 }
 
 /** `cohort_batch_size` sum and count of one model, read from a /metrics URL. */

@@ -88,7 +88,7 @@ describe('NATS services protocol ($SRV) with 2 worker processes', () => {
           name: 'demo',
           subject: 'cohort.infer.demo',
           queue_group: 'cohort.q.demo',
-          metadata: expect.objectContaining({ model: 'demo', max_batch_size: '32', policy: 'eager', ready: 'true', kind: 'onnx' }),
+          metadata: expect.objectContaining({ model: 'demo', max_batch_size: '256', policy: 'eager', ready: 'true', kind: 'onnx' }),
         },
         {
           name: 'sleepy',

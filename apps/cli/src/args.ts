@@ -68,6 +68,7 @@ export const MODEL_OPTIONS = {
   'max-queue': { type: 'string' },
   'max-batch-cost': { type: 'string' },
   'no-admission': { type: 'boolean' },
+  'no-auto-batch': { type: 'boolean' },
   pad: { type: 'boolean' },
   'pad-value': { type: 'string' },
   'mask-input': { type: 'string' },
@@ -81,8 +82,11 @@ export const MODEL_HELP = `  --model SPEC           ONNX model: demo | heavy | N
   --instances N          ORT sessions per model: threads on cpu, processes on GPU EPs (default 1)
   --ort-processes        run every ORT instance in a child process, even on cpu (a stuck
                          session.run() can then be killed at --batch-timeout-ms)
-  --threads N            ORT intra-op threads per instance (default: cores / instances)
-  --max-batch-size N     items per batch (default 32)
+  --threads N            ORT intra-op threads per instance (default: (cores - 1) / instances, at
+                         least 1: one core is left to the serving path; pool threads never spin)
+  --max-batch-size N     hard cap of items per batch (default: ONNX models 256, predictors their own)
+  --no-auto-batch        ONNX: keep the batch cap at --max-batch-size (default: the worker tunes it
+                         within [1, max] for items/s under the latency budget; starts at 32)
   --max-delay-ms MS      max hold time of the timer policy (default 5)
   --batch-timeout-ms MS  per-batch time limit: a batch past it fails with 504 BATCH_TIMEOUT and its
                          runner restarts (default max(10000, 20 x learned t(b)); 0: none)

@@ -1,10 +1,9 @@
-import { availableParallelism } from 'node:os'
 import { Hono } from 'hono'
 import { BATCHING_FIELDS, type BatchingConfig, type Policy } from '@cohort/batching'
 import { createApp, type GatewayOptions } from '@cohort/gateway'
 import { PROMETHEUS_CONTENT_TYPE } from '@cohort/metrics'
 import { DASHBOARD_SAMPLE_MS, processRegistry } from './process-registry.ts'
-import { CohortWorker, type PaddingOptions } from '@cohort/worker'
+import { CohortWorker, defaultIntraOpThreads, type PaddingOptions } from '@cohort/worker'
 import { InProcessTransport, createNatsTransport, type Transport } from '@cohort/transport'
 import { MODEL_HELP, MODEL_OPTIONS, batchingFlag, intFlag, numFlag, parse } from './args.ts'
 import { CliError } from './cli-error.ts'
@@ -46,7 +45,7 @@ function modelFlags(v: Values, defaultDemo: boolean, hasConfig = false): ModelFl
     ep: (v['ep'] as string) ?? 'cpu',
     instances,
     ortProcesses: v['ort-processes'] === true,
-    threads: intFlag('threads', v['threads']) ?? Math.max(1, Math.floor(availableParallelism() / instances)),
+    threads: intFlag('threads', v['threads']) ?? defaultIntraOpThreads(instances),
     maxBatchSize: batchingFlag('maxBatchSize', intFlag('max-batch-size', v['max-batch-size'])),
     maxDelayMs: batchingFlag('maxDelayMs', numFlag('max-delay-ms', v['max-delay-ms'])),
     batchTimeoutMs: numFlag('batch-timeout-ms', v['batch-timeout-ms']),
@@ -102,6 +101,9 @@ function batching(v: Values): Partial<BatchingConfig> {
   }
   if (v['no-admission'] === true) {
     out.admission = false
+  }
+  if (v['no-auto-batch'] === true) {
+    out.autoBatchSize = false
   }
   return out
 }

@@ -455,6 +455,25 @@ describe('gateway app: bus limits and overload', () => {
     expect(r.body).toEqual({ error: 'model "adder" queue is full (1 items)', code: 'OVERLOADED' })
     expect(r.headers.get('retry-after')).toBe('1')
   })
+
+  it('changes autoBatchSize at runtime through the admin route and shows the live batch cap', async () => {
+    const e = await env({})
+    const app = createApp({ transport: e.transport, adminKeys: ['k1'] })
+    const req = (method: string, body?: unknown) =>
+      app.request('/admin/models/adder/batching', {
+        method,
+        headers: { 'content-type': 'application/json', authorization: 'Bearer k1' },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      })
+    expect((await req('PUT', { autoBatchSize: 'yes' })).status).toBe(400)
+    expect((await req('PUT', { autoBatchSize: true, maxBatchSize: 8 })).status).toBe(200)
+    let live: Record<string, unknown> = {}
+    for (let i = 0; i < 100 && live['batchCap'] !== 8; i++) {
+      live = (await json(req('GET'))).body.live
+      await new Promise((r) => setTimeout(r, 10))
+    }
+    expect(live).toMatchObject({ maxBatchSize: 8, autoBatchSize: true, batchCap: 8 })
+  })
 })
 
 describe('gateway app without workers', () => {

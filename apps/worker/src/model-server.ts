@@ -5,6 +5,7 @@ import {
   parseBatchingPatch,
   type Batch,
   type BatchingConfig,
+  type CapChange,
   type ExpireReason,
   type Offer,
 } from '@cohort/batching'
@@ -236,6 +237,7 @@ export class ModelServer {
           this.#tel.logger.error({ model: o.runner.name, err: e }, 'batch run failed')
         }
       },
+      onCapChange: (c) => this.#onCapChange(c),
     })
     checkBatchTimeoutMs(o.batchTimeoutMs)
     o.runner.observe?.(runnerEvents(o.runner.name, o.workerId, o.metrics, this.#tel.logger))
@@ -276,9 +278,29 @@ export class ModelServer {
     return this.runner.name
   }
 
-  /** Largest batch now (for the job runner's pulls). */
+  /** Largest batch now, the self-tuned cap (for the job runner's pulls). */
   get maxBatchSize(): number {
-    return this.engine.config.maxBatchSize
+    return this.engine.batchCap
+  }
+
+  /** Count and log a change of the self-tuned batch cap with the figures behind it. */
+  #onCapChange(c: CapChange): void {
+    this.#o.metrics.capChanges.inc({ ...this.#labels, reason: c.reason })
+    const perItem = (rate: number) => (Number.isFinite(rate) && rate > 0 ? Math.round((1000 / rate) * 1000) / 1000 : null)
+    this.#tel.logger.info(
+      {
+        model: this.runner.name,
+        workerId: this.#o.workerId,
+        from: c.from,
+        to: c.to,
+        reason: c.reason,
+        msPerItemFrom: perItem(c.fromRate),
+        msPerItemTo: perItem(c.toRate),
+        budgetMs: Number.isFinite(c.budgetMs) ? c.budgetMs : null,
+        limit: this.engine.config.maxBatchSize,
+      },
+      'batch cap changed',
+    )
   }
 
   /** Items the engine takes before the main subject would pause (async jobs are pulled only then). */
@@ -322,7 +344,7 @@ export class ModelServer {
 
   /** The live batching settings, for log lines (`maxBatchCost` null when unlimited). */
   batchingSummary(): Record<string, unknown> {
-    return { ...batchingToJson(this.engine.config), concurrency: this.runner.concurrency }
+    return { ...batchingToJson(this.engine.config), batchCap: this.engine.batchCap, concurrency: this.runner.concurrency }
   }
 
   /** True while the worker is not listening on the main subject (full). */
@@ -331,7 +353,7 @@ export class ModelServer {
   }
 
   #highWater(): number {
-    return this.#o.highWater ?? 2 * this.engine.config.maxBatchSize * this.runner.concurrency
+    return this.#o.highWater ?? 2 * this.engine.batchCap * this.runner.concurrency
   }
 
   #listenMain(): void {
@@ -368,6 +390,7 @@ export class ModelServer {
       ...(cm.samples > 0 ? { cost: { a: cm.a, c: cm.c, samples: cm.samples } } : {}),
       ...m,
       ...(batchingToJson(c) as LiveBatching),
+      ...batchCapMeta(this.engine),
       queued: this.engine.queued,
     }
   }
@@ -619,6 +642,29 @@ export class ModelServer {
       return undefined
     }
     return m.outputs.map((o) => o.name)
+  }
+}
+
+/**
+ * The self-tuned cap for model metadata (the dashboard and `/v2/models/{m}` show it):
+ * `batchCap` (the cap in force), and under `autoBatchSize` `batchTuning` (changes by reason, the
+ * latest change, the per-size curve measured, the latency budget).
+ */
+function batchCapMeta<T>(engine: BatchEngine<T>): Record<string, unknown> {
+  const t = engine.tuner
+  if (!t) {
+    return { batchCap: engine.batchCap, autoBatchSize: false }
+  }
+  const last = t.last
+  return {
+    batchCap: engine.batchCap,
+    autoBatchSize: true,
+    batchTuning: {
+      ...t.toJSON(),
+      last: last
+        ? { from: last.from, to: last.to, reason: last.reason, at: last.at, budgetMs: Number.isFinite(last.budgetMs) ? last.budgetMs : null }
+        : null,
+    },
   }
 }
 

@@ -107,6 +107,8 @@ export class CohortWorker {
     this.metrics.costA.collect(() => this.servers.map((s) => [{ model: s.runner.name }, s.engine.costModel.a / 1000]))
     this.metrics.costC.collect(() => this.servers.map((s) => [{ model: s.runner.name }, s.engine.costModel.c / 1000]))
     this.metrics.costSamples.collect(() => this.servers.map((s) => [{ model: s.runner.name }, s.engine.costModel.samples]))
+    this.metrics.batchCap.collect(() => this.servers.map((s) => [{ model: s.runner.name }, s.engine.batchCap]))
+    this.metrics.batchLimit.collect(() => this.servers.map((s) => [{ model: s.runner.name }, s.engine.config.maxBatchSize]))
     this.metrics.pending.collect(() => this.servers.map((s) => [{ model: s.runner.name }, s.engine.queued + s.runningItems]))
     this.#discover = this.#o.transport.subscribe(subjects.discover())
     void consume(this.#discover, (m) => m.respond(encodeValue({ worker: this.id, models: this.models() })), (e) =>

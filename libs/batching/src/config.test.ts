@@ -20,6 +20,7 @@ describe('batching config', () => {
       maxQueue: 4096,
       maxBatchCost: Infinity,
       admission: true,
+      autoBatchSize: false,
     })
     expect(Object.isFrozen(DEFAULT_BATCHING)).toBe(true)
   })
@@ -55,6 +56,7 @@ describe('batching config', () => {
     { maxBatchSize: MAX_BATCH_SIZE_LIMIT + 1 },
     { maxQueue: 1_048_577 },
     { maxDelayMs: 3_600_001 },
+    { autoBatchSize: 1 },
   ])('rejects %o with a RangeError', (patch) => {
     expect(() => resolveBatchingConfig(patch as never)).toThrow(RangeError)
     expect(() => validateBatchingConfig({ ...DEFAULT_BATCHING, ...patch } as never)).toThrow(RangeError)
@@ -72,7 +74,7 @@ describe('batching config', () => {
   it('fills maxBatchCost from an older base config that lacks it', () => {
     const old = { maxBatchSize: 8, maxDelayMs: 5, policy: 'eager' as const, maxQueue: 10 }
     expect(() => validateBatchingConfig(old)).not.toThrow()
-    expect(resolveBatchingConfig({}, old)).toEqual({ ...old, maxBatchCost: Infinity, admission: true })
+    expect(resolveBatchingConfig({}, old)).toEqual({ ...old, maxBatchCost: Infinity, admission: true, autoBatchSize: false })
   })
 })
 
@@ -100,7 +102,7 @@ describe('the batching field table', () => {
   })
 
   it('writes JSON with Infinity as null, every field present', () => {
-    expect(batchingToJson(DEFAULT_BATCHING)).toEqual({ maxBatchSize: 32, maxDelayMs: 5, policy: 'eager', maxQueue: 4096, maxBatchCost: null, admission: true })
+    expect(batchingToJson(DEFAULT_BATCHING)).toEqual({ maxBatchSize: 32, maxDelayMs: 5, policy: 'eager', maxQueue: 4096, maxBatchCost: null, admission: true, autoBatchSize: false })
     expect(JSON.parse(JSON.stringify(batchingToJson({ maxBatchCost: 7 })))).toMatchObject({ maxBatchCost: 7, maxBatchSize: null })
   })
 })

@@ -60,6 +60,14 @@ export interface BatchingConfig {
    * @default true
    */
   admission?: boolean
+  /**
+   * Self-tuned batch cap: the engine moves its largest batch within `[1, maxBatchSize]` to the
+   * size that serves the most items per second while a batch still fits the items' latency
+   * budget (see `batch-tuner.ts`); `maxBatchSize` stays the hard cap. Off: every batch may take
+   * `maxBatchSize` items. Optional for compatibility. (Workers turn it on for their models.)
+   * @default false
+   */
+  autoBatchSize?: boolean
 }
 
 /** A configuration with every field present, as held by the engine. */
@@ -73,6 +81,7 @@ export const DEFAULT_BATCHING: Readonly<ResolvedBatchingConfig> = Object.freeze(
   maxQueue: 4096,
   maxBatchCost: Infinity,
   admission: true,
+  autoBatchSize: false,
 })
 
 /** Largest `maxBatchSize` accepted anywhere (options, flags, admin patches). */
@@ -157,6 +166,12 @@ export const BATCHING_FIELDS: Readonly<Record<BatchingKey, BatchingField>> = Obj
     flag: 'no-admission',
     tritonParameter: 'cohort_admission',
   }),
+  autoBatchSize: field({
+    expect: 'a boolean',
+    valid: (v) => typeof v === 'boolean',
+    flag: 'no-auto-batch',
+    tritonParameter: 'cohort_auto_batch_size',
+  }),
 })
 
 /** The batching fields' names, in table order. */
@@ -205,14 +220,14 @@ export function batchingToJson(c: Partial<BatchingConfig>): Record<BatchingKey, 
 }
 
 /**
- * Check a complete configuration against {@link BATCHING_FIELDS} (`maxBatchCost` and `admission`
- * may be absent).
+ * Check a complete configuration against {@link BATCHING_FIELDS} (`maxBatchCost`, `admission` and
+ * `autoBatchSize` may be absent).
  * @throws RangeError naming the first invalid field and what was expected.
  */
 export function validateBatchingConfig(config: BatchingConfig): void {
   for (const k of BATCHING_KEYS) {
     const v = config[k]
-    if (v === undefined && (k === 'maxBatchCost' || k === 'admission')) {
+    if (v === undefined && (k === 'maxBatchCost' || k === 'admission' || k === 'autoBatchSize')) {
       continue
     }
     if (!BATCHING_FIELDS[k].valid(v)) {
@@ -238,6 +253,7 @@ export function resolveBatchingConfig(
     maxQueue: patch.maxQueue ?? base.maxQueue,
     maxBatchCost: patch.maxBatchCost ?? base.maxBatchCost ?? Infinity,
     admission: patch.admission ?? base.admission ?? true,
+    autoBatchSize: patch.autoBatchSize ?? base.autoBatchSize ?? false,
   }
   validateBatchingConfig(config)
   return Object.freeze(config)

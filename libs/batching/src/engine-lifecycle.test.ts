@@ -231,6 +231,7 @@ describe('BatchEngine construction and stats', () => {
       maxQueue: 4096,
       maxBatchCost: Infinity,
       admission: true,
+      autoBatchSize: false,
     })
     expect(e.concurrency).toBe(1)
     e.close()

@@ -33,6 +33,7 @@ export const patchArb: fc.Arbitrary<Partial<BatchingConfig>> = fc.record(
     maxQueue: fc.integer({ min: 1, max: 12 }),
     maxBatchCost: fc.oneof(fc.constant(Infinity), fc.integer({ min: 1, max: 6 })),
     admission: fc.boolean(),
+    autoBatchSize: fc.boolean(),
   },
   { requiredKeys: [] },
 )

@@ -36,7 +36,10 @@ async function check(
     concurrency,
     clock,
     run: (batch: Batch<Item>) => {
-      const { maxBatchSize, maxBatchCost, policy } = engine.config
+      const { maxBatchCost, policy } = engine.config
+      // The cap in force (self-tuned under autoBatchSize), never above the hard cap.
+      const maxBatchSize = engine.batchCap
+      if (maxBatchSize > engine.config.maxBatchSize) bad(`batch cap ${maxBatchSize} > ${engine.config.maxBatchSize}`)
       const order = policy === 'deadline' ? edfBefore : before
       const cost = costOf(batch.items)
       const model = engine.costModel
@@ -73,7 +76,8 @@ async function check(
       const now = clock.now()
       if (reason === 'deadline' && item.deadline > now) bad(`item ${item.id} expired early`)
       if (reason === 'doomed') {
-        const { policy, maxBatchSize, maxBatchCost } = engine.config
+        const { policy, maxBatchCost } = engine.config
+        const maxBatchSize = engine.batchCap
         const model = engine.costModel
         // The group as the plan saw it: still queued, plus what the same plan doomed before.
         const group = [...queued.values(), ...doomedInPlan].filter((q) => q.group === item.group)
@@ -104,7 +108,7 @@ async function check(
     if (engine.queued === 0 && clock.timers.length > 0) bad('timer armed with an empty queue')
   }
   const checkSettled = (): void => {
-    const config = engine.config
+    const config = { ...engine.config, maxBatchSize: engine.batchCap }
     const { policy, maxDelayMs } = config
     const model = engine.costModel
     const now = clock.now()
@@ -237,6 +241,7 @@ describe('BatchEngine properties', () => {
           maxQueue: fc.integer({ min: 1, max: 12 }),
           maxBatchCost: fc.oneof(fc.constant(Infinity), fc.integer({ min: 1, max: 6 })),
           admission: fc.boolean(),
+          autoBatchSize: fc.boolean(),
         }),
         fc.integer({ min: 1, max: 3 }),
         fc.array(fc.tuple(fc.integer({ min: 1, max: 6 }), fc.integer({ min: 0, max: 4 })), { maxLength: 8 }),

@@ -6,6 +6,7 @@
 import { estimateFinish, shouldJudge, type Arrival } from './admission.ts'
 import { realClock, type Clock } from './clock.ts'
 import { resolveBatchingConfig, type BatchingConfig, type ResolvedBatchingConfig } from './config.ts'
+import { BatchTuner, type CapChange } from './batch-tuner.ts'
 import { CostModel } from './cost-model.ts'
 import { sumCost, type PlannedBatch } from './fill.ts'
 import { nextWake, plan } from './policy.ts'
@@ -18,8 +19,9 @@ import { WakeTimer } from './wake-timer.ts'
  * Collects items into batches and hands them to `run`, under the configured policy.
  *
  * Guarantees: every item accepted by `push` is passed to `run` exactly once or to `expire` exactly
- * once (never both, never neither); a batch never mixes groups and never exceeds the `maxBatchSize`
- * (nor, unless it holds a single item, the `maxBatchCost`) in force when it is dispatched; at most
+ * once (never both, never neither); a batch never mixes groups and never exceeds the `batchCap`
+ * (at most `maxBatchSize`; nor, unless it holds a single item, the `maxBatchCost`) in force when it
+ * is dispatched; at most
  * `concurrency` batches run at once; at most one timer is armed at any time, and none while the
  * queue is empty.
  */
@@ -40,6 +42,10 @@ export class BatchEngine<T> {
   readonly #queue = new GroupedQueue<T>()
   readonly #stats: MutableStats = emptyStats()
   #config: Readonly<ResolvedBatchingConfig>
+  /** `#config` with `maxBatchSize` replaced by the tuned cap: what planning and admission use. */
+  #eff: Readonly<ResolvedBatchingConfig>
+  #tuner: BatchTuner | undefined
+  readonly #onCapChange: ((change: CapChange) => void) | undefined
   #running = 0
   /** Expected end of each running batch (dispatch time + the cost model's upper estimate). */
   readonly #runningEnds = new Set<{ end: number }>()
@@ -54,6 +60,7 @@ export class BatchEngine<T> {
    */
   constructor(opts: BatchEngineOptions<T>) {
     this.#config = resolveBatchingConfig(opts)
+    this.#eff = this.#config
     const concurrency = opts.concurrency ?? 1
     if (!Number.isInteger(concurrency) || concurrency < 1) {
       throw new RangeError(`concurrency must be an integer >= 1, got ${String(concurrency)}`)
@@ -69,6 +76,21 @@ export class BatchEngine<T> {
     this.#onRunError = opts.onRunError ? opts.onRunError.bind(opts) : reportAsync
     this.stats = this.#stats
     this.costModel = opts.costModel ?? new CostModel()
+    this.#onCapChange = opts.onCapChange ? opts.onCapChange.bind(opts) : undefined
+    this.#applyTuning()
+  }
+
+  /**
+   * The largest batch the engine dispatches now: the self-tuned cap under `autoBatchSize`, else
+   * `config.maxBatchSize` (which is always the hard cap).
+   */
+  get batchCap(): number {
+    return this.#eff.maxBatchSize
+  }
+
+  /** The batch-cap tuner while `autoBatchSize` is on (its `changes`, `last`, `curve()` explain the cap). */
+  get tuner(): BatchTuner | undefined {
+    return this.#tuner
   }
 
   /** The configuration in force (frozen; replaced by `configure`). */
@@ -159,7 +181,7 @@ export class BatchEngine<T> {
   #admissionState(group: string, now: number) {
     return {
       now,
-      config: this.#config,
+      config: this.#eff,
       model: this.costModel,
       concurrency: this.#concurrency,
       runningEnds: [...this.#runningEnds].map((r) => r.end),
@@ -173,8 +195,9 @@ export class BatchEngine<T> {
     if (this.costModel.samples === 0) {
       return 1000
     }
-    const batches = Math.ceil(this.#queue.size / this.#config.maxBatchSize)
-    return (batches / this.#concurrency) * this.costModel.upper(this.#config.maxBatchSize)
+    const cap = this.#eff.maxBatchSize
+    const batches = Math.ceil(this.#queue.size / cap)
+    return (batches / this.#concurrency) * this.costModel.upper(cap)
   }
 
   /**
@@ -203,6 +226,7 @@ export class BatchEngine<T> {
    */
   configure(patch: Partial<BatchingConfig>): void {
     this.#config = resolveBatchingConfig(patch, this.#config)
+    this.#applyTuning()
     if (this.#queue.size > 0) {
       this.#schedulePump()
     }
@@ -266,7 +290,7 @@ export class BatchEngine<T> {
       if (this.#closed || this.#running >= this.#concurrency) {
         break
       }
-      const { doomed, batch } = plan(this.#queue, this.#config, this.costModel, now)
+      const { doomed, batch } = plan(this.#queue, this.#eff, this.costModel, now)
       if (batch === undefined && doomed.length === 0) {
         break
       }
@@ -288,6 +312,10 @@ export class BatchEngine<T> {
 
   #dispatch({ items, group, reason }: PlannedBatch<T>, now: number): void {
     const cost = sumCost(items)
+    let budget = Infinity
+    for (const item of items) {
+      budget = Math.min(budget, item.deadline - item.enqueuedAt)
+    }
     const batch: Batch<T> = {
       items: items.map((item) => item.value),
       group,
@@ -311,7 +339,9 @@ export class BatchEngine<T> {
     done.then(
       () => {
         this.#runningEnds.delete(expected)
-        this.costModel.observe(cost, this.#clock.now() - now)
+        const end = this.#clock.now()
+        this.costModel.observe(cost, end - now)
+        this.#tune(this.#tuner?.observe(items.length, end - now, budget, this.costModel.ratio, end))
         this.#settled()
       },
       (err: unknown) => {
@@ -324,6 +354,38 @@ export class BatchEngine<T> {
         this.#settled()
       },
     )
+  }
+
+  /** Create, drop or re-limit the tuner after a configuration change. */
+  #applyTuning(): void {
+    const c = this.#config
+    if (!c.autoBatchSize) {
+      this.#tuner = undefined
+      this.#eff = c
+      return
+    }
+    let change: CapChange | undefined
+    if (this.#tuner === undefined) {
+      this.#tuner = new BatchTuner({ limit: c.maxBatchSize })
+    } else {
+      change = this.#tuner.setLimit(c.maxBatchSize, this.#clock.now())
+    }
+    this.#eff = Object.freeze({ ...c, maxBatchSize: this.#tuner.cap })
+    this.#tune(change)
+  }
+
+  #tune(change: CapChange | undefined): void {
+    if (change === undefined || this.#tuner === undefined) {
+      return
+    }
+    this.#eff = Object.freeze({ ...this.#config, maxBatchSize: this.#tuner.cap })
+    if (this.#onCapChange) {
+      try {
+        this.#onCapChange(change)
+      } catch (err) {
+        reportAsync(err)
+      }
+    }
   }
 
   #settled(): void {
@@ -351,7 +413,7 @@ export class BatchEngine<T> {
       this.#wake.clear()
     } else {
       const slotFree = this.#running < this.#concurrency
-      this.#wake.set(nextWake(this.#queue, this.#config, this.costModel, this.#clock.now(), slotFree))
+      this.#wake.set(nextWake(this.#queue, this.#eff, this.costModel, this.#clock.now(), slotFree))
     }
   }
 }

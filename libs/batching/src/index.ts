@@ -26,6 +26,15 @@ export {
   type ResolvedBatchingConfig,
 } from './config.ts'
 export { CostModel, type CostModelOptions } from './cost-model.ts'
+export {
+  BatchTuner,
+  CAP_REASONS,
+  DEFAULT_START_CAP,
+  capLevels,
+  type BatchTunerOptions,
+  type CapChange,
+  type CapReason,
+} from './batch-tuner.ts'
 export { EARLY_DROP_MIN_SAMPLES } from './fill.ts'
 export {
   DISPATCH_REASONS,

@@ -2,6 +2,7 @@
  * Public data types of the batching engine: queue entries, batches, reasons, options and stats.
  * @module
  */
+import type { CapChange } from './batch-tuner.ts'
 import type { Clock } from './clock.ts'
 import type { BatchingConfig } from './config.ts'
 import type { CostModel } from './cost-model.ts'
@@ -139,6 +140,11 @@ export interface BatchEngineOptions<T> extends Partial<BatchingConfig> {
    * @default rethrow asynchronously, like an unhandled error
    */
   onRunError?(err: unknown, batch: Batch<T>): void
+  /**
+   * Called after each change of the self-tuned batch cap (`autoBatchSize`), with its reason and
+   * figures. Must not throw (an error is rethrown asynchronously).
+   */
+  onCapChange?(change: CapChange): void
 }
 
 /** Counters kept by the engine since construction. Live: the same object keeps updating. */

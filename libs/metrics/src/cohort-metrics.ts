@@ -40,6 +40,15 @@ export function workerMetrics(r: Registry) {
       'cohort_runner_restarts_total',
       'Runner threads or processes replaced, by model and reason (batch_timeout: a batch ran past its time limit; died: it exited or crashed).',
     ),
+    batchCap: r.gauge(
+      'cohort_batch_cap',
+      'Largest batch the worker dispatches now, by model: the self-tuned cap (within [1, cohort_batch_limit]) or the fixed maxBatchSize.',
+    ),
+    batchLimit: r.gauge('cohort_batch_limit', 'Hard cap of the batch size (maxBatchSize), by model.'),
+    capChanges: r.counter(
+      'cohort_batch_cap_changes_total',
+      'Changes of the self-tuned batch cap, by model and reason (explore: batches kept filling it; throughput: the larger size served no more items/s; budget: a batch would not fit the latency budget; limit: maxBatchSize changed).',
+    ),
     pending: r.gauge(
       'cohort_pending_requests',
       'Items accepted by the worker and not yet answered (queued plus running), by model.',

@@ -10,6 +10,15 @@ import { bearerToken, keyIndex } from '../middleware/auth/credentials.ts'
 /** Largest admin patch body, bytes. */
 export const MAX_ADMIN_BODY_BYTES = 64 * 1024
 
+/** The self-tuned batch cap as the worker reports it in its metadata (`autoBatchSize`, `batchCap`). */
+function liveCap(live: object): { autoBatchSize: boolean | null; batchCap: number | null } {
+  const m = live as { autoBatchSize?: unknown; batchCap?: unknown }
+  return {
+    autoBatchSize: typeof m.autoBatchSize === 'boolean' ? m.autoBatchSize : null,
+    batchCap: typeof m.batchCap === 'number' ? m.batchCap : null,
+  }
+}
+
 /**
  * Check `Authorization: Bearer KEY` against the admin keys, when any are configured. Returns who
  * is asking for the audit log: `admin key #N` (1-based, never the key), or `open` without keys.
@@ -66,7 +75,7 @@ export function adminRoutes(o: ResolvedGatewayOptions & { adminKeys?: readonly s
       checkModelPath(model, undefined)
       const stored = (await o.transport.config.get(model)) ?? {}
       const live = await up.meta(model)
-      return c.json({ model, stored, live: batchingToJson(live as Partial<BatchingConfig>) })
+      return c.json({ model, stored, live: { ...batchingToJson(live as Partial<BatchingConfig>), batchCap: liveCap(live).batchCap } })
     },
     async put(c: Context): Promise<Response> {
       const who = requireAdmin(c, o.adminKeys)

@@ -1,6 +1,6 @@
 // The ORT host: one onnxruntime-node session in a worker thread or a child process.
 // Plain JS so it needs no TypeScript loader. Protocol (structured clone; buffers transferred):
-//   parent -> host: {type:'load', path, ep, intraOpNumThreads, warmup}
+//   parent -> host: {type:'load', path, ep, intraOpNumThreads, allowSpinning, warmup}
 //                   {type:'run', id, feeds: {name: {type, dims, data}}}
 //                   {type:'close'}
 //   host -> parent: {type:'ready', inputs, outputs} | {type:'load-error', message}
@@ -40,6 +40,8 @@ async function load(msg) {
     options.intraOpNumThreads = msg.intraOpNumThreads
     options.interOpNumThreads = 1
   }
+  // Idle pool threads sleep instead of spinning unless asked (session.intra_op.allow_spinning).
+  options.extra = { session: { intra_op: { allow_spinning: msg.allowSpinning ? '1' : '0' } } }
   session = await ort.InferenceSession.create(msg.path, options)
   port.post({ type: 'ready', inputs: meta(session.inputMetadata), outputs: meta(session.outputMetadata) })
 }

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { buildMlp, buildMultiIoModel } from '@cohort/onnx-builder'
-import { OrtPool } from './ort-pool.ts'
+import { OrtPool, defaultIntraOpThreads } from './ort-pool.ts'
 import type { RestartReason } from '../runners/types.ts'
 
 function modelFile(): string {
@@ -138,4 +138,25 @@ describe('OrtPool', () => {
     expect(Array.from(r.outputs['y']!.data as Float32Array)).toEqual([3, 3, 3, 3])
     await pool.close()
   })
+
+  it('leaves one core to the serving path by default: (cores - 1) / instances, at least 1', () => {
+    expect(defaultIntraOpThreads(1, 2)).toBe(1)
+    expect(defaultIntraOpThreads(1, 1)).toBe(1)
+    expect(defaultIntraOpThreads(1, 16)).toBe(15)
+    expect(defaultIntraOpThreads(2, 16)).toBe(7)
+    expect(defaultIntraOpThreads(4, 2)).toBe(1)
+  })
+
+  for (const allowSpinning of [false, true]) {
+    it(`loads and runs with intra-op spinning ${allowSpinning ? 'on' : 'off'}`, async () => {
+      const pool = new OrtPool({ path: modelFile(), intraOpNumThreads: 2, allowSpinning })
+      await pool.start()
+      const r = await pool.run({
+        x: { type: 'float32', dims: [1, 4], data: Float32Array.from([1, 1, 1, 1]) },
+        ids: { type: 'int64', dims: [1, 3], data: BigInt64Array.from([1n, 2n, 3n]) },
+      })
+      expect(Array.from(r.outputs['y']!.data as Float32Array)).toEqual([3, 3, 3, 3])
+      await pool.close()
+    })
+  }
 })

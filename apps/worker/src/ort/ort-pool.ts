@@ -34,8 +34,14 @@ export interface OrtPoolOptions {
   ep?: ExecutionProvider
   /** Sessions, each in its own thread (CPU) or process (GPU EPs, which do not share a process). @default 1 */
   instances?: number
-  /** ORT intra-op threads per instance. @default cores / instances */
+  /** ORT intra-op threads per instance. @default defaultIntraOpThreads(instances) */
   intraOpNumThreads?: number
+  /**
+   * Let idle ORT pool threads spin (`session.intra_op.allow_spinning`). Spinning burns CPU that
+   * the serving path (HTTP, NATS, the worker's main thread) needs when they share cores.
+   * @default false
+   */
+  allowSpinning?: boolean
   /** Force child processes instead of worker threads. @default ep !== 'cpu' && instances > 1 */
   processes?: boolean
   /** Told about runs, exits and restarts of each instance (metrics). Settable later with {@link OrtPool.watch}. */
@@ -85,6 +91,15 @@ export interface RunResult {
 }
 
 const HOST_URL = new URL('./ort-host.mjs', import.meta.url)
+
+/**
+ * Default ORT intra-op threads per instance: the cores less one (left to the serving path: the
+ * worker's main thread, NATS, a gateway on the same host), shared by the instances, at least 1.
+ * On 2 cores that is 1 thread (docs/benchmarks.md#thread-defaults).
+ */
+export function defaultIntraOpThreads(instances: number, cores = availableParallelism()): number {
+  return Math.max(1, Math.floor((cores - 1) / Math.max(1, instances)))
+}
 
 /**
  * N onnxruntime-node sessions off the main thread. `run` hands a batch to a free instance;
@@ -153,8 +168,7 @@ export class OrtPool {
 
   /** Spawn one instance and load the model in it. */
   #launch(index: number): { host: Host; loaded: Promise<void> } {
-    const threads =
-      this.#opts.intraOpNumThreads ?? Math.max(1, Math.floor(availableParallelism() / this.instances))
+    const threads = this.#opts.intraOpNumThreads ?? defaultIntraOpThreads(this.instances)
     const useProcesses = this.#opts.processes ?? (this.ep !== 'cpu' && this.instances > 1)
     const host = useProcesses ? this.#spawnProcess() : this.#spawnThread()
     host.index = index
@@ -171,7 +185,7 @@ export class OrtPool {
         reject,
       })
     })
-    host.post({ type: 'load', path: this.#opts.path, ep: this.ep, intraOpNumThreads: threads })
+    host.post({ type: 'load', path: this.#opts.path, ep: this.ep, intraOpNumThreads: threads, allowSpinning: this.#opts.allowSpinning ?? false })
     return { host, loaded }
   }
 

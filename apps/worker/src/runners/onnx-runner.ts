@@ -18,6 +18,12 @@ import { datatypeOfOrt, ortType, viewOf } from './ort-types.ts'
 import { bucketOf, copyCorner, filledBuffer, type PaddingOptions } from './padding.ts'
 import type { ItemResult, ModelRunner, PreparedItem, RunBatchOptions, RunnerEvents } from './types.ts'
 
+/**
+ * The batch size limit of an ONNX model when none is given: the self-tuned cap starts at 32 and may
+ * grow to this (the `heavy` MLP serves the most items per second at 128 on this class of CPU).
+ */
+export const DEFAULT_ONNX_BATCH_LIMIT = 256
+
 /** Options of {@link OnnxRunner}. */
 export interface OnnxRunnerOptions {
   name: string
@@ -33,8 +39,20 @@ export interface OnnxRunnerOptions {
    * @default ep !== 'cpu' && instances > 1
    */
   processes?: boolean
-  /** @default 32 */
+  /** Let idle ORT pool threads spin (see `OrtPoolOptions.allowSpinning`). @default false */
+  allowSpinning?: boolean
+  /**
+   * Largest batch, a hard cap. When given, the self-tuned cap moves within `[1, maxBatchSize]`;
+   * when absent, within `[1, DEFAULT_ONNX_BATCH_LIMIT]`.
+   * @default DEFAULT_ONNX_BATCH_LIMIT (256)
+   */
   maxBatchSize?: number
+  /**
+   * Self-tune the batch cap (docs/batching.md#self-tuned-batch-cap); false keeps every batch at up
+   * to `maxBatchSize` items.
+   * @default true
+   */
+  autoBatchSize?: boolean
   /** @default 5 */
   maxDelayMs?: number
   /**
@@ -67,7 +85,7 @@ interface OnnxItem {
 export class OnnxRunner implements ModelRunner {
   readonly name: string
   readonly concurrency: number
-  readonly batchDefaults: { maxBatchSize: number; maxDelayMs: number }
+  readonly batchDefaults: { maxBatchSize: number; maxDelayMs: number; autoBatchSize: boolean }
   readonly #pool: OrtPool
   readonly #padding: PaddingOptions | undefined
   /** Inputs the client sends (the mask input excluded). */
@@ -83,10 +101,15 @@ export class OnnxRunner implements ModelRunner {
       instances: opts.instances ?? 1,
       ...(opts.intraOpNumThreads !== undefined ? { intraOpNumThreads: opts.intraOpNumThreads } : {}),
       ...(opts.processes !== undefined ? { processes: opts.processes } : {}),
+      ...(opts.allowSpinning !== undefined ? { allowSpinning: opts.allowSpinning } : {}),
     })
     this.concurrency = this.#pool.instances
     this.#padding = opts.padding
-    this.batchDefaults = { maxBatchSize: opts.maxBatchSize ?? 32, maxDelayMs: opts.maxDelayMs ?? 5 }
+    this.batchDefaults = {
+      maxBatchSize: opts.maxBatchSize ?? DEFAULT_ONNX_BATCH_LIMIT,
+      maxDelayMs: opts.maxDelayMs ?? 5,
+      autoBatchSize: opts.autoBatchSize ?? true,
+    }
   }
 
   /** Count runs, busy time, exits and restarts of each ORT instance, and instances by state. */

@@ -21,8 +21,11 @@ export interface ModelRunner {
   readonly name: string
   /** Concurrent batches the runner can take (ORT instances). */
   readonly concurrency: number
-  /** The model's own batching defaults. */
-  readonly batchDefaults: { maxBatchSize: number; maxDelayMs: number }
+  /**
+   * The model's own batching defaults. `autoBatchSize`: tune the batch cap within
+   * `[1, maxBatchSize]` (@default false).
+   */
+  readonly batchDefaults: { maxBatchSize: number; maxDelayMs: number; autoBatchSize?: boolean }
   /** Load and warm up. */
   start(): Promise<void>
   /** Register the runner's own metrics (ONNX Runtime instances) in the worker's registry; called once, before `start`. */
