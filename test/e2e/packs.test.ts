@@ -22,7 +22,7 @@ async function transport(): Promise<Transport> {
 }
 
 /** A gateway's upstream with worker-loss detection; resolves once a v2 worker's heartbeat arrived. */
-async function gateway(o: { missedHeartbeats?: number } = {}): Promise<Upstream> {
+async function gateway(o: { missedHeartbeats?: number; acceptTimeoutMs?: number } = {}): Promise<Upstream> {
   const t = await transport()
   const lv = new WorkerLiveness(t, S, `g-${crypto.randomUUID().slice(0, 8)}`, { checkIntervalMs: 50, ...o })
   const up = new Upstream(t, S, 2000, lv)
@@ -139,7 +139,8 @@ describe('packs over real NATS, worker processes', () => {
 
   it('when the worker holding a pack dies, its retryable requests run on another worker and the others fail WORKER_LOST', async () => {
     const a = await startWorker('pk-a', { SLEEPY_MS: '40000' })
-    const up = await gateway({ missedHeartbeats: 3 })
+    // A late acceptance (a busy machine) must not count as a loss here: only A's death may.
+    const up = await gateway({ missedHeartbeats: 3, acceptTimeoutMs: 30_000 })
     const sent = up.packer!.sent.packs
     const ps = [
       up.infer(req({ x: 1 }, 60_000), 60_000, undefined, { retryable: true }),
