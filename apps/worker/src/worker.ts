@@ -1,5 +1,5 @@
 import type { BatchingConfig } from '@cohort/batching'
-import { encodeHeartbeat, encodeValue, subjects as makeSubjects, DEFAULT_SUBJECT_PREFIX, type ModelMeta } from '@cohort/protocol'
+import { encodeHeartbeat, PROTOCOL_VERSION, encodeValue, subjects as makeSubjects, DEFAULT_SUBJECT_PREFIX, type ModelMeta } from '@cohort/protocol'
 import { Registry, workerMetrics, type WorkerMetrics } from '@cohort/metrics'
 import { consume, type Transport, type TransportSubscription } from '@cohort/transport'
 import type { Tracer } from '@opentelemetry/api'
@@ -146,7 +146,7 @@ export class CohortWorker {
     }
     const beat = (bye?: true) => {
       try {
-        this.#o.transport.publish(subject, encodeHeartbeat({ v: 1, id: this.id, intervalMs, ...(bye ? { bye } : {}) }))
+        this.#o.transport.publish(subject, encodeHeartbeat({ v: 1, id: this.id, intervalMs, proto: PROTOCOL_VERSION, ...(bye ? { bye } : {}) }))
       } catch {
         // A closed connection: the next beat (or none) will tell.
       }
