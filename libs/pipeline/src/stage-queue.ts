@@ -1,8 +1,8 @@
-import { BatchEngine, type Batch, type BatchingConfig, type Clock, type ExpireReason } from '@cohort/batching'
+import { BatchEngine, type Batch, type BatchingConfig, type Clock, type ExpireReason, type QueueEntry } from '@cohort/batching'
 import { isErrorCode, toWireError, type ErrorCode } from '@cohort/protocol'
 import { ItemError } from '@cohort/predictor'
 import type { PipelineMetrics } from './metrics.ts'
-import { tensorGroupKey } from './tensors.ts'
+import { sameTensorLayout, tensorGroupKey } from './tensors.ts'
 import type { LeafStage, StageContext } from './types.ts'
 
 /**
@@ -78,6 +78,14 @@ export class StageQueue {
   readonly engine: BatchEngine<Job>
   /** Items handed to the runner. */
   ran = 0
+  /**
+   * How submissions entered the stage: `direct`, batches that ran at once, unqueued (the stage was
+   * idle and what arrived together fit one batch); `queued`, engine entries queued (the stage was
+   * busy, or they did not fit one batch).
+   */
+  readonly passes = { direct: 0, queued: 0 }
+  #pending: QueueEntry<Job>[] = []
+  #flushQueued = false
   readonly #o: StageQueueOptions
   readonly #labels: { pipeline: string; stage: string }
   /** Items per chunk: maxBatchSize, or 1 when items carry their own costs. */
@@ -120,9 +128,19 @@ export class StageQueue {
     const out: unknown[] = new Array(values.length)
     const groups = new Map<string, number[]>()
     const costs: number[] = []
+    // ONNX items of one submission usually share their layout: compute the key once, then compare.
+    let prev: unknown
+    let prevKey = ''
     values.forEach((v, i) => {
       try {
-        const g = s.kind === 'onnx' ? tensorGroupKey(v) : (s.group?.(v) ?? '')
+        let g: string
+        if (s.kind === 'onnx') {
+          g = prev !== undefined && sameTensorLayout(v, prev) ? prevKey : tensorGroupKey(v)
+          prev = v
+          prevKey = g
+        } else {
+          g = s.group?.(v) ?? ''
+        }
         costs[i] = s.kind === 'ts' && s.cost ? s.cost(v) : 1
         const list = groups.get(g)
         if (list) {
@@ -134,34 +152,79 @@ export class StageQueue {
         out[i] = toItemError(e, 'INVALID_INPUT')
       }
     })
+    // One engine entry per group and chunk, handed to the stage at the end of this microtask run.
+    const entries: QueueEntry<Job>[] = []
     const waits: Promise<void>[] = []
     for (const [group, idx] of groups) {
       for (let at = 0; at < idx.length; at += this.#chunk) {
-        const piece = idx.slice(at, at + this.#chunk)
+        const piece = at === 0 && idx.length <= this.#chunk ? idx : idx.slice(at, at + this.#chunk)
         waits.push(
           new Promise<void>((resolve) => {
             const job: Job = {
-              values: piece.map((i) => values[i]),
+              values: piece.length === values.length ? values : piece.map((i) => values[i]),
               deadline,
               resolve: (rs) => {
-                piece.forEach((i, k) => {
-                  out[i] = rs[k]
-                })
+                if (piece.length === out.length) {
+                  // The whole submission, in order (one group, no invalid item).
+                  for (let k = 0; k < rs.length; k++) {
+                    out[k] = rs[k]
+                  }
+                } else {
+                  piece.forEach((i, k) => {
+                    out[i] = rs[k]
+                  })
+                }
                 resolve()
               },
             }
             const cost = this.#chunk === 1 ? costs[piece[0]!]! : piece.length
-            if (!this.engine.push({ value: job, deadline, group, cost })) {
-              this.#count('OVERLOADED', piece.length)
-              const err = new ItemError(`stage ${s.name}: queue is full (${this.engine.config.maxQueue} entries)`, 'OVERLOADED')
-              job.resolve(piece.map(() => err))
-            }
+            entries.push({ value: job, deadline, group, cost })
           }),
         )
       }
     }
+    this.#enqueue(entries)
     await Promise.all(waits)
     return out
+  }
+
+  /**
+   * Entries submitted in this run of microtasks are handed over together at its end (a
+   * microtask, not an event-loop turn): the requests of one finished batch reach the next stage
+   * together. If the stage is idle and they fit one batch they run at once as that batch
+   * (`BatchEngine.runNow`: no queue entry, no deferred dispatch); otherwise they are queued.
+   */
+  #enqueue(entries: QueueEntry<Job>[]): void {
+    for (const e of entries) {
+      this.#pending.push(e)
+    }
+    if (!this.#flushQueued && this.#pending.length > 0) {
+      this.#flushQueued = true
+      queueMicrotask(() => this.#flush())
+    }
+  }
+
+  #flush(): void {
+    this.#flushQueued = false
+    const es = this.#pending
+    this.#pending = []
+    const group = es[0]?.group
+    if (es.length > 0 && es.every((e) => e.group === group) && this.engine.runNow(es)) {
+      this.passes.direct++
+      return
+    }
+    this.passes.queued += es.length
+    for (const e of es) {
+      if (!this.engine.push(e)) {
+        const closed = this.engine.closed
+        const code = closed ? 'SHUTTING_DOWN' : 'OVERLOADED'
+        this.#count(code, e.value.values.length)
+        const err = closed
+          ? new ItemError(`stage ${this.#o.stage.name}: ${EXPIRED.closed.msg}`, code)
+          : new ItemError(`stage ${this.#o.stage.name}: queue is full (${this.engine.config.maxQueue} entries)`, code)
+        e.value.resolve(e.value.values.map(() => err))
+      }
+    }
   }
 
   #count(code: string, n = 1): void {
