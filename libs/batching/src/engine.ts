@@ -47,8 +47,8 @@ export class BatchEngine<T> {
   #tuner: BatchTuner | undefined
   readonly #onCapChange: ((change: CapChange) => void) | undefined
   #running = 0
-  /** Expected end of each running batch (dispatch time + the cost model's upper estimate). */
-  readonly #runningEnds = new Set<{ end: number }>()
+  /** Running batches: start and cost (their expected ends are estimated when admission asks). */
+  readonly #runningEnds = new Set<{ start: number; cost: number }>()
   #closed = false
   #pumpScheduled = false
   readonly #wake: WakeTimer
@@ -225,7 +225,7 @@ export class BatchEngine<T> {
       config: this.#eff,
       model: this.costModel,
       concurrency: this.#concurrency,
-      runningEnds: [...this.#runningEnds].map((r) => r.end),
+      runningEnds: [...this.#runningEnds].map((r) => r.start + this.costModel.upper(r.cost)),
       list: this.#queue.items(group),
       listCost: this.#queue.cost(group),
     }
@@ -366,7 +366,7 @@ export class BatchEngine<T> {
       cost,
     }
     this.#running++
-    const expected = { end: now + this.costModel.upper(cost) }
+    const expected = { start: now, cost }
     this.#runningEnds.add(expected)
     this.#stats.batches++
     this.#stats.items += items.length

@@ -43,6 +43,15 @@ export function toItemError(e: unknown, fallback: ErrorCode = 'PREDICTOR_FAILED'
   return new ItemError(w.message, isErrorCode(code) ? code : isErrorCode(w.code) ? w.code : fallback)
 }
 
+/** [0, 1, ..., n - 1]. */
+function identity(n: number): number[] {
+  const a = new Array<number>(n)
+  for (let i = 0; i < n; i++) {
+    a[i] = i
+  }
+  return a
+}
+
 const EXPIRED: Record<ExpireReason, { code: ErrorCode; msg: string }> = {
   deadline: { code: 'DEADLINE_EXCEEDED', msg: 'deadline passed while queued; the stage did not run it' },
   doomed: { code: 'DEADLINE_EXCEEDED', msg: 'the item could not finish this stage before its deadline, so it was not run' },
@@ -128,30 +137,12 @@ export class StageQueue {
     const out: unknown[] = new Array(values.length)
     const groups = new Map<string, number[]>()
     const costs: number[] = []
-    // ONNX items of one submission usually share their layout: compute the key once, then compare.
-    let prev: unknown
-    let prevKey = ''
-    values.forEach((v, i) => {
-      try {
-        let g: string
-        if (s.kind === 'onnx') {
-          g = prev !== undefined && sameTensorLayout(v, prev) ? prevKey : tensorGroupKey(v)
-          prev = v
-          prevKey = g
-        } else {
-          g = s.group?.(v) ?? ''
-        }
-        costs[i] = s.kind === 'ts' && s.cost ? s.cost(v) : 1
-        const list = groups.get(g)
-        if (list) {
-          list.push(i)
-        } else {
-          groups.set(g, [i])
-        }
-      } catch (e) {
-        out[i] = toItemError(e, 'INVALID_INPUT')
-      }
-    })
+    if (s.kind === 'ts' && s.group === undefined && s.cost === undefined) {
+      // One group, unit costs: no per-item work before the stage.
+      groups.set('', identity(values.length))
+    } else {
+      this.#group(values, groups, costs, out)
+    }
     // One engine entry per group and chunk, handed to the stage at the end of this microtask run.
     const entries: QueueEntry<Job>[] = []
     const waits: Promise<void>[] = []
@@ -177,7 +168,7 @@ export class StageQueue {
                 resolve()
               },
             }
-            const cost = this.#chunk === 1 ? costs[piece[0]!]! : piece.length
+            const cost = this.#chunk === 1 ? (costs[piece[0]!] ?? 1) : piece.length
             entries.push({ value: job, deadline, group, cost })
           }),
         )
@@ -186,6 +177,35 @@ export class StageQueue {
     this.#enqueue(entries)
     await Promise.all(waits)
     return out
+  }
+
+  /** Batch group (and cost) of each item; an item whose key or cost throws fails alone (`out`). */
+  #group(values: unknown[], groups: Map<string, number[]>, costs: number[], out: unknown[]): void {
+    const s = this.#o.stage
+    // ONNX items of one submission usually share their layout: compute the key once, then compare.
+    let prev: unknown
+    let prevKey = ''
+    values.forEach((v, i) => {
+      try {
+        let g: string
+        if (s.kind === 'onnx') {
+          g = prev !== undefined && sameTensorLayout(v, prev) ? prevKey : tensorGroupKey(v)
+          prev = v
+          prevKey = g
+        } else {
+          g = s.group?.(v) ?? ''
+        }
+        costs[i] = s.kind === 'ts' && s.cost ? s.cost(v) : 1
+        const list = groups.get(g)
+        if (list) {
+          list.push(i)
+        } else {
+          groups.set(g, [i])
+        }
+      } catch (e) {
+        out[i] = toItemError(e, 'INVALID_INPUT')
+      }
+    })
   }
 
   /**
@@ -200,7 +220,8 @@ export class StageQueue {
     }
     if (!this.#flushQueued && this.#pending.length > 0) {
       this.#flushQueued = true
-      queueMicrotask(() => this.#flush())
+      // A promise reaction, not queueMicrotask (which Node wraps in an async resource per call).
+      void Promise.resolve().then(() => this.#flush())
     }
   }
 
@@ -235,7 +256,7 @@ export class StageQueue {
     const { runner, stage, clock, metrics } = this.#o
     const jobs = batch.items
     const values = jobs.length === 1 ? jobs[0]!.values : jobs.flatMap((j) => j.values)
-    const deadlines = jobs.flatMap((j) => j.values.map(() => j.deadline))
+    const deadlines = jobs.length === 1 ? new Array<number>(values.length).fill(jobs[0]!.deadline) : jobs.flatMap((j) => j.values.map(() => j.deadline))
     const t0 = clock.now()
     this.ran += values.length
     let out: (unknown | Error)[]
@@ -266,18 +287,27 @@ export class StageQueue {
         }
       })
     }
-    let ok = 0
-    const fixed = out.map((r) => {
-      if (!(r instanceof Error)) {
-        ok++
-        return r
+    // Errors are rare: copy the results only when one needs its code fixed.
+    let fixed = out
+    let failed = 0
+    for (let k = 0; k < out.length; k++) {
+      const r = out[k]
+      if (r instanceof Error) {
+        const e = r instanceof ItemError ? r : toItemError(r)
+        if (e !== r) {
+          fixed = fixed === out ? [...out] : fixed
+          fixed[k] = e
+        }
+        this.#count(e.code)
+        failed++
       }
-      const e = r instanceof ItemError ? r : toItemError(r)
-      this.#count(e.code)
-      return e
-    })
-    if (ok > 0) {
-      this.#count('OK', ok)
+    }
+    if (failed < out.length) {
+      this.#count('OK', out.length - failed)
+    }
+    if (jobs.length === 1) {
+      jobs[0]!.resolve(fixed)
+      return
     }
     let at = 0
     for (const j of jobs) {
