@@ -93,13 +93,18 @@ function executorRunner(ex: PipelineExecutor): Runner {
 
 /**
  * Median per-call ms of `b`-item calls, one at a time, per mode. The modes take turns call by
- * call (so a load change on a shared machine hits them alike) for at least `minMs` per mode.
+ * call, in an order reversed every round (so a load change on a shared machine hits them alike,
+ * and no mode always follows the same one), for at least `minMs` per mode.
  */
 async function perCall(rs: Map<Mode, Runner>, inputs: unknown[], minMs: number): Promise<Map<Mode, number>> {
   const times = new Map<Mode, number[]>([...rs.keys()].map((m) => [m, []]))
   const t0 = performance.now()
-  for (let round = 0; round < 3 || performance.now() - t0 < minMs * rs.size; round++) {
-    for (const [m, r] of rs) {
+  const order = [...rs]
+  const reversed = [...order].reverse()
+  for (let round = 0; round < 4 || performance.now() - t0 < minMs * rs.size; round++) {
+    // A B C, C B A, ...: no mode always runs right after the same other mode (after a slow
+    // remote call, the next call finds the ORT thread asleep and the caches cold).
+    for (const [m, r] of round % 2 === 0 ? order : reversed) {
       const s = performance.now()
       await r.call(inputs)
       times.get(m)!.push(performance.now() - s)

@@ -175,7 +175,7 @@ export class StageQueue {
       }
     }
     this.#enqueue(entries)
-    await Promise.all(waits)
+    await (waits.length === 1 ? waits[0] : Promise.all(waits))
     return out
   }
 
