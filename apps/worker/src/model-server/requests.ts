@@ -1,0 +1,322 @@
+import type { Batch, BatchEngine, ExpireReason, Offer } from '@cohort/batching'
+import {
+  CohortError,
+  decodeCancel,
+  decodeInferMessage,
+  encodeAccept,
+  encodeNotice,
+  encodeReply,
+  isAcceptSubject,
+  requestItemCount,
+  toWireError,
+  type InferReply,
+  type InferRequest,
+  type ItemTiming,
+  type Subjects,
+  type WireError,
+} from '@cohort/protocol'
+import type { Transport, TransportMessage } from '@cohort/transport'
+import type { TSchema } from '@sinclair/typebox'
+import type { Span } from '@opentelemetry/api'
+import { buildReply, checkRequestedOutputs } from '../reply.ts'
+import type { ModelTelemetry } from '../tracing.ts'
+import type { ItemResult, ModelRunner } from '../runners/types.ts'
+import { batchTimeLimitMs } from '../batch-limit.ts'
+import { ReplySink } from './reply-sink.ts'
+import type { ServerStats } from './stats.ts'
+
+interface Pending {
+  req: InferRequest
+  msg: TransportMessage
+  /** Set for a request that came in a pack: its reply joins the pack's next reply message. */
+  sink: ReplySink | undefined
+  results: (ItemResult | undefined)[]
+  timing: ItemTiming[]
+  remaining: number
+  /** performance.now() at receipt (for the services protocol's processing_time). */
+  t0: number
+  /** The `cohort.worker.request` span (queue + compute), ended with the reply. */
+  span: Span
+}
+
+/** One queued item of a request: what the batch engine holds. */
+export interface QItem {
+  p: Pending
+  index: number
+  payload: unknown
+}
+
+/** Thrown back to the engine after a timed-out batch was answered, so its time is not learned as a cost. */
+export const NOT_A_SAMPLE = Symbol('not a cost sample')
+
+const EXPIRE_CODE: Record<ExpireReason, { code: 'DEADLINE_EXCEEDED' | 'CANCELLED' | 'SHUTTING_DOWN'; msg: string }> = {
+  deadline: { code: 'DEADLINE_EXCEEDED', msg: 'deadline passed while queued; the item did not run' },
+  cancelled: { code: 'CANCELLED', msg: 'the client went away; the item did not run' },
+  closed: { code: 'SHUTTING_DOWN', msg: 'the worker closed before the item ran' },
+  doomed: { code: 'DEADLINE_EXCEEDED', msg: 'the item could not finish before its deadline, so it was not run' },
+}
+
+/** Options of {@link Requests}. */
+export interface RequestsOptions {
+  runner: ModelRunner
+  transport: Transport
+  subjects: Subjects
+  workerId: string
+  outputSchema?: TSchema | undefined
+  /** See ModelServerOptions.batchTimeoutMs. */
+  batchTimeoutMs?: number | undefined
+  engine: BatchEngine<QItem>
+  tel: ModelTelemetry
+  stats: ServerStats
+  /** Aborted when the server closes (passed to the runner's batches). */
+  signal: AbortSignal
+  /** Called whenever the queue depth may have changed (capacity regulation). */
+  regulate: () => void
+}
+
+/**
+ * Request assembly: decode messages (single requests and v2 packs), validate and split requests
+ * into items for the batch engine, run batches, and put each request's reply together and send it.
+ */
+export class Requests {
+  readonly #o: RequestsOptions
+  /** Items in batches running now. */
+  runningItems = 0
+
+  constructor(o: RequestsOptions) {
+    this.#o = o
+  }
+
+  get #name(): string {
+    return this.#o.runner.name
+  }
+
+  onInfer(m: TransportMessage): void {
+    const t0 = performance.now()
+    let msg: ReturnType<typeof decodeInferMessage>
+    try {
+      msg = decodeInferMessage(m.data)
+    } catch (e) {
+      this.#o.stats.received()
+      this.#respond(m, { v: 1, id: '', error: toWireError(e, 'BAD_REQUEST') }, t0)
+      return
+    }
+    if (msg.v === 1) {
+      this.#onRequest(m, msg.req, t0, undefined)
+      return
+    }
+    // A pack (protocol v2): answers go to its reply subject, which must be a gateway inbox.
+    const inboxes = this.#o.subjects.inbox('')
+    if (!m.reply?.startsWith(inboxes)) {
+      this.#o.stats.received(msg.reqs.length)
+      this.#o.tel.logger.error({ model: this.#name, workerId: this.#o.workerId, reply: m.reply ?? null }, `pack dropped: its reply subject is not under ${inboxes}`)
+      return
+    }
+    const sink = new ReplySink(m, this.#o.transport, msg.reqs.length)
+    const ids: string[] = []
+    for (const r of msg.reqs) {
+      if ('error' in r) {
+        this.#o.stats.received()
+        this.#respond(m, { v: 1, id: r.id, error: toWireError(r.error, 'BAD_REQUEST') }, t0, undefined, sink)
+      } else {
+        ids.push(r.id)
+        this.#onRequest(m, r, t0, sink)
+      }
+    }
+    // One acceptance notice for the pack (before any reply: replies leave in a later microtask).
+    sink.publish(encodeNotice({ v: 2, t: 'accept', worker: this.#o.workerId, ids, queued: this.#o.engine.queued }))
+  }
+
+  onCancel(m: TransportMessage): void {
+    const { id } = decodeCancel(m.data)
+    this.#o.engine.cancel((v) => v.p.req.id === id)
+  }
+
+  /** The engine's `run`: run one batch and answer its items. */
+  async run(batch: Batch<QItem>): Promise<void> {
+    const { engine, tel, stats, runner } = this.#o
+    this.#o.regulate()
+    const span = tel.startBatch(batch.items, batch.reason, batch.queuedMs)
+    let failure: { err: unknown; code: string; message: string } | undefined
+    const t0 = performance.now()
+    this.runningItems += batch.items.length
+    let results: ItemResult[]
+    try {
+      results = await runner.runBatch(
+        batch.items.map((i) => i.payload),
+        this.#o.signal,
+        { timeoutMs: batchTimeLimitMs(this.#o.batchTimeoutMs, engine.costModel.upper(batch.cost ?? batch.items.length)) },
+      )
+    } catch (e) {
+      const err = toWireError(e, 'PREDICTOR_FAILED')
+      failure = { err: e, code: err.code, message: err.message }
+      results = batch.items.map(() => ({ error: err }))
+    }
+    this.runningItems -= batch.items.length
+    const computeMs = performance.now() - t0
+    tel.endBatch(span, batch.items, computeMs, batch.reason, failure)
+    stats.batch(batch.items.length, computeMs, batch.reason)
+    stats.queueDepth(engine.queued)
+    this.#o.regulate()
+    batch.items.forEach((it, k) => {
+      const queueMs = batch.queuedMs[k] ?? 0
+      stats.queueWait(queueMs)
+      it.p.timing[it.index] = { queueMs, computeMs, batchSize: batch.items.length }
+      this.#complete(it.p, it.index, results[k] ?? { error: { code: 'INTERNAL', message: 'missing result' } })
+    })
+    if (failure?.code === 'BATCH_TIMEOUT') {
+      throw NOT_A_SAMPLE
+    }
+  }
+
+  /** The engine's `expire`: answer an item that will not run. */
+  expire(v: QItem, reason: ExpireReason): void {
+    this.#o.stats.shed(reason)
+    const e = EXPIRE_CODE[reason]
+    this.#complete(v.p, v.index, { error: { code: e.code, message: e.msg } })
+  }
+
+  #onRequest(m: TransportMessage, req: InferRequest, t0: number, sink: ReplySink | undefined): void {
+    const { engine, stats, subjects } = this.#o
+    stats.received()
+    if (req.ack !== undefined && !isAcceptSubject(subjects.accept, req.ack)) {
+      // No confused deputy: publish acceptance notices only under <prefix>.accept. (docs/security.md).
+      const error = { code: 'BAD_REQUEST' as const, message: `ack subject ${JSON.stringify(String(req.ack).slice(0, 200))} is not an acceptance subject (${subjects.accept('<gateway>')}); nothing was published there` }
+      this.#respond(m, { v: 1, id: req.id, error }, t0, undefined, sink)
+      return
+    }
+    if (req.ack) {
+      // Tell the gateway at once which worker holds the request (it fails or retries the request
+      // when this worker's heartbeats stop; see docs/architecture.md#worker-loss).
+      this.#o.transport.publish(req.ack, encodeAccept({ v: 1, id: req.id, worker: this.#o.workerId }))
+    }
+    const span = this.#o.tel.startRequest(req)
+    let items
+    try {
+      requestItemCount(req)
+      checkRequestedOutputs(req, this.#knownOutputs(), this.#name)
+      items = this.#o.runner.prepare(req)
+    } catch (e) {
+      this.#o.tel.endRequest(span, this.#respond(m, { v: 1, id: req.id, error: toWireError(e, 'BAD_REQUEST') }, t0, undefined, sink), 0)
+      stats.item(e instanceof CohortError ? e.code : 'BAD_REQUEST')
+      return
+    }
+    const p: Pending = {
+      req,
+      msg: m,
+      sink,
+      results: new Array(items.length),
+      timing: Array.from({ length: items.length }, () => ({ queueMs: 0, computeMs: 0, batchSize: 0 })),
+      remaining: items.length,
+      t0,
+      span,
+    }
+    if (items.length === 0) {
+      this.#finish(p)
+      return
+    }
+    const now = Date.now()
+    items.forEach((it, index) => {
+      if (it.error) {
+        this.#complete(p, index, { error: it.error })
+      } else if (req.deadline <= now) {
+        this.#complete(p, index, { error: { code: 'DEADLINE_EXCEEDED', message: 'deadline passed before the item was queued' } })
+      } else {
+        const offer = engine.offer({
+          value: { p, index, payload: it.payload },
+          deadline: req.deadline,
+          group: it.group,
+          priority: req.priority ?? 0,
+          ...(it.cost !== undefined ? { cost: it.cost } : {}),
+        })
+        if (offer.status !== 'queued') {
+          stats.shed(offer.status === 'late' ? 'admission' : 'overloaded')
+          this.#complete(p, index, { error: refusal(this.#name, offer, engine.config.maxQueue, req.deadline - now) })
+        }
+      }
+    })
+    stats.queueDepth(engine.queued)
+    this.#o.regulate()
+  }
+
+  #complete(p: Pending, index: number, r: ItemResult): void {
+    if (p.results[index] !== undefined) {
+      return
+    }
+    p.results[index] = r
+    this.#o.stats.item('error' in r ? r.error.code : 'OK')
+    if (--p.remaining === 0) {
+      this.#finish(p)
+    }
+  }
+
+  #finish(p: Pending): void {
+    let reply: InferReply
+    try {
+      reply = buildReply(p.req, p.results as ItemResult[], p.timing, this.#o.workerId, this.#o.outputSchema)
+    } catch (e) {
+      reply = { v: 1, id: p.req.id, error: toWireError(e) }
+    }
+    this.#o.tel.endRequest(p.span, this.#respond(p.msg, reply, p.t0, p.timing, p.sink), p.results.length)
+  }
+
+  /** Send a reply (RESPONSE_TOO_LARGE instead when it exceeds the bus limit); returns what was sent. */
+  #respond(m: TransportMessage, reply: InferReply, t0?: number, timing?: ItemTiming[], sink?: ReplySink): InferReply {
+    if (sink) {
+      // The pack's reply message is checked against the bus limit as a whole (ReplySink.flush).
+      this.#o.stats.replied(reply, t0, timing)
+      sink.push(reply)
+      return reply
+    }
+    let bytes = encodeReply(reply)
+    const max = this.#o.transport.maxMessageBytes
+    if (bytes.byteLength > max) {
+      reply = {
+        v: 1,
+        id: reply.id,
+        error: {
+          code: 'RESPONSE_TOO_LARGE',
+          message: `reply of ${bytes.byteLength} bytes exceeds the bus limit (maxMessageBytes) of ${max} bytes; send fewer items per request`,
+        },
+      }
+      bytes = encodeReply(reply)
+    }
+    this.#o.stats.replied(reply, t0, timing)
+    m.respond(bytes)
+    return reply
+  }
+
+  #knownOutputs(): string[] | undefined {
+    const m = this.#o.runner.meta()
+    if (m.kind === 'predictor' && !m.outputSchema) {
+      return undefined
+    }
+    return m.outputs.map((o) => o.name)
+  }
+}
+
+/** The answer to an item the engine would not queue: 503 OVERLOADED (or SHUTTING_DOWN after close). */
+function refusal(model: string, offer: Offer, maxQueue: number, leftMs: number): WireError {
+  switch (offer.status) {
+    case 'late':
+      if (offer.infeasible) {
+        return {
+          code: 'DEADLINE_EXCEEDED',
+          message: `model "${model}" cannot finish this item within its deadline even alone (estimated ${Math.round(offer.estimatedFinishMs ?? 0)} ms, ${Math.round(leftMs)} ms left); it was not run`,
+        }
+      }
+      return {
+        code: 'OVERLOADED',
+        message: `model "${model}" cannot finish this item within its deadline (estimated ${Math.round(offer.estimatedFinishMs ?? 0)} ms behind the queued work, ${Math.round(leftMs)} ms left)`,
+        retryAfterS: Math.max(1, Math.ceil(offer.retryAfterMs / 1000)),
+      }
+    case 'full':
+      return {
+        code: 'OVERLOADED',
+        message: `model "${model}" queue is full (${maxQueue} items)`,
+        retryAfterS: Math.max(1, Math.ceil(offer.retryAfterMs / 1000)),
+      }
+    default:
+      return { code: 'SHUTTING_DOWN', message: `model "${model}" is shutting down` }
+  }
+}

@@ -1,0 +1,102 @@
+import type { CapChange } from '@cohort/batching'
+import type { WorkerMetrics } from '@cohort/metrics'
+import type { Logger } from '@cohort/observability'
+import type { InferReply, ItemTiming } from '@cohort/protocol'
+import { InferStats } from '../infer-stats.ts'
+
+/**
+ * Request counters of the NATS services protocol (`$SRV.STATS`, see services.ts): inference
+ * requests received on the main and overflow subjects, those answered with an error (request-level
+ * or any failed item), those answered, the latest error and the summed receipt-to-reply time in ns.
+ */
+export interface RequestStats {
+  requests: number
+  answered: number
+  errors: number
+  lastError: string
+  processingNs: number
+}
+
+/**
+ * The stats systems of one model server: the services protocol's {@link RequestStats}, the
+ * Triton-style {@link InferStats}, and the worker's Prometheus metrics under the model's label.
+ */
+export class ServerStats {
+  readonly requests: RequestStats = { requests: 0, answered: 0, errors: 0, lastError: '', processingNs: 0 }
+  /** Triton-style inference statistics (`$SRV.STATS` data, the gateway's `/v2/models/{m}/stats`). */
+  readonly infer = new InferStats()
+  readonly #mx: WorkerMetrics
+  readonly #labels: { model: string }
+
+  constructor(metrics: WorkerMetrics, model: string) {
+    this.#mx = metrics
+    this.#labels = { model }
+  }
+
+  /** Count `n` inference requests received. */
+  received(n = 1): void {
+    this.requests.requests += n
+  }
+
+  /** Count a reply sent (`t0`: performance.now() at receipt, absent for a reply to no request). */
+  replied(reply: InferReply, t0: number | undefined, timing: ItemTiming[] | undefined): void {
+    const st = this.requests
+    if (t0 !== undefined) {
+      st.answered++
+      st.processingNs += Math.round((performance.now() - t0) * 1e6)
+    }
+    const err = reply.error ?? reply.errors?.find((e) => e)
+    if (err) {
+      st.errors++
+      st.lastError = `${err.code}: ${err.message}`
+    }
+    this.infer.request(reply, t0 === undefined ? 0 : performance.now() - t0, timing)
+  }
+
+  /** Count one item answered with `code` (`OK` or an error code). */
+  item(code: string): void {
+    this.#mx.items.inc({ ...this.#labels, code })
+  }
+
+  /** Count one item not run (`admission`, `overloaded` or an expiry reason). */
+  shed(reason: string): void {
+    this.#mx.shed.inc({ ...this.#labels, reason })
+  }
+
+  queueDepth(queued: number): void {
+    this.#mx.queueDepth.set(this.#labels, queued)
+  }
+
+  /** Record a batch run: its compute time, size and dispatch reason. */
+  batch(size: number, computeMs: number, reason: string): void {
+    this.#mx.compute.observe(this.#labels, computeMs / 1000)
+    this.#mx.batchSize.observe(this.#labels, size)
+    this.infer.batch(size, computeMs)
+    this.#mx.dispatch.inc({ ...this.#labels, reason })
+  }
+
+  /** Record one item's time in the queue. */
+  queueWait(ms: number): void {
+    this.#mx.queue.observe(this.#labels, ms / 1000)
+  }
+
+  /** Count and log a change of the self-tuned batch cap with the figures behind it (`limit`: the configured maxBatchSize). */
+  capChange(c: CapChange, logger: Logger, workerId: string, limit: number): void {
+    this.#mx.capChanges.inc({ ...this.#labels, reason: c.reason })
+    const perItem = (rate: number) => (Number.isFinite(rate) && rate > 0 ? Math.round((1000 / rate) * 1000) / 1000 : null)
+    logger.info(
+      {
+        model: this.#labels.model,
+        workerId,
+        from: c.from,
+        to: c.to,
+        reason: c.reason,
+        msPerItemFrom: perItem(c.fromRate),
+        msPerItemTo: perItem(c.toRate),
+        budgetMs: Number.isFinite(c.budgetMs) ? c.budgetMs : null,
+        limit,
+      },
+      'batch cap changed',
+    )
+  }
+}
