@@ -1,17 +1,18 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, rmSync } from 'node:fs'
 import { availableParallelism, tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { intFlag, numFlag, parse } from 'cohort/args'
+import { intFlag, numFlag } from 'cohort/args'
 import { CliError } from 'cohort/cli-error'
 import { demoBinaryBody, demoBody, FLOOR_BODY } from './bodies.ts'
 import { ensureDemoModel, ensureHeavyModel } from 'cohort/demo-model'
 import { runNodeLoad, sequential } from './client.ts'
-import { hasWrk, killLoadGenerators, runWrk, writeWrkBinaryScript, writeWrkScript } from './wrk.ts'
+import { hasWrk, runWrk, writeWrkBinaryScript, writeWrkScript } from './wrk.ts'
 import { batchSizes, offlineBest, offlineCpuPerItemAt, offlineCurve, offlineItemsPerSecAt, type OfflinePoint } from './offline.ts'
 import { printProfiles, summariseProfiles } from './profile.ts'
-import { gitCommit, load1m, machineInfo } from './run-info.ts'
+import { gitCommit, machineInfo } from './run-info.ts'
 import { formatReport, type BenchResult, type ModeResult } from './report.ts'
 import { batchSizeTotals, modelGauge, processCpuSeconds, startStack, writeFloorModel, type Mode } from './served.ts'
+import { defineBenchCommand, type BenchCommand, type BenchScope, type BenchValues } from './skeleton.ts'
 
 /** The worker's default batch limit for ONNX models (`DEFAULT_ONNX_BATCH_LIMIT` in apps/worker). */
 const DEFAULT_LIMIT = 256
@@ -47,17 +48,8 @@ Flags of the default benchmark:
   --out FILE             also write the results as JSON
   --profile              run the served processes under --cpu-prof and print top self times`
 
-const cleanups = new Set<() => Promise<void>>()
 /** Profile printers, run after the report (--profile). */
 const profiles: (() => void)[] = []
-
-async function cleanUp(): Promise<void> {
-  killLoadGenerators()
-  for (const c of [...cleanups].reverse()) {
-    cleanups.delete(c)
-    await c().catch(() => undefined)
-  }
-}
 
 type Config = BenchResult['config'] & {
   ep: string
@@ -72,28 +64,25 @@ type Config = BenchResult['config'] & {
 /** Input features of each benchmarkable MLP. */
 const FEATURES = { demo: 256, heavy: 512 } as const
 
-function config(args: string[]): Config | undefined {
-  const { values: v } = parse(args, {
-    threads: { type: 'string' },
-    ep: { type: 'string' },
-    'max-batch-size': { type: 'string' },
-    duration: { type: 'string' },
-    connections: { type: 'string' },
-    modes: { type: 'string' },
-    embedded: { type: 'boolean' },
-    'offline-seconds': { type: 'string' },
-    'low-rate': { type: 'string' },
-    'low-seconds': { type: 'string' },
-    'floor-requests': { type: 'string' },
-    out: { type: 'string' },
-    profile: { type: 'boolean' },
-    model: { type: 'string' },
-    binary: { type: 'boolean' },
-  })
-  if (v['help']) {
-    console.log(BENCH_HELP)
-    return undefined
-  }
+const BENCH_OPTIONS = {
+  threads: { type: 'string' },
+  ep: { type: 'string' },
+  'max-batch-size': { type: 'string' },
+  duration: { type: 'string' },
+  connections: { type: 'string' },
+  modes: { type: 'string' },
+  embedded: { type: 'boolean' },
+  'offline-seconds': { type: 'string' },
+  'low-rate': { type: 'string' },
+  'low-seconds': { type: 'string' },
+  'floor-requests': { type: 'string' },
+  out: { type: 'string' },
+  profile: { type: 'boolean' },
+  model: { type: 'string' },
+  binary: { type: 'boolean' },
+} satisfies BenchCommand['options']
+
+function config(v: BenchValues): Config {
   const modes = v['embedded'] ? ['embedded'] : String(v['modes'] ?? 'nats,embedded').split(',').map((s) => s.trim()).filter(Boolean)
   for (const m of modes) {
     if (m !== 'nats' && m !== 'embedded') {
@@ -126,11 +115,15 @@ function benchModel(v: unknown): 'demo' | 'heavy' {
   throw new CliError(`--model must be demo or heavy, got "${String(v)}"`)
 }
 
-async function measureMode(mode: Mode, c: Config, o: { demoPath: string; floorPath: string; dir: string; offline: OfflinePoint[]; wrk: { demo: string; floor: string } | undefined }): Promise<ModeResult> {
+async function measureMode(
+  mode: Mode,
+  c: Config,
+  o: { demoPath: string; floorPath: string; dir: string; offline: OfflinePoint[]; wrk: { demo: string; floor: string } | undefined; scope: BenchScope },
+): Promise<ModeResult> {
   const profileDir = c.profile ? join(o.dir, `profile-${mode}`) : undefined
   const nodeFlags = profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : []
   console.error(`bench: [${mode}] starting ${mode === 'nats' ? 'nats-server + worker + gateway' : 'cohort serve'}...`)
-  const stack = await startStack({ mode, demoPath: o.demoPath, floorPath: o.floorPath, threads: c.threads, maxBatchSize: c.userMaxBatch ? c.maxBatchSize : undefined, ep: c.ep, nodeFlags, track: (s) => cleanups.add(s) })
+  const stack = await startStack({ mode, demoPath: o.demoPath, floorPath: o.floorPath, threads: c.threads, maxBatchSize: c.userMaxBatch ? c.maxBatchSize : undefined, ep: c.ep, nodeFlags, track: o.scope.track })
   const demoUrl = `${stack.base}/v2/models/demo/infer`
   const floorUrl = `${stack.base}/v2/models/floor/infer`
   const body = demoBody(FEATURES[c.model])
@@ -190,7 +183,7 @@ async function measureMode(mode: Mode, c: Config, o: { demoPath: string; floorPa
     }
   } finally {
     await stack.stop()
-    cleanups.delete(stack.stop)
+    o.scope.untrack(stack.stop)
     if (profileDir) {
       profiles.push(() => printProfiles(`CPU profile of the ${mode} processes (${profileDir}), top self time per thread:`, summariseProfiles(profileDir)))
     }
@@ -238,31 +231,25 @@ export async function benchCommand(args: string[]): Promise<void> {
     const { loadWorkerMain } = await import('./load-worker.ts')
     return loadWorkerMain()
   }
-  const c = config(args)
-  if (!c) {
-    return
-  }
-  if (c.threads >= availableParallelism()) {
-    console.error(`bench: warning: --threads ${c.threads} leaves no core for the load generator (${availableParallelism()} cores)`)
-  }
-  const dir = mkdtempSync(join(tmpdir(), 'cohort-bench-'))
-  const removeDir = () => {
-    if (!c.profile) {
-      rmSync(dir, { recursive: true, force: true })
+  return defaultBench(args)
+}
+
+/** The default benchmark (no subcommand): offline curve, then served modes. */
+const defaultBench = defineBenchCommand({
+  help: BENCH_HELP,
+  options: BENCH_OPTIONS,
+  run: async (v, _positionals, scope) => {
+    const c = config(v)
+    if (c.threads >= availableParallelism()) {
+      console.error(`bench: warning: --threads ${c.threads} leaves no core for the load generator (${availableParallelism()} cores)`)
     }
-  }
-  const onSignal = (sig: NodeJS.Signals) => {
-    console.error(`bench: ${sig}, stopping child processes...`)
-    void cleanUp().finally(() => {
-      removeDir()
-      process.exit(130)
+    const dir = mkdtempSync(join(tmpdir(), 'cohort-bench-'))
+    scope.track(async () => {
+      if (!c.profile) {
+        rmSync(dir, { recursive: true, force: true })
+      }
     })
-  }
-  process.on('SIGINT', onSignal)
-  process.on('SIGTERM', onSignal)
-  const startedAt = new Date().toISOString()
-  const loadStart = load1m()
-  try {
+    const { startedAt, load0: loadStart } = scope
     const demoPath = c.model === 'heavy' ? ensureHeavyModel() : ensureDemoModel()
     console.error(`bench: model ${c.model === 'heavy' ? 'heavy MLP 512->2560x3->16' : 'demo MLP 256->1024->1024->10'} (served as "demo")`)
     const floorPath = writeFloorModel(dir)
@@ -277,7 +264,7 @@ export async function benchCommand(args: string[]): Promise<void> {
     const offline = await offlineCurve({ path: demoPath, threads: c.threads, batches, seconds: c.offlineSeconds, ep: c.ep, features: FEATURES[c.model] })
     const served: ModeResult[] = []
     for (const mode of c.modes) {
-      served.push(await measureMode(mode, c, { demoPath, floorPath, dir, offline, wrk: wrkScripts }))
+      served.push(await measureMode(mode, c, { demoPath, floorPath, dir, offline, wrk: wrkScripts, scope }))
     }
     const { out, profile: _p, ...cfg } = c
     const result: BenchResult = {
@@ -291,13 +278,7 @@ export async function benchCommand(args: string[]): Promise<void> {
     console.log(formatReport(result))
     profiles.splice(0).forEach((p) => p())
     if (out) {
-      writeFileSync(out, JSON.stringify(result, null, 2) + '\n')
-      console.error(`bench: wrote ${out}`)
+      scope.writeJson(out, result)
     }
-  } finally {
-    await cleanUp()
-    process.off('SIGINT', onSignal)
-    process.off('SIGTERM', onSignal)
-    removeDir()
-  }
-}
+  },
+})

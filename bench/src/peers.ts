@@ -2,10 +2,10 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { intFlag, numFlag, parse } from 'cohort/args'
+import { intFlag, numFlag } from 'cohort/args'
 import { CliError } from 'cohort/cli-error'
 import { ensureDemoModel } from 'cohort/demo-model'
-import { gitCommit, load1m, machineInfo } from './run-info.ts'
+import { gitCommit, machineInfo } from './run-info.ts'
 import { LoadGenerator } from './load-worker.ts'
 import { offlineCurve } from './offline.ts'
 import { findPerfAnalyzer } from './peers-pa.ts'
@@ -13,7 +13,8 @@ import { formatPeersReport, peersSvg, type PeersResult } from './peers-report.ts
 import { runTarget, type PeerPlan, type TargetResult } from './peers-run.ts'
 import { cohortTarget, parsePeers, parseVariants, peerTarget, PEERS, type Tuning } from './peers-targets.ts'
 import { writeFloorModel } from './served.ts'
-import { hasWrk, killLoadGenerators } from './wrk.ts'
+import { hasWrk } from './wrk.ts'
+import { defineBenchCommand, type BenchCommand, type BenchValues } from './skeleton.ts'
 
 /** Help of `cohort bench peers`. */
 export const PEERS_HELP = `cohort bench peers [options]
@@ -35,24 +36,21 @@ test/peers/setup.sh (the peers' Python venv). Not part of any test suite.
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
 
-function options(args: string[]) {
-  const { values: v } = parse(args, {
-    peers: { type: 'string' },
-    variants: { type: 'string' },
-    duration: { type: 'string' },
-    quick: { type: 'boolean' },
-    'slo-ms': { type: 'string' },
-    'max-batch-size': { type: 'string' },
-    'tuned-delay-ms': { type: 'string' },
-    'bentoml-max-latency-ms': { type: 'string' },
-    svg: { type: 'string' },
-    out: { type: 'string' },
-    'perf-analyzer': { type: 'boolean' },
-  })
-  if (v['help']) {
-    console.log(PEERS_HELP)
-    return undefined
-  }
+const PEERS_OPTIONS = {
+  peers: { type: 'string' },
+  variants: { type: 'string' },
+  duration: { type: 'string' },
+  quick: { type: 'boolean' },
+  'slo-ms': { type: 'string' },
+  'max-batch-size': { type: 'string' },
+  'tuned-delay-ms': { type: 'string' },
+  'bentoml-max-latency-ms': { type: 'string' },
+  svg: { type: 'string' },
+  out: { type: 'string' },
+  'perf-analyzer': { type: 'boolean' },
+} satisfies BenchCommand['options']
+
+function options(v: BenchValues) {
   const quick = Boolean(v['quick'])
   const stepS = numFlag('duration', v['duration']) ?? (quick ? 0.5 : 2)
   if (!(stepS > 0)) {
@@ -93,39 +91,21 @@ function options(args: string[]) {
  * (peers-run.ts) with the same SLO. Prints the tables and issue 8's targets, writes the SVG plot
  * and (`--out`) JSON. Every server is stopped on exit, on errors and on SIGINT/SIGTERM.
  */
-export async function benchPeersCommand(args: string[]): Promise<void> {
-  const o = options(args)
-  if (!o) {
-    return
-  }
-  if (!hasWrk()) {
-    throw new CliError('cohort bench peers needs wrk on PATH (the closed-loop capacity runs)')
-  }
-  const pa = o.perfAnalyzer ? findPerfAnalyzer(ROOT) : undefined
-  if (o.perfAnalyzer && !pa) {
-    throw new CliError('--perf-analyzer: test/python/.venv/bin/perf_analyzer is missing (run test/python/setup.sh)')
-  }
-  const dir = mkdtempSync(join(tmpdir(), 'cohort-bench-peers-'))
-  const cleanups = new Set<() => Promise<void>>()
-  const cleanUp = async () => {
-    killLoadGenerators()
-    for (const c of [...cleanups].reverse()) {
-      cleanups.delete(c)
-      await c().catch(() => undefined)
+export const benchPeersCommand = defineBenchCommand({
+  help: PEERS_HELP,
+  options: PEERS_OPTIONS,
+  stopping: 'servers',
+  run: async (v, _positionals, { args, track, untrack, log, startedAt, t0, load0, writeJson }) => {
+    const o = options(v)
+    if (!hasWrk()) {
+      throw new CliError('cohort bench peers needs wrk on PATH (the closed-loop capacity runs)')
     }
-    rmSync(dir, { recursive: true, force: true })
-  }
-  const onSignal = (sig: NodeJS.Signals) => {
-    console.error(`bench: ${sig}, stopping servers...`)
-    void cleanUp().finally(() => process.exit(130))
-  }
-  process.on('SIGINT', onSignal)
-  process.on('SIGTERM', onSignal)
-  const log = (m: string) => console.error(`bench: ${m}`)
-  const startedAt = new Date().toISOString()
-  const t0 = performance.now()
-  const load0 = load1m()
-  try {
+    const pa = o.perfAnalyzer ? findPerfAnalyzer(ROOT) : undefined
+    if (o.perfAnalyzer && !pa) {
+      throw new CliError('--perf-analyzer: test/python/.venv/bin/perf_analyzer is missing (run test/python/setup.sh)')
+    }
+    const dir = mkdtempSync(join(tmpdir(), 'cohort-bench-peers-'))
+    track(async () => rmSync(dir, { recursive: true, force: true }))
     const modelPath = ensureDemoModel()
     const t1Ms = (await offlineCurve({ path: modelPath, threads: 1, batches: [1], seconds: 1, ep: 'cpu' }))[0]?.p50Ms ?? Number.NaN
     let sloMs = Number.NaN
@@ -145,7 +125,7 @@ export async function benchPeersCommand(args: string[]): Promise<void> {
     }
     log(`t(1) = ${t1Ms.toFixed(3)} ms; Cohort first (its floor fixes the SLO), then ${o.peers.join(', ')} (${o.variants.join(', ')})`)
     let gen = LoadGenerator.start()
-    cleanups.add(() => gen.stop())
+    track(() => gen.stop())
     const targets: TargetResult[] = []
     const errors: string[] = []
     const tuning = (): Tuning => ({ maxBatchSize: o.maxBatchSize, delayMs: o.delay, bentomlMaxLatencyMs: o.bentomlMaxLatencyMs ?? sloMs })
@@ -157,7 +137,7 @@ export async function benchPeersCommand(args: string[]): Promise<void> {
       }
       try {
         const perfAnalyzer = pa ? { pa, concurrencies: [1, 16] } : undefined
-        targets.push(await runTarget(target, { plan: o.plan, gen, dir, slo, log, perfAnalyzer, track: (s) => cleanups.add(s), untrack: (s) => cleanups.delete(s) }))
+        targets.push(await runTarget(target, { plan: o.plan, gen, dir, slo, log, perfAnalyzer, track, untrack }))
       } catch (e) {
         const msg = `${target.name}: ${e instanceof Error ? e.message : String(e)}`
         log(`failed: ${msg}`)
@@ -192,15 +172,10 @@ export async function benchPeersCommand(args: string[]): Promise<void> {
       log(`wrote ${o.svg}`)
     }
     if (o.out) {
-      writeFileSync(o.out, JSON.stringify(result, null, 2) + '\n')
-      log(`wrote ${o.out}`)
+      writeJson(o.out, result)
     }
     if (errors.length > 0) {
       throw new CliError(`some servers failed: ${errors.join('; ')}`)
     }
-  } finally {
-    await cleanUp()
-    process.off('SIGINT', onSignal)
-    process.off('SIGTERM', onSignal)
-  }
-}
+  },
+})

@@ -10,10 +10,11 @@ import { validateItem } from '@cohort/predictor'
 import { spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle } from '@cohort/test-support'
 import { createNatsTransport, type Transport } from '@cohort/transport'
 import { RemoteStageRunner, loadConfig, localStageRunner, type LoadedConfig } from '@cohort/worker'
-import { intFlag, numFlag, parse } from 'cohort/args'
+import { intFlag, numFlag } from 'cohort/args'
 import { CliError } from 'cohort/cli-error'
 import { connectNats } from 'cohort/connect'
 import { percentile } from './stats.ts'
+import { defineBenchCommand } from './skeleton.ts'
 
 /** Help of `cohort bench pipeline`. */
 export const PIPELINE_BENCH_HELP = `cohort bench pipeline DIR [options]
@@ -139,66 +140,63 @@ async function throughput(r: Runner, inputs: unknown[], minMs: number, inflight:
 }
 
 /** `cohort bench pipeline DIR`. */
-export async function benchPipelineCommand(args: string[]): Promise<void> {
-  const { values: v, positionals } = parse(
-    args,
-    {
-      'max-batch': { type: 'string' },
-      'min-ms': { type: 'string' },
-      trials: { type: 'string' },
-      threads: { type: 'string' },
-      inflight: { type: 'string' },
-      pin: { type: 'string' },
-      modes: { type: 'string' },
-    },
-    true,
-  )
-  if (v.help || positionals.length !== 1) {
-    console.log(PIPELINE_BENCH_HELP)
-    return
-  }
-  const dir = positionals[0]!
-  const maxBatch = intFlag('max-batch', v['max-batch']) ?? 2048
-  if ((maxBatch & (maxBatch - 1)) !== 0) {
-    throw new CliError('--max-batch must be a power of two')
-  }
-  const minMs = numFlag('min-ms', v['min-ms']) ?? 200
-  const trials = intFlag('trials', v['trials']) ?? 3
-  if (trials < 1) {
-    throw new CliError('--trials must be >= 1')
-  }
-  const threads = intFlag('threads', v['threads']) ?? 1
-  const inflight = intFlag('inflight', v['inflight']) ?? 4
-  const modes = ((v['modes'] as string | undefined) ?? 'single,fused,remote').split(',') as Mode[]
-  if (modes.some((m) => !['single', 'fused', 'remote'].includes(m))) {
-    throw new CliError('--modes takes single, fused, remote')
-  }
-  let loaded: LoadedConfig
-  try {
-    loaded = await loadConfig(dir)
-  } catch (e) {
-    throw new CliError(e instanceof Error ? e.message : String(e))
-  }
-  const p = loaded.config.models[0]!
-  const inputsFile = join(loaded.dir, 'bench-inputs.ts')
-  if (!existsSync(inputsFile)) {
-    throw new CliError(`${inputsFile} is missing: it must default-export (n) => n request inputs`)
-  }
-  const make = ((await import(pathToFileURL(inputsFile).href)) as { default: (n: number) => unknown[] }).default
-  const all = make(maxBatch).map((x, i) => validateItem(p.input, x, i))
-  const sizes: number[] = []
-  for (let b = 1; b <= maxBatch; b *= 2) {
-    sizes.push(b)
-  }
-  const onnx = { ep: 'cpu' as const, instances: 1, intraOpNumThreads: threads }
-  const opts = { loaded, onnx }
-  // Every stage takes a whole call as one batch, as the single module does.
-  // Room for every call in flight (the throughput table), in the stage queues and on stage workers.
-  const maxQueue = 2 * inflight * maxBatch
-  const batching = { maxBatchSize: maxBatch, maxDelayMs: 0, maxQueue }
-  const cleanups: (() => Promise<unknown>)[] = []
-  const runners = new Map<Mode, Runner>()
-  try {
+export const benchPipelineCommand = defineBenchCommand({
+  help: PIPELINE_BENCH_HELP,
+  options: {
+    'max-batch': { type: 'string' },
+    'min-ms': { type: 'string' },
+    trials: { type: 'string' },
+    threads: { type: 'string' },
+    inflight: { type: 'string' },
+    pin: { type: 'string' },
+    modes: { type: 'string' },
+  },
+  positionals: true,
+  needsHelp: (positionals) => positionals.length !== 1,
+  run: async (v, positionals, { track }) => {
+    const dir = positionals[0]!
+    const maxBatch = intFlag('max-batch', v['max-batch']) ?? 2048
+    if ((maxBatch & (maxBatch - 1)) !== 0) {
+      throw new CliError('--max-batch must be a power of two')
+    }
+    const minMs = numFlag('min-ms', v['min-ms']) ?? 200
+    const trials = intFlag('trials', v['trials']) ?? 3
+    if (trials < 1) {
+      throw new CliError('--trials must be >= 1')
+    }
+    const threads = intFlag('threads', v['threads']) ?? 1
+    const inflight = intFlag('inflight', v['inflight']) ?? 4
+    const modes = ((v['modes'] as string | undefined) ?? 'single,fused,remote').split(',') as Mode[]
+    if (modes.some((m) => !['single', 'fused', 'remote'].includes(m))) {
+      throw new CliError('--modes takes single, fused, remote')
+    }
+    let loaded: LoadedConfig
+    try {
+      loaded = await loadConfig(dir)
+    } catch (e) {
+      throw new CliError(e instanceof Error ? e.message : String(e))
+    }
+    const p = loaded.config.models[0]!
+    const inputsFile = join(loaded.dir, 'bench-inputs.ts')
+    if (!existsSync(inputsFile)) {
+      throw new CliError(`${inputsFile} is missing: it must default-export (n) => n request inputs`)
+    }
+    const make = ((await import(pathToFileURL(inputsFile).href)) as { default: (n: number) => unknown[] }).default
+    const all = make(maxBatch).map((x, i) => validateItem(p.input, x, i))
+    const sizes: number[] = []
+    for (let b = 1; b <= maxBatch; b *= 2) {
+      sizes.push(b)
+    }
+    const onnx = { ep: 'cpu' as const, instances: 1, intraOpNumThreads: threads }
+    const opts = { loaded, onnx }
+    // Every stage takes a whole call as one batch, as the single module does.
+    // Room for every call in flight (the throughput table), in the stage queues and on stage workers.
+    const maxQueue = 2 * inflight * maxBatch
+    const batching = { maxBatchSize: maxBatch, maxDelayMs: 0, maxQueue }
+    // Stopped in reverse order of start (the skeleton's cleanups): runners, then the bench's NATS
+    // connection, then stage workers, then nats-server (closing a connection after its server is
+    // gone kept the process alive).
+    const runners = new Map<Mode, Runner>()
     if (modes.includes('single')) {
       const rs = new Map(leafStages(p).map((s) => [s.name, localStageRunner(p, s, opts)] as const))
       await Promise.all([...rs.values()].map((r) => r.start?.()))
@@ -211,7 +209,7 @@ export async function benchPipelineCommand(args: string[]): Promise<void> {
     }
     if (modes.includes('remote')) {
       const nats: NatsServerHandle = await startNatsServer({ jetstream: false })
-      cleanups.push(() => nats.stop())
+      track(() => nats.stop())
       const cores = availableParallelism()
       const stages = leafStages(p)
       const pins = typeof v['pin'] === 'string' ? v['pin'].split(';') : stages.map((_, i) => String(i % cores))
@@ -222,11 +220,11 @@ export async function benchPipelineCommand(args: string[]): Promise<void> {
         execFileSync('taskset', ['-a', '-p', '-c', cpu, String(w.proc.pid)], { stdio: 'ignore' })
         return w
       })
-      cleanups.push(() => Promise.all(procs.map((w) => w.stop('SIGKILL'))))
+      track(() => Promise.all(procs.map((w) => w.stop('SIGKILL'))))
       await Promise.all(procs.map((w) => w.waitFor(/serving/, 120_000)))
       const nc = await connectNats(nats.url, 'cohort-bench-pipeline')
       const transport: Transport = createNatsTransport(nc, { ownsConnection: true })
-      cleanups.push(() => transport.close())
+      track(() => transport.close())
       const subjects = makeSubjects()
       const ex = new PipelineExecutor({
         pipeline: p,
@@ -237,7 +235,7 @@ export async function benchPipelineCommand(args: string[]): Promise<void> {
       console.error(`bench: remote stages ${stages.map((s, i) => `${s.name}@cpu${pins[i % pins.length]}`).join(', ')}`)
     }
     for (const r of runners.values()) {
-      cleanups.push(() => r.close())
+      track(() => r.close())
     }
     // Same outputs in every mode.
     const sample = all.slice(0, Math.min(64, maxBatch))
@@ -299,11 +297,5 @@ export async function benchPipelineCommand(args: string[]): Promise<void> {
     console.log(table(['batch', ...ms.map((m) => `${m} µs`), ...others.map((m) => `${m}/single`)], latRows))
     console.log(`\nThroughput, ${inflight} calls in flight (items/s, median over trials; single serves one call at a time; ratio = mode / single per trial, median [min-max]):\n`)
     console.log(table(['batch', ...ms.map((m) => `${m} items/s`), ...others.map((m) => `${m}/single`)], thrRows))
-  } finally {
-    // Reverse order of start: runners, then the bench's NATS connection, then stage workers, then
-    // nats-server (closing a connection after its server is gone kept the process alive).
-    for (const c of [...cleanups].reverse()) {
-      await c().catch(() => undefined)
-    }
-  }
-}
+  },
+})

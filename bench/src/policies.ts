@@ -2,18 +2,19 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { intFlag, numFlag, parse } from 'cohort/args'
+import { intFlag, numFlag } from 'cohort/args'
 import { CliError } from 'cohort/cli-error'
 import { ensureDemoModel } from 'cohort/demo-model'
 import { demoBody, FLOOR_BODY } from './bodies.ts'
-import { gitCommit, load1m, machineInfo } from './run-info.ts'
+import { gitCommit, machineInfo } from './run-info.ts'
 import { LoadGenerator } from './load-worker.ts'
 import { offlineCurve } from './offline.ts'
 import { formatPoliciesReport, type ModelResult, type PoliciesResult } from './policy-report.ts'
 import { runConfig, type BenchModel, type PolicyConfig, type ScenarioPlan } from './scenarios.ts'
 import { writeFloorModel } from './served.ts'
 import { latencyThroughputSvg } from './svg.ts'
-import { hasWrk, killLoadGenerators, writeWrkScript } from './wrk.ts'
+import { hasWrk, writeWrkScript } from './wrk.ts'
+import { defineBenchCommand, type BenchCommand, type BenchValues } from './skeleton.ts'
 
 /** Help of `cohort bench policies`. */
 export const POLICIES_HELP = `cohort bench policies [options]
@@ -63,27 +64,24 @@ export function parsePolicy(label: string, maxBatchSize: number): PolicyConfig {
 
 const list = (v: unknown, dflt: string) => String(v ?? dflt).split(',').map((s) => s.trim()).filter(Boolean)
 
-function options(args: string[]) {
-  const { values: v } = parse(args, {
-    models: { type: 'string' },
-    policies: { type: 'string' },
-    quick: { type: 'boolean' },
-    duration: { type: 'string' },
-    'max-batch-size': { type: 'string' },
-    'slo-ms': { type: 'string' },
-    'affine-a': { type: 'string' },
-    'affine-c': { type: 'string' },
-    ep: { type: 'string' },
-    threads: { type: 'string' },
-    'max-queue': { type: 'string' },
-    'svg-dir': { type: 'string' },
-    'max-sockets': { type: 'string' },
-    out: { type: 'string' },
-  })
-  if (v['help']) {
-    console.log(POLICIES_HELP)
-    return undefined
-  }
+const POLICIES_OPTIONS = {
+  models: { type: 'string' },
+  policies: { type: 'string' },
+  quick: { type: 'boolean' },
+  duration: { type: 'string' },
+  'max-batch-size': { type: 'string' },
+  'slo-ms': { type: 'string' },
+  'affine-a': { type: 'string' },
+  'affine-c': { type: 'string' },
+  ep: { type: 'string' },
+  threads: { type: 'string' },
+  'max-queue': { type: 'string' },
+  'svg-dir': { type: 'string' },
+  'max-sockets': { type: 'string' },
+  out: { type: 'string' },
+} satisfies BenchCommand['options']
+
+function options(v: BenchValues) {
   const quick = Boolean(v['quick'])
   const maxBatchSize = intFlag('max-batch-size', v['max-batch-size']) ?? 32
   const models = list(v['models'], quick ? 'affine' : 'affine,demo')
@@ -176,38 +174,19 @@ async function prepareModel(name: 'affine' | 'demo', o: Options, dir: string, wr
  * and the issue's targets, writes SVG plots and (`--out`) JSON. Every child process is stopped on
  * exit, on errors and on SIGINT/SIGTERM.
  */
-export async function benchPoliciesCommand(args: string[]): Promise<void> {
-  const o = options(args)
-  if (!o) {
-    return
-  }
-  const dir = mkdtempSync(join(tmpdir(), 'cohort-bench-policies-'))
-  const cleanups = new Set<() => Promise<void>>()
-  const cleanUp = async () => {
-    killLoadGenerators()
-    for (const c of [...cleanups].reverse()) {
-      cleanups.delete(c)
-      await c().catch(() => undefined)
-    }
-    rmSync(dir, { recursive: true, force: true })
-  }
-  const onSignal = (sig: NodeJS.Signals) => {
-    console.error(`bench: ${sig}, stopping child processes...`)
-    void cleanUp().finally(() => process.exit(130))
-  }
-  process.on('SIGINT', onSignal)
-  process.on('SIGTERM', onSignal)
-  const log = (m: string) => console.error(`bench: ${m}`)
-  const startedAt = new Date().toISOString()
-  const t0 = performance.now()
-  const load0 = load1m()
-  try {
+export const benchPoliciesCommand = defineBenchCommand({
+  help: POLICIES_HELP,
+  options: POLICIES_OPTIONS,
+  run: async (v, _positionals, { args, track, untrack, log, startedAt, t0, load0, writeJson }) => {
+    const o = options(v)
+    const dir = mkdtempSync(join(tmpdir(), 'cohort-bench-policies-'))
+    track(async () => rmSync(dir, { recursive: true, force: true }))
     const wrk = hasWrk()
     if (!wrk) {
       log('warning: wrk is not installed; capacity comes from a Node closed loop in this process')
     }
     let gen = LoadGenerator.start()
-    cleanups.add(() => gen.stop())
+    track(() => gen.stop())
     const models: ModelResult[] = []
     for (const name of o.models) {
       const { model, t1Ms, t1Basis } = await prepareModel(name, o, dir, wrk)
@@ -240,7 +219,7 @@ export async function benchPoliciesCommand(args: string[]): Promise<void> {
         try {
           const serveFlags = ['--threads', String(o.threads), '--ep', o.ep, ...(o.maxQueue ? ['--max-queue', String(o.maxQueue)] : [])]
           mr.configs.push(
-            await runConfig({ model, config, plan: o.plan, gen, serveFlags, reference, slo, log, track: (s) => cleanups.add(s), untrack: (s) => cleanups.delete(s) }),
+            await runConfig({ model, config, plan: o.plan, gen, serveFlags, reference, slo, log, track, untrack }),
           )
         } catch (e) {
           const msg = `${config.name}: ${e instanceof Error ? e.message.split('\n')[0] : String(e)}`
@@ -268,15 +247,10 @@ export async function benchPoliciesCommand(args: string[]): Promise<void> {
       }
     }
     if (o.out) {
-      writeFileSync(o.out, JSON.stringify(result, null, 2) + '\n')
-      log(`wrote ${o.out}`)
+      writeJson(o.out, result)
     }
     if (models.some((m) => m.errors.length > 0)) {
       throw new CliError(`some configs failed: ${models.flatMap((m) => m.errors.map((e) => `${m.name} ${e}`)).join('; ')}`)
     }
-  } finally {
-    await cleanUp()
-    process.off('SIGINT', onSignal)
-    process.off('SIGTERM', onSignal)
-  }
-}
+  },
+})

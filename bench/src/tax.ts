@@ -3,14 +3,15 @@ import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'n
 import { loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { graph, mulberry32, model, node, valueInfo } from '@cohort/onnx-builder'
-import { intFlag, parse } from 'cohort/args'
+import { intFlag } from 'cohort/args'
 import { CliError } from 'cohort/cli-error'
 import { ensureHeavyModel } from 'cohort/demo-model'
 import { COHORT_BIN } from '@cohort/test-support'
 import { BENCH_BIN } from './bin-path.ts'
 import { gitCommit } from './run-info.ts'
 import { categoriseProfile, printProfiles, summariseProfiles } from './profile.ts'
-import { hasWrk, killLoadGenerators, runWrk, writeWrkBinaryScript, writeWrkScript } from './wrk.ts'
+import { hasWrk, runWrk, writeWrkBinaryScript, writeWrkScript } from './wrk.ts'
+import { defineBenchCommand, type BenchCommand, type BenchValues } from './skeleton.ts'
 import { waitReady } from './served.ts'
 
 /** Help of `cohort bench tax`. */
@@ -213,23 +214,20 @@ interface Cfg {
   repeat: number
 }
 
-function config(args: string[]): Cfg | undefined {
-  const { values: v } = parse(args, {
-    targets: { type: 'string' },
-    seconds: { type: 'string' },
-    connections: { type: 'string' },
-    model: { type: 'string' },
-    binary: { type: 'boolean' },
-    rows: { type: 'string' },
-    profile: { type: 'boolean' },
-    out: { type: 'string' },
-    base: { type: 'string' },
-    repeat: { type: 'string' },
-  })
-  if (v['help']) {
-    console.log(TAX_HELP)
-    return undefined
-  }
+const TAX_OPTIONS = {
+  targets: { type: 'string' },
+  seconds: { type: 'string' },
+  connections: { type: 'string' },
+  model: { type: 'string' },
+  binary: { type: 'boolean' },
+  rows: { type: 'string' },
+  profile: { type: 'boolean' },
+  out: { type: 'string' },
+  base: { type: 'string' },
+  repeat: { type: 'string' },
+} satisfies BenchCommand['options']
+
+function config(v: BenchValues): Cfg {
   const targets = String(v['targets'] ?? 'http,nats,serve,dist').split(',').map((s) => s.trim()).filter(Boolean)
   for (const t of targets) {
     if (!['http', 'nats', 'serve', 'dist'].includes(t)) {
@@ -421,26 +419,24 @@ export function formatTax(rs: TaxTarget[], meta: string): string {
 }
 
 /** `cohort bench tax`. */
-export async function benchTaxCommand(args: string[]): Promise<void> {
-  const c = config(args)
-  if (!c) {
-    return
-  }
-  if (!hasWrk()) {
-    throw new CliError('cohort bench tax needs wrk (apt-get install -y wrk)')
-  }
-  const dir = mkdtempSync(join(tmpdir(), 'cohort-tax-'))
-  const onSignal = () => {
-    killLoadGenerators()
-    for (const p of live) {
-      p.proc.kill('SIGKILL')
+export const benchTaxCommand = defineBenchCommand({
+  help: TAX_HELP,
+  options: TAX_OPTIONS,
+  run: async (v, _positionals, { track, writeJson }) => {
+    const c = config(v)
+    if (!hasWrk()) {
+      throw new CliError('cohort bench tax needs wrk (apt-get install -y wrk)')
     }
-    process.exit(130)
-  }
-  process.on('SIGINT', onSignal)
-  process.on('SIGTERM', onSignal)
-  const load0 = loadavg()[0] ?? Number.NaN
-  try {
+    const dir = mkdtempSync(join(tmpdir(), 'cohort-tax-'))
+    track(async () => {
+      if (!c.profile) {
+        rmSync(dir, { recursive: true, force: true })
+      } else {
+        console.error(`bench tax: profiles kept in ${dir}`)
+      }
+    })
+    track(() => stopAll([...live]))
+    const load0 = loadavg()[0] ?? Number.NaN
     const m = c.model === 'heavy' ? { path: ensureHeavyModel(), input: 'input', features: 512 } : { path: identityModel(dir, 64), input: 'in', features: 64 }
     const runs: TaxTarget[][] = []
     for (let k = 0; k < c.repeat; k++) {
@@ -484,17 +480,7 @@ export async function benchTaxCommand(args: string[]): Promise<void> {
       }
     }
     if (c.out) {
-      writeFileSync(c.out, JSON.stringify({ config: c, results, runs }, null, 2) + '\n')
+      writeJson(c.out, { config: c, results, runs }, false)
     }
-  } finally {
-    killLoadGenerators()
-    await stopAll([...live])
-    process.off('SIGINT', onSignal)
-    process.off('SIGTERM', onSignal)
-    if (!c.profile) {
-      rmSync(dir, { recursive: true, force: true })
-    } else {
-      console.error(`bench tax: profiles kept in ${dir}`)
-    }
-  }
-}
+  },
+})

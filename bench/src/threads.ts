@@ -1,9 +1,10 @@
-import { intFlag, numFlag, parse } from 'cohort/args'
+import { intFlag, numFlag } from 'cohort/args'
 import { CliError } from 'cohort/cli-error'
 import { ensureDemoModel, ensureHeavyModel } from 'cohort/demo-model'
 import { availableParallelism, loadavg } from 'node:os'
 import { offlineCurve, type OfflinePoint } from './offline.ts'
 import { table } from './report.ts'
+import { defineBenchCommand } from './skeleton.ts'
 
 /** Help of `cohort bench threads`. */
 export const THREADS_HELP = `cohort bench threads [options]
@@ -30,48 +31,47 @@ function list(name: string, v: unknown, dflt: number[]): number[] {
 }
 
 /** `cohort bench threads`: prints median items/s and CPU ms/item with their min-max over the repeats. */
-export async function benchThreadsCommand(args: string[]): Promise<void> {
-  const { values: v } = parse(args, {
+export const benchThreadsCommand = defineBenchCommand({
+  help: THREADS_HELP,
+  options: {
     model: { type: 'string' },
     threads: { type: 'string' },
     batches: { type: 'string' },
     repeats: { type: 'string' },
     seconds: { type: 'string' },
-  })
-  if (v['help']) {
-    console.log(THREADS_HELP)
-    return
-  }
-  const model = String(v['model'] ?? 'heavy')
-  if (model !== 'demo' && model !== 'heavy') {
-    throw new CliError(`--model must be demo or heavy, got "${model}"`)
-  }
-  const threads = list('threads', v['threads'], [...new Set([1, availableParallelism()])])
-  const batches = list('batches', v['batches'], [1, 32, 128])
-  const repeats = intFlag('repeats', v['repeats']) ?? 3
-  const seconds = numFlag('seconds', v['seconds']) ?? 0.4
-  const path = model === 'heavy' ? ensureHeavyModel() : ensureDemoModel()
-  const configs = threads.flatMap((t) => [false, true].map((spin) => ({ t, spin })))
-  const runs = new Map<string, OfflinePoint[][]>()
-  const load0 = loadavg()[0] ?? Number.NaN
-  for (let r = 0; r < repeats; r++) {
-    for (const { t, spin } of configs) {
-      const key = `${t}/${spin}`
-      const curve = await offlineCurve({ path, threads: t, batches, seconds, features: FEATURES[model], allowSpinning: spin })
-      runs.set(key, [...(runs.get(key) ?? []), curve])
+  },
+  run: async (v) => {
+    const model = String(v['model'] ?? 'heavy')
+    if (model !== 'demo' && model !== 'heavy') {
+      throw new CliError(`--model must be demo or heavy, got "${model}"`)
     }
-  }
-  const med = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] as number
-  const span = (xs: number[], d: number) => `${med(xs).toFixed(d)} (${Math.min(...xs).toFixed(d)}-${Math.max(...xs).toFixed(d)})`
-  const rows: string[][] = []
-  for (const { t, spin } of configs) {
-    const curves = runs.get(`${t}/${spin}`) ?? []
-    batches.forEach((b, i) => {
-      const pts = curves.map((c) => c[i] as OfflinePoint)
-      rows.push([`${t} thread(s), spin ${spin ? 'on' : 'off'}`, String(b), span(pts.map((p) => p.itemsPerSec), 0), span(pts.map((p) => p.cpuMsPerItem), 3)])
-    })
-  }
-  console.log(`cohort bench threads: ${model} MLP, ${availableParallelism()} cores, ${repeats} rounds, ${seconds} s per point; load average ${load0.toFixed(2)} -> ${(loadavg()[0] ?? Number.NaN).toFixed(2)}`)
-  console.log('median (min-max over the rounds)')
-  console.log(table(['session options', 'batch', 'items/s', 'CPU ms/item'], rows))
-}
+    const threads = list('threads', v['threads'], [...new Set([1, availableParallelism()])])
+    const batches = list('batches', v['batches'], [1, 32, 128])
+    const repeats = intFlag('repeats', v['repeats']) ?? 3
+    const seconds = numFlag('seconds', v['seconds']) ?? 0.4
+    const path = model === 'heavy' ? ensureHeavyModel() : ensureDemoModel()
+    const configs = threads.flatMap((t) => [false, true].map((spin) => ({ t, spin })))
+    const runs = new Map<string, OfflinePoint[][]>()
+    const load0 = loadavg()[0] ?? Number.NaN
+    for (let r = 0; r < repeats; r++) {
+      for (const { t, spin } of configs) {
+        const key = `${t}/${spin}`
+        const curve = await offlineCurve({ path, threads: t, batches, seconds, features: FEATURES[model], allowSpinning: spin })
+        runs.set(key, [...(runs.get(key) ?? []), curve])
+      }
+    }
+    const med = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] as number
+    const span = (xs: number[], d: number) => `${med(xs).toFixed(d)} (${Math.min(...xs).toFixed(d)}-${Math.max(...xs).toFixed(d)})`
+    const rows: string[][] = []
+    for (const { t, spin } of configs) {
+      const curves = runs.get(`${t}/${spin}`) ?? []
+      batches.forEach((b, i) => {
+        const pts = curves.map((c) => c[i] as OfflinePoint)
+        rows.push([`${t} thread(s), spin ${spin ? 'on' : 'off'}`, String(b), span(pts.map((p) => p.itemsPerSec), 0), span(pts.map((p) => p.cpuMsPerItem), 3)])
+      })
+    }
+    console.log(`cohort bench threads: ${model} MLP, ${availableParallelism()} cores, ${repeats} rounds, ${seconds} s per point; load average ${load0.toFixed(2)} -> ${(loadavg()[0] ?? Number.NaN).toFixed(2)}`)
+    console.log('median (min-max over the rounds)')
+    console.log(table(['session options', 'batch', 'items/s', 'CPU ms/item'], rows))
+  },
+})
