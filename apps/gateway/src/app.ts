@@ -110,6 +110,7 @@ export function createApp(options: GatewayOptions): Hono {
   const admin = adminRoutes(o, up)
   app.get('/admin/models/:model/batching', admin.get)
   app.put('/admin/models/:model/batching', admin.put)
+  app.delete('/admin/models/:model/batching', admin.delete)
 
   registerDashboard(app, o, up, registry)
 
