@@ -48,6 +48,7 @@ export async function buildRunners(
         ...(f.ortProcesses ? { processes: true } : {}),
         ...(f.threads !== undefined ? { intraOpNumThreads: f.threads } : {}),
         ...(f.padding ? { padding: f.padding } : {}),
+        ...(m.warmup !== undefined ? { warmup: m.warmup } : {}),
       }),
     )
   }
