@@ -133,6 +133,8 @@ export class ModelServer {
   /** The layers below the runtime override (model, flags), see `@cohort/batching` layers.ts. */
   readonly #layers: ConfigLayer[]
   #sources: LayeredBatching['sources']
+  /** The runtime layer now applied (the stored config, or `configureRuntime` patches). */
+  #runtime: Partial<BatchingConfig> = {}
   #jobs: JobRunner | undefined
   /** Times the worker stopped listening on the main subject because it was full. */
   pauses = 0
@@ -280,8 +282,10 @@ export class ModelServer {
     try {
       // The stored config is the whole runtime layer: a field absent from it falls back to the
       // flags, the model's own value or the default (DELETE /admin/models/{m}/batching).
-      const layered = this.#resolve(parseBatchingPatch(patch))
+      const runtime = parseBatchingPatch(patch)
+      const layered = this.#resolve(runtime)
       this.engine.configure(layered.config)
+      this.#runtime = runtime
       this.#sources = layered.sources
       log.info({ model: this.runner.name, workerId: this.#o.workerId, patch, batching: this.batchingSummary(), sources: this.#sources }, 'batching configuration changed')
     } catch (e) {
@@ -299,6 +303,24 @@ export class ModelServer {
       )
     }
     return r
+  }
+
+  /**
+   * Merge `patch` into the runtime layer in code (`CohortWorker.configure`); the stored config, when
+   * it changes, replaces that layer as a whole.
+   * @throws RangeError for values out of bounds or past the model's batch limit.
+   */
+  configureRuntime(patch: Partial<BatchingConfig>): void {
+    const runtime = { ...this.#runtime }
+    for (const k of BATCHING_KEYS) {
+      if (patch[k] !== undefined) {
+        ;(runtime as Record<string, unknown>)[k] = patch[k]
+      }
+    }
+    const layered = this.#resolve(runtime)
+    this.engine.configure(layered.config)
+    this.#runtime = runtime
+    this.#sources = layered.sources
   }
 
   /** Where each live batching value came from (`default`, `model`, `file`, `flags`, `runtime`). */

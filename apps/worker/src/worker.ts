@@ -175,7 +175,7 @@ export class CohortWorker {
   configure(patch: Partial<BatchingConfig>, model?: string): void {
     for (const s of this.servers) {
       if (!model || s.runner.name === model) {
-        s.engine.configure(patch)
+        s.configureRuntime(patch)
         this.#log.info({ workerId: this.id, model: s.runner.name, patch, batching: s.batchingSummary() }, 'batching configuration changed')
       }
     }
