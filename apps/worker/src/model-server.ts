@@ -1,4 +1,4 @@
-import { BatchEngine, type BatchingConfig } from '@cohort/batching'
+import { BatchEngine, type BatchingConfig, type LayeredBatching } from '@cohort/batching'
 import { decodeReply, encodeRequest, encodeValue, type InferReply, type InferRequest, type Subjects } from '@cohort/protocol'
 import type { WorkerMetrics } from '@cohort/metrics'
 import type { Transport } from '@cohort/transport'
@@ -11,7 +11,7 @@ import type { ModelRunner } from './runners/types.ts'
 import { JobRunner, type WorkerJobOptions } from './jobs.ts'
 import { checkBatchTimeoutMs } from './batch-limit.ts'
 import { runnerEvents } from './runner-events.ts'
-import { applyBatchingConfig, batchingSummary, initialBatching } from './model-server/config.ts'
+import { BatchingLayers, batchingSummary } from './model-server/config.ts'
 import { Listening } from './model-server/listening.ts'
 import { serverMeta } from './model-server/meta.ts'
 import { NOT_A_SAMPLE, Requests, type QItem } from './model-server/requests.ts'
@@ -24,8 +24,10 @@ export interface ModelServerOptions {
   subjects: Subjects
   metrics: WorkerMetrics
   workerId: string
-  /** Overrides of the runner's batching defaults. */
+  /** Overrides of the runner's batching defaults: the command line's flags for every model. */
   batching?: Partial<BatchingConfig>
+  /** This model's own flags (`--model NAME=PATH,max-batch-size=4`), over `batching`. */
+  modelBatching?: Partial<BatchingConfig>
   outputSchema?: TSchema | undefined
   /**
    * Capacity-aware distribution: listen on the model's main subject only while fewer than
@@ -67,6 +69,7 @@ export class ModelServer {
   readonly #abort = new AbortController()
   readonly #tel: ModelTelemetry
   readonly #stats: ServerStats
+  readonly #config: BatchingLayers
   readonly #requests: Requests
   readonly #listening: Listening
   #closing: Promise<void> | undefined
@@ -78,8 +81,16 @@ export class ModelServer {
     this.runner = o.runner
     this.#tel = new ModelTelemetry(o.tracer ?? defaultTracer(), o.logger ?? consoleErrorLogger, o.runner.name, o.workerId)
     this.#stats = new ServerStats(o.metrics, o.runner.name)
+    this.#config = new BatchingLayers({
+      runner: o.runner,
+      workerId: o.workerId,
+      logger: this.#tel.logger,
+      batching: o.batching,
+      modelBatching: o.modelBatching,
+      onConfigError: o.onConfigError,
+    })
     this.engine = new BatchEngine<QItem>({
-      ...initialBatching(o.runner, o.batching),
+      ...this.#config.initial,
       concurrency: o.runner.concurrency,
       run: (b) => this.#requests.run(b),
       expire: (v, reason) => this.#requests.expire(v, reason),
@@ -201,10 +212,25 @@ export class ModelServer {
 
   /**
    * Apply a stored runtime configuration: its batching fields (`@cohort/batching`'s table, own
-   * keys only; other keys are ignored). Bad values are reported, and nothing of that config applied.
+   * keys only; other keys are ignored) as the whole runtime layer. Bad values are reported, and
+   * nothing of that config applied.
    */
   applyConfig(cfg: Record<string, unknown>): void {
-    applyBatchingConfig({ engine: this.engine, runner: this.runner, workerId: this.#o.workerId, logger: this.#tel.logger, onConfigError: this.#o.onConfigError }, cfg)
+    this.#config.applyStored(this.engine, cfg)
+  }
+
+  /**
+   * Merge `patch` into the runtime layer in code (`CohortWorker.configure`); the stored config, when
+   * it changes, replaces that layer as a whole.
+   * @throws RangeError for values out of bounds or past the model's batch limit.
+   */
+  configureRuntime(patch: Partial<BatchingConfig>): void {
+    this.#config.configureRuntime(this.engine, patch)
+  }
+
+  /** Where each live batching value came from (`default`, `model`, `file`, `flags`, `runtime`). */
+  get configSources(): LayeredBatching['sources'] {
+    return this.#config.sources
   }
 
   /** The live batching settings, for log lines (`maxBatchCost` null when unlimited). */
@@ -214,7 +240,7 @@ export class ModelServer {
 
   /** Model metadata with the live batching config. */
   meta() {
-    return serverMeta(this.runner, this.engine)
+    return serverMeta(this.runner, this.engine, this.#config.sources)
   }
 
   /** Stop taking requests, finish every one already received, then release the model. */

@@ -1,12 +1,12 @@
-import { batchingToJson, type BatchEngine } from '@cohort/batching'
+import { batchingToJson, type BatchEngine, type LayeredBatching } from '@cohort/batching'
 import type { ModelMeta } from '@cohort/protocol'
 import type { ModelRunner } from '../runners/types.ts'
 
 /** The live batching fields of the server's metadata (`batchingToJson` of the engine's config). */
 type LiveBatching = Pick<ModelMeta, 'maxBatchSize' | 'maxDelayMs'> & Required<Pick<ModelMeta, 'policy' | 'maxQueue' | 'maxBatchCost' | 'admission'>>
 
-/** Model metadata with the live batching config. */
-export function serverMeta<T>(runner: ModelRunner, engine: BatchEngine<T>) {
+/** Model metadata with the live batching config and where each value came from (`sources`). */
+export function serverMeta<T>(runner: ModelRunner, engine: BatchEngine<T>, sources: LayeredBatching['sources']) {
   const m = runner.meta()
   const c = engine.config
   const cm = engine.costModel
@@ -15,6 +15,8 @@ export function serverMeta<T>(runner: ModelRunner, engine: BatchEngine<T>) {
     ...m,
     ...(batchingToJson(c) as LiveBatching),
     ...batchCapMeta(engine),
+    configSources: { ...sources },
+    ...(runner.batchLimit ? { batchLimit: runner.batchLimit } : {}),
     queued: engine.queued,
   }
 }
