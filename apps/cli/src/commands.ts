@@ -99,6 +99,10 @@ function batching(v: Values): Partial<BatchingConfig> {
   if (cost !== undefined) {
     out.maxBatchCost = cost
   }
+  const slo = batchingFlag('sloMs', numFlag('slo-ms', v['slo-ms']))
+  if (slo !== undefined) {
+    out.sloMs = slo
+  }
   if (v['no-admission'] === true) {
     out.admission = false
   }

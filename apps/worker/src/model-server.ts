@@ -316,6 +316,7 @@ export class ModelServer {
       ...m,
       ...(batchingToJson(c) as LiveBatching),
       ...batchCapMeta(this.engine),
+      slo: this.engine.slo,
       queued: this.engine.queued,
     }
   }

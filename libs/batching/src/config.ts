@@ -68,6 +68,14 @@ export interface BatchingConfig {
    * @default false
    */
   autoBatchSize?: boolean
+  /**
+   * Server-side SLO (ms): the deadline a request gets when its client sends none (the gateway
+   * applies it from what the workers announce). `0`: derived from the learned cost at the model's
+   * limit, `max(SLO_FLOOR_MS, SLO_BATCHES * t(maxBatchSize))` (see `slo.ts`). Optional for
+   * compatibility.
+   * @default 0
+   */
+  sloMs?: number
 }
 
 /** A configuration with every field present, as held by the engine. */
@@ -82,6 +90,7 @@ export const DEFAULT_BATCHING: Readonly<ResolvedBatchingConfig> = Object.freeze(
   maxBatchCost: Infinity,
   admission: true,
   autoBatchSize: false,
+  sloMs: 0,
 })
 
 /** Largest `maxBatchSize` accepted anywhere (options, flags, admin patches). */
@@ -172,6 +181,12 @@ export const BATCHING_FIELDS: Readonly<Record<BatchingKey, BatchingField>> = Obj
     flag: 'no-auto-batch',
     tritonParameter: 'cohort_auto_batch_size',
   }),
+  sloMs: field({
+    expect: `a number of ms from 0 (derived) to ${MAX_DELAY_MS_LIMIT}`,
+    valid: (v) => typeof v === 'number' && Number.isFinite(v) && v >= 0 && v <= MAX_DELAY_MS_LIMIT,
+    flag: 'slo-ms',
+    tritonParameter: 'cohort_slo_ms',
+  }),
 })
 
 /** The batching fields' names, in table order. */
@@ -221,13 +236,13 @@ export function batchingToJson(c: Partial<BatchingConfig>): Record<BatchingKey, 
 
 /**
  * Check a complete configuration against {@link BATCHING_FIELDS} (`maxBatchCost`, `admission` and
- * `autoBatchSize` may be absent).
+ * `autoBatchSize`, `sloMs` may be absent).
  * @throws RangeError naming the first invalid field and what was expected.
  */
 export function validateBatchingConfig(config: BatchingConfig): void {
   for (const k of BATCHING_KEYS) {
     const v = config[k]
-    if (v === undefined && (k === 'maxBatchCost' || k === 'admission' || k === 'autoBatchSize')) {
+    if (v === undefined && (k === 'maxBatchCost' || k === 'admission' || k === 'autoBatchSize' || k === 'sloMs')) {
       continue
     }
     if (!BATCHING_FIELDS[k].valid(v)) {
@@ -254,6 +269,7 @@ export function resolveBatchingConfig(
     maxBatchCost: patch.maxBatchCost ?? base.maxBatchCost ?? Infinity,
     admission: patch.admission ?? base.admission ?? true,
     autoBatchSize: patch.autoBatchSize ?? base.autoBatchSize ?? false,
+    sloMs: patch.sloMs ?? base.sloMs ?? 0,
   }
   validateBatchingConfig(config)
   return Object.freeze(config)

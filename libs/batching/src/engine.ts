@@ -9,6 +9,7 @@ import { resolveBatchingConfig, type BatchingConfig, type ResolvedBatchingConfig
 import { BatchTuner, type CapChange } from './batch-tuner.ts'
 import { CostModel } from './cost-model.ts'
 import { sumCost, type PlannedBatch } from './fill.ts'
+import { serverSlo, type Slo } from './slo.ts'
 import { nextWake, plan } from './policy.ts'
 import { GroupedQueue, type Queued } from './queue.ts'
 import { emptyStats, reportAsync, type MutableStats } from './stats.ts'
@@ -86,6 +87,14 @@ export class BatchEngine<T> {
    */
   get batchCap(): number {
     return this.#eff.maxBatchSize
+  }
+
+  /**
+   * The model's server-side SLO now (`slo.ts`): the configured `sloMs`, else derived from the
+   * learned cost at `config.maxBatchSize` (independent of the self-tuned `batchCap`).
+   */
+  get slo(): Slo {
+    return serverSlo(this.#config, this.costModel)
   }
 
   /** The batch-cap tuner while `autoBatchSize` is on (its `changes`, `last`, `curve()` explain the cap). */

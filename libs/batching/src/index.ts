@@ -26,6 +26,7 @@ export {
   type ResolvedBatchingConfig,
 } from './config.ts'
 export { CostModel, type CostModelOptions } from './cost-model.ts'
+export { SLO_BATCHES, SLO_COLD_MS, SLO_FLOOR_MS, serverSlo, type Slo, type SloSource } from './slo.ts'
 export {
   BatchTuner,
   CAP_REASONS,

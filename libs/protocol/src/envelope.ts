@@ -111,6 +111,11 @@ export interface ModelMeta {
   cost?: { a: number; c: number; samples: number }
   /** Items queued on the answering worker. */
   queued?: number
+  /**
+   * The server-side SLO in force (ms; `source`: configured `sloMs`, derived from the learned cost,
+   * or the cold default): the gateway's deadline for requests whose client sends none.
+   */
+  slo?: { ms: number; source: string }
   /** JSON Schema of one input item (schema predictors). */
   inputSchema?: unknown
   /** JSON Schema of one output item, when declared. */
