@@ -375,7 +375,14 @@ export class ModelServer {
     const span = this.#tel.startRequest(req)
     let items
     try {
-      requestItemCount(req)
+      const rows = requestItemCount(req)
+      const maxQueue = this.engine.config.maxQueue
+      if (rows > maxQueue) {
+        throw new CohortError(
+          'TOO_MANY_ITEMS',
+          `request holds ${rows} items (rows); model "${this.runner.name}" queues at most ${maxQueue} (maxQueue): split it into requests of at most ${maxQueue}`,
+        )
+      }
       checkRequestedOutputs(req, this.#knownOutputs(), this.runner.name)
       items = this.runner.prepare(req)
     } catch (e) {
@@ -397,6 +404,16 @@ export class ModelServer {
       return
     }
     const now = Date.now()
+    // All or nothing for the queue bound: a request that fits the bound but not the room left now
+    // is refused whole (503, retryable), never half run.
+    const queueable = items.reduce((n, it) => (it.error ? n : n + 1), 0)
+    const room = this.engine.config.maxQueue - this.engine.queued
+    if (queueable > 1 && queueable > room && !this.engine.closed) {
+      const error = refusal(this.runner.name, { status: 'full', retryAfterMs: this.engine.backlogMs }, this.engine.config.maxQueue, req.deadline - now, queueable)
+      this.#o.metrics.shed.inc({ ...this.#labels, reason: 'overloaded' }, queueable)
+      items.forEach((it, index) => this.#complete(p, index, it.error ? { error: it.error } : { error }))
+      return
+    }
     items.forEach((it, index) => {
       if (it.error) {
         this.#complete(p, index, { error: it.error })
@@ -559,7 +576,7 @@ function batchCapMeta<T>(engine: BatchEngine<T>): Record<string, unknown> {
 }
 
 /** The answer to an item the engine would not queue: 503 OVERLOADED (or SHUTTING_DOWN after close). */
-function refusal(model: string, offer: Offer, maxQueue: number, leftMs: number): WireError {
+function refusal(model: string, offer: Offer, maxQueue: number, leftMs: number, items = 1): WireError {
   switch (offer.status) {
     case 'late':
       if (offer.infeasible) {
@@ -576,7 +593,10 @@ function refusal(model: string, offer: Offer, maxQueue: number, leftMs: number):
     case 'full':
       return {
         code: 'OVERLOADED',
-        message: `model "${model}" queue is full (${maxQueue} items)`,
+        message:
+          items > 1
+            ? `model "${model}" queue has no room for this request's ${items} items now (maxQueue ${maxQueue}); retry later`
+            : `model "${model}" queue is full (${maxQueue} items, maxQueue); retry later`,
         retryAfterS: Math.max(1, Math.ceil(offer.retryAfterMs / 1000)),
       }
     default:

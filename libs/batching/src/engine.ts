@@ -200,6 +200,10 @@ export class BatchEngine<T> {
   }
 
   /** Rough time (ms) to work off the whole queue: a hint for `Retry-After`. */
+  get backlogMs(): number {
+    return this.#backlogMs()
+  }
+
   #backlogMs(): number {
     if (this.costModel.samples === 0) {
       return 1000
