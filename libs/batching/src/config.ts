@@ -76,6 +76,12 @@ export interface BatchingConfig {
    * @default 0
    */
   sloMs?: number
+  /**
+   * Most items one tenant (`QueueEntry.tenant`) may have queued; `offer` answers `'full'` with
+   * `tenant: true` past it. `0`: no bound of its own (only `maxQueue`). Optional for compatibility.
+   * @default 0
+   */
+  maxTenantQueue?: number
 }
 
 /** A configuration with every field present, as held by the engine. */
@@ -91,6 +97,7 @@ export const DEFAULT_BATCHING: Readonly<ResolvedBatchingConfig> = Object.freeze(
   admission: true,
   autoBatchSize: false,
   sloMs: 0,
+  maxTenantQueue: 0,
 })
 
 /** Largest `maxBatchSize` accepted anywhere (options, flags, admin patches). */
@@ -187,6 +194,12 @@ export const BATCHING_FIELDS: Readonly<Record<BatchingKey, BatchingField>> = Obj
     flag: 'slo-ms',
     tritonParameter: 'cohort_slo_ms',
   }),
+  maxTenantQueue: field({
+    expect: `an integer from 0 (none) to ${MAX_QUEUE_LIMIT}`,
+    valid: isInt(0, MAX_QUEUE_LIMIT),
+    flag: 'max-tenant-queue',
+    tritonParameter: 'cohort_max_tenant_queue',
+  }),
 })
 
 /** The batching fields' names, in table order. */
@@ -236,13 +249,13 @@ export function batchingToJson(c: Partial<BatchingConfig>): Record<BatchingKey, 
 
 /**
  * Check a complete configuration against {@link BATCHING_FIELDS} (`maxBatchCost`, `admission` and
- * `autoBatchSize`, `sloMs` may be absent).
+ * `autoBatchSize`, `sloMs`, `maxTenantQueue` may be absent).
  * @throws RangeError naming the first invalid field and what was expected.
  */
 export function validateBatchingConfig(config: BatchingConfig): void {
   for (const k of BATCHING_KEYS) {
     const v = config[k]
-    if (v === undefined && (k === 'maxBatchCost' || k === 'admission' || k === 'autoBatchSize' || k === 'sloMs')) {
+    if (v === undefined && (k === 'maxBatchCost' || k === 'admission' || k === 'autoBatchSize' || k === 'sloMs' || k === 'maxTenantQueue')) {
       continue
     }
     if (!BATCHING_FIELDS[k].valid(v)) {
@@ -270,6 +283,7 @@ export function resolveBatchingConfig(
     admission: patch.admission ?? base.admission ?? true,
     autoBatchSize: patch.autoBatchSize ?? base.autoBatchSize ?? false,
     sloMs: patch.sloMs ?? base.sloMs ?? 0,
+    maxTenantQueue: patch.maxTenantQueue ?? base.maxTenantQueue ?? 0,
   }
   validateBatchingConfig(config)
   return Object.freeze(config)

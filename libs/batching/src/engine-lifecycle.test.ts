@@ -233,6 +233,7 @@ describe('BatchEngine construction and stats', () => {
       admission: true,
       autoBatchSize: false,
       sloMs: 0,
+      maxTenantQueue: 0,
     })
     expect(e.concurrency).toBe(1)
     e.close()

@@ -47,6 +47,7 @@ export class BatchEngine<T> {
   #eff: Readonly<ResolvedBatchingConfig>
   #tuner: BatchTuner | undefined
   readonly #onCapChange: ((change: CapChange) => void) | undefined
+  readonly #tenantWeight: ((tenant: string) => number) | undefined
   #running = 0
   /** Expected end of each running batch (dispatch time + the cost model's upper estimate). */
   readonly #runningEnds = new Set<{ end: number }>()
@@ -78,6 +79,7 @@ export class BatchEngine<T> {
     this.stats = this.#stats
     this.costModel = opts.costModel ?? new CostModel()
     this.#onCapChange = opts.onCapChange ? opts.onCapChange.bind(opts) : undefined
+    this.#tenantWeight = opts.tenantWeight ? opts.tenantWeight.bind(opts) : undefined
     this.#applyTuning()
   }
 
@@ -159,10 +161,16 @@ export class BatchEngine<T> {
       this.#stats.refused.full++
       return { status: 'full', retryAfterMs: this.#backlogMs() }
     }
+    const tenant = entry.tenant ?? ''
+    const maxTenant = this.#config.maxTenantQueue
+    if (maxTenant > 0 && this.#queue.queuedOf(tenant) >= maxTenant) {
+      this.#stats.refused.full++
+      return { status: 'full', retryAfterMs: this.#backlogMs(), tenant: true }
+    }
     const group = entry.group ?? ''
     const now = this.#clock.now()
     if (entry.deadline > now && this.#config.admission && this.#config.policy !== 'timer') {
-      const arrival: Arrival = { deadline: entry.deadline, priority, cost }
+      const arrival: Arrival = { deadline: entry.deadline, priority, cost, tag: this.#queue.tagFor(tenant) }
       const state = this.#admissionState(group, now)
       if (shouldJudge(state, arrival, this.#running)) {
         const est = estimateFinish(state, arrival)
@@ -178,13 +186,35 @@ export class BatchEngine<T> {
         }
       }
     }
-    const item = this.#queue.add(entry.value, entry.deadline, group, priority, now, cost)
+    const item = this.#queue.add(entry.value, entry.deadline, group, priority, now, cost, tenant, this.#weight(tenant))
     if (this.#running < this.#concurrency) {
       this.#schedulePump()
     } else if (item.deadline < this.#wake.at) {
       this.#wake.set(item.deadline)
     }
     return { status: 'queued' }
+  }
+
+  #weight(tenant: string): number {
+    if (this.#tenantWeight === undefined) {
+      return 1
+    }
+    try {
+      const w = this.#tenantWeight(tenant)
+      return Number.isFinite(w) && w > 0 ? w : 1
+    } catch (err) {
+      reportAsync(err)
+      return 1
+    }
+  }
+
+  /** Items queued per tenant now (tenants with queued items only). */
+  queuedByTenant(): Map<string, number> {
+    const out = new Map<string, number>()
+    for (const [t, s] of this.#queue.tenants()) {
+      out.set(t, s.queued)
+    }
+    return out
   }
 
   #admissionState(group: string, now: number) {
@@ -309,6 +339,9 @@ export class BatchEngine<T> {
       }
       const gone = new Set<Queued<T>>([...doomed, ...(batch?.items ?? [])])
       this.#queue.removeWhere((item) => gone.has(item))
+      if (batch !== undefined) {
+        this.#queue.served(batch.items)
+      }
       // Answer the doomed first; an `expire` callback may close the engine meanwhile.
       this.#expireItems(doomed, 'doomed')
       if (batch !== undefined) {

@@ -26,6 +26,12 @@ export interface InferRequest {
   tracestate?: string
   /** Higher runs first when the engine supports priorities. Default 0. */
   priority?: number
+  /**
+   * The tenant the request is billed to for fair shares of batch slots: the gateway's client id
+   * (`key:<i>`, `jwt:<sub>`), at most 128 characters. Absent: the one anonymous tenant. Optional,
+   * so older gateways and workers interoperate (an older worker ignores it).
+   */
+  tenant?: string
   /** Batch-major input tensors, by input name. shape[0] of each = item count. */
   tensors?: Record<string, WireTensor>
   /** JSON items (one per prediction). */
