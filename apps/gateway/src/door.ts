@@ -126,11 +126,15 @@ export function doorSend(up: Upstream, req: InferRequest, o: Omit<SendOptions, '
  */
 export async function runItem(
   up: Upstream,
-  r: { model: string; input: unknown; deadline: number; id?: string; trace?: TraceCarrier | undefined },
+  r: { model: string; input: unknown; deadline: number; id?: string; trace?: TraceCarrier | undefined; tenant?: string },
   o: Omit<SendOptions, 'deadline' | 'id'> & { index?: number; onUnexpected?: (e: unknown) => void } = {},
 ): Promise<ItemOutcome> {
   try {
-    const reply = await doorSend(up, { v: 1, id: r.id ?? crypto.randomUUID(), model: r.model, deadline: r.deadline, items: [r.input], ...r.trace }, o)
+    const reply = await doorSend(
+      up,
+      { v: 1, id: r.id ?? crypto.randomUUID(), model: r.model, deadline: r.deadline, items: [r.input], ...r.trace, ...(r.tenant !== undefined ? { tenant: r.tenant } : {}) },
+      o,
+    )
     const e = itemError(reply, o.index)
     if (e) {
       return { error: { code: e.code, message: e.message } }
@@ -145,6 +149,11 @@ export async function runItem(
   }
 }
 
+/** The envelope's `tenant` field of a call: its client id, at most 128 characters (none when anonymous). */
+function tenantOf(a: { tenant?: string | undefined }): { tenant?: string } {
+  return a.tenant ? { tenant: a.tenant.slice(0, 128) } : {}
+}
+
 /** What a codec knows of a call before reading its body. */
 export interface Arrival extends ObservedCall {
   /** The model named by the call ('' until known; {@link Passage.model} may set it later). */
@@ -153,6 +162,11 @@ export interface Arrival extends ObservedCall {
   timeoutHeader?: string | undefined
   /** A deadline the transport carries (a gRPC deadline), ms since the epoch. */
   deadlineAt?: number | undefined
+  /**
+   * The authenticated client (`key:<i>`, `jwt:<sub>`): the tenant of the call's envelopes, for
+   * the workers' fair shares. Absent (auth off): the one anonymous tenant.
+   */
+  tenant?: string | undefined
   /** Called with the passage once made (HTTP: to answer its `traceparent`). */
   entered?: ((p: Passage) => void) | undefined
 }
@@ -245,6 +259,7 @@ export class Passage {
       model: this.model,
       deadline: o.deadline ?? this.deadline(await this.#budget(o.timeoutMs)),
       ...payload,
+      ...tenantOf(this.arrival),
       ...this.trace,
     }
     this.obs.sent(req)
@@ -260,7 +275,7 @@ export class Passage {
     const model = this.model
     const out = await runItem(
       this.door.o.upstream,
-      { model, input, deadline: o.deadline, id, trace: this.trace },
+      { model, input, deadline: o.deadline, id, trace: this.trace, ...tenantOf(this.arrival) },
       { signal: o.signal, index, onUnexpected: (e) => this.door.o.onUnexpectedError(e, { ...this.obs.fields(), requestId: id, index }) },
     )
     const code = out.error?.code ?? 'OK'

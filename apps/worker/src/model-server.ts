@@ -94,6 +94,32 @@ export interface ModelServerOptions {
    * @default max(10000, 20 * the learned t(b) of the batch)
    */
   batchTimeoutMs?: number
+  /**
+   * Weights of tenants' fair shares of batch slots (`InferRequest.tenant` -> weight > 0); tenants
+   * not named weigh 1. See docs/batching.md#fair-shares-between-tenants.
+   */
+  tenantWeights?: Readonly<Record<string, number>>
+}
+
+/** Tenants named in per-tenant metrics; later ones share the label `_other` (bounded cardinality). */
+export const MAX_TENANT_LABELS = 16
+
+/** The metric label of a tenant: its id for the first {@link MAX_TENANT_LABELS} seen, else `_other`. */
+class TenantLabels {
+  readonly #named = new Set<string>()
+  of(tenant: string | undefined): string {
+    if (tenant === undefined || tenant === '') {
+      return '_anonymous'
+    }
+    if (this.#named.has(tenant)) {
+      return tenant
+    }
+    if (this.#named.size < MAX_TENANT_LABELS) {
+      this.#named.add(tenant)
+      return tenant
+    }
+    return '_other'
+  }
 }
 
 /** The live batching fields of {@link ModelServer.meta} (`batchingToJson` of the engine's config). */
@@ -115,6 +141,7 @@ export class ModelServer {
   readonly engine: BatchEngine<QItem>
   readonly #o: ModelServerOptions
   readonly #labels: { model: string }
+  readonly #tenantLabels = new TenantLabels()
   readonly #abort = new AbortController()
   readonly #tel: ModelTelemetry
   #subs: TransportSubscription[] = []
@@ -163,6 +190,7 @@ export class ModelServer {
         }
       },
       onCapChange: (c) => this.#onCapChange(c),
+      tenantWeight: (t) => (o.tenantWeights !== undefined && Object.hasOwn(o.tenantWeights, t) ? (o.tenantWeights[t] as number) : 1),
     })
     checkBatchTimeoutMs(o.batchTimeoutMs)
     o.runner.observe?.(runnerEvents(o.runner.name, o.workerId, o.metrics, this.#tel.logger))
@@ -376,11 +404,17 @@ export class ModelServer {
     let items
     try {
       const rows = requestItemCount(req)
-      const maxQueue = this.engine.config.maxQueue
+      const { maxQueue, maxTenantQueue } = this.engine.config
       if (rows > maxQueue) {
         throw new CohortError(
           'TOO_MANY_ITEMS',
           `request holds ${rows} items (rows); model "${this.runner.name}" queues at most ${maxQueue} (maxQueue): split it into requests of at most ${maxQueue}`,
+        )
+      }
+      if (maxTenantQueue > 0 && rows > maxTenantQueue) {
+        throw new CohortError(
+          'TOO_MANY_ITEMS',
+          `request holds ${rows} items (rows); model "${this.runner.name}" queues at most ${maxTenantQueue} per tenant (maxTenantQueue): split it into requests of at most ${maxTenantQueue}`,
         )
       }
       checkRequestedOutputs(req, this.#knownOutputs(), this.runner.name)
@@ -407,9 +441,12 @@ export class ModelServer {
     // All or nothing for the queue bound: a request that fits the bound but not the room left now
     // is refused whole (503, retryable), never half run.
     const queueable = items.reduce((n, it) => (it.error ? n : n + 1), 0)
-    const room = this.engine.config.maxQueue - this.engine.queued
-    if (queueable > 1 && queueable > room && !this.engine.closed) {
-      const error = refusal(this.runner.name, { status: 'full', retryAfterMs: this.engine.backlogMs }, this.engine.config.maxQueue, req.deadline - now, queueable)
+    const { maxQueue, maxTenantQueue } = this.engine.config
+    const room = maxQueue - this.engine.queued
+    const tenantRoom = maxTenantQueue > 0 ? maxTenantQueue - this.engine.queuedOf(req.tenant ?? '') : Infinity
+    if (queueable > 1 && queueable > Math.min(room, tenantRoom) && !this.engine.closed) {
+      const offer: Offer = { status: 'full', retryAfterMs: this.engine.backlogMs, ...(tenantRoom < room ? { tenant: true } : {}) }
+      const error = refusal(this.runner.name, offer, offer.tenant ? maxTenantQueue : maxQueue, req.deadline - now, queueable)
       this.#o.metrics.shed.inc({ ...this.#labels, reason: 'overloaded' }, queueable)
       items.forEach((it, index) => this.#complete(p, index, it.error ? { error: it.error } : { error }))
       return
@@ -425,15 +462,18 @@ export class ModelServer {
           deadline: req.deadline,
           group: it.group,
           priority: req.priority ?? 0,
+          ...(req.tenant !== undefined ? { tenant: req.tenant } : {}),
           ...(it.cost !== undefined ? { cost: it.cost } : {}),
         })
         if (offer.status !== 'queued') {
           this.#o.metrics.shed.inc({ ...this.#labels, reason: offer.status === 'late' ? 'admission' : 'overloaded' })
-          this.#complete(p, index, { error: refusal(this.runner.name, offer, this.engine.config.maxQueue, req.deadline - now) })
+          const bound = offer.status === 'full' && offer.tenant ? this.engine.config.maxTenantQueue : this.engine.config.maxQueue
+          this.#complete(p, index, { error: refusal(this.runner.name, offer, bound, req.deadline - now) })
         }
       }
     })
     this.#o.metrics.queueDepth.set(this.#labels, this.engine.queued)
+    this.#o.metrics.backlog.set(this.#labels, this.engine.backlogMs / 1000)
     this.#regulate()
   }
 
@@ -469,10 +509,12 @@ export class ModelServer {
     this.inferStats.batch(batch.items.length, computeMs)
     mx.dispatch.inc({ ...this.#labels, reason: batch.reason })
     mx.queueDepth.set(this.#labels, this.engine.queued)
+    mx.backlog.set(this.#labels, this.engine.backlogMs / 1000)
     this.#regulate()
     batch.items.forEach((it, k) => {
       const queueMs = batch.queuedMs[k] ?? 0
       mx.queue.observe(this.#labels, queueMs / 1000)
+      mx.tenantQueue.observe({ ...this.#labels, tenant: this.#tenantLabels.of(it.p.req.tenant) }, queueMs / 1000)
       it.p.timing[it.index] = { queueMs, computeMs, batchSize: batch.items.length }
       this.#complete(it.p, it.index, results[k] ?? { error: { code: 'INTERNAL', message: 'missing result' } })
     })
@@ -492,7 +534,9 @@ export class ModelServer {
       return
     }
     p.results[index] = r
-    this.#o.metrics.items.inc({ ...this.#labels, code: 'error' in r ? r.error.code : 'OK' })
+    const code = 'error' in r ? r.error.code : 'OK'
+    this.#o.metrics.items.inc({ ...this.#labels, code })
+    this.#o.metrics.tenantItems.inc({ ...this.#labels, tenant: this.#tenantLabels.of(p.req.tenant), code })
     if (--p.remaining === 0) {
       this.#finish(p)
     }
@@ -590,15 +634,18 @@ function refusal(model: string, offer: Offer, maxQueue: number, leftMs: number, 
         message: `model "${model}" cannot finish this item within its deadline (estimated ${Math.round(offer.estimatedFinishMs ?? 0)} ms behind the queued work, ${Math.round(leftMs)} ms left)`,
         retryAfterS: Math.max(1, Math.ceil(offer.retryAfterMs / 1000)),
       }
-    case 'full':
+    case 'full': {
+      const bound = offer.tenant ? 'maxTenantQueue' : 'maxQueue'
+      const whose = offer.tenant ? "this tenant's queue" : 'queue'
       return {
         code: 'OVERLOADED',
         message:
           items > 1
-            ? `model "${model}" queue has no room for this request's ${items} items now (maxQueue ${maxQueue}); retry later`
-            : `model "${model}" queue is full (${maxQueue} items, maxQueue); retry later`,
+            ? `model "${model}" ${whose} has no room for this request's ${items} items now (${bound} ${maxQueue}); retry later`
+            : `model "${model}" ${whose} is full (${maxQueue} items, ${bound}); retry later`,
         retryAfterS: Math.max(1, Math.ceil(offer.retryAfterMs / 1000)),
       }
+    }
     default:
       return { code: 'SHUTTING_DOWN', message: `model "${model}" is shutting down` }
   }

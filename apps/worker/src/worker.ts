@@ -19,6 +19,8 @@ export interface CohortWorkerOptions {
   subjectPrefix?: string
   /** Batching overrides applied to every model. */
   batching?: Partial<BatchingConfig>
+  /** Weights of tenants' fair shares of batch slots (see ModelServerOptions.tenantWeights). */
+  tenantWeights?: Readonly<Record<string, number>>
   /** Where metrics go. @default a new registry */
   registry?: Registry
   /** Capacity-aware distribution (see ModelServerOptions.capacityAware). @default true */
@@ -95,6 +97,7 @@ export class CohortWorker {
         outputSchema: this.#o.outputSchemas?.[runner.name],
         capacityAware: this.#o.capacityAware ?? true,
         ...(this.#o.batching ? { batching: this.#o.batching } : {}),
+        ...(this.#o.tenantWeights ? { tenantWeights: this.#o.tenantWeights } : {}),
         tracer: this.#o.tracer ?? defaultTracer(),
         logger: this.#log,
         ...(this.#o.jobs ? { jobs: this.#o.jobs } : {}),

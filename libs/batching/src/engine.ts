@@ -208,6 +208,11 @@ export class BatchEngine<T> {
     }
   }
 
+  /** Items of `tenant` queued now. */
+  queuedOf(tenant: string): number {
+    return this.#queue.queuedOf(tenant)
+  }
+
   /** Items queued per tenant now (tenants with queued items only). */
   queuedByTenant(): Map<string, number> {
     const out = new Map<string, number>()

@@ -12,7 +12,7 @@ import type { ResolvedBatchingConfig } from './config.ts'
 import type { CostModel } from './cost-model.ts'
 
 /** Lowest derived SLO, ms: the floor for models whose batches take microseconds. */
-export const SLO_FLOOR_MS = 100
+export const SLO_FLOOR_MS = 1000
 /** Batches of `t(maxBatchSize)` a derived SLO leaves room for. */
 export const SLO_BATCHES = 4
 /** The derived SLO before the cost model has a sample, ms (a cold start: first loads, warm-up). */
