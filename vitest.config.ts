@@ -90,6 +90,17 @@ export default defineConfig({
       },
       {
         test: {
+          // Floods a real gateway process and checks its memory against its in-flight bound
+          // (test/flood): in `npm run test:all`, not in `npm test`.
+          name: 'flood',
+          include: ['test/flood/**/*.test.ts'],
+          testTimeout: 180_000,
+          hookTimeout: 120_000,
+          fileParallelism: false,
+        },
+      },
+      {
+        test: {
           // Triton's Python clients and perf_analyzer (test/python/.venv from PyPI, setup.sh) against
           // real processes: in `npm run test:all`, not in `npm test`.
           name: 'python',

@@ -1,6 +1,5 @@
-import { execFileSync } from 'node:child_process'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
-import { availableParallelism, cpus, loadavg, tmpdir } from 'node:os'
+import { availableParallelism, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { intFlag, numFlag, parse } from 'cohort/args'
 import { CliError } from 'cohort/cli-error'
@@ -10,6 +9,7 @@ import { runNodeLoad, sequential } from './client.ts'
 import { hasWrk, killLoadGenerators, runWrk, writeWrkBinaryScript, writeWrkScript } from './wrk.ts'
 import { batchSizes, offlineBest, offlineCpuPerItemAt, offlineCurve, offlineItemsPerSecAt, type OfflinePoint } from './offline.ts'
 import { printProfiles, summariseProfiles } from './profile.ts'
+import { gitCommit, load1m, machineInfo } from './run-info.ts'
 import { formatReport, type BenchResult, type ModeResult } from './report.ts'
 import { batchSizeTotals, modelGauge, processCpuSeconds, startStack, writeFloorModel, type Mode } from './served.ts'
 
@@ -17,11 +17,16 @@ import { batchSizeTotals, modelGauge, processCpuSeconds, startStack, writeFloorM
 const DEFAULT_LIMIT = 256
 
 /** Help of `cohort bench`. */
-export const BENCH_HELP = `cohort bench [options]
-cohort bench policies [options]   (batching policies under open-loop load; --help for its flags)
-cohort bench peers [options]      (Cohort beside Triton, Ray Serve, LitServe, BentoML; --help for its flags)
-cohort bench threads [options]    (ORT intra-op threads and spinning, offline: items/s and CPU per item)
-Offline onnxruntime-node curve of the demo MLP vs the same model served over HTTP (docs/benchmarks.md).
+export const BENCH_HELP = `usage: cohort bench [<benchmark>] [options]   (or npm run bench -- ...; docs/benchmarks.md)
+
+Benchmarks (cohort bench <benchmark> --help for its flags):
+  (none)         offline onnxruntime-node curve of the demo MLP vs the same model served over HTTP
+  policies       batching policies under open-loop load
+  peers          Cohort beside Triton, Ray Serve, LitServe, BentoML
+  pipeline DIR   single module vs fused pipeline vs remote stages
+  threads        ORT intra-op threads and spinning, offline: items/s and CPU per item
+
+Flags of the default benchmark:
   --ep cpu|webgpu|cuda   execution provider, offline and in the served worker (default cpu)
   --threads N            ORT intra-op threads, offline and in the served worker (default 1)
   --max-batch-size N     worker max batch (a hard cap); offline curve goes 1, 2, 4, ... up to it
@@ -50,17 +55,6 @@ async function cleanUp(): Promise<void> {
   for (const c of [...cleanups].reverse()) {
     cleanups.delete(c)
     await c().catch(() => undefined)
-  }
-}
-
-/** `git describe`-like id of the code under test: short HEAD, `+dirty` with local changes. */
-export function gitCommit(): string {
-  try {
-    const head = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim()
-    const dirty = execFileSync('git', ['status', '--porcelain', '--untracked-files=no'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim()
-    return dirty ? `${head}+dirty` : head
-  } catch {
-    return 'unknown'
   }
 }
 
@@ -253,7 +247,7 @@ export async function benchCommand(args: string[]): Promise<void> {
   process.on('SIGINT', onSignal)
   process.on('SIGTERM', onSignal)
   const startedAt = new Date().toISOString()
-  const loadStart = loadavg()[0] ?? Number.NaN
+  const loadStart = load1m()
   try {
     const demoPath = c.model === 'heavy' ? ensureHeavyModel() : ensureDemoModel()
     console.error(`bench: model ${c.model === 'heavy' ? 'heavy MLP 512->2560x3->16' : 'demo MLP 256->1024->1024->10'} (served as "demo")`)
@@ -275,13 +269,7 @@ export async function benchCommand(args: string[]): Promise<void> {
     const result: BenchResult = {
       startedAt,
       commit: gitCommit(),
-      machine: {
-        cpu: cpus()[0]?.model ?? 'unknown',
-        cores: availableParallelism(),
-        node: process.version,
-        platform: `${process.platform}-${process.arch}`,
-        loadAvg1m: [loadStart, loadavg()[0] ?? Number.NaN],
-      },
+      machine: machineInfo(loadStart),
       config: cfg,
       offline,
       served,

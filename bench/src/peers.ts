@@ -1,11 +1,11 @@
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
-import { availableParallelism, cpus, loadavg, tmpdir } from 'node:os'
+import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { intFlag, numFlag, parse } from 'cohort/args'
 import { CliError } from 'cohort/cli-error'
 import { ensureDemoModel } from 'cohort/demo-model'
-import { gitCommit } from './command.ts'
+import { gitCommit, load1m, machineInfo } from './run-info.ts'
 import { LoadGenerator } from './load-worker.ts'
 import { offlineCurve } from './offline.ts'
 import { findPerfAnalyzer } from './peers-pa.ts'
@@ -124,7 +124,7 @@ export async function benchPeersCommand(args: string[]): Promise<void> {
   const log = (m: string) => console.error(`bench: ${m}`)
   const startedAt = new Date().toISOString()
   const t0 = performance.now()
-  const load0 = loadavg()[0] ?? Number.NaN
+  const load0 = load1m()
   try {
     const modelPath = ensureDemoModel()
     const t1Ms = (await offlineCurve({ path: modelPath, threads: 1, batches: [1], seconds: 1, ep: 'cpu' }))[0]?.p50Ms ?? Number.NaN
@@ -176,13 +176,7 @@ export async function benchPeersCommand(args: string[]): Promise<void> {
       commit: gitCommit(),
       command: `cohort bench peers ${args.join(' ')}`.trim(),
       wallS: (performance.now() - t0) / 1000,
-      machine: {
-        cpu: cpus()[0]?.model ?? 'unknown',
-        cores: availableParallelism(),
-        node: process.version,
-        platform: `${process.platform}-${process.arch}`,
-        loadAvg1m: [load0, loadavg()[0] ?? Number.NaN],
-      },
+      machine: machineInfo(load0),
       t1Ms,
       sloMs,
       sloBasis,

@@ -13,6 +13,7 @@ import { RemoteStageRunner, loadConfig, localStageRunner, type LoadedConfig } fr
 import { intFlag, numFlag, parse } from 'cohort/args'
 import { CliError } from 'cohort/cli-error'
 import { connectNats } from 'cohort/connect'
+import { percentile } from './stats.ts'
 
 /** Help of `cohort bench pipeline`. */
 export const PIPELINE_BENCH_HELP = `cohort bench pipeline DIR [options]
@@ -104,10 +105,7 @@ async function perCall(rs: Map<Mode, Runner>, inputs: unknown[], minMs: number):
     }
   }
   return new Map(
-    [...times].map(([m, ts]) => {
-      ts.sort((a, b) => a - b)
-      return [m, ts[Math.floor(ts.length / 2)]!]
-    }),
+    [...times].map(([m, ts]) => [m, percentile(ts, 50)]),
   )
 }
 

@@ -1,12 +1,12 @@
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
-import { availableParallelism, cpus, loadavg, tmpdir } from 'node:os'
+import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { intFlag, numFlag, parse } from 'cohort/args'
 import { CliError } from 'cohort/cli-error'
 import { ensureDemoModel } from 'cohort/demo-model'
 import { demoBody, FLOOR_BODY } from './bodies.ts'
-import { gitCommit } from './command.ts'
+import { gitCommit, load1m, machineInfo } from './run-info.ts'
 import { LoadGenerator } from './load-worker.ts'
 import { offlineCurve } from './offline.ts'
 import { formatPoliciesReport, type ModelResult, type PoliciesResult } from './policy-report.ts'
@@ -200,7 +200,7 @@ export async function benchPoliciesCommand(args: string[]): Promise<void> {
   const log = (m: string) => console.error(`bench: ${m}`)
   const startedAt = new Date().toISOString()
   const t0 = performance.now()
-  const load0 = loadavg()[0] ?? Number.NaN
+  const load0 = load1m()
   try {
     const wrk = hasWrk()
     if (!wrk) {
@@ -254,13 +254,7 @@ export async function benchPoliciesCommand(args: string[]): Promise<void> {
       commit: gitCommit(),
       command: `cohort bench policies ${args.join(' ')}`.trim(),
       wallS: (performance.now() - t0) / 1000,
-      machine: {
-        cpu: cpus()[0]?.model ?? 'unknown',
-        cores: availableParallelism(),
-        node: process.version,
-        platform: `${process.platform}-${process.arch}`,
-        loadAvg1m: [load0, loadavg()[0] ?? Number.NaN],
-      },
+      machine: machineInfo(load0),
       options: { ep: o.ep, threads: o.threads, maxBatchSize: o.maxBatchSize, maxQueue: o.maxQueue, affineA: o.affineA, affineC: o.affineC, plan: o.plan },
       models,
     }

@@ -2,8 +2,7 @@ import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { graph, model, node, valueInfo } from '@cohort/onnx-builder'
 import { parsePrometheus } from '@cohort/metrics'
-import { startNatsServer, type CliProcess } from '@cohort/test-support'
-import { spawnCohortWith } from './spawn.ts'
+import { spawnCohort, startNatsServer, type CliProcess } from '@cohort/test-support'
 
 /** How the gateway reaches the worker. */
 export type Mode = 'nats' | 'embedded'
@@ -84,7 +83,7 @@ export async function startStack(o: StackOptions): Promise<ServedStack> {
     let metricsUrl: string
     let modelPid: number | undefined
     if (o.mode === 'embedded') {
-      const serve = spawnCohortWith(flags, ['serve', '--port', '0', ...models, ...tuning])
+      const serve = spawnCohort(['serve', '--port', '0', ...models, ...tuning], {}, flags)
       stops.push(stopper(serve))
       modelPid = serve.proc.pid
       const m = await serve.waitFor(/serving .* on (http:\/\/\S+) \(embedded\)/, 60_000)
@@ -93,12 +92,12 @@ export async function startStack(o: StackOptions): Promise<ServedStack> {
     } else {
       const nats = await startNatsServer({ jetstream: false })
       stops.push(nats.stop)
-      const worker = spawnCohortWith(flags, ['worker', '--nats', nats.url, '--metrics-port', '0', ...models, ...tuning])
+      const worker = spawnCohort(['worker', '--nats', nats.url, '--metrics-port', '0', ...models, ...tuning], {}, flags)
       stops.push(stopper(worker))
       modelPid = worker.proc.pid
       metricsUrl = (await worker.waitFor(/worker metrics on (http:\/\/\S+\/metrics)/, 60_000))[1] as string
       await worker.waitFor(/worker \S+ serving/, 60_000)
-      const gateway = spawnCohortWith(flags, ['gateway', '--nats', nats.url, '--port', '0', '--drain-ms', '0'])
+      const gateway = spawnCohort(['gateway', '--nats', nats.url, '--port', '0', '--drain-ms', '0'], {}, flags)
       stops.push(stopper(gateway))
       base = (await gateway.waitFor(/gateway on (http:\/\/\S+) ->/, 60_000))[1] as string
     }

@@ -1,5 +1,6 @@
 import { parsePrometheus } from '@cohort/metrics'
 import type { LoadRecords } from './poisson.ts'
+import { percentile } from './stats.ts'
 
 /** Server-side totals of one model, read from `/metrics`. */
 export interface MetricTotals {
@@ -118,13 +119,6 @@ export interface StepResult {
   attempts?: number
 }
 
-function pct(sorted: readonly number[], p: number): number {
-  if (sorted.length === 0) {
-    return Number.NaN
-  }
-  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] as number
-}
-
 const asc = (a: number, b: number) => a - b
 
 /**
@@ -203,12 +197,12 @@ export function summariseStep(
     lost,
     throughput: ok.length / r.durationS,
     goodput: good / r.durationS,
-    p50: pct(ok, 50),
-    p99: pct(ok, 99),
-    p999: pct(ok, 99.9),
+    p50: percentile(ok, 50),
+    p99: percentile(ok, 99),
+    p999: percentile(ok, 99.9),
     p99All,
-    reject503P99: pct(r503, 99),
-    reject504P99: pct(r504, 99),
+    reject503P99: percentile(r503, 99),
+    reject504P99: percentile(r504, 99),
     maxMs,
     late,
     lateGrace,

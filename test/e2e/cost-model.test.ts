@@ -7,7 +7,9 @@ import { InProcessTransport } from '@cohort/transport'
 import { CohortWorker, PredictorRunner } from '@cohort/worker'
 
 const A_MS = 20
-const C_MS = 2
+// c dominates t(b) over the sizes sent (t(1) = 30 ms, t(32) = 340 ms), so that the tens of ms a
+// loaded machine adds to some batches cannot hide the slope.
+const C_MS = 10
 
 const synthetic = definePredictor({
   name: 'affine',
@@ -45,14 +47,17 @@ describe('cost model on a sleep-based synthetic predictor', () => {
     console.log(`true a=${A_MS} ms c=${C_MS} ms; learned a=${a.toFixed(2)} ms c=${c.toFixed(3)} ms`)
     // The last batch is recorded just after its reply goes out.
     expect(m.get('cohort_cost_model_samples{model="affine"}')).toBeGreaterThanOrEqual(11)
-    // Sleeps never end early, and a loaded machine only makes them end late: by about the same
-    // few ms for every batch size, which lands in a, barely in c (the sizes span 31 items). So the
-    // floors are tight and the ceilings wide; the exact fit is for a benchmark, not for this test.
-    expect(a).toBeGreaterThan(A_MS * 0.8)
-    expect(a).toBeLessThan(A_MS * 4)
+    // Sleeps never end early; a loaded machine makes some end late, by tens of ms, whatever their
+    // size: that lands mostly in a, little in c (the sizes span 31 items, 310 ms of c). So c is
+    // checked within a factor of 2 and a only against a wide ceiling (on a machine at load 20, a was learned as 100 ms once); the exact fit is for a
+    // benchmark, not this test.
     expect(c).toBeGreaterThan(C_MS * 0.5)
     expect(c).toBeLessThan(C_MS * 2)
-    // The learned model orders batch costs like the true one: t(32) well above t(1).
-    expect(a + 32 * c).toBeGreaterThan(0.8 * (A_MS + 32 * C_MS))
+    expect(a).toBeGreaterThanOrEqual(0)
+    expect(a, "a does not absorb the per-item cost (t(32) is 340 ms)").toBeLessThan(A_MS + 250)
+    // The learned model never prices a batch well under its true cost.
+    for (const b of [1, 32]) {
+      expect(a + b * c, `t(${b})`).toBeGreaterThan(0.8 * (A_MS + b * C_MS))
+    }
   })
 })

@@ -218,10 +218,14 @@ describe('a poison job (its worker dies every time it runs it)', () => {
       let workers = 1
       let done: any
       for (;;) {
+        let last: unknown
         const exited = await until(async () => {
           if (w.proc.exitCode !== null || w.proc.signalCode !== null) return 'exited'
           const g = await getJson(`${gw.url}/predictions/poison`)
+          last = g.body
           return ['succeeded', 'failed', 'canceled'].includes(g.body.status) ? (done = g.body) && 'recorded' : undefined
+        }, 90_000).catch((e: Error) => {
+          throw new Error(`${e.message}: record ${JSON.stringify(last)}; worker ${workers} output:\n${w.output()}`)
         })
         if (exited === 'recorded') break
         expect(workers, 'workers started before the job was given up').toBeLessThan(4)
@@ -246,7 +250,7 @@ describe('a poison job (its worker dies every time it runs it)', () => {
       hooks.server.close()
       await nats.stop()
     }
-  }, 120_000)
+  }, 240_000)
 })
 
 describe('async predictions without JetStream', () => {

@@ -71,7 +71,7 @@ export function defineServingSuite(label: string, setup: (f: ModelFixtures) => P
       expect(meta.status).toBe(200)
       expect(meta.body).toMatchObject({
         name: 'demo',
-        platform: 'onnx_onnxv1',
+        platform: 'onnxruntime_onnx',
         inputs: [{ name: 'input', datatype: 'FP32', shape: [-1, 256] }],
         outputs: [{ name: 'logits', datatype: 'FP32', shape: [-1, 10] }],
       })

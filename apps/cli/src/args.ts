@@ -12,7 +12,9 @@ export function parse(
     const r = parseArgs({ args, options: { ...options, help: { type: 'boolean', short: 'h' } }, strict: true, allowPositionals })
     return { values: r.values as Record<string, string | boolean | string[] | undefined>, positionals: r.positionals }
   } catch (e) {
-    throw new CliError(e instanceof Error ? e.message : String(e))
+    const msg = e instanceof Error ? e.message : String(e)
+    const unknown = /^Unknown option '([^']+)'/.exec(msg)
+    throw new CliError(unknown ? `unknown option ${unknown[1]} (--help lists this command's options)` : msg)
   }
 }
 
@@ -77,7 +79,7 @@ export const MODEL_OPTIONS = {
   buckets: { type: 'string' },
 } as const
 
-/** Help text of the shared model flags. */
+/** Help text of the shared model flags ({@link BATCHING_HELP} has the batching ones). */
 export const MODEL_HELP = `  --model SPEC           ONNX model: demo | heavy | NAME=PATH.onnx | PATH.onnx (repeatable)
   --predictor FILE       TypeScript/JS module exporting definePredictor(...) (repeatable)
   --ep cpu|webgpu|cuda   ONNX Runtime execution provider (default cpu)
@@ -85,8 +87,10 @@ export const MODEL_HELP = `  --model SPEC           ONNX model: demo | heavy | N
   --ort-processes        run every ORT instance in a child process, even on cpu (a stuck
                          session.run() can then be killed at --batch-timeout-ms)
   --threads N            ORT intra-op threads per instance (default: (cores - 1) / instances, at
-                         least 1: one core is left to the serving path; pool threads never spin)
-  --max-batch-size N     hard cap of items per batch (default: ONNX models 256, predictors their own)
+                         least 1: one core is left to the serving path; pool threads never spin)`
+
+/** Help text of the shared batching flags. */
+export const BATCHING_HELP = `  --max-batch-size N     hard cap of items per batch (default: ONNX models 256, predictors their own)
   --no-auto-batch        ONNX: keep the batch cap at --max-batch-size (default: the worker tunes it
                          within [1, max] for items/s under the latency budget; starts at 32)
   --max-delay-ms MS      max hold time of the timer policy (default 5)

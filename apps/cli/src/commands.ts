@@ -5,17 +5,20 @@ import { PROMETHEUS_CONTENT_TYPE } from '@cohort/metrics'
 import { DASHBOARD_SAMPLE_MS, processRegistry } from './process-registry.ts'
 import { CohortWorker, defaultIntraOpThreads, type PaddingOptions } from '@cohort/worker'
 import { InProcessTransport, createNatsTransport, type Transport } from '@cohort/transport'
-import { MODEL_HELP, MODEL_OPTIONS, batchingFlag, intFlag, numFlag, parse } from './args.ts'
+import { BATCHING_HELP, MODEL_HELP, MODEL_OPTIONS, batchingFlag, intFlag, numFlag, parse } from './args.ts'
+import { renderHelp } from './help.ts'
 import { CliError } from './cli-error.ts'
 import { connectNats } from './connect.ts'
 import { NATS_AUTH_HELP, NATS_AUTH_OPTIONS, kvReplicas, natsAuthOptions } from './nats-auth.ts'
 import { LARGE_HELP, LARGE_OPTIONS, bodyLimit, largeMessageOptions } from './large-flags.ts'
 import { SECURITY_HELP, SECURITY_OPTIONS, describeSecurity, securityOptions, tlsFiles } from './security-flags.ts'
-import { listen } from './http.ts'
+import { listen, type HttpServer } from './http.ts'
+import { installShutdown, type StopStep } from './shutdown.ts'
+import { DEFAULT_REQUEST_TIMEOUT_MS } from '@cohort/gateway'
 import { GRPC_HELP, GRPC_OPTIONS, startGrpcFromFlags } from './grpc-flags.ts'
 import { gatewayAdapter } from './node-adapter.ts'
 import { buildRunners, type ModelFlags } from './runners.ts'
-import { PIPELINE_HELP, PIPELINE_OPTIONS, pipelineRunners } from './pipeline-flags.ts'
+import { PIPELINE_HELP, PIPELINE_OPTIONS, SERVE_PIPELINE_HELP, SERVE_PIPELINE_OPTIONS, pipelineRunners } from './pipeline-flags.ts'
 import { TELEMETRY_HELP, TELEMETRY_OPTIONS, setupTelemetry } from './telemetry.ts'
 import { JOB_HELP, JOB_OPTIONS, PREDICTION_HELP, PREDICTION_OPTIONS, WEBHOOK_HELP, jobQueue, predictionOptions, workerJobs } from './jobs-flags.ts'
 import type { JobQueue } from '@cohort/transport'
@@ -25,6 +28,10 @@ type Values = Record<string, string | boolean | string[] | undefined>
 const DEFAULT_NATS = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222'
 /** Default SIGTERM grace of the gateway: readiness answers 503 this long before it stops listening (5 s). */
 const DEFAULT_DRAIN_MS = 5_000
+/** Time past a request's deadline its reply may take before its connection is closed at shutdown. */
+const REPLY_GRACE_MS = 1_000
+/** Time for the steps after the HTTP server (worker drain, NATS, exporters) within the shutdown bound. */
+const STOP_SLACK_MS = 10_000
 
 function modelFlags(v: Values, defaultDemo: boolean, hasConfig = false): ModelFlags {
   const model = (v['model'] as string[] | undefined) ?? []
@@ -122,74 +129,117 @@ function adminKeys(v: Values): string[] {
   return [...((v['admin-key'] as string[] | undefined) ?? []), ...fromEnv]
 }
 
-function onSignals(stop: () => Promise<void>): void {
-  let stopping = false
-  const handler = (sig: string) => {
-    if (stopping) {
-      process.exit(1)
-    }
-    stopping = true
-    console.error(`cohort: ${sig}, draining...`)
-    stop().then(
-      () => process.exit(0),
-      (e) => {
-        console.error(`cohort: drain failed: ${e instanceof Error ? e.message : String(e)}`)
-        process.exit(1)
+/**
+ * Stop steps of a process with an HTTP server: readiness 503 for `drainMs` while still serving (load
+ * balancers stop sending), then stop listening (idle and still-sending connections closed at once,
+ * received requests finish within their deadline, `timeoutMs`), then the rest in order.
+ */
+function httpStopSteps(o: {
+  role: string
+  drainMs: number
+  timeoutMs: number
+  setDraining: () => void
+  http: HttpServer
+  grpc: { close(): Promise<void> } | undefined
+}): StopStep[] {
+  return [
+    {
+      name: 'readiness',
+      run: async () => {
+        o.setDraining()
+        if (o.drainMs > 0) {
+          console.error(`cohort: ${o.role} draining: /v2/health/ready answers 503 for ${o.drainMs} ms, then stops listening`)
+          await new Promise((r) => setTimeout(r, o.drainMs))
+        }
       },
-    )
-  }
-  process.on('SIGTERM', () => handler('SIGTERM'))
-  process.on('SIGINT', () => handler('SIGINT'))
+    },
+    { name: 'grpc', run: async () => o.grpc?.close() },
+    { name: 'http', run: () => o.http.close(o.timeoutMs + REPLY_GRACE_MS) },
+  ]
 }
 
-export const SERVE_HELP = `cohort serve [DIR] [options]
-Gateway and worker in one process (embedded; no NATS needed unless --nats is given).
-  --port N               HTTP port (default $PORT or 8080)
+/** Upper bound of a whole shutdown: the readiness phase, the longest request, then NATS and exporters. */
+function stopLimitMs(drainMs: number, timeoutMs: number): number {
+  return drainMs + timeoutMs + STOP_SLACK_MS
+}
+
+/** HTTP flags of `serve` and `gateway`. */
+const HTTP_HELP = `  --port N               HTTP port (default $PORT or 8080)
   --host H               HTTP host (default 127.0.0.1)
-  --nats URL             use NATS between the gateway and worker instead of in-process
   --timeout-ms MS        server-side request deadline (default 30000)
-${PREDICTION_HELP}
-${JOB_HELP}
-${WEBHOOK_HELP}
-${GRPC_HELP}
   --no-front-door        do not take the event loop's delay off request deadlines (by default a
                          request already late on arrival is refused 503 before its body is read)
-  --admin-key KEY        key for /admin routes (repeatable; also COHORT_ADMIN_KEYS); without one they
-                         are open, or closed (403) when --api-key or a JWT secret is set
-${SECURITY_HELP}
+${PREDICTION_HELP}
+${WEBHOOK_HELP}
+${GRPC_HELP}`
+
+const ADMIN_HELP = `  --admin-key KEY        key for /admin routes (repeatable; also COHORT_ADMIN_KEYS); without one they
+                         are open, or closed (403) when --api-key or a JWT secret is set`
+
+const drainHelp = (defaultMs: number) => `  --drain-ms MS          on SIGTERM/SIGINT, answer 503 on /v2/health/ready while still serving for this
+                         long (default ${defaultMs}); then stop listening, close idle connections and
+                         those still sending their request, let received requests finish within
+                         their deadline, and exit`
+
+/** Flags of `cohort serve`. */
+export const SERVE_OPTIONS = {
+  ...MODEL_OPTIONS,
+  ...SERVE_PIPELINE_OPTIONS,
+  port: { type: 'string' },
+  host: { type: 'string', default: '127.0.0.1' },
+  nats: { type: 'string' },
+  'timeout-ms': { type: 'string' },
+  'drain-ms': { type: 'string' },
+  'admin-key': { type: 'string', multiple: true },
+  ...PREDICTION_OPTIONS,
+  ...JOB_OPTIONS,
+  'no-front-door': { type: 'boolean' },
+  ...GRPC_OPTIONS,
+  ...SECURITY_OPTIONS,
+  ...NATS_AUTH_OPTIONS,
+  ...LARGE_OPTIONS,
+  ...TELEMETRY_OPTIONS,
+} as const
+
+export const SERVE_HELP = renderHelp({
+  usage: 'cohort serve [DIR] [options]',
+  about: 'Gateway and worker in one process (embedded; no NATS unless --nats is given).',
+  sections: [
+    { title: 'Model', text: MODEL_HELP },
+    { title: 'Batching', text: BATCHING_HELP },
+    { title: 'Pipelines', text: SERVE_PIPELINE_HELP },
+    { title: 'HTTP', text: `${HTTP_HELP}\n${drainHelp(0)}` },
+    {
+      title: 'NATS',
+      text: `  --nats URL             put NATS between the gateway and the worker (default: in process)
 ${NATS_AUTH_HELP}
 ${LARGE_HELP}
-${TELEMETRY_HELP}
-${MODEL_HELP}
-${PIPELINE_HELP}`
+${JOB_HELP}`,
+    },
+    { title: 'Security', text: `${SECURITY_HELP}\n${ADMIN_HELP}` },
+    { title: 'Observability', text: TELEMETRY_HELP },
+  ],
+  examples: [
+    'cohort serve                                  # the demo model on http://127.0.0.1:8080',
+    'cohort serve --model resnet=./resnet50.onnx --max-batch-size 16 --policy deadline',
+    'cohort serve examples/tabular                 # a pipeline (docs/pipelines.md)',
+    'cohort serve --predictor ./shout.ts --api-key "$KEY" --port 8000',
+  ],
+})
 
 /** `cohort serve`: embedded gateway + worker. */
 export async function serveCommand(args: string[]): Promise<void> {
-  const { values: v, positionals } = parse(
-    args,
-    {
-    ...MODEL_OPTIONS,
-    ...PIPELINE_OPTIONS,
-    port: { type: 'string' },
-    host: { type: 'string', default: '127.0.0.1' },
-    nats: { type: 'string' },
-    'timeout-ms': { type: 'string' },
-    'admin-key': { type: 'string', multiple: true },
-    ...PREDICTION_OPTIONS,
-    ...JOB_OPTIONS,
-    'no-front-door': { type: 'boolean' },
-    ...GRPC_OPTIONS,
-    ...SECURITY_OPTIONS,
-    ...NATS_AUTH_OPTIONS,
-    ...LARGE_OPTIONS,
-    ...TELEMETRY_OPTIONS,
-    },
-    true,
-  )
+  const { values: v, positionals } = parse(args, SERVE_OPTIONS, true)
   if (v.help) {
     console.log(SERVE_HELP)
     return
   }
+  if ((v['remote'] as string[] | undefined)?.length && !v.nats) {
+    throw new CliError('--remote calls stage workers over NATS: give --nats URL too')
+  }
+  const shutdown = installShutdown()
+  const drainMs = intFlag('drain-ms', v['drain-ms'], 0) ?? 0
+  let draining = false
   const tel = setupTelemetry(v, 'cohort')
   const flags = modelFlags(v, positionals.length === 0, positionals.length > 0)
   const security = { ...bodyLimit(v), ...securityOptions(v) }
@@ -197,7 +247,6 @@ export async function serveCommand(args: string[]): Promise<void> {
   const natsAuth = natsAuthOptions(v)
   const port = intFlag('port', v.port ?? process.env['PORT'] ?? '8080', 0) ?? 8080
   let transport: Transport
-  let close: () => Promise<void>
   let jobs: JobQueue | undefined
   if (v.nats) {
     const nc = await connectNats(v.nats as string, 'cohort-serve', natsAuth)
@@ -235,21 +284,24 @@ export async function serveCommand(args: string[]): Promise<void> {
     ...(timeout ? { requestTimeoutMs: timeout } : {}),
     tracer: tel.tracer,
     logger: tel.logger.child({ component: 'gateway' }),
+    draining: () => draining,
     ...predictionOptions(v),
     ...(jobs ? { jobs } : {}),
   }
   const app = createApp(gwo)
   const http = await listen(app, v.host as string, port, tls)
   const grpc = await startGrpcFromFlags(v, v.host as string, transport, gwo, registry)
-  close = async () => {
-    dashboard.abort()
-    await grpc?.close()
-    await http.close()
-    await worker.drain()
-    await transport.close()
-    await tel.shutdown()
-  }
-  onSignals(close)
+  const timeoutMs = timeout ?? DEFAULT_REQUEST_TIMEOUT_MS
+  shutdown.ready(
+    [
+      { name: 'dashboard', run: async () => dashboard.abort() },
+      ...httpStopSteps({ role: 'serve', drainMs, timeoutMs, setDraining: () => (draining = true), http, grpc }),
+      { name: 'worker', run: () => worker.drain() },
+      { name: 'transport', run: () => transport.close() },
+      { name: 'telemetry', run: () => tel.shutdown() },
+    ],
+    stopLimitMs(drainMs, timeoutMs),
+  )
   const base = `${tls ? 'https' : 'http'}://${http.host}:${http.port}`
   const names = worker.models().map((m) => m.name)
   console.log(`cohort: serving ${names.join(', ')} on ${base} (${v.nats ? `NATS ${v.nats}` : 'embedded'})`)
@@ -257,52 +309,56 @@ export async function serveCommand(args: string[]): Promise<void> {
   console.log(`cohort: ${describeSecurity(security, tls !== undefined)}`)
 }
 
-export const GATEWAY_HELP = `cohort gateway [options]
-The stateless HTTP gateway: publishes each request to NATS.
-  --nats URL             NATS server(s), comma-separated (default $NATS_URL or ${DEFAULT_NATS})
-  --port N               HTTP port (default $PORT or 8080)
-  --host H               HTTP host (default 127.0.0.1)
-  --timeout-ms MS        server-side request deadline (default 30000)
-${PREDICTION_HELP}
-${WEBHOOK_HELP}
-${GRPC_HELP}
-  --drain-ms MS          on SIGTERM, answer 503 on /v2/health/ready while still serving for this
-                         long, then stop listening and finish in-flight requests (default ${DEFAULT_DRAIN_MS})
+/** Flags of `cohort gateway`. */
+export const GATEWAY_OPTIONS = {
+  nats: { type: 'string', default: DEFAULT_NATS },
+  port: { type: 'string' },
+  host: { type: 'string', default: '127.0.0.1' },
+  'timeout-ms': { type: 'string' },
+  'drain-ms': { type: 'string' },
+  'missed-heartbeats': { type: 'string' },
+  'accept-timeout-ms': { type: 'string' },
+  'admin-key': { type: 'string', multiple: true },
+  ...PREDICTION_OPTIONS,
+  'no-front-door': { type: 'boolean' },
+  ...GRPC_OPTIONS,
+  ...SECURITY_OPTIONS,
+  ...NATS_AUTH_OPTIONS,
+  ...LARGE_OPTIONS,
+  ...TELEMETRY_OPTIONS,
+} as const
+
+export const GATEWAY_HELP = renderHelp({
+  usage: 'cohort gateway [options]',
+  about: 'The stateless HTTP gateway: publishes each request to NATS, where workers answer it.',
+  sections: [
+    { title: 'HTTP', text: `${HTTP_HELP}\n${drainHelp(DEFAULT_DRAIN_MS)}` },
+    {
+      title: 'NATS',
+      text: `  --nats URL             NATS server(s), comma-separated (default $NATS_URL or ${DEFAULT_NATS})
   --missed-heartbeats N  fail (503 WORKER_LOST) or retry the requests of a worker silent for N of its
                          heartbeats (default 3; 0 turns worker-loss detection off)
   --accept-timeout-ms MS a request no worker accepted in this long is lost too, and resent once (default 3000)
-  --no-front-door        do not take the event loop's delay off request deadlines (by default a
-                         request already late on arrival is refused 503 before its body is read)
-  --admin-key KEY        key for /admin routes (repeatable; also COHORT_ADMIN_KEYS); without one they
-                         are open, or closed (403) when --api-key or a JWT secret is set
-${SECURITY_HELP}
 ${NATS_AUTH_HELP}
-${LARGE_HELP}
-${TELEMETRY_HELP}`
+${LARGE_HELP}`,
+    },
+    { title: 'Security', text: `${SECURITY_HELP}\n${ADMIN_HELP}` },
+    { title: 'Observability', text: TELEMETRY_HELP },
+  ],
+  examples: [
+    'cohort gateway --nats nats://127.0.0.1:4222 --port 8080',
+    'cohort gateway --nats nats://a:4222,nats://b:4222 --api-key "$KEY" --rate-limit 100:200',
+  ],
+})
 
 /** `cohort gateway`. */
 export async function gatewayCommand(args: string[]): Promise<void> {
-  const { values: v } = parse(args, {
-    nats: { type: 'string', default: DEFAULT_NATS },
-    port: { type: 'string' },
-    host: { type: 'string', default: '127.0.0.1' },
-    'timeout-ms': { type: 'string' },
-    'drain-ms': { type: 'string' },
-    'missed-heartbeats': { type: 'string' },
-    'accept-timeout-ms': { type: 'string' },
-    'admin-key': { type: 'string', multiple: true },
-    ...PREDICTION_OPTIONS,
-    'no-front-door': { type: 'boolean' },
-    ...GRPC_OPTIONS,
-    ...SECURITY_OPTIONS,
-    ...NATS_AUTH_OPTIONS,
-    ...LARGE_OPTIONS,
-    ...TELEMETRY_OPTIONS,
-  })
+  const { values: v } = parse(args, GATEWAY_OPTIONS)
   if (v.help) {
     console.log(GATEWAY_HELP)
     return
   }
+  const shutdown = installShutdown()
   const tel = setupTelemetry(v, 'cohort-gateway')
   const security = { ...bodyLimit(v), ...securityOptions(v) }
   const tls = tlsFiles(v)
@@ -338,66 +394,83 @@ export async function gatewayCommand(args: string[]): Promise<void> {
   const app = createApp(gwo)
   const http = await listen(app, v.host as string, port, tls)
   const grpc = await startGrpcFromFlags(v, v.host as string, transport, gwo, gatewayRegistry)
-  onSignals(async () => {
-    // Readiness 503 first (load balancers stop sending), keep serving for the grace period, then
-    // stop accepting, finish in-flight requests (http.close waits for them) and drain NATS.
-    draining = true
-    dashboard.abort()
-    console.error(`cohort: gateway draining: /v2/health/ready answers 503 for ${drainMs} ms`)
-    await new Promise((r) => setTimeout(r, drainMs))
-    await grpc?.close()
-    await http.close()
-    await transport.close()
-    await tel.shutdown()
-  })
+  const timeoutMs = timeout ?? DEFAULT_REQUEST_TIMEOUT_MS
+  shutdown.ready(
+    [
+      { name: 'dashboard', run: async () => dashboard.abort() },
+      ...httpStopSteps({ role: 'gateway', drainMs, timeoutMs, setDraining: () => (draining = true), http, grpc }),
+      { name: 'transport', run: () => transport.close() },
+      { name: 'telemetry', run: () => tel.shutdown() },
+    ],
+    stopLimitMs(drainMs, timeoutMs),
+  )
   console.log(`cohort: gateway on ${tls ? 'https' : 'http'}://${http.host}:${http.port} -> NATS ${v.nats as string}`)
   console.log(`cohort: ${describeSecurity(security, tls !== undefined)}`)
 }
 
-export const WORKER_HELP = `cohort worker [DIR] [options]
-A long-lived worker: serves its models from NATS in queue groups, batching requests.
-  --nats URL             NATS server(s) (default $NATS_URL or ${DEFAULT_NATS})
-  --metrics-port N       serve Prometheus /metrics and the probes /v2/health/live and /v2/health/ready
-                         (503 while draining) on this port (off by default)
-  --metrics-host H       host of the metrics server (default 127.0.0.1)
-  --id ID                worker id in replies and discovery (default random)
-${JOB_HELP}
-${WEBHOOK_HELP}
+/** Flags of `cohort worker`. */
+export const WORKER_OPTIONS = {
+  ...MODEL_OPTIONS,
+  ...PIPELINE_OPTIONS,
+  nats: { type: 'string', default: DEFAULT_NATS },
+  'metrics-port': { type: 'string' },
+  'metrics-host': { type: 'string', default: '127.0.0.1' },
+  id: { type: 'string' },
+  distribution: { type: 'string', default: 'capacity' },
+  'heartbeat-ms': { type: 'string' },
+  ...JOB_OPTIONS,
+  ...NATS_AUTH_OPTIONS,
+  ...LARGE_OPTIONS,
+  ...TELEMETRY_OPTIONS,
+} as const
+
+export const WORKER_HELP = renderHelp({
+  usage: 'cohort worker [DIR] [options]',
+  about: 'A long-lived worker: serves its models from NATS in queue groups, batching requests.',
+  sections: [
+    { title: 'Model', text: MODEL_HELP },
+    {
+      title: 'Batching',
+      text: `${BATCHING_HELP}
   --distribution capacity|random
                          capacity (default): leave the model's main subject while the queue is full,
-                         so idle workers get the work; random: plain NATS queue-group spreading
+                         so idle workers get the work; random: plain NATS queue-group spreading`,
+    },
+    { title: 'Pipelines', text: PIPELINE_HELP },
+    {
+      title: 'NATS',
+      text: `  --nats URL             NATS server(s) (default $NATS_URL or ${DEFAULT_NATS})
+  --id ID                worker id in replies and discovery (default random)
   --heartbeat-ms MS      publish a heartbeat this often, for the gateways' worker-loss detection
                          (default 1000; 0: none)
 ${NATS_AUTH_HELP}
 ${LARGE_HELP}
-${TELEMETRY_HELP}
-${MODEL_HELP}
-${PIPELINE_HELP}`
+${JOB_HELP}
+${WEBHOOK_HELP}`,
+    },
+    {
+      title: 'Observability',
+      text: `  --metrics-port N       serve Prometheus /metrics and the probes /v2/health/live and /v2/health/ready
+                         (503 while draining) on this port (off by default)
+  --metrics-host H       host of the metrics server (default 127.0.0.1)
+${TELEMETRY_HELP}`,
+    },
+  ],
+  examples: [
+    'cohort worker --nats nats://127.0.0.1:4222 --model resnet=./resnet50.onnx --instances 2',
+    'cohort worker --predictor ./shout.ts --metrics-port 9090',
+    'cohort worker examples/tabular --stage mlp    # one stage of a pipeline (docs/pipelines.md)',
+  ],
+})
 
 /** `cohort worker`. */
 export async function workerCommand(args: string[]): Promise<void> {
-  const { values: v, positionals } = parse(
-    args,
-    {
-    ...MODEL_OPTIONS,
-    ...PIPELINE_OPTIONS,
-    nats: { type: 'string', default: DEFAULT_NATS },
-    'metrics-port': { type: 'string' },
-    'metrics-host': { type: 'string', default: '127.0.0.1' },
-    id: { type: 'string' },
-    distribution: { type: 'string', default: 'capacity' },
-    'heartbeat-ms': { type: 'string' },
-    ...JOB_OPTIONS,
-    ...NATS_AUTH_OPTIONS,
-    ...LARGE_OPTIONS,
-    ...TELEMETRY_OPTIONS,
-    },
-    true,
-  )
+  const { values: v, positionals } = parse(args, WORKER_OPTIONS, true)
   if (v.help) {
     console.log(WORKER_HELP)
     return
   }
+  const shutdown = installShutdown()
   const tel = setupTelemetry(v, 'cohort-worker')
   const natsAuth = natsAuthOptions(v)
   const flags = modelFlags(v, false, positionals.length > 0)
@@ -428,7 +501,7 @@ export async function workerCommand(args: string[]): Promise<void> {
   })
   await worker.start()
   let workerDraining = false
-  let metricsClose: (() => Promise<void>) | undefined
+  let metricsClose: ((lingerMs?: number) => Promise<void>) | undefined
   if (metricsPort !== undefined) {
     const app = new Hono()
     app.get('/metrics', (c) => c.body(worker.registry.render(), 200, { 'content-type': PROMETHEUS_CONTENT_TYPE }))
@@ -443,12 +516,20 @@ export async function workerCommand(args: string[]): Promise<void> {
     metricsClose = m.close
     console.log(`cohort: worker metrics on http://${m.host}:${m.port}/metrics`)
   }
-  onSignals(async () => {
-    workerDraining = true
-    await worker.drain()
-    await metricsClose?.()
-    await transport.close()
-    await tel.shutdown()
-  })
+  shutdown.ready(
+    [
+      {
+        name: 'worker',
+        run: () => {
+          workerDraining = true
+          return worker.drain()
+        },
+      },
+      { name: 'metrics', run: async () => metricsClose?.(0) },
+      { name: 'transport', run: () => transport.close() },
+      { name: 'telemetry', run: () => tel.shutdown() },
+    ],
+    stopLimitMs(0, DEFAULT_REQUEST_TIMEOUT_MS),
+  )
   console.log(`cohort: worker ${worker.id} serving ${worker.models().map((m) => m.name).join(', ')} from NATS ${v.nats as string}`)
 }

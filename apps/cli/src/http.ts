@@ -1,5 +1,6 @@
 import { serve } from '@hono/node-server'
 import type { Hono } from 'hono'
+import type { IncomingMessage, Server } from 'node:http'
 import { createServer as createHttpsServer } from 'node:https'
 import type { AddressInfo } from 'node:net'
 import { CliError } from './cli-error.ts'
@@ -8,7 +9,12 @@ import { CliError } from './cli-error.ts'
 export interface HttpServer {
   port: number
   host: string
-  close(): Promise<void>
+  /**
+   * Stop listening and close idle connections and those still sending their request (a client
+   * trickling its body never holds the process); requests already received finish, and whatever is
+   * still open after `lingerMs` (default: wait for them) is closed. Idempotent.
+   */
+  close(lingerMs?: number): Promise<void>
 }
 
 /** PEM certificate and key for HTTPS. */
@@ -31,13 +37,29 @@ export function listen(app: Hono, host: string, port: number, tls?: TlsFiles): P
     }
     function onListening(info: AddressInfo) {
       let closing: Promise<void> | undefined
+      const http = server as Server
+      const requests = new Set<IncomingMessage>()
+      http.on('request', (req: IncomingMessage) => {
+        requests.add(req)
+        req.socket.once('close', () => requests.delete(req))
+        req.once('close', () => requests.delete(req))
+      })
       resolve({
         port: info.port,
         host,
-        close: () =>
+        close: (lingerMs?: number) =>
           (closing ??= new Promise<void>((r) => {
-            server.close(() => r())
-            ;(server as unknown as { closeIdleConnections?: () => void }).closeIdleConnections?.()
+            const linger = lingerMs === undefined ? undefined : setTimeout(() => http.closeAllConnections(), lingerMs)
+            http.close(() => {
+              clearTimeout(linger)
+              r()
+            })
+            http.closeIdleConnections()
+            for (const req of requests) {
+              if (!req.complete) {
+                req.socket.destroy()
+              }
+            }
           })),
       })
     }

@@ -1,24 +1,22 @@
+import { readFileSync } from 'node:fs'
 import { CliError } from './cli-error.ts'
 import { GATEWAY_HELP, SERVE_HELP, WORKER_HELP, gatewayCommand, serveCommand, workerCommand } from './commands.ts'
 import { ensureDemoModel } from './demo-model.ts'
+import { topHelp } from './help.ts'
 
-const HELP = `cohort <command> [options]
+/** The version of this package (apps/cli/package.json). */
+function version(): string {
+  const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }
+  return pkg.version
+}
 
-Commands:
-  serve        gateway + worker in one process (embedded; the quick start)
-  gateway      the HTTP gateway, publishing requests to NATS
-  worker       a worker serving models from NATS
-  bench        benchmarks (see docs/benchmarks.md)
-  bridge redis Redis Streams ingress: predictions queued in Redis, run on the workers
-  demo-model   write the demo model and print its path
-
-Run \`cohort <command> --help\` for a command's options.
-
-${SERVE_HELP}
-
-${GATEWAY_HELP}
-
-${WORKER_HELP}`
+/** `cohort help <command>` prints what `cohort <command> --help` would. */
+const COMMAND_HELP: Record<string, () => Promise<string> | string> = {
+  serve: () => SERVE_HELP,
+  gateway: () => GATEWAY_HELP,
+  worker: () => WORKER_HELP,
+  bridge: async () => (await import('./bridge/command.ts')).BRIDGE_HELP,
+}
 
 async function main(argv: string[]): Promise<void> {
   const [cmd, ...rest] = argv
@@ -40,11 +38,28 @@ async function main(argv: string[]): Promise<void> {
     case 'demo-model':
       console.log(ensureDemoModel())
       return
+    case '--version':
+    case '-v':
+    case 'version':
+      console.log(`cohort ${version()}`)
+      return
+    case 'help': {
+      const topic = rest[0]
+      if (topic === 'bench') {
+        const { benchCommand } = await import('./bench-forward.ts')
+        return benchCommand(['--help'])
+      }
+      const h = topic === undefined ? undefined : COMMAND_HELP[topic]
+      if (topic !== undefined && !h) {
+        throw new CliError(`unknown command "${topic}" (try: cohort --help)`)
+      }
+      console.log(h ? await h() : topHelp(version()))
+      return
+    }
     case undefined:
     case '--help':
     case '-h':
-    case 'help':
-      console.log(HELP)
+      console.log(topHelp(version()))
       return
     default:
       throw new CliError(`unknown command "${cmd}" (try: cohort --help)`)

@@ -15,13 +15,27 @@ export const PIPELINE_OPTIONS = {
   'remote-concurrency': { type: 'string' },
 } as const
 
-/** Help text of {@link PIPELINE_OPTIONS}. */
-export const PIPELINE_HELP = `  DIR                    serve the pipelines of DIR/cohort.config.ts (see docs/pipelines.md)
-  --stage NAME           worker: serve only this stage of DIR's pipelines on its own subject
-                         (repeatable; NAME or PIPELINE.NAME)
-  --remote NAME          call this stage on its stage workers instead of in process (repeatable)
+/** `serve`'s pipeline flags: whole pipelines only (stage workers are `cohort worker DIR --stage`). */
+export const SERVE_PIPELINE_OPTIONS = {
+  remote: PIPELINE_OPTIONS.remote,
+  fused: PIPELINE_OPTIONS.fused,
+  'remote-concurrency': PIPELINE_OPTIONS['remote-concurrency'],
+} as const
+
+const PIPELINE_COMMON_HELP = `  --remote NAME          call this stage on its stage workers (cohort worker DIR --stage NAME) instead
+                         of in process (repeatable; needs NATS)
   --fused                run every stage in process, whatever the config's placement says
   --remote-concurrency N batches in flight per remote stage (default 4)`
+
+/** Help text of {@link SERVE_PIPELINE_OPTIONS}. */
+export const SERVE_PIPELINE_HELP = `  DIR                    serve the pipelines of DIR/cohort.config.ts (see docs/pipelines.md)
+${PIPELINE_COMMON_HELP}`
+
+/** Help text of {@link PIPELINE_OPTIONS} (`worker`). */
+export const PIPELINE_HELP = `  DIR                    serve the pipelines of DIR/cohort.config.ts (see docs/pipelines.md)
+  --stage NAME           serve only this stage of DIR's pipelines on its own subject, for the
+                         pipelines' --remote callers (repeatable; NAME or PIPELINE.NAME)
+${PIPELINE_COMMON_HELP}`
 
 type Values = Record<string, string | boolean | string[] | undefined>
 

@@ -1,4 +1,4 @@
-import { OnnxRunner, PredictorRunner, loadPredictors, type ExecutionProvider, type ModelRunner } from '@cohort/worker'
+import { OnnxRunner, PredictorRunner, loadPredictors, type ExecutionProvider, type ModelRunner, type PaddingOptions } from '@cohort/worker'
 import type { TSchema } from '@sinclair/typebox'
 import { CliError } from './cli-error.ts'
 import { parseModelSpec } from './model-spec.ts'
@@ -16,7 +16,7 @@ export interface ModelFlags {
   maxDelayMs: number | undefined
   /** Per-batch time limit in ms (0: none); undefined: the worker's default. */
   batchTimeoutMs?: number | undefined
-  padding?: import('@cohort/worker').PaddingOptions | undefined
+  padding?: PaddingOptions | undefined
 }
 
 const EPS = ['cpu', 'webgpu', 'cuda'] as const

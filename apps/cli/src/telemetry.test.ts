@@ -23,7 +23,7 @@ const flaky = definePredictor({
 
 /** A pino logger writing into an array of parsed JSON lines. */
 function capture(level = 'debug') {
-  const lines: Record<string, any>[] = []
+  const lines: Record<string, unknown>[] = []
   const logger = createLogger(level, 'cohort-test', { write: (s: string) => void lines.push(JSON.parse(s)) })
   return { logger, lines }
 }
@@ -86,7 +86,7 @@ describe('structured logs (pino)', () => {
     expect(batch).toMatchObject({ level: 'error', component: 'worker', model: 'flaky', code: 'PREDICTOR_FAILED', batchSize: 1, traceIds: [TID] })
     expect(batch['requestIds']).toEqual([gw['requestId']])
     expect(batch['err']).toMatchObject({ type: 'Error', message: 'negative input broke the batch' })
-    expect(batch['err']['stack']).toContain('negative input broke the batch')
+    expect((batch['err'] as { stack?: string }).stack).toContain('negative input broke the batch')
 
     // A 400 before any envelope: still a line with its own requestId.
     lines.length = 0

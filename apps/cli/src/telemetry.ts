@@ -11,6 +11,7 @@ import { BasicTracerProvider, BatchSpanProcessor, ConsoleSpanExporter, type Span
 import { pino, type DestinationStream, type Logger as PinoLogger } from 'pino'
 import { defaultTracer } from '@cohort/observability'
 import { CliError } from './cli-error.ts'
+import { logFormat, prettyDestination } from './log-format.ts'
 
 type Values = Record<string, string | boolean | string[] | undefined>
 
@@ -18,14 +19,17 @@ type Values = Record<string, string | boolean | string[] | undefined>
 export const TELEMETRY_OPTIONS = {
   'otel-exporter': { type: 'string' },
   'log-level': { type: 'string' },
+  'log-format': { type: 'string' },
 } as const
 
 /** Help text of {@link TELEMETRY_OPTIONS}. */
 export const TELEMETRY_HELP = `  --otel-exporter otlp|console|none
                          export OpenTelemetry traces (default $OTEL_TRACES_EXPORTER, else none): otlp
                          posts OTLP/HTTP to $OTEL_EXPORTER_OTLP_ENDPOINT (default http://localhost:4318)
-  --log-level LEVEL      JSON logs on stderr: trace|debug|info|warn|error|fatal|silent
-                         (default $COHORT_LOG_LEVEL, else info)`
+  --log-level LEVEL      logs on stderr: trace|debug|info|warn|error|fatal|silent
+                         (default $COHORT_LOG_LEVEL, else info)
+  --log-format json|pretty
+                         JSON lines, or one human line per record (default $COHORT_LOG_FORMAT, else json)`
 
 export const EXPORTERS = ['otlp', 'console', 'none'] as const
 export type ExporterKind = (typeof EXPORTERS)[number]
@@ -95,10 +99,10 @@ function spanExporter(kind: Exclude<ExporterKind, 'none'>): SpanExporter {
   return kind === 'otlp' ? new OTLPTraceExporter() : new ConsoleSpanExporter()
 }
 
-/** Tracing (off unless an exporter is chosen) and the JSON logger of a `cohort` process. */
+/** Tracing (off unless an exporter is chosen) and the logger (`--log-format`) of a `cohort` process. */
 export function setupTelemetry(v: Values, service: string): Telemetry {
   const exporter = exporterKind(v)
-  const logger = createLogger(logLevel(v), service)
+  const logger = createLogger(logLevel(v), service, logFormat(v) === 'pretty' ? prettyDestination() : undefined)
   if (exporter === 'none') {
     return { tracer: defaultTracer(), logger, exporter, shutdown: async () => {} }
   }

@@ -110,6 +110,19 @@ describe('JobRunner', () => {
     expect(t.got).toHaveLength(2)
   })
 
+  it('records a job failed on the delivery past maxDeliver even when a delivery went to a dead worker', async () => {
+    const q = new MemoryJobQueue({ maxDeliver: 2 })
+    await submitJob(q, 'lost-ack', { x: 9 })
+    // Delivery 1 runs and fails (handed back), delivery 2 goes to nobody, delivery 3 gives it up.
+    const t = target(() => Promise.reject(new Error('worker trouble')))
+    start(q, t)
+    await until(() => t.got.length === 1)
+    q.swallow = 1
+    await until(async () => (await record(q, 'lost-ack')).status === 'failed', 8000)
+    expect(t.got).toHaveLength(1)
+    expect(q.log.filter((l) => l.startsWith('deliver'))).toEqual(['deliver lost-ack 1', 'deliver lost-ack 2', 'deliver lost-ack 3'])
+  }, 10_000)
+
   it('records a job failed, without running it, on the delivery past maxDeliver', async () => {
     const q = new MemoryJobQueue({ maxDeliver: 2 })
     const h = hooks()

@@ -114,7 +114,9 @@ export class CohortWorker {
     this.metrics.batchLimit.collect(() => this.servers.map((s) => [{ model: s.runner.name }, s.engine.config.maxBatchSize]))
     this.metrics.pending.collect(() => this.servers.map((s) => [{ model: s.runner.name }, s.engine.queued + s.runningItems]))
     this.#discover = this.#o.transport.subscribe(subjects.discover())
-    void consume(this.#discover, (m) => m.respond(encodeValue({ worker: this.id, models: this.models() })), (e) =>
+    // Only announced models: pipeline stages served here (`--stage`) are not models (docs/pipelines.md).
+    const announced = () => this.servers.filter((s) => s.runner.announce !== false).map((s) => s.meta())
+    void consume(this.#discover, (m) => m.respond(encodeValue({ worker: this.id, models: announced() })), (e) =>
       console.error(`cohort: discovery subscription failed: ${e instanceof Error ? e.message : String(e)}`),
     )
     const prefix = this.#o.subjectPrefix ?? DEFAULT_SUBJECT_PREFIX

@@ -32,9 +32,60 @@ type Obj = Record<string, unknown>
 const isObj = (v: unknown): v is Obj =>
   typeof v === 'object' && v !== null && !Array.isArray(v) && !(v instanceof Uint8Array) && !(v instanceof Date)
 
+/** Encodings larger than this (bytes) get a buffer of their own; see {@link pack}. */
+export const EXACT_ENCODING_ABOVE = 1024 * 1024
+
+/**
+ * A buffer of the kind msgpackr allocates itself: a Node `Buffer` where the runtime has one (its
+ * string writer needs `utf8Write`), else a Uint8Array. Feature detection only; no Node import.
+ */
+function allocTarget(n: number): Uint8Array {
+  const B = (globalThis as { Buffer?: { allocUnsafeSlow(n: number): Uint8Array } }).Buffer
+  return B ? B.allocUnsafeSlow(n) : new Uint8Array(n)
+}
+
+/** Room for everything but the tensor bytes of a large envelope (ids, names, shapes, items). */
+const ENVELOPE_SLACK = 64 * 1024
+
+/**
+ * `packr.pack` into msgpackr's shared buffer, except for large messages: given `bytesHint` (the
+ * tensor bytes it carries) above {@link EXACT_ENCODING_ABOVE}, it packs into a buffer of about that
+ * size made for it, so the encoder never grows (and copies) its buffer in steps of 2-4x; a large
+ * result without a hint is copied into a buffer of its own size. Either way the shared buffer stays
+ * small afterwards: a large message holds about its own size (a binary body and its message, 2x),
+ * and one large message does not keep a buffer twice its size alive for the life of the process.
+ */
+function pack(v: unknown, bytesHint = 0): Uint8Array {
+  if (bytesHint > EXACT_ENCODING_ABOVE) {
+    packr.useBuffer(allocTarget(bytesHint + ENVELOPE_SLACK))
+    try {
+      return packr.pack(v)
+    } finally {
+      packr.useBuffer(allocTarget(ENVELOPE_SLACK))
+    }
+  }
+  const out = packr.pack(v)
+  if (out.byteLength <= EXACT_ENCODING_ABOVE) {
+    return out
+  }
+  const exact = new Uint8Array(out.byteLength)
+  exact.set(out)
+  packr.useBuffer(allocTarget(ENVELOPE_SLACK))
+  return exact
+}
+
+/** Summed tensor bytes of an envelope (the size hint of {@link pack}). */
+function tensorBytes(t: Record<string, WireTensor> | undefined): number {
+  let n = 0
+  for (const k in t) {
+    n += t[k]!.bytes.byteLength
+  }
+  return n
+}
+
 /** Encode any value as msgpack (for metadata and discovery answers). The result may view a shared buffer. */
 export function encodeValue(v: unknown): Uint8Array {
-  return packr.pack(v)
+  return pack(v)
 }
 
 /** Decode msgpack bytes; garbage, truncation or trailing bytes throw BAD_REQUEST. `bin` values view `buf`. */
@@ -146,7 +197,7 @@ export function requestItemCount(r: InferRequest): number {
 
 /** Encode an inference request. */
 export function encodeRequest(r: InferRequest): Uint8Array {
-  return packr.pack(r)
+  return pack(r, tensorBytes(r.tensors))
 }
 
 /** Decode and validate an inference request (see module docs); tensor bytes view `buf`. */
@@ -181,7 +232,7 @@ export function decodeRequest(buf: Uint8Array): InferRequest {
 
 /** Encode a worker reply. */
 export function encodeReply(r: InferReply): Uint8Array {
-  return packr.pack(r)
+  return pack(r)
 }
 
 /**
@@ -229,7 +280,7 @@ export function decodeReply(buf: Uint8Array): InferReply {
 
 /** Encode a cancellation notice. */
 export function encodeCancel(c: CancelNotice): Uint8Array {
-  return packr.pack(c)
+  return pack(c)
 }
 
 /** Decode and validate a cancellation notice. */
@@ -239,7 +290,7 @@ export function decodeCancel(buf: Uint8Array): CancelNotice {
 
 /** Encode an acceptance notice. */
 export function encodeAccept(a: AcceptNotice): Uint8Array {
-  return packr.pack(a)
+  return pack(a)
 }
 
 /** Decode and validate an acceptance notice. */
@@ -253,7 +304,7 @@ export function decodeAccept(buf: Uint8Array): AcceptNotice {
 
 /** Encode a worker heartbeat. */
 export function encodeHeartbeat(h: Heartbeat): Uint8Array {
-  return packr.pack(h)
+  return pack(h)
 }
 
 /** Decode and validate a worker heartbeat. */

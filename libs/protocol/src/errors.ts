@@ -24,7 +24,7 @@ export const ERROR_CODES = {
   PREDICTOR_FAILED: { status: 500, doc: 'The predictor threw or failed this item.' },
   INTERNAL: { status: 500, doc: 'An unexpected failure inside Cohort.' },
   NO_WORKER: { status: 503, doc: 'No worker is serving the model right now (NATS had no responders).' },
-  OVERLOADED: { status: 503, doc: 'The model cannot take the request: its queue is full, or admission estimated it would finish after its deadline. Answered at once; retry after Retry-After seconds.' },
+  OVERLOADED: { status: 503, doc: 'The request cannot be taken now: the gateway or worker holds its in-flight bound of requests or bytes, the queue of the model is full, or admission estimated it would finish after its deadline. Answered at once; retry after Retry-After seconds.' },
   SHUTTING_DOWN: { status: 503, doc: 'The process is draining and takes no new work.' },
   WORKER_LOST: { status: 503, doc: 'The worker holding the request stopped sending heartbeats (crashed or cut off); retry after Retry-After seconds.' },
   REPLY_LOST: { status: 503, doc: 'The NATS connection moved to another server while the request was in flight and its reply did not come; retry after Retry-After seconds.' },

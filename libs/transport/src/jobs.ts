@@ -22,9 +22,11 @@ export interface JobQueue {
    */
   pull(model: string, max: number, o: { ackWaitMs: number; expiresMs: number }): Promise<JobDelivery[]>
   /**
-   * Deliveries of one job that may run it. The consumer delivers a job once more than this; the
-   * worker that gets that extra delivery records the job failed without running it (a poison job
-   * that kills its worker every time ends failed instead of staying `processing` for good).
+   * Deliveries of one job that may run it. The consumer itself redelivers without limit: the worker
+   * that gets a delivery past this records the job failed without running it (a poison job that
+   * kills its worker every time ends failed instead of staying `processing` for good). A limit on
+   * the consumer would not do: a delivery to the pull request a dead worker left behind counts too,
+   * so the last one could be swallowed and the job never recorded.
    */
   readonly maxDeliver: number
   /** Stop pulling. Idempotent; the connection stays open. */
@@ -104,8 +106,8 @@ export function createNatsJobQueue(nc: NatsConnection, o: NatsJobQueueOptions = 
           ack_policy: AckPolicy.Explicit,
           ack_wait: ackWaitMs * 1_000_000,
           filter_subject: names.subject(model),
-          // One delivery more than may run: the worker that gets it records the job failed.
-          max_deliver: maxDeliver + 1,
+          // Unlimited: the workers give a job up after `maxDeliver` deliveries (JobQueue.maxDeliver).
+          max_deliver: -1,
         }),
       )
       consumers.add(durable)

@@ -1,7 +1,8 @@
 // Processes on the test hosts of netns.ts: nats-server nodes (one, or a 3-node cluster), cohort
 // workers and gateways, each started with `ip netns exec <host> ...`; a Lab owns them all and its
 // close() kills every process and removes every namespace (idempotent, also after a failure).
-import { spawn, type ChildProcess } from 'node:child_process'
+import type { ChildProcess } from 'node:child_process'
+import { spawnProcess } from '@cohort/test-support'
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -49,59 +50,18 @@ export class Lab {
   /** Start a process on a host. */
   start(hostName: string, argv: string[], label: string, env: Record<string, string> = {}): HostProcess {
     const host = this.net.host(hostName)
-    const proc = spawn(this.net.exec(hostName)[0]!, [...this.net.exec(hostName).slice(1), ...argv], {
-      cwd: ROOT,
-      env: { ...process.env, ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    })
-    let out = ''
-    const listeners = new Set<() => void>()
-    const onData = (d: Buffer) => {
-      out += d.toString()
-      if (out.length > 200_000) out = out.slice(-100_000)
-      for (const l of listeners) l()
-    }
-    proc.stdout?.on('data', onData)
-    proc.stderr?.on('data', onData)
-    const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)))
+    const [cmd, ...pre] = this.net.exec(hostName)
+    const p = spawnProcess(cmd!, [...pre, ...argv], { cwd: ROOT, env, label, waitTimeoutMs: 60_000, maxOutputChars: 200_000 })
+    const proc = p.proc
     const hp: HostProcess = {
       label,
       host,
       proc,
-      output: () => out,
-      exited,
-      waitFor: (re, timeoutMs = 60_000) =>
-        new Promise((resolve, reject) => {
-          const check = () => {
-            const m = out.match(re)
-            if (m) {
-              done()
-              resolve(m)
-            }
-          }
-          const timer = setTimeout(() => {
-            done()
-            reject(new Error(`${label}: timed out waiting for ${re} in:\n${out}`))
-          }, timeoutMs)
-          const onExit = () => {
-            done()
-            reject(new Error(`${label} exited before ${re}:\n${out}`))
-          }
-          const done = () => {
-            clearTimeout(timer)
-            listeners.delete(check)
-            proc.off('exit', onExit)
-          }
-          listeners.add(check)
-          proc.once('exit', onExit)
-          check()
-        }),
+      output: p.output,
+      exited: p.exited,
+      waitFor: p.waitFor,
       kill: async (signal = 'SIGTERM') => {
-        if (proc.exitCode !== null || proc.signalCode !== null) return
-        proc.kill(signal)
-        const t = setTimeout(() => proc.kill('SIGKILL'), 10_000)
-        await exited
-        clearTimeout(t)
+        await p.stop(signal, 10_000)
       },
       rssKiB: () => {
         try {

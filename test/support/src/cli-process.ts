@@ -4,40 +4,57 @@ import { fileURLToPath } from 'node:url'
 /** Path of the `cohort` entry script. */
 export const COHORT_BIN = fileURLToPath(new URL('../../../apps/cli/bin/cohort.js', import.meta.url))
 
-/** A `cohort` subprocess under test. */
+/** A subprocess under test (a `cohort` command, `npm start`, a process in a network namespace). */
 export interface CliProcess {
   proc: ChildProcess
-  /** Everything it printed so far (stdout + stderr). */
+  /** Everything it printed so far (stdout + stderr; the tail only past `maxOutputChars`). */
   output(): string
   /** Wait until the output matches; rejects with the output on timeout or exit. */
   waitFor(re: RegExp, timeoutMs?: number): Promise<RegExpMatchArray>
-  /** Send a signal and wait for exit; returns the exit code. */
+  /** Send a signal and wait for exit (SIGKILL after `timeoutMs`); returns the exit code. */
   stop(signal?: NodeJS.Signals, timeoutMs?: number): Promise<number | null>
   exited: Promise<number | null>
 }
 
-/** Spawn `node apps/cli/bin/cohort.js ...args`. */
-export function spawnCohort(args: string[], env: Record<string, string> = {}): CliProcess {
-  const proc = spawn(process.execPath, [COHORT_BIN, ...args], {
-    env: { ...process.env, ...env },
+export interface SpawnOptions {
+  /** Added to the parent's environment. */
+  env?: Record<string, string>
+  cwd?: string
+  /** Named in error messages (default the command). */
+  label?: string
+  /** Default of `waitFor`'s timeout, ms. @default 30000 */
+  waitTimeoutMs?: number
+  /** Output kept: past this many characters only the last half is kept. @default unlimited */
+  maxOutputChars?: number
+}
+
+/** Spawn any command with its output collected: the one process helper of the tests and the bench. */
+export function spawnProcess(command: string, args: string[], o: SpawnOptions = {}): CliProcess {
+  const proc = spawn(command, args, {
+    env: { ...process.env, ...o.env },
+    ...(o.cwd ? { cwd: o.cwd } : {}),
     stdio: ['ignore', 'pipe', 'pipe'],
   })
+  const label = o.label ?? command
   let out = ''
   const listeners = new Set<() => void>()
   const onData = (d: Buffer) => {
     out += d.toString()
-    for (const l of listeners) {
+    if (o.maxOutputChars !== undefined && out.length > o.maxOutputChars) {
+      out = out.slice(-Math.floor(o.maxOutputChars / 2))
+    }
+    for (const l of [...listeners]) {
       l()
     }
   }
-  proc.stdout?.on('data', onData)
-  proc.stderr?.on('data', onData)
+  proc.stdout.on('data', onData)
+  proc.stderr.on('data', onData)
   const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)))
   return {
     proc,
     output: () => out,
     exited,
-    waitFor(re, timeoutMs = 30_000) {
+    waitFor(re, timeoutMs = o.waitTimeoutMs ?? 30_000) {
       return new Promise((resolve, reject) => {
         const check = () => {
           const m = out.match(re)
@@ -48,11 +65,11 @@ export function spawnCohort(args: string[], env: Record<string, string> = {}): C
         }
         const timer = setTimeout(() => {
           done()
-          reject(new Error(`timed out waiting for ${re} in:\n${out}`))
+          reject(new Error(`${label}: timed out waiting for ${re} in:\n${out}`))
         }, timeoutMs)
         const onExit = () => {
           done()
-          reject(new Error(`process exited before ${re}:\n${out}`))
+          reject(new Error(`${label} exited before ${re}:\n${out}`))
         }
         const done = () => {
           clearTimeout(timer)
@@ -75,4 +92,12 @@ export function spawnCohort(args: string[], env: Record<string, string> = {}): C
       return code
     },
   }
+}
+
+/**
+ * Spawn `node [nodeFlags] apps/cli/bin/cohort.js ...args` (node flags such as `--cpu-prof`, which
+ * NODE_OPTIONS does not accept, go to node itself).
+ */
+export function spawnCohort(args: string[], env: Record<string, string> = {}, nodeFlags: string[] = []): CliProcess {
+  return spawnProcess(process.execPath, [...nodeFlags, COHORT_BIN, ...args], { env, label: `cohort ${args[0] ?? ''}` })
 }

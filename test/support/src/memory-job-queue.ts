@@ -12,9 +12,9 @@ interface Msg {
 /**
  * A {@link JobQueue} in memory for unit tests of what sits on top of it (the worker's JobRunner, the
  * gateway's DurableJobs), modelled on the JetStream one: records with revisions and compare-and-set,
- * a work queue deduplicated by id, deliveries counted, ack wait, nak delay, `working()` extensions,
- * and one delivery more than `maxDeliver` (what `createNatsJobQueue` configures). Also records what
- * happened (`log`) for assertions.
+ * a work queue deduplicated by id, deliveries counted (without limit, as `createNatsJobQueue`
+ * configures its consumer), ack wait, nak delay, `working()` extensions. Also records what happened
+ * (`log`) for assertions, and can swallow deliveries (`swallow`: as if sent to a dead worker).
  */
 export class MemoryJobQueue implements JobQueue {
   readonly maxDeliver: number
@@ -27,6 +27,8 @@ export class MemoryJobQueue implements JobQueue {
   readonly log: string[] = []
   /** Make the next `n` updates fail as if the record had moved on (a concurrent writer). */
   failUpdates = 0
+  /** Deliver the next `n` jobs to nobody (a dead worker's pull request): they come back after the ack wait. */
+  swallow = 0
 
   constructor(o: { maxDeliver?: number } = {}) {
     this.maxDeliver = o.maxDeliver ?? 10
@@ -84,7 +86,11 @@ export class MemoryJobQueue implements JobQueue {
         return []
       }
       const now = Date.now()
-      const ready = this.#msgs.filter((m) => m.model === model && !m.acked && m.notBefore <= now && m.deliveries < this.maxDeliver + 1).slice(0, max)
+      let ready = this.#msgs.filter((m) => m.model === model && !m.acked && m.notBefore <= now).slice(0, max)
+      while (this.swallow > 0 && ready.length > 0) {
+        this.swallow--
+        this.#deliver(ready.shift()!, o.ackWaitMs) // counted, never seen
+      }
       if (ready.length > 0) {
         return ready.map((m) => this.#deliver(m, o.ackWaitMs))
       }

@@ -45,13 +45,16 @@ export function tritonConfig(m: ModelMeta): Record<string, unknown> {
   }
   return {
     name: m.name,
-    platform: m.kind === 'onnx' ? 'onnxruntime_onnx' : 'cohort_predictor',
+    // The metadata's platform (GET /v2/models/{m}), so both routes name the same one.
+    platform: m.platform,
     backend: m.kind === 'onnx' ? 'onnxruntime' : 'cohort',
     max_batch_size: m.maxBatchSize,
     input: m.inputs.map(tensor),
     output: m.outputs.map(tensor),
     dynamic_batching: {
-      max_queue_delay_microseconds: Math.round(m.maxDelayMs * 1000),
+      // The longest a request waits for company: eager never waits (it dispatches when an executor
+      // is free); timer and deadline wait up to maxDelayMs (cohort_max_delay_ms below either way).
+      max_queue_delay_microseconds: (m.policy ?? 'eager') === 'eager' ? 0 : Math.round(m.maxDelayMs * 1000),
       preferred_batch_size: [],
     },
     parameters,

@@ -15,10 +15,33 @@ export function tensorItemSchema(t: TensorMeta): Record<string, unknown> {
   return { title: t.name, ...s }
 }
 
+/**
+ * A schema whose `required` leaves out the properties that have a `default` (TypeBox lists them,
+ * but a request may omit them: the default is applied), recursively through nested objects.
+ */
+export function withoutDefaultsRequired(s: Record<string, unknown>): Record<string, unknown> {
+  const props = s['properties']
+  if (typeof props !== 'object' || props === null) {
+    return s
+  }
+  const p = props as Record<string, Record<string, unknown>>
+  const properties = Object.fromEntries(Object.entries(p).map(([k, v]) => [k, typeof v === 'object' && v !== null ? withoutDefaultsRequired(v) : v]))
+  const out: Record<string, unknown> = { ...s, properties }
+  if (Array.isArray(s['required'])) {
+    const required = (s['required'] as string[]).filter((k) => !(p[k] && typeof p[k] === 'object' && 'default' in p[k]!))
+    if (required.length > 0) {
+      out['required'] = required
+    } else {
+      delete out['required']
+    }
+  }
+  return out
+}
+
 /** Cog's `Input` of a model: the predictor's schema, or an object of the ONNX inputs. */
 export function inputSchema(m: ModelMeta): Record<string, unknown> {
   if (m.kind === 'predictor' && m.inputSchema && typeof m.inputSchema === 'object') {
-    return { title: 'Input', ...(m.inputSchema as Record<string, unknown>) }
+    return { title: 'Input', ...withoutDefaultsRequired(m.inputSchema as Record<string, unknown>) }
   }
   return {
     title: 'Input',
@@ -101,7 +124,27 @@ export function openApi(models: ModelMeta[], defaultModel: string, version: stri
     schemas[`Output_${m.name}`] = { ...outputSchema(m), title: `Output_${m.name}` }
   }
   const json = (schema: unknown) => ({ content: { 'application/json': { schema } } })
-  const respond = (ok: string, schema: unknown) => ({ [ok]: { description: 'Successful Response', ...json(schema) }, '422': { description: 'Validation Error', ...json(ref('HTTPValidationError')) } })
+  // The answers every prediction route can give besides success (docs/errors.md): `{error, code}`.
+  const err = (description: string) => ({ description, ...json(ref('Error')) })
+  const errors = {
+    '400': err('Bad Request: the body is not JSON, not {"input": ...}, or holds a number beyond the double range'),
+    '404': err('Not Found: no such model or prediction'),
+    '413': err('Payload Too Large: the body exceeds the body limit or the in-flight bytes bound'),
+    '503': err('Service Unavailable: no worker, overloaded (see Retry-After) or draining'),
+  }
+  const respond = (ok: string, schema: unknown, extra: Record<string, unknown> = {}) => ({
+    [ok]: { description: 'Successful Response', ...json(schema) },
+    '422': { description: 'Validation Error', ...json(ref('HTTPValidationError')) },
+    ...errors,
+    ...extra,
+  })
+  schemas['Error'] = {
+    title: 'Error',
+    type: 'object',
+    properties: { error: { title: 'Error', type: 'string' }, code: { title: 'Code', type: 'string' } },
+    required: ['error', 'code'],
+  }
+  const accepted = { '202': { description: 'Accepted (with Prefer: respond-async)', ...json(ref('PredictionResponse')) } }
   const prefer = { name: 'prefer', in: 'header', required: false, schema: { title: 'Prefer', type: 'string' } }
   const idParam = { name: 'prediction_id', in: 'path', required: true, schema: { title: 'Prediction ID', type: 'string' } }
   return {
@@ -116,7 +159,7 @@ export function openApi(models: ModelMeta[], defaultModel: string, version: stri
           operationId: 'predict_predictions_post',
           parameters: [prefer],
           requestBody: json(ref('PredictionRequest')),
-          responses: respond('200', ref('PredictionResponse')),
+          responses: respond('200', ref('PredictionResponse'), accepted),
         },
       },
       '/predictions/{prediction_id}': {
@@ -126,7 +169,7 @@ export function openApi(models: ModelMeta[], defaultModel: string, version: stri
           operationId: 'predict_idempotent_predictions__prediction_id__put',
           parameters: [idParam, prefer],
           requestBody: { ...json({ title: 'Prediction Request', allOf: [ref('PredictionRequest')] }), required: true },
-          responses: respond('200', ref('PredictionResponse')),
+          responses: respond('200', ref('PredictionResponse'), { ...accepted, '409': err('Conflict: the id is taken by a different request') }),
         },
         get: {
           summary: 'Get Prediction',

@@ -233,6 +233,26 @@ describe('Cog-style predictions (in-process, async held in memory)', () => {
     expect(Object.keys(o.paths)).toEqual(expect.arrayContaining(['/predictions/{prediction_id}', '/predictions/{prediction_id}/cancel', '/health-check']))
   })
 
+  it('/openapi.json matches behaviour: defaulted fields are not required, and the 400/404 answers the routes give are listed', async () => {
+    const o = (await send(app, 'GET', '/openapi.json')).body
+    // `hold` has a default: a request may omit it (and is served).
+    expect(o.components.schemas.Input.required).toEqual(['n'])
+    expect((await send(app, 'POST', '/predictions', { input: { n: 1 } })).status).toBe(200)
+    const declared = (path: string, method: string) => Object.keys(o.paths[path][method].responses)
+    const bad = await send(app, 'POST', '/predictions', 'not json')
+    expect(bad.status).toBe(400)
+    expect(declared('/predictions', 'post')).toEqual(expect.arrayContaining(['200', '202', '400', '422', '413', '503']))
+    const missing = await send(app, 'GET', '/predictions/never-made')
+    expect(missing.status).toBe(404)
+    expect(declared('/predictions/{prediction_id}', 'get')).toContain('404')
+    expect(declared('/predictions/{prediction_id}/cancel', 'post')).toContain('404')
+    expect(declared('/predictions/{prediction_id}', 'put')).toEqual(expect.arrayContaining(['400', '404', '409', '422']))
+    // Every error answer has the declared Error shape.
+    expect(o.components.schemas.Error.required).toEqual(['error', 'code'])
+    expect(Object.keys(bad.body)).toEqual(expect.arrayContaining(['error', 'code']))
+    expect(Object.keys(missing.body)).toEqual(expect.arrayContaining(['error', 'code']))
+  })
+
   it('describes an ONNX model input per item, without the batch dim', () => {
     expect(tensorItemSchema({ name: 'x', datatype: 'FP32', shape: [-1, 2, 3] })).toEqual({
       title: 'x',

@@ -172,7 +172,7 @@ export class OnnxRunner implements ModelRunner {
     return {
       name: this.name,
       versions: ['1'],
-      platform: 'onnx_onnxv1',
+      platform: 'onnxruntime_onnx',
       inputs: this.#pool.inputs.filter((m) => m.name !== this.#mask?.name).map(t),
       outputs: this.#pool.outputs.map(t),
       kind: 'onnx',

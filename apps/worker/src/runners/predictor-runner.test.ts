@@ -54,7 +54,8 @@ async function until(cond: () => boolean, ms = 20_000): Promise<void> {
   }
 }
 
-describe('PredictorRunner in a worker thread', () => {
+// Each test starts predictor threads (tsx in the thread: 1-2 s idle, far more on a busy machine).
+describe('PredictorRunner in a worker thread', { timeout: 60_000 }, () => {
   it('runs predict() off the main thread, which keeps its timers while predict() computes', async () => {
     const { r } = await threaded()
     let ticks = 0

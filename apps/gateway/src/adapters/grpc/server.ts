@@ -28,8 +28,17 @@ export interface GrpcServerOptions {
   subjectPrefix?: string
   /** Server-side deadline of a request in ms (a shorter gRPC deadline or `timeout` parameter wins). @default 30000 */
   requestTimeoutMs?: number
-  /** Largest request message accepted, bytes. @default 64 MiB */
+  /** Largest request message accepted, bytes (larger: RESOURCE_EXHAUSTED before it is buffered). @default 64 MiB */
   maxMessageBytes?: number
+  /**
+   * Bounds against slow and greedy clients (grpc-js server options): `maxConcurrentStreams` calls
+   * per connection (100), `maxSessionMemoryMb` buffered per HTTP/2 connection before new streams
+   * are refused (`grpc-node.max_session_memory`, 64), connections idle for `maxConnectionIdleMs`
+   * (300000) or older than `maxConnectionAgeMs` (1800000, then `maxConnectionAgeGraceMs` 30000 for
+   * calls running) are closed, and keepalive pings every `keepaliveTimeMs` (60000) must be answered
+   * within `keepaliveTimeoutMs` (20000). See docs/security.md.
+   */
+  connectionLimits?: GrpcConnectionLimits
   /** Metadata request timeout, ms. @default 2000 */
   metaTimeoutMs?: number
   /**
@@ -64,6 +73,32 @@ export interface GrpcServerOptions {
   registry?: Registry
   /** Called with unexpected (non-Cohort) errors. @default console.error */
   onUnexpectedError?: (e: unknown, fields?: Record<string, unknown>) => void
+}
+
+/** See {@link GrpcServerOptions.connectionLimits}. */
+export interface GrpcConnectionLimits {
+  maxConcurrentStreams?: number
+  maxSessionMemoryMb?: number
+  maxConnectionIdleMs?: number
+  maxConnectionAgeMs?: number
+  maxConnectionAgeGraceMs?: number
+  keepaliveTimeMs?: number
+  keepaliveTimeoutMs?: number
+}
+
+/** The grpc-js channel options of the message size and connection bounds. */
+export function grpcServerChannelOptions(maxMessageBytes: number, l: GrpcConnectionLimits = {}): Record<string, number> {
+  return {
+    'grpc.max_receive_message_length': maxMessageBytes,
+    'grpc.max_send_message_length': -1,
+    'grpc.max_concurrent_streams': l.maxConcurrentStreams ?? 100,
+    'grpc-node.max_session_memory': l.maxSessionMemoryMb ?? 64,
+    'grpc.max_connection_idle_ms': l.maxConnectionIdleMs ?? 300_000,
+    'grpc.max_connection_age_ms': l.maxConnectionAgeMs ?? 1_800_000,
+    'grpc.max_connection_age_grace_ms': l.maxConnectionAgeGraceMs ?? 30_000,
+    'grpc.keepalive_time_ms': l.keepaliveTimeMs ?? 60_000,
+    'grpc.keepalive_timeout_ms': l.keepaliveTimeoutMs ?? 20_000,
+  }
 }
 
 /** A running gRPC server. */
@@ -241,7 +276,7 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<GrpcS
   }
 
   const maxBytes = options.maxMessageBytes ?? DEFAULT_MAX_BODY_BYTES
-  const server = new grpc.Server({ 'grpc.max_receive_message_length': maxBytes, 'grpc.max_send_message_length': -1 })
+  const server = new grpc.Server(grpcServerChannelOptions(maxBytes, options.connectionLimits))
   server.addService(loadService(), impl)
   const host = options.host ?? '127.0.0.1'
   const port = await new Promise<number>((resolve, reject) =>

@@ -2,6 +2,7 @@ import type { MiddlewareHandler } from 'hono'
 import { CohortError } from '@cohort/protocol'
 import { InflightBudget } from '@cohort/transport'
 import { declaredLength, setBodyTicket } from '../../body.ts'
+import { errorResponse } from '../../errors.ts'
 import type { ResolvedGatewayOptions } from '../../options.ts'
 
 function overloaded(budget: InflightBudget): CohortError {
@@ -26,11 +27,17 @@ export function inflightMiddleware(o: ResolvedGatewayOptions): MiddlewareHandler
       return next()
     }
     const len = declaredLength(c.req.header('content-length'))
+    // Refused before the body is read: close the connection too, so the body is never read (a
+    // kept-alive connection would have to read and discard it, and the client may resend).
+    const refuse = (e: CohortError) => {
+      c.header('connection', 'close')
+      return errorResponse(c, e)
+    }
     if (len !== undefined && len > budget.maxBytes) {
-      throw new CohortError('PAYLOAD_TOO_LARGE', `request body of ${len} bytes exceeds the gateway's in-flight bytes bound (maxBytes) of ${budget.maxBytes} bytes`)
+      return refuse(new CohortError('PAYLOAD_TOO_LARGE', `request body of ${len} bytes exceeds the gateway's in-flight bytes bound (maxBytes) of ${budget.maxBytes} bytes`))
     }
     if (!budget.tryAdmit(len ?? 0)) {
-      throw overloaded(budget)
+      return refuse(overloaded(budget))
     }
     let held = len ?? 0
     setBodyTicket(c, {

@@ -1,0 +1,51 @@
+#!/usr/bin/env node
+// Declared boundaries (`npm run lint:deps`): every workspace's package.json lists each package its
+// files import (`@cohort/*` included): `dependencies` for what its product files import,
+// `devDependencies` for what only its tests (*.test.ts, *.property.*) import. Exits 1 naming each miss.
+import { readFileSync, readdirSync, statSync } from 'node:fs'
+import { join } from 'node:path'
+
+const ROOT = new URL('..', import.meta.url).pathname
+const root = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8'))
+const dirs = root.workspaces.flatMap((w) =>
+  w.endsWith('/*') ? readdirSync(join(ROOT, w.slice(0, -2))).map((d) => join(w.slice(0, -2), d)) : [w],
+)
+const IMPORT = /(?:^|\s)(?:import|export)\s[^'"]*?from\s+['"]([^'"]+)['"]|import\(\s*['"]([^'"]+)['"]\s*\)|^import\s+['"]([^'"]+)['"]/gm
+
+function* files(dir) {
+  for (const e of readdirSync(dir)) {
+    if (e === 'node_modules' || e.startsWith('.')) continue
+    const p = join(dir, e)
+    if (statSync(p).isDirectory()) yield* files(p)
+    else if (/\.(ts|js|mjs|cjs)$/.test(e)) yield p
+  }
+}
+
+let misses = 0
+for (const d of dirs) {
+  const pkg = JSON.parse(readFileSync(join(ROOT, d, 'package.json'), 'utf8'))
+  const prod = new Set()
+  const dev = new Set()
+  for (const f of files(join(ROOT, d))) {
+    const isDev = f.endsWith('.test.ts') || f.includes('.property.')
+    for (const m of readFileSync(f, 'utf8').matchAll(IMPORT)) {
+      const spec = m[1] ?? m[2] ?? m[3]
+      if (/^(\.|\/|node:)/.test(spec)) continue
+      const parts = spec.split('/')
+      const name = spec.startsWith('@') ? parts.slice(0, 2).join('/') : parts[0]
+      if (name !== pkg.name) (isDev ? dev : prod).add(name)
+    }
+  }
+  for (const name of prod) dev.delete(name)
+  for (const [field, want] of [['dependencies', prod], ['devDependencies', dev]]) {
+    for (const name of want) {
+      const declared = field === 'dependencies' ? pkg.dependencies : { ...pkg.dependencies, ...pkg.devDependencies }
+      if (!declared?.[name]) {
+        console.error(`${d}/package.json: ${field} misses ${name}`)
+        misses++
+      }
+    }
+  }
+}
+if (misses > 0) process.exit(1)
+console.log(`check-deps: ${dirs.length} workspaces declare what they import`)
