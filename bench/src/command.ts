@@ -24,6 +24,7 @@ Benchmarks (cohort bench <benchmark> --help for its flags):
   policies       batching policies under open-loop load
   peers          Cohort beside Triton, Ray Serve, LitServe, BentoML
   pipeline DIR   single module vs fused pipeline vs remote stages
+  tax            CPU per request of each process on the serving path (docs/benchmarks.md#serving-tax)
   threads        ORT intra-op threads and spinning, offline: items/s and CPU per item
 
 Flags of the default benchmark:
@@ -215,6 +216,19 @@ export async function benchCommand(args: string[]): Promise<void> {
   if (args[0] === 'pipeline') {
     const { benchPipelineCommand } = await import('./pipeline.ts')
     return benchPipelineCommand(args.slice(1))
+  }
+  if (args[0] === 'tax') {
+    const { benchTaxCommand } = await import('./tax.ts')
+    return benchTaxCommand(args.slice(1))
+  }
+  if (args[0] === 'tax-http-floor' || args[0] === 'tax-nats-responder' || args[0] === 'tax-nats-requester') {
+    const t = await import('./tax-procs.ts')
+    const a = args.slice(1)
+    return args[0] === 'tax-http-floor'
+      ? t.httpFloorMain()
+      : args[0] === 'tax-nats-responder'
+        ? t.natsResponderMain(a[0]!)
+        : t.natsRequesterMain(a[0]!, Number(a[1]), Number(a[2]), Number(a[3]))
   }
   if (args[0] === 'threads') {
     const { benchThreadsCommand } = await import('./threads.ts')

@@ -21,7 +21,9 @@ Single-module vs fused pipeline vs remote stages for the first pipeline of DIR/c
 the reference method (docs/benchmarks.md, "Pipelines"): warm up with 100 batches of sizes drawn from
 {1, 2, 4, ..., max}, then time each size. DIR/bench-inputs.ts default-exports (n) => n request inputs.
   --max-batch N          largest batch (a power of two; default 2048)
-  --min-ms MS            time each point at least this long (default 200)
+  --min-ms MS            time each point of each trial at least this long (default 200)
+  --trials N             trials per batch size; ratios are the median over trials with their
+                         min-max spread (default 3)
   --threads N            ORT intra-op threads of every ONNX stage (default 1)
   --inflight N           calls in flight for the throughput table (default 4)
   --pin LIST             remote: cores of each stage worker, ';'-separated taskset lists in stage order
@@ -92,13 +94,18 @@ function executorRunner(ex: PipelineExecutor): Runner {
 
 /**
  * Median per-call ms of `b`-item calls, one at a time, per mode. The modes take turns call by
- * call (so a load change on a shared machine hits them alike) for at least `minMs` per mode.
+ * call, in an order reversed every round (so a load change on a shared machine hits them alike,
+ * and no mode always follows the same one), for at least `minMs` per mode.
  */
 async function perCall(rs: Map<Mode, Runner>, inputs: unknown[], minMs: number): Promise<Map<Mode, number>> {
   const times = new Map<Mode, number[]>([...rs.keys()].map((m) => [m, []]))
   const t0 = performance.now()
-  for (let round = 0; round < 3 || performance.now() - t0 < minMs * rs.size; round++) {
-    for (const [m, r] of rs) {
+  const order = [...rs]
+  const reversed = [...order].reverse()
+  for (let round = 0; round < 4 || performance.now() - t0 < minMs * rs.size; round++) {
+    // A B C, C B A, ...: no mode always runs right after the same other mode (after a slow
+    // remote call, the next call finds the ORT thread asleep and the caches cold).
+    for (const [m, r] of round % 2 === 0 ? order : reversed) {
       const s = performance.now()
       await r.call(inputs)
       times.get(m)!.push(performance.now() - s)
@@ -138,6 +145,7 @@ export async function benchPipelineCommand(args: string[]): Promise<void> {
     {
       'max-batch': { type: 'string' },
       'min-ms': { type: 'string' },
+      trials: { type: 'string' },
       threads: { type: 'string' },
       inflight: { type: 'string' },
       pin: { type: 'string' },
@@ -155,6 +163,10 @@ export async function benchPipelineCommand(args: string[]): Promise<void> {
     throw new CliError('--max-batch must be a power of two')
   }
   const minMs = numFlag('min-ms', v['min-ms']) ?? 200
+  const trials = intFlag('trials', v['trials']) ?? 3
+  if (trials < 1) {
+    throw new CliError('--trials must be >= 1')
+  }
   const threads = intFlag('threads', v['threads']) ?? 1
   const inflight = intFlag('inflight', v['inflight']) ?? 4
   const modes = ((v['modes'] as string | undefined) ?? 'single,fused,remote').split(',') as Mode[]
@@ -243,27 +255,49 @@ export async function benchPipelineCommand(args: string[]): Promise<void> {
       }
       console.error(`bench: [${m}] warm-up: 100 batches in ${((performance.now() - t0) / 1000).toFixed(1)} s`)
     }
-    const lat = new Map<string, number>()
-    const thr = new Map<string, number>()
+    // Per batch size, `trials` trials; in each, the per-call modes take turns call by call and the
+    // throughput runs alternate their order trial by trial. A ratio is taken within a trial (both
+    // sides measured under the same load), then summarised over trials: median [min-max].
+    const lat = new Map<string, number[]>()
+    const thr = new Map<string, number[]>()
+    const add = (m: Map<string, number[]>, k: string, x: number) => (m.get(k) ?? m.set(k, []).get(k)!).push(x)
+    const order = [...runners.keys()]
     for (const b of sizes) {
-      for (const [m, ms] of await perCall(runners, all.slice(0, b), minMs)) {
-        lat.set(`${m}:${b}`, ms)
-      }
-      for (const [m, r] of runners) {
-        thr.set(`${m}:${b}`, await throughput(r, all.slice(0, b), minMs, inflight, m === 'single'))
+      const inputs = all.slice(0, b)
+      for (let t = 0; t < trials; t++) {
+        for (const [m, ms] of await perCall(runners, inputs, minMs)) {
+          add(lat, `${m}:${b}`, ms)
+        }
+        for (const m of t % 2 === 0 ? order : [...order].reverse()) {
+          add(thr, `${m}:${b}`, await throughput(runners.get(m)!, inputs, minMs, inflight, m === 'single'))
+        }
       }
       console.error(`bench: b=${b} done`)
     }
     const ms = [...runners.keys()]
-    const ratio = (a: number | undefined, base: number | undefined) => (a !== undefined && base !== undefined ? (a / base).toFixed(2) : '-')
-    const fmtUs = (x: number | undefined) => (x === undefined ? '-' : (x * 1000).toFixed(1))
-    const latRows = sizes.map((b) => [String(b), ...ms.map((m) => fmtUs(lat.get(`${m}:${b}`))), ...ms.filter((m) => m !== 'single').map((m) => ratio(lat.get(`${m}:${b}`), lat.get(`single:${b}`)))])
-    const thrRows = sizes.map((b) => [String(b), ...ms.map((m) => Math.round(thr.get(`${m}:${b}`) ?? 0).toString()), ...ms.filter((m) => m !== 'single').map((m) => ratio(thr.get(`${m}:${b}`), thr.get(`single:${b}`)))])
     const others = ms.filter((m) => m !== 'single')
-    console.log(`\npipeline ${p.name} (${dir}): ${p.stages.map((s) => s.name).join(' -> ')}; ${cpus().length} cores, load ${loadavg()[0]!.toFixed(1)}; ORT threads ${threads}`)
-    console.log(`\nPer call, one call at a time, modes taking turns (µs, median; ratio = mode / single):\n`)
+    const median = (xs: number[]) => {
+      const s = [...xs].sort((a, b) => a - b)
+      const n = s.length
+      return n % 2 === 1 ? s[(n - 1) / 2]! : (s[n / 2 - 1]! + s[n / 2]!) / 2
+    }
+    /** Median over trials of the per-trial ratio mode / single, with its min-max spread. */
+    const ratio = (m: Map<string, number[]>, mode: Mode, b: number) => {
+      const a = m.get(`${mode}:${b}`)
+      const base = m.get(`single:${b}`)
+      if (!a || !base) {
+        return '-'
+      }
+      const rs = a.map((x, i) => x / base[i]!)
+      return trials === 1 ? rs[0]!.toFixed(2) : `${median(rs).toFixed(2)} [${Math.min(...rs).toFixed(2)}-${Math.max(...rs).toFixed(2)}]`
+    }
+    const fmtUs = (xs: number[] | undefined) => (xs === undefined ? '-' : (median(xs) * 1000).toFixed(1))
+    const latRows = sizes.map((b) => [String(b), ...ms.map((m) => fmtUs(lat.get(`${m}:${b}`))), ...others.map((m) => ratio(lat, m, b))])
+    const thrRows = sizes.map((b) => [String(b), ...ms.map((m) => Math.round(median(thr.get(`${m}:${b}`) ?? [0])).toString()), ...others.map((m) => ratio(thr, m, b))])
+    console.log(`\npipeline ${p.name} (${dir}): ${p.stages.map((s) => s.name).join(' -> ')}; ${cpus().length} cores, load ${loadavg()[0]!.toFixed(1)}; ORT threads ${threads}; ${trials} trials of >= ${minMs} ms per point`)
+    console.log(`\nPer call, one call at a time, modes taking turns (µs, median over trials of each trial's median; ratio = mode / single per trial, median [min-max] over trials):\n`)
     console.log(table(['batch', ...ms.map((m) => `${m} µs`), ...others.map((m) => `${m}/single`)], latRows))
-    console.log(`\nThroughput, ${inflight} calls in flight (items/s; single serves one call at a time; ratio = mode / single):\n`)
+    console.log(`\nThroughput, ${inflight} calls in flight (items/s, median over trials; single serves one call at a time; ratio = mode / single per trial, median [min-max]):\n`)
     console.log(table(['batch', ...ms.map((m) => `${m} items/s`), ...others.map((m) => `${m}/single`)], thrRows))
   } finally {
     // Reverse order of start: runners, then the bench's NATS connection, then stage workers, then

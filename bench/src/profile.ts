@@ -75,3 +75,43 @@ export function printProfiles(title: string, summaries: ProfileSummary[]): void 
     }
   }
 }
+
+/** Buckets of the "where the time goes" table (docs/benchmarks.md#serving-tax). */
+const CATEGORIES: [string, RegExp][] = [
+  ['startup (module loading, excluded)', /loader|hooks:|tsx\/|source_map|lexer|compileSourceTextModule|compileForInternalLoader|wrapSafe|realm:|package_json|resolve:|node:path|url:|internalModuleStat|openFileHandle|fstat|realpathSync|readFileUtf8|^read$|^close$|^access$/],
+  ['socket writes (syscalls)', /^writeBuffer|^writev|writevGeneric|writeGeneric|afterWriteDispatched|onwrite writable|stream_base_commons/],
+  ['garbage collector', /garbage collector/],
+  ['ORT hand-off (worker thread messages)', /postMessage|receiveMessageOnPort|ort-host|onnxruntime|handleMessage worker/],
+  ['NATS client (nats.js)', /@nats-io\//],
+  ['msgpack', /msgpackr\//],
+  ['HTTP (node:http, Hono)', /_http_|@hono\/|hono\/dist|node-adapter|parserOn|^parse$/],
+  ['JSON (OIP parse and answer)', /json-exact|oip\.ts|tensor-data|JSON/],
+  ['Cohort gateway', /upstream\.ts|packer\.ts|liveness\.ts|routes\/|infer\.ts|observe|app\.ts|deadline|body\.ts/],
+  ['Cohort worker and batching', /model-server|reply\.ts|engine|queue\.ts|batching|runners\/|infer-stats|tracing\.ts|policy/],
+  ['Cohort transport and protocol', /nats\.ts|in-process|async-queue|consume|codec|envelope|reconnect-guard|nats-large/],
+  ['timers, promises, events', /timers|task_queues|runMicrotasks|node:events|abort_controller|async_hooks|promise/i],
+]
+
+/** Self time of one `.cpuprofile` by {@link CATEGORIES}, idle and startup left out; shares of the rest. */
+export function categoriseProfile(file: string): { busyMs: number; rows: { category: string; ms: number; share: number }[] } {
+  const p = JSON.parse(readFileSync(file, 'utf8')) as CpuProfile
+  const byId = new Map(p.nodes.map((x) => [x.id, x]))
+  const acc = new Map<string, number>()
+  let busy = 0
+  p.samples.forEach((id, i) => {
+    const n = byId.get(id)
+    const name = n ? frameName(n) : '(unknown)'
+    if (name === '(idle)' || name === '(program)') {
+      return
+    }
+    const cat = CATEGORIES.find(([, re]) => re.test(name))?.[0] ?? 'other'
+    if (cat.startsWith('startup')) {
+      return
+    }
+    const us = p.timeDeltas[i] ?? 0
+    acc.set(cat, (acc.get(cat) ?? 0) + us)
+    busy += us
+  })
+  const rows = [...acc.entries()].sort((a, b) => b[1] - a[1]).map(([category, us]) => ({ category, ms: us / 1000, share: busy ? us / busy : 0 }))
+  return { busyMs: busy / 1000, rows }
+}

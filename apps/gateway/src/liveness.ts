@@ -63,6 +63,8 @@ interface WorkerState {
   lastSeen: number
   intervalMs: number
   requests: Set<Tracked>
+  /** Protocol version from its heartbeats (undefined until one arrived). */
+  proto: number | undefined
 }
 
 /**
@@ -76,6 +78,8 @@ interface WorkerState {
 export class WorkerLiveness {
   /** Subject of this gateway's acceptance notices (the request envelope's `ack`). */
   readonly ackSubject: string
+  /** This gateway instance's id (its acceptance subject and protocol-v2 inbox are named after it). */
+  readonly gatewayId: string
   readonly missedHeartbeats: number
   readonly maxRetries: number
   readonly #acceptTimeoutMs: number
@@ -101,6 +105,7 @@ export class WorkerLiveness {
     if (!(this.missedHeartbeats >= 1) || !(this.maxRetries >= 0) || !(this.#acceptTimeoutMs > 0) || !(this.#checkMs > 0)) {
       throw new RangeError('workerLoss: missedHeartbeats >= 1, maxRetries >= 0, acceptTimeoutMs > 0 and checkIntervalMs > 0')
     }
+    this.gatewayId = gatewayId
     this.ackSubject = subjects.accept(gatewayId)
     this.#subs = []
     const quiet = () => undefined // A bad notice is ignored; a refused subscription disables detection.
@@ -168,7 +173,7 @@ export class WorkerLiveness {
   }
 
   /** A worker's heartbeat; `bye` (drained) forgets it without failing anything. */
-  heartbeat(h: { id: string; intervalMs: number; bye?: boolean }): void {
+  heartbeat(h: { id: string; intervalMs: number; bye?: boolean; proto?: number }): void {
     const now = this.#now()
     this.#lastHeartbeat = now
     if (h.bye) {
@@ -181,6 +186,21 @@ export class WorkerLiveness {
     const w = this.#worker(h.id)
     w.lastSeen = now
     w.intervalMs = h.intervalMs
+    w.proto = h.proto ?? 1
+  }
+
+  /**
+   * The protocol version every worker heard from speaks (docs/protocol.md#version-negotiation): the
+   * lowest `proto` of the workers' heartbeats, 1 before any heartbeat arrived.
+   */
+  get protocol(): number {
+    let v: number | undefined
+    for (const w of this.#workers.values()) {
+      if (w.proto !== undefined) {
+        v = v === undefined ? w.proto : Math.min(v, w.proto)
+      }
+    }
+    return v ?? 1
   }
 
   /** Fail the lost requests now (the timer calls it every `checkIntervalMs`). */
@@ -239,7 +259,7 @@ export class WorkerLiveness {
   #worker(id: string): WorkerState {
     let w = this.#workers.get(id)
     if (!w) {
-      w = { lastSeen: this.#now(), intervalMs: ASSUMED_INTERVAL_MS, requests: new Set() }
+      w = { lastSeen: this.#now(), intervalMs: ASSUMED_INTERVAL_MS, requests: new Set(), proto: undefined }
       this.#workers.set(id, w)
     }
     return w

@@ -16,16 +16,24 @@ import {
 } from '@cohort/protocol'
 import type { AbortSignalLike, Transport } from '@cohort/transport'
 import type { WorkerLiveness } from './liveness.ts'
+import { Packer, type PackerOptions } from './packer.ts'
 
 /** The gateway's side of the bus: infer, metadata, discovery, cancellation. */
 export class Upstream {
+  /** Protocol v2 packing (with worker-loss detection only: it needs the workers' heartbeats). */
+  readonly packer: Packer | undefined
+
   constructor(
     readonly transport: Transport,
     readonly subjects: Subjects,
     readonly metaTimeoutMs: number,
     /** Worker-loss detection (docs/architecture.md#worker-loss); none: wait for the deadline. */
     readonly liveness?: WorkerLiveness,
-  ) {}
+    /** Protocol v2 packs (docs/protocol.md#protocol-v2); false: always one request per message (v1). */
+    pack: PackerOptions | false = {},
+  ) {
+    this.packer = liveness && pack !== false ? new Packer(transport, subjects, liveness, pack) : undefined
+  }
 
   /**
    * Send a request and wait for its reply; on client abort, tell the workers to drop its
@@ -51,7 +59,7 @@ export class Upstream {
       const t = lv.track(id, signal)
       try {
         const left = Math.max(1, timeoutMs - (Date.now() - started))
-        return await this.#inferOnce({ ...req, id, ack: lv.ackSubject }, left, t.signal)
+        return await this.#inferOnce({ ...req, id }, left, t.signal)
       } catch (e) {
         // REPLY_LOST: the gateway's own connection moved to another NATS server and the reply did
         // not come (@cohort/transport's reconnect guard); as retryable as a lost worker.
@@ -80,7 +88,24 @@ export class Upstream {
   }
 
   async #inferOnce(req: InferRequest, timeoutMs: number, signal: AbortSignalLike | undefined): Promise<InferReply> {
-    const bytes = encodeRequest(req)
+    const pk = this.packer
+    const lv = this.liveness
+    if (pk && lv && lv.protocol >= 2) {
+      const bytes = encodeRequest(req)
+      if (pk.accepts(req.id, bytes)) {
+        let reply: InferReply
+        try {
+          reply = await pk.send(req.model, req.id, bytes, timeoutMs, signal)
+        } catch (e) {
+          throw await this.#failed(req, e)
+        }
+        if (reply.error) {
+          throw fromWire(reply.error)
+        }
+        return reply
+      }
+    }
+    const bytes = encodeRequest(lv ? { ...req, ack: lv.ackSubject } : req)
     if (bytes.byteLength > this.transport.maxMessageBytes) {
       throw new CohortError(
         'PAYLOAD_TOO_LARGE',
@@ -103,13 +128,7 @@ export class Upstream {
         raw = await this.transport.request(this.subjects.overflow(req.model), bytes, opts)
       }
     } catch (e) {
-      if (e instanceof CohortError && (e.code === 'CANCELLED' || e.code === 'DEADLINE_EXCEEDED')) {
-        this.transport.publish(this.subjects.cancel(req.model), encodeCancel({ v: 1, id: req.id }))
-      }
-      if (e instanceof CohortError && e.code === 'NO_WORKER') {
-        throw await this.#noWorker(req.model, e)
-      }
-      throw e
+      throw await this.#failed(req, e)
     }
     const reply = fromWorker(() => decodeReply(raw))
     if (reply.error) {
@@ -260,6 +279,17 @@ export class Upstream {
         endpoints,
       }
     })
+  }
+
+  /** A request that got no reply: tell the workers to drop it (cancelled, expired); name the missing model. */
+  async #failed(req: InferRequest, e: unknown): Promise<unknown> {
+    if (e instanceof CohortError && (e.code === 'CANCELLED' || e.code === 'DEADLINE_EXCEEDED')) {
+      this.transport.publish(this.subjects.cancel(req.model), encodeCancel({ v: 1, id: req.id }))
+    }
+    if (e instanceof CohortError && e.code === 'NO_WORKER') {
+      return this.#noWorker(req.model, e)
+    }
+    return e
   }
 
   async #noWorker(model: string, cause: Error): Promise<CohortError> {

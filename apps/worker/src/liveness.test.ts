@@ -45,14 +45,14 @@ describe('worker heartbeats and acceptance notices', () => {
     cleanups.push(() => t.close())
     await w.start()
     await new Promise((r) => setTimeout(r, 1))
-    expect(beats.seen[0]).toEqual({ v: 1, id: 'hb-1', intervalMs: 50 }) // the first one at start
+    expect(beats.seen[0]).toEqual({ v: 1, id: 'hb-1', intervalMs: 50, proto: 2 }) // the first one at start
     await new Promise((r) => setTimeout(r, 400))
     const n = beats.seen.length
     expect(n).toBeGreaterThanOrEqual(4) // ~9 in 450 ms; timers run late on a busy machine
     expect(beats.seen.every((b) => b.bye === undefined)).toBe(true)
     await w.drain()
     await new Promise((r) => setTimeout(r, 150))
-    expect(beats.seen.at(-1)).toEqual({ v: 1, id: 'hb-1', intervalMs: 50, bye: true })
+    expect(beats.seen.at(-1)).toEqual({ v: 1, id: 'hb-1', intervalMs: 50, proto: 2, bye: true })
     expect(beats.seen.length).toBe(n + 1) // nothing after bye
   })
 

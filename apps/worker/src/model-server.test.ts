@@ -392,8 +392,10 @@ describe('ModelServer over the in-process transport', () => {
     expect(garbage.id).toBe('')
     expect(garbage.error?.code).toBe('BAD_REQUEST')
     expect(garbage.error?.message).toMatch(/msgpack/)
-    const wrongVersion = await sendRaw(transport, encodeValue({ v: 2, id: 'x', model: 'calc', deadline: Date.now() + 1000, items: [] }))
-    expect(wrongVersion.error).toMatchObject({ code: 'BAD_REQUEST', message: 'request.v must be 1, got 2' })
+    const wrongVersion = await sendRaw(transport, encodeValue({ v: 3, id: 'x', model: 'calc', deadline: Date.now() + 1000, items: [] }))
+    expect(wrongVersion.error).toMatchObject({ code: 'BAD_REQUEST', message: 'request.v must be 1, got 3' })
+    const emptyPack = await sendRaw(transport, encodeValue({ v: 2, reqs: [] }))
+    expect(emptyPack.error).toMatchObject({ code: 'BAD_REQUEST', message: 'pack.reqs must be an array of 1 to 256 requests' })
     const both = await sendRaw(
       transport,
       encodeValue({ v: 1, id: 'both', model: 'calc', deadline: Date.now() + 1000, items: [{ x: 1 }], tensors: { x: jsonToTensor('x', 'FP64', [1], [1]) } }),

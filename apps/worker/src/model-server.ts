@@ -8,13 +8,17 @@ import {
   type CapChange,
   type ExpireReason,
   type Offer,
+  layerBatching,
+  type ConfigLayer,
+  type LayeredBatching,
 } from '@cohort/batching'
 import {
   CohortError,
   decodeCancel,
   decodeReply,
-  decodeRequest,
+  decodeInferMessage,
   encodeAccept,
+  encodeNotice,
   encodeReply,
   encodeRequest,
   encodeValue,
@@ -41,9 +45,83 @@ import { JobRunner, type WorkerJobOptions } from './jobs.ts'
 import { batchTimeLimitMs, checkBatchTimeoutMs } from './batch-limit.ts'
 import { runnerEvents } from './runner-events.ts'
 
+/**
+ * The replies of one pack's requests, sent together: one message per batch (protocol v2). Every
+ * message but the last goes out as a publication on the pack's reply subject; the last one (every
+ * request answered) as the message's answer, which gives back what the pack held of the worker's
+ * in-flight bound (`bounded` subscriptions) only once the whole pack is answered.
+ */
+class ReplySink {
+  replies: InferReply[] = []
+  #scheduled = false
+  #left: number
+  constructor(
+    readonly msg: TransportMessage,
+    readonly transport: Transport,
+    /** Replies the pack will get in all. */
+    total: number,
+  ) {
+    this.#left = total
+  }
+
+  /** Publish on the pack's reply subject without answering the message (accept notices, early replies). */
+  publish(bytes: Uint8Array): void {
+    if (this.msg.reply) {
+      this.transport.publish(this.msg.reply, bytes)
+    }
+  }
+
+  push(r: InferReply): void {
+    this.replies.push(r)
+    if (!this.#scheduled) {
+      this.#scheduled = true
+      // Every item of a batch completes in one synchronous loop: their replies leave together.
+      queueMicrotask(() => this.flush())
+    }
+  }
+
+  flush(): void {
+    this.#scheduled = false
+    const replies = this.replies.splice(0)
+    if (replies.length === 0) {
+      return
+    }
+    const max = this.transport.maxMessageBytes
+    const bytes = encodeNotice({ v: 2, t: 'replies', replies })
+    const out: Uint8Array[] = []
+    if (bytes.byteLength <= max) {
+      out.push(bytes)
+    } else {
+      // Too big together: one message per reply, each within the bound or answered RESPONSE_TOO_LARGE.
+      for (const r of replies) {
+        const one = encodeNotice({ v: 2, t: 'replies', replies: [r] })
+        out.push(one.byteLength <= max ? one : encodeNotice({ v: 2, t: 'replies', replies: [tooLarge(r, one.byteLength, max)] }))
+      }
+    }
+    this.#left -= replies.length
+    out.forEach((b, i) => {
+      if (this.#left <= 0 && i === out.length - 1) {
+        this.msg.respond(b)
+      } else {
+        this.publish(b)
+      }
+    })
+  }
+}
+
+function tooLarge(r: InferReply, size: number, max: number): InferReply {
+  return {
+    v: 1,
+    id: r.id,
+    error: { code: 'RESPONSE_TOO_LARGE', message: `reply of ${size} bytes exceeds the bus limit of ${max} bytes; send fewer items per request` },
+  }
+}
+
 interface Pending {
   req: InferRequest
   msg: TransportMessage
+  /** Set for a request that came in a pack: its reply joins the pack's next reply message. */
+  sink: ReplySink | undefined
   results: (ItemResult | undefined)[]
   timing: ItemTiming[]
   remaining: number
@@ -66,8 +144,10 @@ export interface ModelServerOptions {
   subjects: Subjects
   metrics: WorkerMetrics
   workerId: string
-  /** Overrides of the runner's batching defaults. */
+  /** Overrides of the runner's batching defaults: the command line's flags for every model. */
   batching?: Partial<BatchingConfig>
+  /** This model's own flags (`--model NAME=PATH,max-batch-size=4`), over `batching`. */
+  modelBatching?: Partial<BatchingConfig>
   outputSchema?: TSchema | undefined
   /**
    * Capacity-aware distribution: listen on the model's main subject only while fewer than
@@ -152,6 +232,11 @@ export class ModelServer {
   #closing: Promise<void> | undefined
   #paused = false
   #watch: { stop(): void } | undefined
+  /** The layers below the runtime override (model, flags), see `@cohort/batching` layers.ts. */
+  readonly #layers: ConfigLayer[]
+  #sources: LayeredBatching['sources']
+  /** The runtime layer now applied (the stored config, or `configureRuntime` patches). */
+  #runtime: Partial<BatchingConfig> = {}
   #jobs: JobRunner | undefined
   /** Times the worker stopped listening on the main subject because it was full. */
   pauses = 0
@@ -171,16 +256,26 @@ export class ModelServer {
     this.runner = o.runner
     this.#labels = { model: o.runner.name }
     this.#tel = new ModelTelemetry(o.tracer ?? defaultTracer(), o.logger ?? consoleErrorLogger, o.runner.name, o.workerId)
-    const given: Partial<BatchingConfig> = { ...o.runner.batchDefaults }
-    for (const k of BATCHING_KEYS) {
-      if (o.batching?.[k] !== undefined) {
-        ;(given as Record<string, unknown>)[k] = o.batching[k]
-      }
+    const global: Partial<BatchingConfig> = { ...o.batching }
+    const limit = o.runner.batchLimit
+    if (limit !== undefined && global.maxBatchSize !== undefined && global.maxBatchSize > limit.maxBatchSize) {
+      // A flag for every model does not apply past one model's hard limit (a per-model flag or a
+      // runtime override past it is refused instead).
+      this.#tel.logger.warn(
+        { model: o.runner.name, workerId: o.workerId, maxBatchSize: global.maxBatchSize, limit: limit.maxBatchSize, reason: limit.reason },
+        '--max-batch-size is above this model\'s limit; the limit applies',
+      )
+      delete global.maxBatchSize
     }
+    this.#layers = [
+      { source: 'model', values: { ...o.runner.batchDefaults, ...(limit ? { maxBatchSize: Math.min(limit.maxBatchSize, o.runner.batchDefaults.maxBatchSize) } : {}) } },
+      { source: 'flags', values: global },
+      { source: 'flags', values: { ...o.modelBatching } },
+    ]
+    const layered = this.#resolve({})
+    this.#sources = layered.sources
     this.engine = new BatchEngine<QItem>({
-      maxBatchSize: o.runner.batchDefaults.maxBatchSize,
-      maxDelayMs: o.runner.batchDefaults.maxDelayMs,
-      ...given,
+      ...layered.config,
       concurrency: o.runner.concurrency,
       run: (b) => this.#run(b),
       expire: (v, reason) => this.#expire(v, reason),
@@ -288,11 +383,52 @@ export class ModelServer {
     }
     const log = this.#tel.logger
     try {
-      this.engine.configure(parseBatchingPatch(patch))
-      log.info({ model: this.runner.name, workerId: this.#o.workerId, patch, batching: this.batchingSummary() }, 'batching configuration changed')
+      // The stored config is the whole runtime layer: a field absent from it falls back to the
+      // flags, the model's own value or the default (DELETE /admin/models/{m}/batching).
+      const runtime = parseBatchingPatch(patch)
+      const layered = this.#resolve(runtime)
+      this.engine.configure(layered.config)
+      this.#runtime = runtime
+      this.#sources = layered.sources
+      log.info({ model: this.runner.name, workerId: this.#o.workerId, patch, batching: this.batchingSummary(), sources: this.#sources }, 'batching configuration changed')
     } catch (e) {
       ;(this.#o.onConfigError ?? ((err: unknown) => log.error({ model: this.runner.name, workerId: this.#o.workerId, patch, err }, 'batching configuration rejected')))(e)
     }
+  }
+
+  /** The layers with `runtime` on top, checked against the runner's hard batch limit. */
+  #resolve(runtime: Partial<BatchingConfig>): LayeredBatching {
+    const r = layerBatching([...this.#layers, { source: 'runtime', values: runtime }])
+    const limit = this.runner.batchLimit
+    if (limit !== undefined && r.config.maxBatchSize > limit.maxBatchSize) {
+      throw new RangeError(
+        `maxBatchSize ${r.config.maxBatchSize} (from ${r.sources.maxBatchSize}) exceeds model "${this.runner.name}"'s limit of ${limit.maxBatchSize}: ${limit.reason}`,
+      )
+    }
+    return r
+  }
+
+  /**
+   * Merge `patch` into the runtime layer in code (`CohortWorker.configure`); the stored config, when
+   * it changes, replaces that layer as a whole.
+   * @throws RangeError for values out of bounds or past the model's batch limit.
+   */
+  configureRuntime(patch: Partial<BatchingConfig>): void {
+    const runtime = { ...this.#runtime }
+    for (const k of BATCHING_KEYS) {
+      if (patch[k] !== undefined) {
+        ;(runtime as Record<string, unknown>)[k] = patch[k]
+      }
+    }
+    const layered = this.#resolve(runtime)
+    this.engine.configure(layered.config)
+    this.#runtime = runtime
+    this.#sources = layered.sources
+  }
+
+  /** Where each live batching value came from (`default`, `model`, `file`, `flags`, `runtime`). */
+  get configSources(): LayeredBatching['sources'] {
+    return this.#sources
   }
 
   /** The live batching settings, for log lines (`maxBatchCost` null when unlimited). */
@@ -345,6 +481,8 @@ export class ModelServer {
       ...(batchingToJson(c) as LiveBatching),
       ...batchCapMeta(this.engine),
       slo: this.engine.slo,
+      configSources: { ...this.#sources },
+      ...(this.runner.batchLimit ? { batchLimit: this.runner.batchLimit } : {}),
       queued: this.engine.queued,
     }
   }
@@ -381,18 +519,46 @@ export class ModelServer {
 
   #onInfer(m: TransportMessage): void {
     const t0 = performance.now()
-    this.requestStats.requests++
-    let req: InferRequest
+    let msg: ReturnType<typeof decodeInferMessage>
     try {
-      req = decodeRequest(m.data)
+      msg = decodeInferMessage(m.data)
     } catch (e) {
+      this.requestStats.requests++
       this.#respond(m, { v: 1, id: '', error: toWireError(e, 'BAD_REQUEST') }, t0)
       return
     }
+    if (msg.v === 1) {
+      this.#onRequest(m, msg.req, t0, undefined)
+      return
+    }
+    // A pack (protocol v2): answers go to its reply subject, which must be a gateway inbox.
+    const inboxes = this.#o.subjects.inbox('')
+    if (!m.reply?.startsWith(inboxes)) {
+      this.requestStats.requests += msg.reqs.length
+      this.#tel.logger.error({ model: this.runner.name, workerId: this.#o.workerId, reply: m.reply ?? null }, `pack dropped: its reply subject is not under ${inboxes}`)
+      return
+    }
+    const sink = new ReplySink(m, this.#o.transport, msg.reqs.length)
+    const ids: string[] = []
+    for (const r of msg.reqs) {
+      if ('error' in r) {
+        this.requestStats.requests++
+        this.#respond(m, { v: 1, id: r.id, error: toWireError(r.error, 'BAD_REQUEST') }, t0, undefined, sink)
+      } else {
+        ids.push(r.id)
+        this.#onRequest(m, r, t0, sink)
+      }
+    }
+    // One acceptance notice for the pack (before any reply: replies leave in a later microtask).
+    sink.publish(encodeNotice({ v: 2, t: 'accept', worker: this.#o.workerId, ids, queued: this.engine.queued }))
+  }
+
+  #onRequest(m: TransportMessage, req: InferRequest, t0: number, sink: ReplySink | undefined): void {
+    this.requestStats.requests++
     if (req.ack !== undefined && !isAcceptSubject(this.#o.subjects.accept, req.ack)) {
       // No confused deputy: publish acceptance notices only under <prefix>.accept. (docs/security.md).
       const error = { code: 'BAD_REQUEST' as const, message: `ack subject ${JSON.stringify(String(req.ack).slice(0, 200))} is not an acceptance subject (${this.#o.subjects.accept('<gateway>')}); nothing was published there` }
-      this.#respond(m, { v: 1, id: req.id, error }, t0)
+      this.#respond(m, { v: 1, id: req.id, error }, t0, undefined, sink)
       return
     }
     if (req.ack) {
@@ -420,13 +586,14 @@ export class ModelServer {
       checkRequestedOutputs(req, this.#knownOutputs(), this.runner.name)
       items = this.runner.prepare(req)
     } catch (e) {
-      this.#tel.endRequest(span, this.#respond(m, { v: 1, id: req.id, error: toWireError(e, 'BAD_REQUEST') }, t0), 0)
+      this.#tel.endRequest(span, this.#respond(m, { v: 1, id: req.id, error: toWireError(e, 'BAD_REQUEST') }, t0, undefined, sink), 0)
       this.#o.metrics.items.inc({ ...this.#labels, code: e instanceof CohortError ? e.code : 'BAD_REQUEST' })
       return
     }
     const p: Pending = {
       req,
       msg: m,
+      sink,
       results: new Array(items.length),
       timing: Array.from({ length: items.length }, () => ({ queueMs: 0, computeMs: 0, batchSize: 0 })),
       remaining: items.length,
@@ -549,11 +716,18 @@ export class ModelServer {
     } catch (e) {
       reply = { v: 1, id: p.req.id, error: toWireError(e) }
     }
-    this.#tel.endRequest(p.span, this.#respond(p.msg, reply, p.t0, p.timing), p.results.length)
+    this.#tel.endRequest(p.span, this.#respond(p.msg, reply, p.t0, p.timing, p.sink), p.results.length)
   }
 
   /** Send a reply (RESPONSE_TOO_LARGE instead when it exceeds the bus limit); returns what was sent. */
-  #respond(m: TransportMessage, reply: InferReply, t0?: number, timing?: ItemTiming[]): InferReply {
+  #respond(m: TransportMessage, reply: InferReply, t0?: number, timing?: ItemTiming[], sink?: ReplySink): InferReply {
+    if (sink) {
+      // The pack's reply message is checked against the bus limit as a whole (ReplySink.flush).
+      this.#account(reply, t0)
+      this.inferStats.request(reply, t0 === undefined ? 0 : performance.now() - t0, timing)
+      sink.push(reply)
+      return reply
+    }
     let bytes = encodeReply(reply)
     const max = this.#o.transport.maxMessageBytes
     if (bytes.byteLength > max) {

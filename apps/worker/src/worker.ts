@@ -1,5 +1,5 @@
 import type { BatchingConfig } from '@cohort/batching'
-import { encodeHeartbeat, encodeValue, subjects as makeSubjects, DEFAULT_SUBJECT_PREFIX, type ModelMeta } from '@cohort/protocol'
+import { encodeHeartbeat, PROTOCOL_VERSION, encodeValue, subjects as makeSubjects, DEFAULT_SUBJECT_PREFIX, type ModelMeta } from '@cohort/protocol'
 import { Registry, workerMetrics, type WorkerMetrics } from '@cohort/metrics'
 import { consume, type Transport, type TransportSubscription } from '@cohort/transport'
 import type { Tracer } from '@opentelemetry/api'
@@ -21,6 +21,8 @@ export interface CohortWorkerOptions {
   batching?: Partial<BatchingConfig>
   /** Weights of tenants' fair shares of batch slots (see ModelServerOptions.tenantWeights). */
   tenantWeights?: Readonly<Record<string, number>>
+  /** Per-model batching flags by model name, over `batching` (`--model NAME=PATH,max-batch-size=4`). */
+  modelBatching?: Record<string, Partial<BatchingConfig>>
   /** Where metrics go. @default a new registry */
   registry?: Registry
   /** Capacity-aware distribution (see ModelServerOptions.capacityAware). @default true */
@@ -98,6 +100,7 @@ export class CohortWorker {
         capacityAware: this.#o.capacityAware ?? true,
         ...(this.#o.batching ? { batching: this.#o.batching } : {}),
         ...(this.#o.tenantWeights ? { tenantWeights: this.#o.tenantWeights } : {}),
+        ...(this.#o.modelBatching?.[runner.name] ? { modelBatching: this.#o.modelBatching[runner.name] } : {}),
         tracer: this.#o.tracer ?? defaultTracer(),
         logger: this.#log,
         ...(this.#o.jobs ? { jobs: this.#o.jobs } : {}),
@@ -149,7 +152,7 @@ export class CohortWorker {
     }
     const beat = (bye?: true) => {
       try {
-        this.#o.transport.publish(subject, encodeHeartbeat({ v: 1, id: this.id, intervalMs, ...(bye ? { bye } : {}) }))
+        this.#o.transport.publish(subject, encodeHeartbeat({ v: 1, id: this.id, intervalMs, proto: PROTOCOL_VERSION, ...(bye ? { bye } : {}) }))
       } catch {
         // A closed connection: the next beat (or none) will tell.
       }
@@ -175,7 +178,7 @@ export class CohortWorker {
   configure(patch: Partial<BatchingConfig>, model?: string): void {
     for (const s of this.servers) {
       if (!model || s.runner.name === model) {
-        s.engine.configure(patch)
+        s.configureRuntime(patch)
         this.#log.info({ workerId: this.id, model: s.runner.name, patch, batching: s.batchingSummary() }, 'batching configuration changed')
       }
     }

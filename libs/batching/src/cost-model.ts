@@ -64,6 +64,8 @@ export class CostModel {
   #samples = 0
   #recent: [size: number, ms: number][] = []
   #ratio = 1
+  /** The window changed since `#ratio` was computed (it is computed when read, not per batch). */
+  #ratioStale = false
 
   /** @throws RangeError on an option outside its documented range. */
   constructor(opts: CostModelOptions = {}) {
@@ -99,7 +101,7 @@ export class CostModel {
 
   /** The factor `upper(b) / estimate(b)` (>= 1). */
   get ratio(): number {
-    return this.#ratio
+    return this.#currentRatio()
   }
 
   /**
@@ -122,7 +124,7 @@ export class CostModel {
     if (this.#recent.length > this.#window) {
       this.#recent.shift()
     }
-    this.#updateRatio()
+    this.#ratioStale = true
   }
 
   /** Expected service time (ms) of a batch of `size`. 0 before the first observation. */
@@ -132,12 +134,12 @@ export class CostModel {
 
   /** A high estimate (ms) of the service time of a batch of `size`, for deadline checks. */
   upper(size: number): number {
-    return this.estimate(size) * this.#ratio
+    return this.estimate(size) * this.#currentRatio()
   }
 
   /** A plain snapshot, for metrics and logs. */
   toJSON(): { a: number; c: number; samples: number; ratio: number } {
-    return { a: this.#a, c: this.#c, samples: this.#samples, ratio: this.#ratio }
+    return { a: this.#a, c: this.#c, samples: this.#samples, ratio: this.#currentRatio() }
   }
 
   #fit(): void {
@@ -163,6 +165,14 @@ export class CostModel {
       this.#a = a
       this.#c = Math.max(0, (meanY - a) / meanX)
     }
+  }
+
+  #currentRatio(): number {
+    if (this.#ratioStale) {
+      this.#ratioStale = false
+      this.#updateRatio()
+    }
+    return this.#ratio
   }
 
   #updateRatio(): void {

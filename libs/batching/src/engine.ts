@@ -49,8 +49,8 @@ export class BatchEngine<T> {
   readonly #onCapChange: ((change: CapChange) => void) | undefined
   readonly #tenantWeight: ((tenant: string) => number) | undefined
   #running = 0
-  /** Expected end of each running batch (dispatch time + the cost model's upper estimate). */
-  readonly #runningEnds = new Set<{ end: number }>()
+  /** Running batches: start and cost (their expected ends are estimated when admission asks). */
+  readonly #runningEnds = new Set<{ start: number; cost: number }>()
   #closed = false
   #pumpScheduled = false
   readonly #wake: WakeTimer
@@ -222,13 +222,54 @@ export class BatchEngine<T> {
     return out
   }
 
+  /**
+   * Run `entries` as one batch now, in this turn, without queueing them: only when the engine
+   * would dispatch them at once anyway (the `eager` policy, nothing queued, a slot free, not
+   * closed), when they fit one batch (one group, at most `maxBatchSize` entries and
+   * `maxBatchCost`) and none is past its deadline. Counted as an `'idle'` batch, timed by the cost
+   * model like any other. Returns false, and does nothing, otherwise (the caller then `push`es).
+   * This is the pass-through a pipeline stage takes when the stage is idle: no queue entry and no
+   * deferred dispatch turn.
+   */
+  runNow(entries: readonly QueueEntry<T>[]): boolean {
+    const c = this.#eff
+    if (
+      this.#closed ||
+      c.policy !== 'eager' ||
+      this.#queue.size > 0 ||
+      this.#running >= this.#concurrency ||
+      entries.length === 0 ||
+      entries.length > c.maxBatchSize
+    ) {
+      return false
+    }
+    const now = this.#clock.now()
+    const group = entries[0]!.group ?? ''
+    let cost = 0
+    for (const e of entries) {
+      const ec = e.cost ?? 1
+      if ((e.group ?? '') !== group || !(e.deadline > now) || !(ec > 0 && ec < Infinity) || Number.isNaN(e.priority ?? 0)) {
+        return false
+      }
+      cost += ec
+    }
+    if (cost > c.maxBatchCost) {
+      return false
+    }
+    const items = entries.map(
+      (e): Queued<T> => ({ value: e.value, deadline: e.deadline, group, priority: e.priority ?? 0, cost: e.cost ?? 1, seq: -1, enqueuedAt: now, tenant: e.tenant ?? '', tag: 0 }),
+    )
+    this.#dispatch({ items, group, reason: 'idle' }, now)
+    return true
+  }
+
   #admissionState(group: string, now: number) {
     return {
       now,
       config: this.#eff,
       model: this.costModel,
       concurrency: this.#concurrency,
-      runningEnds: [...this.#runningEnds].map((r) => r.end),
+      runningEnds: [...this.#runningEnds].map((r) => r.start + this.costModel.upper(r.cost)),
       list: this.#queue.items(group),
       listCost: this.#queue.cost(group),
     }
@@ -376,7 +417,7 @@ export class BatchEngine<T> {
       cost,
     }
     this.#running++
-    const expected = { end: now + this.costModel.upper(cost) }
+    const expected = { start: now, cost }
     this.#runningEnds.add(expected)
     this.#stats.batches++
     this.#stats.items += items.length

@@ -1,4 +1,4 @@
-import { FakeClock } from '@cohort/batching'
+import { FakeClock, realClock } from '@cohort/batching'
 import { Registry, parsePrometheus } from '@cohort/metrics'
 import { ItemError, itemError } from '@cohort/predictor'
 import { Type } from '@sinclair/typebox'
@@ -7,6 +7,7 @@ import { definePipeline, fanOut, onnxStage, stage } from './define.ts'
 import { PipelineExecutor } from './executor.ts'
 import { pipelineMetrics } from './metrics.ts'
 import type { StageRunner } from './stage-queue.ts'
+import type { ItemTensor } from './types.ts'
 
 const input = Type.Object({ x: Type.Number() })
 
@@ -317,3 +318,91 @@ describe('PipelineExecutor', () => {
   })
 })
 
+
+describe('PipelineExecutor, fused pass-through', () => {
+  it('a batch reaching idle stages crosses them in one pass: one batch per stage, no queue entry, no deferred turn, the same tensors', async () => {
+    let defers = 0
+    const clock = { ...realClock, defer: (fn: () => void) => (defers++, realClock.defer(fn)) }
+    const seen: { stage: string; items: unknown[] }[] = []
+    const made: Float32Array[] = []
+    const runner = (name: string, fn: (items: unknown[]) => unknown[]): StageRunner => ({
+      concurrency: 1,
+      run: async (items) => (seen.push({ stage: name, items }), fn(items)),
+    })
+    const p = definePipeline({
+      name: 'p',
+      input,
+      stages: [
+        stage<{ x: number }, { input: ItemTensor }>({ name: 'pre', run: () => [] }),
+        onnxStage({ name: 'model', model: 'm.onnx' }),
+        stage<{ y: ItemTensor }, number>({ name: 'post', run: () => [] }),
+      ],
+    })
+    const ex = new PipelineExecutor({
+      pipeline: p,
+      clock,
+      batching: { maxBatchSize: 256 },
+      runnerFor: (s) =>
+        s.name === 'pre'
+          ? runner('pre', (xs) =>
+              xs.map((i) => {
+                const data = Float32Array.of((i as { x: number }).x)
+                made.push(data)
+                return { input: { datatype: 'FP32', shape: [1], data } }
+              }),
+            )
+          : s.name === 'model'
+            ? runner('model', (xs) => xs.map((i) => ({ y: (i as { input: ItemTensor }).input })))
+            : runner('post', (xs) => xs.map((i) => ((i as { y: ItemTensor }).y.data as Float32Array)[0]! * 10)),
+    })
+    await ex.start()
+    const inputs = Array.from({ length: 100 }, (_, x) => ({ x }))
+    const out = await ex.runMany(inputs, Infinity)
+    expect(out).toEqual(inputs.map(({ x }) => x * 10))
+    expect(defers).toBe(0)
+    expect(seen.map((s) => [s.stage, s.items.length])).toEqual([
+      ['pre', 100],
+      ['model', 100],
+      ['post', 100],
+    ])
+    for (const name of ['pre', 'model', 'post']) {
+      const q = ex.stage(name)
+      expect(q.passes).toEqual({ direct: 1, queued: 0 })
+      expect(q.engine.stats.batches).toBe(1)
+    }
+    // The model stage got the very tensors pre made (no copy), and post the very tensors the model gave.
+    const modelItems = seen[1]!.items as { input: ItemTensor }[]
+    modelItems.forEach((it, k) => expect(it.input.data).toBe(made[k]))
+    const postItems = seen[2]!.items as { y: ItemTensor }[]
+    postItems.forEach((it, k) => expect(it.y.data).toBe(made[k]))
+    await ex.close()
+  })
+
+  it('requests arriving together share the pass; a busy stage queues them and batches them as before', async () => {
+    const g = gatedRunner((xs) => xs)
+    const sizes: number[] = []
+    const p = definePipeline({
+      name: 'p',
+      input,
+      stages: [
+        stage<{ x: number }, number>({ name: 'a', run: () => [] }),
+        stage<number, number>({ name: 'b', run: (xs, ctx) => (sizes.push(ctx.batchSize), xs) }),
+      ],
+    })
+    const ex = new PipelineExecutor({ pipeline: p, runnerFor: (s) => (s.name === 'a' ? g.runner : undefined) })
+    const first = [ex.run({ x: 1 }, Infinity), ex.run({ x: 2 }, Infinity)]
+    await new Promise((r) => setImmediate(r))
+    expect(g.calls).toEqual([[{ x: 1 }, { x: 2 }]]) // two requests of one turn: one direct batch
+    const later = [3, 4, 5].map((x) => ex.run({ x }, Infinity)) // stage a busy: queued
+    await new Promise((r) => setImmediate(r))
+    expect(ex.stage('a').passes).toEqual({ direct: 1, queued: 3 })
+    g.open()
+    await Promise.all(first)
+    await new Promise((r) => setImmediate(r))
+    g.open()
+    await Promise.all(later)
+    expect(g.calls.map((c) => c.length)).toEqual([2, 3])
+    expect(sizes).toEqual([2, 3])
+    await ex.close()
+  })
+})

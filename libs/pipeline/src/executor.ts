@@ -150,10 +150,18 @@ export class PipelineExecutor {
         })
       } else {
         const rs = await this.stage(s.name).submitMany(vals, deadline)
+        if (!rs.some((r) => r instanceof Error)) {
+          // Every item goes on: the stage's results are the next stage's batch, as they are.
+          vals = rs
+          continue
+        }
         live.forEach((i, k) => keep(i, rs[k]))
       }
       live = nextLive
       vals = nextVals
+    }
+    if (live.length === inputs.length) {
+      return vals
     }
     live.forEach((i, k) => (out[i] = vals[k]))
     return out

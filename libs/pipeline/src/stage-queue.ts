@@ -1,8 +1,8 @@
-import { BatchEngine, type Batch, type BatchingConfig, type Clock, type ExpireReason } from '@cohort/batching'
+import { BatchEngine, type Batch, type BatchingConfig, type Clock, type ExpireReason, type QueueEntry } from '@cohort/batching'
 import { isErrorCode, toWireError, type ErrorCode } from '@cohort/protocol'
 import { ItemError } from '@cohort/predictor'
 import type { PipelineMetrics } from './metrics.ts'
-import { tensorGroupKey } from './tensors.ts'
+import { sameTensorLayout, tensorGroupKey } from './tensors.ts'
 import type { LeafStage, StageContext } from './types.ts'
 
 /**
@@ -43,6 +43,15 @@ export function toItemError(e: unknown, fallback: ErrorCode = 'PREDICTOR_FAILED'
   return new ItemError(w.message, isErrorCode(code) ? code : isErrorCode(w.code) ? w.code : fallback)
 }
 
+/** [0, 1, ..., n - 1]. */
+function identity(n: number): number[] {
+  const a = new Array<number>(n)
+  for (let i = 0; i < n; i++) {
+    a[i] = i
+  }
+  return a
+}
+
 const EXPIRED: Record<ExpireReason, { code: ErrorCode; msg: string }> = {
   deadline: { code: 'DEADLINE_EXCEEDED', msg: 'deadline passed while queued; the stage did not run it' },
   doomed: { code: 'DEADLINE_EXCEEDED', msg: 'the item could not finish this stage before its deadline, so it was not run' },
@@ -78,6 +87,14 @@ export class StageQueue {
   readonly engine: BatchEngine<Job>
   /** Items handed to the runner. */
   ran = 0
+  /**
+   * How submissions entered the stage: `direct`, batches that ran at once, unqueued (the stage was
+   * idle and what arrived together fit one batch); `queued`, engine entries queued (the stage was
+   * busy, or they did not fit one batch).
+   */
+  readonly passes = { direct: 0, queued: 0 }
+  #pending: QueueEntry<Job>[] = []
+  #flushQueued = false
   readonly #o: StageQueueOptions
   readonly #labels: { pipeline: string; stage: string }
   /** Items per chunk: maxBatchSize, or 1 when items carry their own costs. */
@@ -120,9 +137,64 @@ export class StageQueue {
     const out: unknown[] = new Array(values.length)
     const groups = new Map<string, number[]>()
     const costs: number[] = []
+    if (s.kind === 'ts' && s.group === undefined && s.cost === undefined) {
+      // One group, unit costs: no per-item work before the stage.
+      groups.set('', identity(values.length))
+    } else {
+      this.#group(values, groups, costs, out)
+    }
+    // One engine entry per group and chunk, handed to the stage at the end of this microtask run.
+    const entries: QueueEntry<Job>[] = []
+    const waits: Promise<void>[] = []
+    for (const [group, idx] of groups) {
+      for (let at = 0; at < idx.length; at += this.#chunk) {
+        const piece = at === 0 && idx.length <= this.#chunk ? idx : idx.slice(at, at + this.#chunk)
+        waits.push(
+          new Promise<void>((resolve) => {
+            const job: Job = {
+              values: piece.length === values.length ? values : piece.map((i) => values[i]),
+              deadline,
+              resolve: (rs) => {
+                if (piece.length === out.length) {
+                  // The whole submission, in order (one group, no invalid item).
+                  for (let k = 0; k < rs.length; k++) {
+                    out[k] = rs[k]
+                  }
+                } else {
+                  piece.forEach((i, k) => {
+                    out[i] = rs[k]
+                  })
+                }
+                resolve()
+              },
+            }
+            const cost = this.#chunk === 1 ? (costs[piece[0]!] ?? 1) : piece.length
+            entries.push({ value: job, deadline, group, cost })
+          }),
+        )
+      }
+    }
+    this.#enqueue(entries)
+    await (waits.length === 1 ? waits[0] : Promise.all(waits))
+    return out
+  }
+
+  /** Batch group (and cost) of each item; an item whose key or cost throws fails alone (`out`). */
+  #group(values: unknown[], groups: Map<string, number[]>, costs: number[], out: unknown[]): void {
+    const s = this.#o.stage
+    // ONNX items of one submission usually share their layout: compute the key once, then compare.
+    let prev: unknown
+    let prevKey = ''
     values.forEach((v, i) => {
       try {
-        const g = s.kind === 'onnx' ? tensorGroupKey(v) : (s.group?.(v) ?? '')
+        let g: string
+        if (s.kind === 'onnx') {
+          g = prev !== undefined && sameTensorLayout(v, prev) ? prevKey : tensorGroupKey(v)
+          prev = v
+          prevKey = g
+        } else {
+          g = s.group?.(v) ?? ''
+        }
         costs[i] = s.kind === 'ts' && s.cost ? s.cost(v) : 1
         const list = groups.get(g)
         if (list) {
@@ -134,34 +206,46 @@ export class StageQueue {
         out[i] = toItemError(e, 'INVALID_INPUT')
       }
     })
-    const waits: Promise<void>[] = []
-    for (const [group, idx] of groups) {
-      for (let at = 0; at < idx.length; at += this.#chunk) {
-        const piece = idx.slice(at, at + this.#chunk)
-        waits.push(
-          new Promise<void>((resolve) => {
-            const job: Job = {
-              values: piece.map((i) => values[i]),
-              deadline,
-              resolve: (rs) => {
-                piece.forEach((i, k) => {
-                  out[i] = rs[k]
-                })
-                resolve()
-              },
-            }
-            const cost = this.#chunk === 1 ? costs[piece[0]!]! : piece.length
-            if (!this.engine.push({ value: job, deadline, group, cost })) {
-              this.#count('OVERLOADED', piece.length)
-              const err = new ItemError(`stage ${s.name}: queue is full (${this.engine.config.maxQueue} entries)`, 'OVERLOADED')
-              job.resolve(piece.map(() => err))
-            }
-          }),
-        )
+  }
+
+  /**
+   * Entries submitted in this run of microtasks are handed over together at its end (a
+   * microtask, not an event-loop turn): the requests of one finished batch reach the next stage
+   * together. If the stage is idle and they fit one batch they run at once as that batch
+   * (`BatchEngine.runNow`: no queue entry, no deferred dispatch); otherwise they are queued.
+   */
+  #enqueue(entries: QueueEntry<Job>[]): void {
+    for (const e of entries) {
+      this.#pending.push(e)
+    }
+    if (!this.#flushQueued && this.#pending.length > 0) {
+      this.#flushQueued = true
+      // A promise reaction, not queueMicrotask (which Node wraps in an async resource per call).
+      void Promise.resolve().then(() => this.#flush())
+    }
+  }
+
+  #flush(): void {
+    this.#flushQueued = false
+    const es = this.#pending
+    this.#pending = []
+    const group = es[0]?.group
+    if (es.length > 0 && es.every((e) => e.group === group) && this.engine.runNow(es)) {
+      this.passes.direct++
+      return
+    }
+    this.passes.queued += es.length
+    for (const e of es) {
+      if (!this.engine.push(e)) {
+        const closed = this.engine.closed
+        const code = closed ? 'SHUTTING_DOWN' : 'OVERLOADED'
+        this.#count(code, e.value.values.length)
+        const err = closed
+          ? new ItemError(`stage ${this.#o.stage.name}: ${EXPIRED.closed.msg}`, code)
+          : new ItemError(`stage ${this.#o.stage.name}: queue is full (${this.engine.config.maxQueue} entries)`, code)
+        e.value.resolve(e.value.values.map(() => err))
       }
     }
-    await Promise.all(waits)
-    return out
   }
 
   #count(code: string, n = 1): void {
@@ -172,7 +256,7 @@ export class StageQueue {
     const { runner, stage, clock, metrics } = this.#o
     const jobs = batch.items
     const values = jobs.length === 1 ? jobs[0]!.values : jobs.flatMap((j) => j.values)
-    const deadlines = jobs.flatMap((j) => j.values.map(() => j.deadline))
+    const deadlines = jobs.length === 1 ? new Array<number>(values.length).fill(jobs[0]!.deadline) : jobs.flatMap((j) => j.values.map(() => j.deadline))
     const t0 = clock.now()
     this.ran += values.length
     let out: (unknown | Error)[]
@@ -203,18 +287,27 @@ export class StageQueue {
         }
       })
     }
-    let ok = 0
-    const fixed = out.map((r) => {
-      if (!(r instanceof Error)) {
-        ok++
-        return r
+    // Errors are rare: copy the results only when one needs its code fixed.
+    let fixed = out
+    let failed = 0
+    for (let k = 0; k < out.length; k++) {
+      const r = out[k]
+      if (r instanceof Error) {
+        const e = r instanceof ItemError ? r : toItemError(r)
+        if (e !== r) {
+          fixed = fixed === out ? [...out] : fixed
+          fixed[k] = e
+        }
+        this.#count(e.code)
+        failed++
       }
-      const e = r instanceof ItemError ? r : toItemError(r)
-      this.#count(e.code)
-      return e
-    })
-    if (ok > 0) {
-      this.#count('OK', ok)
+    }
+    if (failed < out.length) {
+      this.#count('OK', out.length - failed)
+    }
+    if (jobs.length === 1) {
+      jobs[0]!.resolve(fixed)
+      return
     }
     let at = 0
     for (const j of jobs) {

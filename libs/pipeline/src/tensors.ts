@@ -32,3 +32,45 @@ export function tensorGroupKey(item: unknown): string {
   }
   return parts.join('|')
 }
+
+/**
+ * True when `a` and `b` are records of the same tensor names, in the same key order, with the
+ * same datatypes and shapes (so {@link tensorGroupKey} gives both the same key), without building
+ * the key. False does not mean the keys differ (key order may); callers then compute the key.
+ */
+export function sameTensorLayout(a: unknown, b: unknown): boolean {
+  if (typeof a !== 'object' || a === null || typeof b !== 'object' || b === null) {
+    return false
+  }
+  const ka = Object.keys(a)
+  const kb = Object.keys(b)
+  if (ka.length !== kb.length) {
+    return false
+  }
+  for (let i = 0; i < ka.length; i++) {
+    const k = ka[i]!
+    if (k !== kb[i]) {
+      return false
+    }
+    const ta = (a as Record<string, unknown>)[k]
+    const tb = (b as Record<string, unknown>)[k]
+    const ia = isItemTensor(ta)
+    if (ia !== isItemTensor(tb)) {
+      return false
+    }
+    if (!ia) {
+      continue
+    }
+    const x = ta as ItemTensor
+    const y = tb as ItemTensor
+    if (x.datatype !== y.datatype || x.shape.length !== y.shape.length) {
+      return false
+    }
+    for (let d = 0; d < x.shape.length; d++) {
+      if (x.shape[d] !== y.shape[d]) {
+        return false
+      }
+    }
+  }
+  return true
+}

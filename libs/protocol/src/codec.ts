@@ -4,7 +4,7 @@
  * @module
  */
 import { Packr, type Options } from 'msgpackr'
-import { ENVELOPE_VERSION, type AcceptNotice, type CancelNotice, type Heartbeat, type InferReply, type InferRequest, type ItemTiming, type WireError } from './envelope.ts'
+import { ENVELOPE_VERSION, type AcceptNotice, type GatewayNotice, type InferPack, type CancelNotice, type Heartbeat, type InferReply, type InferRequest, type ItemTiming, type WireError } from './envelope.ts'
 import { CohortError } from './errors.ts'
 import { checkTensor, safeString } from './tensor-data.ts'
 import type { WireTensor } from './tensor.ts'
@@ -202,8 +202,10 @@ export function encodeRequest(r: InferRequest): Uint8Array {
 
 /** Decode and validate an inference request (see module docs); tensor bytes view `buf`. */
 export function decodeRequest(buf: Uint8Array): InferRequest {
-  const what = 'request'
-  const o = envelope(buf, what)
+  return requestFrom(envelope(buf, 'request'), 'request')
+}
+
+function requestFrom(o: Obj, what: string): InferRequest {
   if (typeof o.model !== 'string') {
     throw bad(`${what}.model must be a string`)
   }
@@ -240,8 +242,21 @@ export function encodeReply(r: InferReply): Uint8Array {
  * must agree on the item count when present.
  */
 export function decodeReply(buf: Uint8Array): InferReply {
+  return replyFrom(decodeValue(buf))
+}
+
+function replyFrom(v: unknown): InferReply {
   const what = 'reply'
-  const o = envelope(buf, what)
+  if (!isObj(v)) {
+    throw bad(`${what} must be a msgpack map`)
+  }
+  if (v.v !== ENVELOPE_VERSION) {
+    throw bad(`${what}.v must be ${ENVELOPE_VERSION}, got ${safeString(v.v).slice(0, 20)}`)
+  }
+  if (typeof v.id !== 'string') {
+    throw bad(`${what}.id must be a string`)
+  }
+  const o = v
   const r: InferReply = { v: ENVELOPE_VERSION, id: o.id as string }
   const error = optional<WireError>(o, 'error', what, isWireError, 'a {code, message} map')
   if (error !== undefined) r.error = copyWireError(error)
@@ -315,5 +330,101 @@ export function decodeHeartbeat(buf: Uint8Array): Heartbeat {
   }
   const h: Heartbeat = { v: ENVELOPE_VERSION, id: o.id as string, intervalMs: o.intervalMs as number }
   if (o.bye === true) h.bye = true
+  if (isNum(o.proto)) h.proto = o.proto as number
   return h
+}
+
+/** Largest number of requests in one {@link InferPack}. */
+export const MAX_PACK_REQUESTS = 256
+
+/** Encode a pack of requests (protocol v2). */
+export function encodePack(p: InferPack): Uint8Array {
+  return packr.pack(p)
+}
+
+/** Bytes of an {@link InferPack} made of requests already encoded with {@link encodeRequest} (no re-encoding). */
+export function packEncoded(reqs: Uint8Array[]): Uint8Array {
+  const n = reqs.length
+  if (n < 1 || n > MAX_PACK_REQUESTS) {
+    throw new RangeError(`a pack holds 1 to ${MAX_PACK_REQUESTS} requests, got ${n}`)
+  }
+  // {"v": 2, "reqs": [ ... ]}: fixmap(2), fixstr "v", 2, fixstr "reqs", array header.
+  const head = [0x82, 0xa1, 0x76, 0x02, 0xa4, 0x72, 0x65, 0x71, 0x73, ...(n < 16 ? [0x90 | n] : [0xdc, n >> 8, n & 0xff])]
+  let size = head.length
+  for (const r of reqs) {
+    size += r.byteLength
+  }
+  const out = new Uint8Array(size)
+  out.set(head, 0)
+  let at = head.length
+  for (const r of reqs) {
+    out.set(r, at)
+    at += r.byteLength
+  }
+  return out
+}
+
+/**
+ * What arrived on an infer subject: a version-1 request or a version-2 pack. Both decoded and
+ * validated; a malformed message throws BAD_REQUEST (a malformed request inside a pack is returned
+ * as its error, with its id when readable, so the others still run).
+ */
+export function decodeInferMessage(buf: Uint8Array): { v: 1; req: InferRequest } | { v: 2; reqs: (InferRequest | { id: string; error: CohortError })[] } {
+  const o = decodeValue(buf)
+  if (!isObj(o)) {
+    throw bad('request must be a msgpack map')
+  }
+  if (o.v !== 2) {
+    if (o.v !== ENVELOPE_VERSION) {
+      throw bad(`request.v must be ${ENVELOPE_VERSION}, got ${safeString(o.v).slice(0, 20)}`)
+    }
+    if (typeof o.id !== 'string') {
+      throw bad('request.id must be a string')
+    }
+    return { v: 1, req: requestFrom(o, 'request') }
+  }
+  if (!Array.isArray(o.reqs) || o.reqs.length === 0 || o.reqs.length > MAX_PACK_REQUESTS) {
+    throw bad(`pack.reqs must be an array of 1 to ${MAX_PACK_REQUESTS} requests`)
+  }
+  const reqs = o.reqs.map((r: unknown, i: number) => {
+    const what = `pack.reqs[${i}]`
+    const id = isObj(r) && typeof r.id === 'string' ? r.id : ''
+    try {
+      if (!isObj(r) || r.v !== ENVELOPE_VERSION || typeof r.id !== 'string') {
+        throw bad(`${what} must be a request map with v: ${ENVELOPE_VERSION} and a string id`)
+      }
+      const req = requestFrom(r, what)
+      delete req.ack
+      return req
+    } catch (e) {
+      return { id, error: e instanceof CohortError ? e : bad(String(e)) }
+    }
+  })
+  return { v: 2, reqs }
+}
+
+/** Encode a worker's notice to a gateway (protocol v2). */
+export function encodeNotice(n: GatewayNotice): Uint8Array {
+  return packr.pack(n)
+}
+
+/** Decode and validate a worker's notice to a gateway (protocol v2); replies are validated as {@link decodeReply}. */
+export function decodeNotice(buf: Uint8Array): GatewayNotice {
+  const o = decodeValue(buf)
+  if (!isObj(o) || o.v !== 2) {
+    throw bad('notice must be a msgpack map with v: 2')
+  }
+  if (o.t === 'accept') {
+    if (typeof o.worker !== 'string' || !isStringArray(o.ids)) {
+      throw bad('notice accept needs worker (string) and ids (array of strings)')
+    }
+    const n: GatewayNotice = { v: 2, t: 'accept', worker: o.worker, ids: o.ids as string[] }
+    if (isNum(o.queued)) n.queued = o.queued as number
+    if (isNum(o.waitMs)) n.waitMs = o.waitMs as number
+    return n
+  }
+  if (o.t === 'replies' && Array.isArray(o.replies)) {
+    return { v: 2, t: 'replies', replies: o.replies.map((r: unknown) => replyFrom(r)) }
+  }
+  throw bad('notice.t must be accept or replies')
 }

@@ -122,6 +122,13 @@ export interface ModelMeta {
    * or the cold default): the gateway's deadline for requests whose client sends none.
    */
   slo?: { ms: number; source: string }
+  /**
+   * Where each live batching value came from, per field: `default`, `model`, `file`, `flags` or
+   * `runtime` (`@cohort/batching` layers.ts; docs/repository.md).
+   */
+  configSources?: Record<string, string>
+  /** The model's own hard batch limit (a leading dimension fixed at 1) and why. */
+  batchLimit?: { maxBatchSize: number; reason: string }
   /** JSON Schema of one input item (schema predictors). */
   inputSchema?: unknown
   /** JSON Schema of one output item, when declared. */
@@ -146,4 +153,47 @@ export interface Heartbeat {
   intervalMs: number
   /** Set on the last heartbeat of a worker that finished draining: forget it without failing anything. */
   bye?: boolean
+  /** Highest gateway<->worker protocol version the worker speaks ({@link PROTOCOL_VERSION}); absent: 1. */
+  proto?: number
 }
+
+/**
+ * Version of the gateway<->worker protocol (docs/protocol.md#protocol-v2). Version 1 is one NATS
+ * request per inference request, answered by one reply, with an acceptance notice on the request's
+ * `ack` subject. Version 2 adds packs: several requests in one message ({@link InferPack}) published
+ * with a reply subject under the gateway's inbox, answered there by acceptance notices and reply
+ * packs ({@link GatewayNotice}). Workers announce the highest version they speak in their heartbeats
+ * (`proto`); a gateway sends version 2 only while every worker it hears speaks it.
+ */
+export const PROTOCOL_VERSION = 2
+
+/** Several requests for one model in one message (protocol v2), on `cohort.infer.<model>`. */
+export interface InferPack {
+  v: 2
+  /** The requests (each a version-1 {@link InferRequest} without `ack`). */
+  reqs: InferRequest[]
+}
+
+/**
+ * What a worker publishes on the reply subject of an {@link InferPack} (protocol v2): one `accept`
+ * per pack at once (the worker that took it), then `replies` for the requests of the pack, each
+ * request's reply exactly once, the replies of one batch in one message.
+ */
+export type GatewayNotice =
+  | {
+      v: 2
+      t: 'accept'
+      /** Id of the worker that took the pack. */
+      worker: string
+      /** Ids of the requests it took. */
+      ids: string[]
+      /** Items queued on that worker after taking them (for admission at the gateway). */
+      queued?: number
+      /** The worker's estimate of the queue wait of a new item, ms (for admission at the gateway). */
+      waitMs?: number
+    }
+  | {
+      v: 2
+      t: 'replies'
+      replies: InferReply[]
+    }

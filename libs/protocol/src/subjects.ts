@@ -51,6 +51,12 @@ export function subjects(prefix: string = DEFAULT_SUBJECT_PREFIX) {
     discover: () => `${prefix}.discover`,
     /** Worker heartbeats (every worker publishes, every gateway listens; see {@link Heartbeat}). */
     heartbeat: () => `${prefix}.heartbeat`,
+    /**
+     * A gateway's inbox (protocol v2): each pack is published with the reply subject
+     * `<inbox>.<seq>`, and the worker's acceptance notice and reply packs go there; the gateway
+     * subscribes to `<inbox>.>`. Workers publish protocol-v2 answers only under `<prefix>.gw.`.
+     */
+    inbox: (gatewayId: string) => `${prefix}.gw.${gatewayId}`,
     /** Acceptance notices for one gateway instance (the request's `ack` field). */
     accept: (gatewayId: string) => `${prefix}.accept.${gatewayId}`,
     /** The queue group of a model's workers. */

@@ -1,6 +1,7 @@
 import { CohortError } from '@cohort/protocol'
 import { AsyncQueue } from './async-queue.ts'
 import type {
+  PublishOptions,
   ConfigStore,
   ModelConfig,
   ModelDirectory,
@@ -50,6 +51,12 @@ export class InProcessTransport implements Transport {
       this.#configs.set(model, value)
       for (const fn of this.#watchers.get(model) ?? []) {
         queueMicrotask(() => fn(value))
+      }
+    },
+    delete: async (model) => {
+      this.#configs.delete(model)
+      for (const fn of this.#watchers.get(model) ?? []) {
+        queueMicrotask(() => fn({}))
       }
     },
     watch: (model, onChange) => {
@@ -120,9 +127,27 @@ export class InProcessTransport implements Transport {
     return replies
   }
 
-  publish(subject: string, data: Uint8Array): void {
-    if (!this.#closed) {
+  publish(subject: string, data: Uint8Array, opts: PublishOptions = {}): void {
+    if (this.#closed) {
+      return
+    }
+    const reply = opts.reply
+    if (reply === undefined) {
       this.#deliver(subject, { subject, data, respond: () => false })
+      return
+    }
+    const msg: TransportMessage = {
+      subject,
+      data,
+      reply,
+      respond: (d) => {
+        this.publish(reply, d)
+        return true
+      },
+    }
+    if (this.#deliver(subject, msg) === 0) {
+      // Like NATS's no-responders status: an empty message on the reply subject, a little later.
+      queueMicrotask(() => this.#deliver(reply, { subject: reply, data: new Uint8Array(0), noResponders: true, respond: () => false }))
     }
   }
 
@@ -165,7 +190,15 @@ export class InProcessTransport implements Transport {
 
   /** Deliver to every plain subscriber and one member per queue group; returns receivers. */
   #deliver(subject: string, msg: TransportMessage, all = false): number {
-    const list = this.#subs.get(subject)
+    let list = this.#subs.get(subject)
+    const dot = subject.lastIndexOf('.')
+    if (dot > 0) {
+      // `prefix.>` subscriptions (one level of wildcard is all the gateway's inbox needs).
+      const wild = this.#subs.get(`${subject.slice(0, dot)}.>`)
+      if (wild && wild.length > 0) {
+        list = list ? [...list, ...wild] : wild
+      }
+    }
     if (!list || list.length === 0) {
       return 0
     }

@@ -77,7 +77,8 @@ export interface NatsTransportOptions extends LargeMessageOptions {
    * Replies go only to subjects under this prefix (the requesters' inboxes; nats.js `inboxPrefix`):
    * a request whose reply subject lies elsewhere (`$KV.…`, another service's subject) is answered
    * by nobody, so no requester can make this process publish where it alone may
-   * (docs/security.md#no-confused-deputy). @default '_INBOX'
+   * (docs/security.md#no-confused-deputy). Protocol v2 gateway inboxes (`<subjectPrefix>.gw.`) are
+   * accepted too. @default '_INBOX'
    */
   replyInboxPrefix?: string
 }
@@ -97,6 +98,8 @@ export function createNatsTransport(nc: NatsConnection, opts: NatsTransportOptio
   const guard = new ReconnectGuard(nc, opts.reconnectReplyGraceMs)
   const replicas = opts.kvReplicas ?? 1
   const inbox = opts.replyInboxPrefix ?? DEFAULT_INBOX_PREFIX
+  // Protocol v2 packs name a gateway inbox `<prefix>.gw.<gateway id>.<seq>` as their reply subject.
+  const gatewayInboxes = `${opts.subjectPrefix ?? DEFAULT_SUBJECT_PREFIX}.gw`
   if (!Number.isInteger(replicas) || replicas < 1 || replicas > 5) {
     throw new RangeError(`kvReplicas must be an integer from 1 to 5, got ${String(opts.kvReplicas)}`)
   }
@@ -147,6 +150,13 @@ export function createNatsTransport(nc: NatsConnection, opts: NatsTransportOptio
       }
       await b.put(model, JSON.stringify(value))
     },
+    async delete(model) {
+      const b = await configBucket()
+      if (!b) {
+        throw new CohortError('NOT_READY', 'runtime configuration needs NATS JetStream (start nats-server with -js)')
+      }
+      await b.delete(model)
+    },
     watch(model, onChange) {
       let stopped = false
       let iter: { stop(): void } | undefined
@@ -165,9 +175,9 @@ export function createNatsTransport(nc: NatsConnection, opts: NatsTransportOptio
           return
         }
         for await (const e of w) {
-          if (e.operation === 'PUT') {
+          if (e.operation === 'PUT' || e.operation === 'DEL' || e.operation === 'PURGE') {
             try {
-              onChange(e.json() as ModelConfig)
+              onChange(e.operation === 'PUT' ? (e.json() as ModelConfig) : {})
             } catch {
               // A bad stored value must not end the watch.
             }
@@ -247,28 +257,39 @@ export function createNatsTransport(nc: NatsConnection, opts: NatsTransportOptio
       }
       return out
     },
-    publish(subject, data) {
+    onRepliesLost: (fn) => guard.onMoved(fn),
+    publish(subject, data, po) {
+      const reply = po?.reply
       if (large.isLarge(data) && data.byteLength <= large.maxBytes) {
-        nc.publish(subject, new Uint8Array(0), { headers: large.offer(data).headers })
+        nc.publish(subject, new Uint8Array(0), { headers: large.offer(data).headers, ...(reply ? { reply } : {}) })
       } else {
-        nc.publish(subject, data)
+        nc.publish(subject, data, reply ? { reply } : undefined)
       }
     },
     subscribe(subject, so: SubscribeOptions = {}): TransportSubscription {
       const sub = nc.subscribe(subject, so.queue ? { queue: so.queue } : {})
       const bound = so.bounded ? budget : undefined
-      // `held`: bytes counted against the in-flight bound, given back with the answer.
-      const wrap = (m: Msg, data: Uint8Array, held: number | undefined): TransportMessage => ({
-        subject: m.subject,
-        data,
-        respond: (d) => {
-          if (held !== undefined) {
-            bound?.release(held)
-            held = undefined
-          }
-          return large.respond(m, d)
-        },
-      })
+      // `held`: bytes counted against the in-flight bound, given back with the (first) answer.
+      const wrap = (m: Msg, data: Uint8Array, held: number | undefined): TransportMessage => {
+        const t: { subject: string; data: Uint8Array; respond: (d: Uint8Array) => boolean; reply?: string; noResponders?: boolean } = {
+          subject: m.subject,
+          data,
+          respond: (d) => {
+            if (held !== undefined) {
+              bound?.release(held)
+              held = undefined
+            }
+            return large.respond(m, d)
+          },
+        }
+        if (m.reply) {
+          t.reply = m.reply
+        }
+        if (data.byteLength === 0 && m.headers?.code === 503) {
+          t.noResponders = true
+        }
+        return t
+      }
       // Plain messages pass in order; a large one joins once pulled, without holding up the rest.
       const q = new AsyncQueue<TransportMessage>()
       let pulling = 0
@@ -282,7 +303,7 @@ export function createNatsTransport(nc: NatsConnection, opts: NatsTransportOptio
       void (async () => {
         try {
           for await (const m of sub) {
-            if (m.reply && !isInboxSubject(m.reply, inbox)) {
+            if (m.reply && !isInboxSubject(m.reply, inbox) && !isInboxSubject(m.reply, gatewayInboxes)) {
               continue // A reply subject outside the inboxes: drop it unread (see replyInboxPrefix).
             }
             const held = bound && m.reply ? large.sizeOf(m) : undefined

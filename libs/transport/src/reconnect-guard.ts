@@ -76,4 +76,30 @@ export class ReconnectGuard {
       },
     }
   }
+
+  /**
+   * Call `fn(movedAt)` each time the connection moved, once `graceMs` passed after the move (replies
+   * to requests sent before `movedAt`, epoch ms, that have not come by then are lost). Returns a
+   * function that stops the calls. Never called when the guard is off (graceMs 0).
+   */
+  onMoved(fn: (movedAt: number) => void): () => void {
+    const timers = new Set<ReturnType<typeof setTimeout>>()
+    const onMove = () => {
+      const at = Date.now()
+      const t = setTimeout(() => {
+        timers.delete(t)
+        fn(at)
+      }, this.#graceMs)
+      timers.add(t)
+    }
+    if (this.#graceMs > 0) {
+      this.#moved.add(onMove)
+    }
+    return () => {
+      this.#moved.delete(onMove)
+      for (const t of timers) {
+        clearTimeout(t)
+      }
+    }
+  }
 }

@@ -9,8 +9,27 @@
 export interface TransportMessage {
   readonly subject: string
   readonly data: Uint8Array
-  /** Reply to the sender of a request; false when there is no one to reply to. */
+  /**
+   * Reply to the sender of a request (or of a publication with a reply subject, any number of
+   * times); false when there is no one to reply to.
+   */
   respond(data: Uint8Array): boolean
+  /** The reply subject the sender named, if any (publications with `reply`, requests over NATS). */
+  readonly reply?: string
+  /**
+   * Set on the message the bus sends to a publication's reply subject when nobody subscribed to
+   * the publication's subject (NATS no-responders status 503); `data` is then empty.
+   */
+  readonly noResponders?: boolean
+}
+
+/** Options of {@link Transport.publish}. */
+export interface PublishOptions {
+  /**
+   * Reply subject: receivers' `respond()` publishes there. When nobody subscribes to the subject,
+   * a message with `noResponders: true` arrives there instead.
+   */
+  reply?: string
 }
 
 /** A subscription, consumed with `for await`. */
@@ -59,13 +78,20 @@ export interface Transport {
   request(subject: string, data: Uint8Array, opts: RequestOptions): Promise<Uint8Array>
   /** Gather every reply that arrives within `timeoutMs` (discovery). */
   requestAll(subject: string, data: Uint8Array, opts: { timeoutMs: number }): Promise<Uint8Array[]>
-  /** Fire and forget. */
-  publish(subject: string, data: Uint8Array): void
+  /** Fire and forget (with `reply`, receivers answer on that subject). */
+  publish(subject: string, data: Uint8Array, opts?: PublishOptions): void
   subscribe(subject: string, opts?: SubscribeOptions): TransportSubscription
   /** Directory of models that were ever announced (to tell 404 from 503). */
   readonly directory: ModelDirectory
   /** Per-model runtime configuration that every worker follows (NATS KV `cohort-config`). */
   readonly config: ConfigStore
+  /**
+   * Register `fn` to be told that replies in flight may have been lost: over NATS, after the
+   * connection moved to another server and the reconnect grace passed (`reconnectReplyGraceMs`);
+   * `movedAt` (epoch ms) is when it moved: replies to what was sent before then are lost if not come.
+   * Returns a function that unregisters it. Absent on buses that never move (in-process).
+   */
+  onRepliesLost?(fn: (movedAt: number) => void): () => void
   /** Flush and close. Idempotent. */
   close(): Promise<void>
 }
@@ -85,6 +111,11 @@ export interface ConfigStore {
   get(model: string): Promise<ModelConfig | undefined>
   /** Store a model's configuration. Throws CohortError NOT_READY when there is no store (no JetStream). */
   put(model: string, value: ModelConfig): Promise<void>
-  /** Call `onChange` with the current value (if any) and every later one; stop() ends it. */
+  /**
+   * Remove a model's stored configuration: watchers get `{}` (every field back to the lower
+   * layers). Throws CohortError NOT_READY when there is no store (no JetStream).
+   */
+  delete(model: string): Promise<void>
+  /** Call `onChange` with the current value (if any) and every later one (`{}` after a delete); stop() ends it. */
   watch(model: string, onChange: (value: ModelConfig) => void): { stop(): void }
 }

@@ -1,0 +1,284 @@
+import {
+  CohortError,
+  decodeNotice,
+  MAX_PACK_REQUESTS,
+  packEncoded,
+  type InferReply,
+  type Subjects,
+} from '@cohort/protocol'
+import { consume, type AbortSignalLike, type Transport, type TransportMessage } from '@cohort/transport'
+import type { WorkerLiveness } from './liveness.ts'
+
+/** Options of {@link Packer}. */
+export interface PackerOptions {
+  /**
+   * Most requests in one pack. A pack goes to one worker, so this bounds how much work one message
+   * hands a single worker while others may have room. @default 16
+   */
+  maxRequests?: number
+  /** Most bytes in one pack; larger requests travel alone (protocol v1). @default 262144 (256 KiB) */
+  maxBytes?: number
+}
+
+/** After this event-loop turn's I/O callbacks (setImmediate where the runtime has it: Node, Bun). */
+const nextTurn: (fn: () => void) => void =
+  typeof (globalThis as { setImmediate?: unknown }).setImmediate === 'function'
+    ? (fn) => (globalThis as unknown as { setImmediate: (f: () => void) => void }).setImmediate(fn)
+    : (fn) => void setTimeout(fn, 0)
+
+/** Default most requests in one pack. */
+export const DEFAULT_PACK_REQUESTS = 16
+/** Default most bytes in one pack. */
+export const DEFAULT_PACK_BYTES = 256 * 1024
+
+interface Entry {
+  id: string
+  bytes: Uint8Array
+  resolve: (r: InferReply) => void
+  reject: (e: CohortError) => void
+  timer: ReturnType<typeof setTimeout> | undefined
+  signal: AbortSignalLike | undefined
+  onAbort: (() => void) | undefined
+  pack: Pack | undefined
+  /** Date.now() when its pack was published. */
+  sentAt: number
+}
+
+interface Pack {
+  seq: string
+  model: string
+  entries: Entry[]
+  open: number
+  overflow: boolean
+}
+
+/**
+ * The gateway's side of protocol v2 (docs/protocol.md#protocol-v2): the requests for one model that
+ * arrive in the same event-loop turn leave in one NATS message (a pack, at most `maxRequests`),
+ * published at the end of the turn (`setImmediate`, no timer) with a reply subject under this
+ * gateway's inbox. The worker that takes a pack answers there with one acceptance notice and, per
+ * batch, one message holding the replies of the pack's requests in that batch. Each request keeps
+ * its own deadline, cancellation and worker-loss tracking (the acceptance notice feeds
+ * {@link WorkerLiveness}).
+ */
+export class Packer {
+  readonly maxRequests: number
+  readonly maxBytes: number
+  readonly #t: Transport
+  readonly #s: Subjects
+  readonly #lv: WorkerLiveness
+  readonly #inbox: string
+  /** Requests waiting for the end of this turn, by model. */
+  readonly #turn = new Map<string, Entry[]>()
+  readonly #byId = new Map<string, Entry>()
+  readonly #packs = new Map<string, Pack>()
+  #seq = 0
+  #scheduled = false
+  #listening: boolean | undefined
+  /** Packs and requests sent (for tests and metrics). */
+  readonly sent = { packs: 0, requests: 0 }
+
+  constructor(transport: Transport, subjects: Subjects, liveness: WorkerLiveness, o: PackerOptions = {}) {
+    this.maxRequests = Math.min(MAX_PACK_REQUESTS, o.maxRequests ?? DEFAULT_PACK_REQUESTS)
+    this.maxBytes = o.maxBytes ?? DEFAULT_PACK_BYTES
+    if (!(this.maxRequests >= 1) || !(this.maxBytes >= 1)) {
+      throw new RangeError('pack: maxRequests and maxBytes must be >= 1')
+    }
+    this.#t = transport
+    this.#s = subjects
+    this.#lv = liveness
+    this.#inbox = `${subjects.inbox(liveness.gatewayId)}.`
+    // Replies published while this gateway's connection was between servers are dropped by NATS:
+    // the requests in flight at the move that got no reply within the grace fail REPLY_LOST (503,
+    // retried like a lost worker by Upstream) instead of waiting for their deadline.
+    transport.onRepliesLost?.((movedAt) => {
+      for (const e of [...this.#byId.values()]) {
+        if (e.pack && e.sentAt <= movedAt) {
+          this.#settle(e, new CohortError('REPLY_LOST', `the NATS connection moved to another server while request ${e.id} was in flight, and no reply came after it; retry`, { retryAfterS: 1 }))
+        }
+      }
+    })
+  }
+
+  /**
+   * Whether `id` can go in a pack now: unique among requests in flight, small enough, and the inbox
+   * subscription exists (made on first use; a transport that refuses it means protocol v1 only).
+   */
+  accepts(id: string, bytes: Uint8Array): boolean {
+    if (this.#listening === undefined) {
+      try {
+        const sub = this.#t.subscribe(`${this.#inbox}>`)
+        // A subscription the server ends (permissions: `cohort.gw.>` not allowed) means v1 from then on.
+        void consume(sub, (m) => this.#onMessage(m), (_e, m) => {
+          if (!m) {
+            this.#listening = false
+          }
+        })
+        this.#listening = true
+      } catch {
+        this.#listening = false
+      }
+    }
+    return this.#listening && bytes.byteLength <= this.maxBytes - 16 && !this.#byId.has(id)
+  }
+
+  /**
+   * Send one request (already encoded, without `ack`) in this turn's pack for `model`; resolves with
+   * its reply. Rejects with CohortError: DEADLINE_EXCEEDED after `timeoutMs`, CANCELLED when
+   * `signal` aborts, NO_WORKER when no worker listens on the model's subjects, INTERNAL when the
+   * worker's answer is unreadable.
+   */
+  send(model: string, id: string, bytes: Uint8Array, timeoutMs: number, signal: AbortSignalLike | undefined): Promise<InferReply> {
+    return new Promise<InferReply>((resolve, reject) => {
+      if (signal?.aborted) {
+        reject(new CohortError('CANCELLED', 'request aborted'))
+        return
+      }
+      const e: Entry = { id, bytes, resolve, reject, timer: undefined, signal, onAbort: undefined, pack: undefined, sentAt: 0 }
+      e.timer = setTimeout(
+        () => this.#settle(e, new CohortError('DEADLINE_EXCEEDED', `no reply for request ${id} of model "${model}" within ${timeoutMs} ms`)),
+        Math.max(1, timeoutMs),
+      )
+      if (signal) {
+        e.onAbort = () => this.#settle(e, new CohortError('CANCELLED', 'request aborted'))
+        signal.addEventListener('abort', e.onAbort, { once: true })
+      }
+      this.#byId.set(id, e)
+      let q = this.#turn.get(model)
+      if (!q) {
+        q = []
+        this.#turn.set(model, q)
+      }
+      q.push(e)
+      if (!this.#scheduled) {
+        this.#scheduled = true
+        nextTurn(() => this.#flush())
+      }
+    })
+  }
+
+  /** Requests in flight. */
+  get inFlight(): number {
+    return this.#byId.size
+  }
+
+  #flush(): void {
+    this.#scheduled = false
+    for (const [model, q] of this.#turn) {
+      let pack: Entry[] = []
+      let size = 0
+      for (const e of q) {
+        if (e.timer === undefined) {
+          continue // settled (aborted) before the turn ended
+        }
+        if (pack.length >= this.maxRequests || (pack.length > 0 && size + e.bytes.byteLength > this.maxBytes)) {
+          this.#publish(model, pack, false)
+          pack = []
+          size = 0
+        }
+        pack.push(e)
+        size += e.bytes.byteLength
+      }
+      if (pack.length > 0) {
+        this.#publish(model, pack, false)
+      }
+    }
+    this.#turn.clear()
+  }
+
+  #publish(model: string, entries: Entry[], overflow: boolean): void {
+    const seq = (this.#seq++).toString(36)
+    const p: Pack = { seq, model, entries, open: entries.length, overflow }
+    this.#packs.set(seq, p)
+    const now = Date.now()
+    for (const e of entries) {
+      e.pack = p
+      e.sentAt = now
+    }
+    this.sent.packs++
+    this.sent.requests += entries.length
+    const subject = overflow ? this.#s.overflow(model) : this.#s.infer(model)
+    try {
+      this.#t.publish(subject, packEncoded(entries.map((e) => e.bytes)), { reply: this.#inbox + seq })
+    } catch (err) {
+      this.#packs.delete(seq)
+      const ce = err instanceof CohortError ? err : new CohortError('NO_WORKER', `NATS publish failed: ${err instanceof Error ? err.message : String(err)}`)
+      for (const e of entries) {
+        this.#settle(e, ce)
+      }
+    }
+  }
+
+  #onMessage(m: TransportMessage): void {
+    const seq = m.subject.slice(this.#inbox.length)
+    const p = this.#packs.get(seq)
+    if (!p) {
+      return // every request of the pack settled already (late answer)
+    }
+    if (m.noResponders) {
+      this.#packs.delete(seq)
+      const left = p.entries.filter((e) => e.timer !== undefined && e.pack === p)
+      if (left.length === 0) {
+        return
+      }
+      if (!p.overflow) {
+        // No worker with spare capacity listens on the main subject: every worker listens on the
+        // overflow subject and queues there (up to its bound).
+        this.#publish(p.model, left, true)
+        return
+      }
+      for (const e of left) {
+        this.#settle(e, new CohortError('NO_WORKER', `no responders on ${this.#s.overflow(p.model)}`))
+      }
+      return
+    }
+    let n
+    try {
+      n = decodeNotice(m.data)
+    } catch (err) {
+      this.#packs.delete(seq)
+      const ce = new CohortError('INTERNAL', `a worker sent an unreadable reply: ${err instanceof Error ? err.message : 'decode failed'}`)
+      for (const e of p.entries) {
+        if (e.pack === p) {
+          this.#settle(e, ce)
+        }
+      }
+      return
+    }
+    if (n.t === 'accept') {
+      for (const id of n.ids) {
+        this.#lv.accepted({ id, worker: n.worker })
+      }
+      return
+    }
+    for (const r of n.replies) {
+      const e = this.#byId.get(r.id)
+      if (e && e.pack === p) {
+        this.#settle(e, undefined, r)
+      }
+    }
+  }
+
+  #settle(e: Entry, err: CohortError | undefined, reply?: InferReply): void {
+    if (e.timer === undefined) {
+      return
+    }
+    clearTimeout(e.timer)
+    e.timer = undefined
+    if (e.onAbort) {
+      e.signal?.removeEventListener('abort', e.onAbort)
+    }
+    if (this.#byId.get(e.id) === e) {
+      this.#byId.delete(e.id)
+    }
+    const p = e.pack
+    if (p && --p.open === 0 && this.#packs.get(p.seq) === p) {
+      this.#packs.delete(p.seq)
+    }
+    if (err) {
+      e.reject(err)
+    } else {
+      e.resolve(reply!)
+    }
+  }
+}

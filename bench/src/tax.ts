@@ -1,0 +1,500 @@
+import { spawn, type ChildProcess } from 'node:child_process'
+import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
+import { loadavg, tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { graph, mulberry32, model, node, valueInfo } from '@cohort/onnx-builder'
+import { intFlag, parse } from 'cohort/args'
+import { CliError } from 'cohort/cli-error'
+import { ensureHeavyModel } from 'cohort/demo-model'
+import { COHORT_BIN } from '@cohort/test-support'
+import { BENCH_BIN } from './bin-path.ts'
+import { gitCommit } from './run-info.ts'
+import { categoriseProfile, printProfiles, summariseProfiles } from './profile.ts'
+import { hasWrk, killLoadGenerators, runWrk, writeWrkBinaryScript, writeWrkScript } from './wrk.ts'
+import { waitReady } from './served.ts'
+
+/** Help of `cohort bench tax`. */
+export const TAX_HELP = `cohort bench tax [options]
+The serving tax (docs/benchmarks.md#serving-tax): CPU per request of each process on the path, in one
+run, for a bare node:http server, plain nats.js request-reply, cohort serve (embedded) and
+cohort gateway + nats-server + cohort worker, with ratios against the floors.
+  --targets LIST     comma-separated: http, nats, serve, dist (default all four, in that order)
+  --seconds S        measured seconds per target at saturation (default 3)
+  --connections N    wrk connections at saturation; nats.js floor requests in flight (default 64)
+  --model identity|heavy  Identity on 64 floats (default), or the heavy benchmark MLP (512 floats)
+  --binary           send the binary tensor data extension instead of OIP JSON (Cohort targets)
+  --rows N           rows per request (input shape [N, features]; default 1)
+  --profile          run the Cohort processes under --cpu-prof and print top self times
+  --base DIR         also run serve and dist from the Cohort checkout DIR (before/after, side by side)
+  --repeat N         run every target N times, interleaved, and report the median of each number (default 1)
+  --out FILE         also write the results as JSON`
+
+/** One process of a target, with its CPU time. */
+interface ProcCpu {
+  name: string
+  /** CPU µs per request (utime + stime delta over the measured window). */
+  usPerRequest: number
+}
+
+/** The result of one target. */
+export interface TaxTarget {
+  target: string
+  requestsPerSec: number
+  /** Items per request (bulk). */
+  items: number
+  procs: ProcCpu[]
+  totalUsPerRequest: number
+  /** NATS messages published (in_msgs) and delivered (out_msgs) per request; NaN without NATS. */
+  natsInPerRequest: number
+  natsOutPerRequest: number
+  /** p50 at concurrency 1, ms. */
+  p50Ms: number
+}
+
+const CLK_TCK = 100
+
+/** utime + stime of a process, in µs (Linux /proc). */
+export function cpuMicros(pid: number): number {
+  const s = readFileSync(`/proc/${pid}/stat`, 'utf8')
+  const f = s.slice(s.lastIndexOf(')') + 2).split(' ')
+  return ((Number(f[11]) + Number(f[12])) * 1e6) / CLK_TCK
+}
+
+interface Proc {
+  name: string
+  proc: ChildProcess
+  out: () => string
+  waitFor(re: RegExp, ms?: number): Promise<RegExpMatchArray>
+  stop(): Promise<void>
+}
+
+const live = new Set<Proc>()
+
+function start(name: string, cmd: string, args: string[], stdin = false): Proc {
+  const proc = spawn(cmd, args, { stdio: [stdin ? 'pipe' : 'ignore', 'pipe', 'pipe'] })
+  let text = ''
+  const listeners = new Set<() => void>()
+  const on = (d: Buffer) => {
+    text += d.toString()
+    for (const l of [...listeners]) {
+      l()
+    }
+  }
+  proc.stdout?.on('data', on)
+  proc.stderr?.on('data', on)
+  const exited = new Promise<void>((r) => proc.once('exit', () => r()))
+  let stopping: Promise<void> | undefined
+  const p: Proc = {
+    name,
+    proc,
+    out: () => text,
+    waitFor: (re, ms = 60_000) =>
+      new Promise((resolve, reject) => {
+        const timer = setTimeout(() => {
+          listeners.delete(check)
+          reject(new Error(`${name}: timed out waiting for ${re}:\n${text}`))
+        }, ms)
+        const check = () => {
+          const m = text.match(re)
+          if (m) {
+            clearTimeout(timer)
+            listeners.delete(check)
+            resolve(m)
+          } else if (proc.exitCode !== null) {
+            clearTimeout(timer)
+            listeners.delete(check)
+            reject(new Error(`${name} exited before ${re}:\n${text}`))
+          }
+        }
+        listeners.add(check)
+        proc.once('exit', check)
+        check()
+      }),
+    stop: () =>
+      (stopping ??= (async () => {
+        live.delete(p)
+        if (proc.exitCode === null && proc.signalCode === null) {
+          proc.kill('SIGTERM')
+          const t = setTimeout(() => proc.kill('SIGKILL'), 10_000)
+          await exited
+          clearTimeout(t)
+        }
+      })()),
+  }
+  live.add(p)
+  return p
+}
+
+async function stopAll(ps: Proc[]): Promise<void> {
+  for (const p of [...ps].reverse()) {
+    await p.stop()
+  }
+}
+
+/** nats-server on random ports with monitoring on; returns its client and monitoring URLs. */
+async function startNats(dir: string): Promise<{ p: Proc; url: string; varz: string }> {
+  const d = mkdtempSync(join(dir, 'nats-'))
+  writeFileSync(join(d, 'server.conf'), `listen: 127.0.0.1:-1\nhttp: 127.0.0.1:-1\nports_file_dir: "${d}"\n`)
+  const p = start('nats-server', 'nats-server', ['-c', join(d, 'server.conf')])
+  const until = Date.now() + 10_000
+  while (Date.now() < until) {
+    const f = readdirSync(d).find((n) => n.endsWith('.ports'))
+    if (f) {
+      try {
+        const ports = JSON.parse(readFileSync(join(d, f), 'utf8')) as { nats?: string[]; monitoring?: string[] }
+        if (ports.nats?.[0] && ports.monitoring?.[0]) {
+          return { p, url: ports.nats[0], varz: `${ports.monitoring[0]}/varz` }
+        }
+      } catch {
+        // Partly written.
+      }
+    }
+    await new Promise((r) => setTimeout(r, 20))
+  }
+  throw new Error('nats-server wrote no ports file')
+}
+
+async function varz(url: string): Promise<{ in: number; out: number }> {
+  const v = (await (await fetch(url)).json()) as { in_msgs: number; out_msgs: number }
+  return { in: v.in_msgs, out: v.out_msgs }
+}
+
+function identityModel(dir: string, features: number): string {
+  const path = join(dir, 'identity.onnx')
+  writeFileSync(
+    path,
+    model(
+      graph({
+        name: 'cohort_bench_tax_identity',
+        inputs: [valueInfo('in', 'FP32', ['batch', features])],
+        outputs: [valueInfo('out', 'FP32', ['batch', features])],
+        nodes: [node('Identity', ['in'], ['out'])],
+      }),
+    ),
+  )
+  return path
+}
+
+interface Bodies {
+  script: string
+  /** Single-item body for the c=1 latency run. */
+  script1: string
+}
+
+function bodies(dir: string, name: string, input: string, features: number, items: number, binary: boolean): Bodies {
+  const make = (n: number, tag: string) => {
+    const r = mulberry32(7)
+    const data = Array.from({ length: n * features }, () => Math.fround(r() * 2 - 1))
+    if (!binary) {
+      return writeWrkScript(dir, `${name}-${tag}`, JSON.stringify({ inputs: [{ name: input, datatype: 'FP32', shape: [n, features], data }] }))
+    }
+    const f = Float32Array.from(data)
+    const header = new TextEncoder().encode(
+      JSON.stringify({ inputs: [{ name: input, datatype: 'FP32', shape: [n, features], parameters: { binary_data_size: f.byteLength } }] }),
+    )
+    const bytes = new Uint8Array(header.byteLength + f.byteLength)
+    bytes.set(header, 0)
+    bytes.set(new Uint8Array(f.buffer), header.byteLength)
+    return writeWrkBinaryScript(dir, `${name}-${tag}`, { bytes, headerLength: header.byteLength })
+  }
+  return { script: make(items, 'n'), script1: make(1, '1') }
+}
+
+interface Cfg {
+  targets: string[]
+  seconds: number
+  connections: number
+  model: 'identity' | 'heavy'
+  binary: boolean
+  bulk: number
+  profile: boolean
+  out: string | undefined
+  base: string | undefined
+  repeat: number
+}
+
+function config(args: string[]): Cfg | undefined {
+  const { values: v } = parse(args, {
+    targets: { type: 'string' },
+    seconds: { type: 'string' },
+    connections: { type: 'string' },
+    model: { type: 'string' },
+    binary: { type: 'boolean' },
+    rows: { type: 'string' },
+    profile: { type: 'boolean' },
+    out: { type: 'string' },
+    base: { type: 'string' },
+    repeat: { type: 'string' },
+  })
+  if (v['help']) {
+    console.log(TAX_HELP)
+    return undefined
+  }
+  const targets = String(v['targets'] ?? 'http,nats,serve,dist').split(',').map((s) => s.trim()).filter(Boolean)
+  for (const t of targets) {
+    if (!['http', 'nats', 'serve', 'dist'].includes(t)) {
+      throw new CliError(`--targets: unknown target "${t}" (use http, nats, serve, dist)`)
+    }
+  }
+  const m = String(v['model'] ?? 'identity')
+  if (m !== 'identity' && m !== 'heavy') {
+    throw new CliError(`--model must be identity or heavy, got "${m}"`)
+  }
+  return {
+    targets,
+    seconds: intFlag('seconds', v['seconds']) ?? 3,
+    connections: intFlag('connections', v['connections']) ?? 64,
+    model: m,
+    binary: Boolean(v['binary']),
+    bulk: intFlag('rows', v['rows']) ?? 1,
+    profile: Boolean(v['profile']),
+    out: v['out'] as string | undefined,
+    base: v['base'] as string | undefined,
+    repeat: intFlag('repeat', v['repeat']) ?? 1,
+  }
+}
+
+/** Run the load on `url` and read every process's CPU time and NATS's counters around it. */
+async function measureHttp(
+  target: string,
+  url: string,
+  procs: Proc[],
+  c: Cfg,
+  b: Bodies,
+  natsVarz: string | undefined,
+): Promise<TaxTarget> {
+  await runWrk(url, b.script, c.connections, 1) // warm-up
+  const cpu0 = procs.map((p) => cpuMicros(p.proc.pid!))
+  const v0 = natsVarz ? await varz(natsVarz) : undefined
+  const sat = await runWrk(url, b.script, c.connections, c.seconds)
+  const cpu1 = procs.map((p) => cpuMicros(p.proc.pid!))
+  const v1 = natsVarz ? await varz(natsVarz) : undefined
+  const n = sat.requests
+  const lat = await runWrk(url, b.script1, 1, 2)
+  const per = procs.map((p, i) => ({ name: p.name, usPerRequest: (cpu1[i]! - cpu0[i]!) / n }))
+  return {
+    target,
+    requestsPerSec: sat.requestsPerSec,
+    items: c.bulk,
+    procs: per,
+    totalUsPerRequest: per.reduce((a, p) => a + p.usPerRequest, 0),
+    natsInPerRequest: v0 && v1 ? (v1.in - v0.in) / n : Number.NaN,
+    natsOutPerRequest: v0 && v1 ? (v1.out - v0.out) / n : Number.NaN,
+    p50Ms: lat.p50Ms,
+  }
+}
+
+/** Node flags of the Cohort processes (profiling). */
+function nodeFlags(c: Cfg, dir: string, target: string): string[] {
+  return c.profile ? ['--cpu-prof', `--cpu-prof-dir=${join(dir, `profile-${target}`)}`] : []
+}
+
+async function runTarget(t: string, c: Cfg, dir: string, m: { path: string; input: string; features: number }, bin = COHORT_BIN, tag = ''): Promise<TaxTarget> {
+  const procs: Proc[] = []
+  try {
+    if (t === 'http') {
+      const s = start('node:http', process.execPath, [BENCH_BIN, 'tax-http-floor'])
+      procs.push(s)
+      const port = (await s.waitFor(/listening on (\d+)/))[1]
+      const b = bodies(dir, 'http', m.input, m.features, c.bulk, false)
+      return await measureHttp('bare node:http', `http://127.0.0.1:${port}/`, procs, c, b, undefined)
+    }
+    if (t === 'nats') {
+      const nats = await startNats(dir)
+      procs.push(nats.p)
+      const resp = start('responder', process.execPath, [BENCH_BIN, 'tax-nats-responder', nats.url])
+      procs.push(resp)
+      await resp.waitFor(/responding/)
+      const run = async (inflight: number, seconds: number) => {
+        const req = start('requester', process.execPath, [BENCH_BIN, 'tax-nats-requester', nats.url, String(inflight), String(seconds), '300'], true)
+        try {
+          await req.waitFor(/ready/)
+          const all = [nats.p, resp, req]
+          const cpu0 = all.map((p) => cpuMicros(p.proc.pid!))
+          const v0 = await varz(nats.varz)
+          req.proc.stdin?.write('go\n')
+          const line = (await req.waitFor(/(\{"requests".*\})/, (seconds + 30) * 1000))[1]!
+          const cpu1 = all.map((p) => cpuMicros(p.proc.pid!))
+          const v1 = await varz(nats.varz)
+          const r = JSON.parse(line) as { requests: number; seconds: number; p50Ms: number }
+          const per = all.map((p, i) => ({ name: p.name, usPerRequest: (cpu1[i]! - cpu0[i]!) / r.requests }))
+          return { r, per, v0, v1 }
+        } finally {
+          await req.stop()
+        }
+      }
+      const sat = await run(c.connections, c.seconds)
+      const one = await run(1, 2)
+      const n = sat.r.requests
+      return {
+        target: 'nats.js request-reply',
+        requestsPerSec: n / sat.r.seconds,
+        items: 1,
+        procs: sat.per,
+        totalUsPerRequest: sat.per.reduce((a, p) => a + p.usPerRequest, 0),
+        natsInPerRequest: (sat.v1.in - sat.v0.in) / n,
+        natsOutPerRequest: (sat.v1.out - sat.v0.out) / n,
+        p50Ms: one.r.p50Ms,
+      }
+    }
+    const models = ['--model', `m=${m.path}`, '--threads', '1']
+    const b = bodies(dir, t, m.input, m.features, c.bulk, c.binary)
+    if (t === 'serve') {
+      const s = start('cohort serve', process.execPath, [...nodeFlags(c, dir, t + tag), bin, 'serve', '--port', '0', ...models])
+      procs.push(s)
+      const base = (await s.waitFor(/serving .* on (http:\/\/\S+) \(embedded\)/))[1]!
+      await waitReady(`${base}/v2/models/m`)
+      return await measureHttp(`cohort serve${tag}`, `${base}/v2/models/m/infer`, procs, c, b, undefined)
+    }
+    const nats = await startNats(dir)
+    procs.push(nats.p)
+    const worker = start('worker', process.execPath, [...nodeFlags(c, dir, t + tag), bin, 'worker', '--nats', nats.url, ...models])
+    procs.push(worker)
+    await worker.waitFor(/worker \S+ serving/)
+    const gw = start('gateway', process.execPath, [...nodeFlags(c, dir, t + tag), bin, 'gateway', '--nats', nats.url, '--port', '0', '--drain-ms', '0'])
+    procs.push(gw)
+    const base = (await gw.waitFor(/gateway on (http:\/\/\S+) ->/))[1]!
+    await waitReady(`${base}/v2/models/m`)
+    // Order the columns as the path: gateway, nats-server, worker.
+    return await measureHttp(`gateway + nats-server + worker${tag}`, `${base}/v2/models/m/infer`, [gw, nats.p, worker], c, b, nats.varz)
+  } finally {
+    await stopAll(procs)
+  }
+}
+
+function median(xs: number[]): number {
+  const s = xs.filter(Number.isFinite).sort((a, b) => a - b)
+  if (s.length === 0) {
+    return Number.NaN
+  }
+  const h = Math.floor(s.length / 2)
+  return s.length % 2 ? s[h]! : (s[h - 1]! + s[h]!) / 2
+}
+
+/** Per target, the median of each number over the rounds (the first round's order). */
+export function medians(runs: TaxTarget[][]): TaxTarget[] {
+  const first = runs[0] ?? []
+  return first.map((r) => {
+    const same = runs.map((round) => round.find((x) => x.target === r.target)!).filter(Boolean)
+    const med = (f: (x: TaxTarget) => number) => median(same.map(f))
+    return {
+      target: r.target,
+      items: r.items,
+      requestsPerSec: med((x) => x.requestsPerSec),
+      procs: r.procs.map((p) => ({ name: p.name, usPerRequest: med((x) => x.procs.find((q) => q.name === p.name)?.usPerRequest ?? Number.NaN) })),
+      totalUsPerRequest: med((x) => x.totalUsPerRequest),
+      natsInPerRequest: med((x) => x.natsInPerRequest),
+      natsOutPerRequest: med((x) => x.natsOutPerRequest),
+      p50Ms: med((x) => x.p50Ms),
+    }
+  })
+}
+
+function fmt(n: number, d = 0): string {
+  return Number.isFinite(n) ? n.toFixed(d) : '-'
+}
+
+/** The report: one row per target, then the ratios the issue's targets name. */
+export function formatTax(rs: TaxTarget[], meta: string): string {
+  const lines = [meta, '', '| path | req/s | CPU µs per request (per process) | total µs | NATS msgs in/out per request | p50 c=1 (ms) |', '| --- | ---: | --- | ---: | ---: | ---: |']
+  for (const r of rs) {
+    const per = r.procs.map((p) => `${p.name} ${fmt(p.usPerRequest)}`).join(' + ')
+    const nats = Number.isFinite(r.natsInPerRequest) ? `${fmt(r.natsInPerRequest, 2)} / ${fmt(r.natsOutPerRequest, 2)}` : '-'
+    lines.push(`| ${r.target} | ${fmt(r.requestsPerSec)} | ${per} | ${fmt(r.totalUsPerRequest)} | ${nats} | ${fmt(r.p50Ms, 3)} |`)
+  }
+  const by = (s: string) => rs.find((r) => r.target.startsWith(s) && !r.target.endsWith('(base)'))
+  const http = by('bare')
+  const nats = by('nats.js')
+  const serve = by('cohort serve')
+  const dist = by('gateway')
+  const ratio = (a: number | undefined, b: number | undefined) => (a !== undefined && b !== undefined && b > 0 ? fmt(a / b, 2) : '-')
+  const srv = (r: TaxTarget | undefined) => r?.procs.find((p) => p.name === 'nats-server')?.usPerRequest
+  lines.push('')
+  lines.push(`ratios: serve/http ${ratio(serve?.totalUsPerRequest, http?.totalUsPerRequest)} (target <= 1.5), ` +
+    `dist/serve ${ratio(dist?.totalUsPerRequest, serve?.totalUsPerRequest)} (target <= 1.5), ` +
+    `dist nats-server/nats.js nats-server ${ratio(srv(dist), srv(nats))} (target <= 2), ` +
+    `dist published per request ${fmt(dist?.natsInPerRequest ?? Number.NaN, 2)} (target < 1)`)
+  if (dist && http && nats) {
+    lines.push(`p50 c=1: dist ${fmt(dist.p50Ms, 3)} ms vs http + nats.js + 0.2 = ${fmt(http.p50Ms + nats.p50Ms + 0.2, 3)} ms`)
+  }
+  return lines.join('\n')
+}
+
+/** `cohort bench tax`. */
+export async function benchTaxCommand(args: string[]): Promise<void> {
+  const c = config(args)
+  if (!c) {
+    return
+  }
+  if (!hasWrk()) {
+    throw new CliError('cohort bench tax needs wrk (apt-get install -y wrk)')
+  }
+  const dir = mkdtempSync(join(tmpdir(), 'cohort-tax-'))
+  const onSignal = () => {
+    killLoadGenerators()
+    for (const p of live) {
+      p.proc.kill('SIGKILL')
+    }
+    process.exit(130)
+  }
+  process.on('SIGINT', onSignal)
+  process.on('SIGTERM', onSignal)
+  const load0 = loadavg()[0] ?? Number.NaN
+  try {
+    const m = c.model === 'heavy' ? { path: ensureHeavyModel(), input: 'input', features: 512 } : { path: identityModel(dir, 64), input: 'in', features: 64 }
+    const runs: TaxTarget[][] = []
+    for (let k = 0; k < c.repeat; k++) {
+      const round: TaxTarget[] = []
+      for (const t of c.targets) {
+        console.error(`bench tax: ${t} (round ${k + 1} of ${c.repeat})...`)
+        // Before/after alternate in which goes first, so neither always runs on the warmer machine.
+        const base = c.base && (t === 'serve' || t === 'dist') ? () => runTarget(t, c, dir, m, join(c.base!, 'apps/cli/bin/cohort.js'), ' (base)') : undefined
+        if (base && k % 2 === 1) {
+          const b = await base()
+          round.push(await runTarget(t, c, dir, m), b)
+        } else {
+          round.push(await runTarget(t, c, dir, m))
+          if (base) {
+            round.push(await base())
+          }
+        }
+      }
+      runs.push(round)
+    }
+    const results = medians(runs)
+    const meta = `cohort bench tax: ${c.model === 'identity' ? 'Identity on 64 FP32' : 'heavy MLP 512->2560x3->16'}, ${c.binary ? 'binary tensors' : 'OIP JSON'}, ${c.bulk} row(s) per request, wrk -t1 -c${c.connections} ${c.seconds} s per target, median of ${c.repeat} round(s); commit ${gitCommit()}; load ${load0.toFixed(2)} -> ${(loadavg()[0] ?? 0).toFixed(2)}`
+    console.log(formatTax(results, meta))
+    if (c.profile) {
+      for (const t of c.targets.filter((x) => x === 'serve' || x === 'dist')) {
+        for (const tag of c.base ? ['', ' (base)'] : ['']) {
+          const pdir = join(dir, `profile-${t}${tag}`)
+          printProfiles(`CPU profile of ${t}${tag}:`, summariseProfiles(pdir, 25))
+          console.log(`\nWhere the time goes, ${t}${tag} (main threads; idle and module loading left out):`)
+          for (const f of readdirSync(pdir).filter((x) => x.endsWith('.cpuprofile'))) {
+            const cp = categoriseProfile(join(pdir, f))
+            if (cp.busyMs < 200) {
+              continue // an ORT or loader thread
+            }
+            console.log(`  ${f} (${cp.busyMs.toFixed(0)} ms busy)`)
+            for (const r of cp.rows) {
+              console.log(`    ${(100 * r.share).toFixed(1).padStart(5)}%  ${r.category}`)
+            }
+          }
+        }
+      }
+    }
+    if (c.out) {
+      writeFileSync(c.out, JSON.stringify({ config: c, results, runs }, null, 2) + '\n')
+    }
+  } finally {
+    killLoadGenerators()
+    await stopAll([...live])
+    process.off('SIGINT', onSignal)
+    process.off('SIGTERM', onSignal)
+    if (!c.profile) {
+      rmSync(dir, { recursive: true, force: true })
+    } else {
+      console.error(`bench tax: profiles kept in ${dir}`)
+    }
+  }
+}
