@@ -11,6 +11,8 @@ import { SLEEPY_PREDICTOR, postJson, readSleepyLog, sleepyLogPath, spawnCohort, 
 
 const DRAIN_MS = 1_500
 const SLOW_MS = 2_500
+/** These requests outlast the model's server-side SLO on purpose: they say they can wait. */
+const LONG = { 'x-cohort-timeout-ms': '30000' }
 
 let nats: NatsServerHandle
 let worker: CliProcess | undefined
@@ -69,7 +71,7 @@ describe('worker SIGTERM drain', () => {
     expect(ready.status).toBe(200)
     expect(await ready.json()).toEqual({ ready: true, draining: false })
 
-    const inflight = Array.from({ length: 6 }, (_, x) => postJson(`${base}/models/sleepy/predictions`, { input: { x, sleepMs: SLOW_MS } }))
+    const inflight = Array.from({ length: 6 }, (_, x) => postJson(`${base}/models/sleepy/predictions`, { input: { x, sleepMs: SLOW_MS } }, LONG))
     await heldByWorker(probes!, [0, 1, 2, 3, 4, 5])
     let exited = false
     void w.exited.then(() => (exited = true))
@@ -110,7 +112,7 @@ describe('gateway SIGTERM drain (--drain-ms)', () => {
     void gateway.exited.then(() => (exitedAt = Date.now()))
     // Slow requests in flight (one batch of SLOW_MS on the worker).
     const inflight = Array.from({ length: 8 }, (_, x) =>
-      postJson(`${base}/models/sleepy/predictions`, { input: { x: 10 + x, sleepMs: SLOW_MS } }),
+      postJson(`${base}/models/sleepy/predictions`, { input: { x: 10 + x, sleepMs: SLOW_MS } }, LONG),
     )
     await heldByWorker(probes!, [10, 11, 12, 13, 14, 15, 16, 17])
     const sigterm = Date.now()
@@ -137,7 +139,7 @@ describe('gateway SIGTERM drain (--drain-ms)', () => {
 
     // Still accepting and serving new requests during the grace period (liveness too). The new
     // request queues behind the slow batch, so it is answered after the grace period ends.
-    const during = postJson(`${base}/models/sleepy/predictions`, { input: { x: 100 } })
+    const during = postJson(`${base}/models/sleepy/predictions`, { input: { x: 100 } }, LONG)
     expect((await fetch(`${base}/v2/health/live`)).status).toBe(200)
     expect(exitedAt).toBe(0)
 

@@ -101,7 +101,7 @@ describe('durable async predictions (JetStream)', () => {
   })
 
   it('runs async jobs in the same batches as sync requests', async () => {
-    const blocker = postJson(`${gw.url}/models/sleepy/predictions`, { input: { x: 1000, sleepMs: 1500 } })
+    const blocker = postJson(`${gw.url}/models/sleepy/predictions`, { input: { x: 1000, sleepMs: 1500 } }, { 'x-cohort-timeout-ms': '30000' })
     await waitRunning(LOG, 1000)
     const ids = ['mix-1', 'mix-2', 'mix-3']
     const accepted = await Promise.all(ids.map((id, i) => put(`${gw.url}/models/sleepy/predictions/${id}`, { input: { x: i + 1 } }, ASYNC)))
@@ -166,7 +166,7 @@ describe('durable async predictions (JetStream)', () => {
   }, 60_000)
 
   it('cancels a queued job: it ends canceled, never runs, and the webhook says so', async () => {
-    const blocker = postJson(`${gw.url}/models/sleepy/predictions`, { input: { x: 1001, sleepMs: 1500 } })
+    const blocker = postJson(`${gw.url}/models/sleepy/predictions`, { input: { x: 1001, sleepMs: 1500 } }, { 'x-cohort-timeout-ms': '30000' })
     await waitRunning(LOG, 1001)
     const r = await put(`${gw.url}/models/sleepy/predictions/cancel-1`, { input: { x: 9 }, webhook: hooks.url, webhook_events_filter: ['completed'] }, ASYNC)
     expect(r.status).toBe(202)

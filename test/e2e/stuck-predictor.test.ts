@@ -55,7 +55,7 @@ describe('a TS predictor that blocks or hangs', () => {
     })()
     await nc.flush()
     const t0 = Date.now()
-    const r = await postJson(`${base}/models/busy/predictions`, { input: { x: 21, busyMs: BUSY_MS } })
+    const r = await postJson(`${base}/models/busy/predictions`, { input: { x: 21, busyMs: BUSY_MS } }, { 'x-cohort-timeout-ms': '25000' })
     const t1 = Date.now()
     sub.unsubscribe()
     expect(r.status, JSON.stringify(r.body)).toBe(200)

@@ -69,6 +69,8 @@ export const MODEL_OPTIONS = {
   policy: { type: 'string' },
   'max-queue': { type: 'string' },
   'max-batch-cost': { type: 'string' },
+  'slo-ms': { type: 'string' },
+  'max-tenant-queue': { type: 'string' },
   'no-admission': { type: 'boolean' },
   'no-auto-batch': { type: 'boolean' },
   pad: { type: 'boolean' },
@@ -103,6 +105,10 @@ export const BATCHING_HELP = `  --max-batch-size N     hard cap of items per bat
   --no-admission         eager/deadline: queue items even when they are estimated to finish late
                          (default: refuse them on arrival with 503 OVERLOADED)
   --max-batch-cost N     cost units per batch (tokens, pixels: product of dynamic dims; default no limit)
+  --max-tenant-queue N   queued items per tenant (API key, JWT subject) before 503 (default 0: only
+                         --max-queue)
+  --slo-ms MS            server-side SLO: the deadline of requests whose client sends none (default
+                         0: derived, max(1000, 4 x learned t(max-batch-size)); 2000 before a sample)
   --pad                  ONNX: batch items of different lengths by bucket, padded to the longest
   --pad-value V          value in padded positions (default 0)
   --mask-input NAME      ONNX input Cohort fills with the attention mask (1 real, 0 padding)

@@ -115,6 +115,14 @@ function batching(v: Values): Partial<BatchingConfig> {
   if (cost !== undefined) {
     out.maxBatchCost = cost
   }
+  const tq = batchingFlag('maxTenantQueue', intFlag('max-tenant-queue', v['max-tenant-queue']))
+  if (tq !== undefined) {
+    out.maxTenantQueue = tq
+  }
+  const slo = batchingFlag('sloMs', numFlag('slo-ms', v['slo-ms']))
+  if (slo !== undefined) {
+    out.sloMs = slo
+  }
   if (v['no-admission'] === true) {
     out.admission = false
   }

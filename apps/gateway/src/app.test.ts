@@ -448,12 +448,12 @@ describe('gateway app: bus limits and overload', () => {
     expect((await json(post(e.app, '/models/pad/predictions', { input: { n: 3 } }))).body.output).toBe('ppp')
   })
 
-  it('answers 503 OVERLOADED with Retry-After when the worker queue is full', async () => {
+  it('answers 413 TOO_MANY_ITEMS without Retry-After when the request alone has more rows than the worker queue bound', async () => {
     const e = await env({ maxQueue: 1 })
     const r = await json(post(e.app, '/v2/models/adder/infer', x1([1, 2])))
-    expect(r.status).toBe(503)
-    expect(r.body).toEqual({ error: 'model "adder" queue is full (1 items)', code: 'OVERLOADED' })
-    expect(r.headers.get('retry-after')).toBe('1')
+    expect(r.status).toBe(413)
+    expect(r.body).toEqual({ error: 'request holds 2 items (rows); model "adder" queues at most 1 (maxQueue): split it into requests of at most 1', code: 'TOO_MANY_ITEMS' })
+    expect(r.headers.get('retry-after')).toBeNull()
   })
 
   it('changes autoBatchSize at runtime through the admin route and shows the live batch cap', async () => {

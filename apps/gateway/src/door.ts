@@ -16,6 +16,7 @@ import { RequestObservation, type ObservationOptions, type ObservedCall } from '
 import type { JwtAuthOptions, RateLimitOptions } from './options.ts'
 import type { Upstream } from './upstream.ts'
 import { Authenticator } from './middleware/auth/credentials.ts'
+import { ModelSlos } from './slo.ts'
 import { TokenBuckets } from './middleware/rate-limit/index.ts'
 
 /** Grace after the deadline before the gateway stops waiting: the worker's own 504 usually wins. */
@@ -25,8 +26,16 @@ export const REPLY_GRACE_MS = 50
 export interface DoorOptions extends ObservationOptions {
   upstream: Upstream
   metrics: GatewayMetrics
-  /** Server-side deadline of a request, ms (a request may shorten it, never extend it). */
+  /**
+   * Longest deadline of a request, ms: the cap of every client deadline, and the deadline of a
+   * request whose client sends none when its model announces no SLO.
+   */
   requestTimeoutMs: number
+  /**
+   * Apply the server-side SLO each model's workers announce (`ModelMeta.slo`) as the deadline of
+   * requests whose client sends none (docs/batching.md#server-side-slo). @default true
+   */
+  serverSlo?: boolean
   /** The runtime's queueing delay now (Node: event-loop delay), ms; see {@link admitAtDoor}. */
   queueDelayMs?: (() => number) | undefined
   /** Credentials checked by {@link InferenceDoor.authorize} (codecs without HTTP middleware). */
@@ -117,11 +126,15 @@ export function doorSend(up: Upstream, req: InferRequest, o: Omit<SendOptions, '
  */
 export async function runItem(
   up: Upstream,
-  r: { model: string; input: unknown; deadline: number; id?: string; trace?: TraceCarrier | undefined },
+  r: { model: string; input: unknown; deadline: number; id?: string; trace?: TraceCarrier | undefined; tenant?: string },
   o: Omit<SendOptions, 'deadline' | 'id'> & { index?: number; onUnexpected?: (e: unknown) => void } = {},
 ): Promise<ItemOutcome> {
   try {
-    const reply = await doorSend(up, { v: 1, id: r.id ?? crypto.randomUUID(), model: r.model, deadline: r.deadline, items: [r.input], ...r.trace }, o)
+    const reply = await doorSend(
+      up,
+      { v: 1, id: r.id ?? crypto.randomUUID(), model: r.model, deadline: r.deadline, items: [r.input], ...r.trace, ...(r.tenant !== undefined ? { tenant: r.tenant } : {}) },
+      o,
+    )
     const e = itemError(reply, o.index)
     if (e) {
       return { error: { code: e.code, message: e.message } }
@@ -136,6 +149,11 @@ export async function runItem(
   }
 }
 
+/** The envelope's `tenant` field of a call: its client id, at most 128 characters (none when anonymous). */
+function tenantOf(a: { tenant?: string | undefined }): { tenant?: string } {
+  return a.tenant ? { tenant: a.tenant.slice(0, 128) } : {}
+}
+
 /** What a codec knows of a call before reading its body. */
 export interface Arrival extends ObservedCall {
   /** The model named by the call ('' until known; {@link Passage.model} may set it later). */
@@ -144,6 +162,11 @@ export interface Arrival extends ObservedCall {
   timeoutHeader?: string | undefined
   /** A deadline the transport carries (a gRPC deadline), ms since the epoch. */
   deadlineAt?: number | undefined
+  /**
+   * The authenticated client (`key:<i>`, `jwt:<sub>`): the tenant of the call's envelopes, for
+   * the workers' fair shares. Absent (auth off): the one anonymous tenant.
+   */
+  tenant?: string | undefined
   /** Called with the passage once made (HTTP: to answer its `traceparent`). */
   entered?: ((p: Passage) => void) | undefined
 }
@@ -154,6 +177,8 @@ export class Passage {
   /** Count this call in the request metrics when it ends (bulk counts its items instead). */
   counted = true
   #lag = 0
+  /** True once the client sent a deadline of its own (header, parameter, transport deadline). */
+  #clientTimed = false
   #code = 'OK'
   #open = false
   readonly #t0 = performance.now()
@@ -190,14 +215,35 @@ export class Passage {
     this.#lag = admitAtDoor(this.door.o.requestTimeoutMs, this.arrival.timeoutHeader, this.door.o.queueDelayMs)
   }
 
-  /** The call's budget, ms: the server's, shortened by the timeout header, `paramUs` (µs) and a transport deadline. */
+  /**
+   * The call's budget, ms. A client deadline (the timeout header, `paramUs` µs, a transport
+   * deadline) is used as sent, up to `requestTimeoutMs`: it may shorten or lengthen the model's
+   * SLO (Triton's `allow_timeout_override`). Without one: the model's announced SLO (as last
+   * seen; {@link Passage.infer} waits for it the first time), else `requestTimeoutMs`.
+   */
   timeoutMs(paramUs?: unknown): number {
-    let t = effectiveTimeoutMs(this.door.o.requestTimeoutMs, this.arrival.timeoutHeader, paramUs)
+    const server = this.door.o.requestTimeoutMs
+    let t = effectiveTimeoutMs(server, this.arrival.timeoutHeader, paramUs)
     const at = this.arrival.deadlineAt
     if (at !== undefined && Number.isFinite(at)) {
       t = Math.min(t, Math.max(1, at - Date.now()))
     }
-    return t
+    if (t < server || (this.arrival.timeoutHeader ?? '') !== '' || (typeof paramUs === 'number' && paramUs > 0) || at !== undefined) {
+      this.#clientTimed = true
+      return t
+    }
+    const slo = this.model !== '' ? this.door.slos?.peek(this.model) : undefined
+    return slo !== undefined ? Math.min(t, slo) : t
+  }
+
+  /** {@link Passage.timeoutMs}, after learning the model's SLO when the client sent no deadline. */
+  async #budget(timeoutMs: number | undefined): Promise<number> {
+    const t = timeoutMs ?? this.timeoutMs()
+    if (this.#clientTimed || this.door.slos === undefined || this.model === '') {
+      return t
+    }
+    const slo = await this.door.slos.get(this.model)
+    return slo !== undefined ? Math.min(t, slo) : t
   }
 
   /** The absolute deadline of a budget, less the admission delay (503 when nothing is left). */
@@ -211,8 +257,9 @@ export class Passage {
       v: 1,
       id: o.id ?? this.requestId,
       model: this.model,
-      deadline: o.deadline ?? this.deadline(o.timeoutMs ?? this.timeoutMs()),
+      deadline: o.deadline ?? this.deadline(await this.#budget(o.timeoutMs)),
       ...payload,
+      ...tenantOf(this.arrival),
       ...this.trace,
     }
     this.obs.sent(req)
@@ -228,7 +275,7 @@ export class Passage {
     const model = this.model
     const out = await runItem(
       this.door.o.upstream,
-      { model, input, deadline: o.deadline, id, trace: this.trace },
+      { model, input, deadline: o.deadline, id, trace: this.trace, ...tenantOf(this.arrival) },
       { signal: o.signal, index, onUnexpected: (e) => this.door.o.onUnexpectedError(e, { ...this.obs.fields(), requestId: id, index }) },
     )
     const code = out.error?.code ?? 'OK'
@@ -270,8 +317,11 @@ export class Passage {
 export class InferenceDoor {
   readonly #auth: Authenticator | undefined
   readonly #buckets: TokenBuckets | undefined
+  /** The SLOs the workers announce, unless `serverSlo` is false. */
+  readonly slos: ModelSlos | undefined
 
   constructor(readonly o: DoorOptions) {
+    this.slos = o.serverSlo === false ? undefined : new ModelSlos((m) => o.upstream.meta(m))
     this.#auth = Authenticator.of(o)
     this.#buckets = o.rateLimit ? new TokenBuckets(o.rateLimit) : undefined
   }

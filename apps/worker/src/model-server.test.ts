@@ -244,7 +244,7 @@ describe('ModelServer over the in-process transport', () => {
     const queued = send(transport, request([{ x: 2 }, { x: 3 }]))
     await waitFor(() => expect(server.engine.queued).toBe(2))
     const refused = await send(transport, request([{ x: 4 }]))
-    expect(refused.errors).toEqual([{ code: 'OVERLOADED', message: 'model "calc" queue is full (2 items)', retryAfterS: 1 }])
+    expect(refused.errors).toEqual([{ code: 'OVERLOADED', message: 'model "calc" queue is full (2 items, maxQueue); retry later', retryAfterS: 1 }])
     // Still full: refused at once as well.
     const mixed = send(transport, request([{ x: 5 }]))
     gate.open()
@@ -279,12 +279,32 @@ describe('ModelServer over the in-process transport', () => {
     expect(worker.metrics.shed.get({ model: 'calc', reason: 'admission' })).toBe(1)
   })
 
-  it('refuses the items of one request beyond the queue bound and keeps the rest', async () => {
+  it('answers 413 TOO_MANY_ITEMS (not 503) for a request with more items than maxQueue, naming the bound, without running any', async () => {
     const { transport, calls } = await start({ batching: { maxQueue: 2 } })
     const r = await send(transport, request([{ x: 1 }, { x: 2 }, { x: 3 }]))
-    expect(r.items).toEqual([{ y: 2, pad: '' }, { y: 4, pad: '' }, null])
-    expect(r.errors).toEqual([null, null, { code: 'OVERLOADED', message: 'model "calc" queue is full (2 items)', retryAfterS: 1 }])
-    expect(calls).toEqual([[1, 2]])
+    expect(r.error?.code).toBe('TOO_MANY_ITEMS')
+    expect(r.error?.retryAfterS).toBeUndefined()
+    expect(r.error?.message).toBe('request holds 3 items (rows); model "calc" queues at most 2 (maxQueue): split it into requests of at most 2')
+    expect(calls).toEqual([])
+  })
+
+  it('refuses a request that fits maxQueue but not the room left now whole, with 503 and Retry-After', async () => {
+    const { transport, calls, gate, server } = await start({ batching: { maxQueue: 3 } })
+    gate.close()
+    const running = send(transport, request([{ x: 1 }]))
+    await waitFor(() => expect(server.engine.running).toBe(1))
+    const queued = send(transport, request([{ x: 2 }, { x: 3 }]))
+    await waitFor(() => expect(server.engine.queued).toBe(2))
+    const r = await send(transport, request([{ x: 4 }, { x: 5 }]))
+    expect(r.errors?.map((e) => e?.code)).toEqual(['OVERLOADED', 'OVERLOADED'])
+    expect(r.errors?.[0]?.retryAfterS).toBeGreaterThanOrEqual(1)
+    expect(r.errors?.[0]?.message).toMatch(/no room for this request's 2 items now \(maxQueue 3\)/)
+    expect(server.engine.queued).toBe(2) // nothing of it was queued
+    gate.open()
+    await running
+    await queued
+    expect(calls.flat()).not.toContain(4)
+    expect(calls.flat()).not.toContain(5)
   })
 
   it('drops queued items on a cancel notice (and ignores garbage and unknown ids on the cancel subject)', async () => {

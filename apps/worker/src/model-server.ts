@@ -54,6 +54,11 @@ export interface ModelServerOptions {
    * @default max(10000, 20 * the learned t(b) of the batch)
    */
   batchTimeoutMs?: number
+  /**
+   * Weights of tenants' fair shares of batch slots (`InferRequest.tenant` -> weight > 0); tenants
+   * not named weigh 1. See docs/batching.md#fair-shares-between-tenants.
+   */
+  tenantWeights?: Readonly<Record<string, number>>
 }
 
 /**
@@ -100,6 +105,7 @@ export class ModelServer {
         }
       },
       onCapChange: (c) => this.#stats.capChange(c, this.#tel.logger, o.workerId, this.engine.config.maxBatchSize),
+      tenantWeight: (t) => (o.tenantWeights !== undefined && Object.hasOwn(o.tenantWeights, t) ? (o.tenantWeights[t] as number) : 1),
     })
     this.#listening = new Listening({
       transport: o.transport,

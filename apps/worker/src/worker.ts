@@ -19,6 +19,8 @@ export interface CohortWorkerOptions {
   subjectPrefix?: string
   /** Batching overrides applied to every model. */
   batching?: Partial<BatchingConfig>
+  /** Weights of tenants' fair shares of batch slots (see ModelServerOptions.tenantWeights). */
+  tenantWeights?: Readonly<Record<string, number>>
   /** Per-model batching flags by model name, over `batching` (`--model NAME=PATH,max-batch-size=4`). */
   modelBatching?: Record<string, Partial<BatchingConfig>>
   /** Where metrics go. @default a new registry */
@@ -97,6 +99,7 @@ export class CohortWorker {
         outputSchema: this.#o.outputSchemas?.[runner.name],
         capacityAware: this.#o.capacityAware ?? true,
         ...(this.#o.batching ? { batching: this.#o.batching } : {}),
+        ...(this.#o.tenantWeights ? { tenantWeights: this.#o.tenantWeights } : {}),
         ...(this.#o.modelBatching?.[runner.name] ? { modelBatching: this.#o.modelBatching[runner.name] } : {}),
         tracer: this.#o.tracer ?? defaultTracer(),
         logger: this.#log,

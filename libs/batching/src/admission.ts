@@ -10,7 +10,7 @@
 import type { ResolvedBatchingConfig } from './config.ts'
 import type { CostModel } from './cost-model.ts'
 import { EARLY_DROP_MIN_SAMPLES } from './fill.ts'
-import type { Queued } from './queue.ts'
+import { insertionPoint, type Queued } from './queue.ts'
 
 /** What admission needs to know about the engine right now. */
 export interface AdmissionState {
@@ -31,6 +31,8 @@ export interface Arrival {
   deadline: number
   priority: number
   cost: number
+  /** Its fair-queueing tag (`GroupedQueue.tagFor`); absent: after every item of its priority. @default Infinity */
+  tag?: number
 }
 
 /** The estimate behind an admission decision. */
@@ -56,17 +58,9 @@ function workAhead(s: AdmissionState, a: Arrival): { n: number; cost: number } {
     }
     return { n, cost }
   }
-  // (priority desc, arrival): everything of equal or higher priority; the list is sorted by it.
-  let lo = 0
-  let hi = list.length
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1
-    if ((list[mid] as Queued<unknown>).priority >= a.priority) {
-      lo = mid + 1
-    } else {
-      hi = mid
-    }
-  }
+  // (priority desc, fair tag, arrival): the list is sorted by it; the arrival goes after every
+  // item of higher priority and every item of its priority with a tag not after its own.
+  const lo = insertionPoint(list, a.priority, a.tag ?? Infinity)
   if (lo === list.length) {
     return { n: lo, cost: s.listCost }
   }

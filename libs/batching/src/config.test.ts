@@ -21,6 +21,8 @@ describe('batching config', () => {
       maxBatchCost: Infinity,
       admission: true,
       autoBatchSize: false,
+      sloMs: 0,
+      maxTenantQueue: 0,
     })
     expect(Object.isFrozen(DEFAULT_BATCHING)).toBe(true)
   })
@@ -74,7 +76,7 @@ describe('batching config', () => {
   it('fills maxBatchCost from an older base config that lacks it', () => {
     const old = { maxBatchSize: 8, maxDelayMs: 5, policy: 'eager' as const, maxQueue: 10 }
     expect(() => validateBatchingConfig(old)).not.toThrow()
-    expect(resolveBatchingConfig({}, old)).toEqual({ ...old, maxBatchCost: Infinity, admission: true, autoBatchSize: false })
+    expect(resolveBatchingConfig({}, old)).toEqual({ ...old, maxBatchCost: Infinity, admission: true, autoBatchSize: false, sloMs: 0, maxTenantQueue: 0 })
   })
 })
 
@@ -102,7 +104,7 @@ describe('the batching field table', () => {
   })
 
   it('writes JSON with Infinity as null, every field present', () => {
-    expect(batchingToJson(DEFAULT_BATCHING)).toEqual({ maxBatchSize: 32, maxDelayMs: 5, policy: 'eager', maxQueue: 4096, maxBatchCost: null, admission: true, autoBatchSize: false })
+    expect(batchingToJson(DEFAULT_BATCHING)).toEqual({ maxBatchSize: 32, maxDelayMs: 5, policy: 'eager', maxQueue: 4096, maxBatchCost: null, admission: true, autoBatchSize: false, sloMs: 0, maxTenantQueue: 0 })
     expect(JSON.parse(JSON.stringify(batchingToJson({ maxBatchCost: 7 })))).toMatchObject({ maxBatchCost: 7, maxBatchSize: null })
   })
 })

@@ -68,6 +68,20 @@ export interface BatchingConfig {
    * @default false
    */
   autoBatchSize?: boolean
+  /**
+   * Server-side SLO (ms): the deadline a request gets when its client sends none (the gateway
+   * applies it from what the workers announce). `0`: derived from the learned cost at the model's
+   * limit, `max(SLO_FLOOR_MS, SLO_BATCHES * t(maxBatchSize))` (see `slo.ts`). Optional for
+   * compatibility.
+   * @default 0
+   */
+  sloMs?: number
+  /**
+   * Most items one tenant (`QueueEntry.tenant`) may have queued; `offer` answers `'full'` with
+   * `tenant: true` past it. `0`: no bound of its own (only `maxQueue`). Optional for compatibility.
+   * @default 0
+   */
+  maxTenantQueue?: number
 }
 
 /** A configuration with every field present, as held by the engine. */
@@ -82,6 +96,8 @@ export const DEFAULT_BATCHING: Readonly<ResolvedBatchingConfig> = Object.freeze(
   maxBatchCost: Infinity,
   admission: true,
   autoBatchSize: false,
+  sloMs: 0,
+  maxTenantQueue: 0,
 })
 
 /** Largest `maxBatchSize` accepted anywhere (options, flags, admin patches). */
@@ -172,6 +188,18 @@ export const BATCHING_FIELDS: Readonly<Record<BatchingKey, BatchingField>> = Obj
     flag: 'no-auto-batch',
     tritonParameter: 'cohort_auto_batch_size',
   }),
+  sloMs: field({
+    expect: `a number of ms from 0 (derived) to ${MAX_DELAY_MS_LIMIT}`,
+    valid: (v) => typeof v === 'number' && Number.isFinite(v) && v >= 0 && v <= MAX_DELAY_MS_LIMIT,
+    flag: 'slo-ms',
+    tritonParameter: 'cohort_slo_ms',
+  }),
+  maxTenantQueue: field({
+    expect: `an integer from 0 (none) to ${MAX_QUEUE_LIMIT}`,
+    valid: isInt(0, MAX_QUEUE_LIMIT),
+    flag: 'max-tenant-queue',
+    tritonParameter: 'cohort_max_tenant_queue',
+  }),
 })
 
 /** The batching fields' names, in table order. */
@@ -221,13 +249,13 @@ export function batchingToJson(c: Partial<BatchingConfig>): Record<BatchingKey, 
 
 /**
  * Check a complete configuration against {@link BATCHING_FIELDS} (`maxBatchCost`, `admission` and
- * `autoBatchSize` may be absent).
+ * `autoBatchSize`, `sloMs`, `maxTenantQueue` may be absent).
  * @throws RangeError naming the first invalid field and what was expected.
  */
 export function validateBatchingConfig(config: BatchingConfig): void {
   for (const k of BATCHING_KEYS) {
     const v = config[k]
-    if (v === undefined && (k === 'maxBatchCost' || k === 'admission' || k === 'autoBatchSize')) {
+    if (v === undefined && (k === 'maxBatchCost' || k === 'admission' || k === 'autoBatchSize' || k === 'sloMs' || k === 'maxTenantQueue')) {
       continue
     }
     if (!BATCHING_FIELDS[k].valid(v)) {
@@ -254,6 +282,8 @@ export function resolveBatchingConfig(
     maxBatchCost: patch.maxBatchCost ?? base.maxBatchCost ?? Infinity,
     admission: patch.admission ?? base.admission ?? true,
     autoBatchSize: patch.autoBatchSize ?? base.autoBatchSize ?? false,
+    sloMs: patch.sloMs ?? base.sloMs ?? 0,
+    maxTenantQueue: patch.maxTenantQueue ?? base.maxTenantQueue ?? 0,
   }
   validateBatchingConfig(config)
   return Object.freeze(config)

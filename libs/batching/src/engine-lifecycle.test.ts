@@ -232,6 +232,8 @@ describe('BatchEngine construction and stats', () => {
       maxBatchCost: Infinity,
       admission: true,
       autoBatchSize: false,
+      sloMs: 0,
+      maxTenantQueue: 0,
     })
     expect(e.concurrency).toBe(1)
     e.close()

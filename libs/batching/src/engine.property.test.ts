@@ -242,6 +242,8 @@ describe('BatchEngine properties', () => {
           maxBatchCost: fc.oneof(fc.constant(Infinity), fc.integer({ min: 1, max: 6 })),
           admission: fc.boolean(),
           autoBatchSize: fc.boolean(),
+          sloMs: fc.constant(0),
+          maxTenantQueue: fc.constant(0),
         }),
         fc.integer({ min: 1, max: 3 }),
         fc.array(fc.tuple(fc.integer({ min: 1, max: 6 }), fc.integer({ min: 0, max: 4 })), { maxLength: 8 }),

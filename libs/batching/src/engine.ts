@@ -9,6 +9,7 @@ import { resolveBatchingConfig, type BatchingConfig, type ResolvedBatchingConfig
 import { BatchTuner, type CapChange } from './batch-tuner.ts'
 import { CostModel } from './cost-model.ts'
 import { sumCost, type PlannedBatch } from './fill.ts'
+import { serverSlo, type Slo } from './slo.ts'
 import { nextWake, plan } from './policy.ts'
 import { GroupedQueue, type Queued } from './queue.ts'
 import { emptyStats, reportAsync, type MutableStats } from './stats.ts'
@@ -46,6 +47,7 @@ export class BatchEngine<T> {
   #eff: Readonly<ResolvedBatchingConfig>
   #tuner: BatchTuner | undefined
   readonly #onCapChange: ((change: CapChange) => void) | undefined
+  readonly #tenantWeight: ((tenant: string) => number) | undefined
   #running = 0
   /** Running batches: start and cost (their expected ends are estimated when admission asks). */
   readonly #runningEnds = new Set<{ start: number; cost: number }>()
@@ -77,6 +79,7 @@ export class BatchEngine<T> {
     this.stats = this.#stats
     this.costModel = opts.costModel ?? new CostModel()
     this.#onCapChange = opts.onCapChange ? opts.onCapChange.bind(opts) : undefined
+    this.#tenantWeight = opts.tenantWeight ? opts.tenantWeight.bind(opts) : undefined
     this.#applyTuning()
   }
 
@@ -86,6 +89,14 @@ export class BatchEngine<T> {
    */
   get batchCap(): number {
     return this.#eff.maxBatchSize
+  }
+
+  /**
+   * The model's server-side SLO now (`slo.ts`): the configured `sloMs`, else derived from the
+   * learned cost at `config.maxBatchSize` (independent of the self-tuned `batchCap`).
+   */
+  get slo(): Slo {
+    return serverSlo(this.#config, this.costModel)
   }
 
   /** The batch-cap tuner while `autoBatchSize` is on (its `changes`, `last`, `curve()` explain the cap). */
@@ -150,10 +161,16 @@ export class BatchEngine<T> {
       this.#stats.refused.full++
       return { status: 'full', retryAfterMs: this.#backlogMs() }
     }
+    const tenant = entry.tenant ?? ''
+    const maxTenant = this.#config.maxTenantQueue
+    if (maxTenant > 0 && this.#queue.queuedOf(tenant) >= maxTenant) {
+      this.#stats.refused.full++
+      return { status: 'full', retryAfterMs: this.#backlogMs(), tenant: true }
+    }
     const group = entry.group ?? ''
     const now = this.#clock.now()
     if (entry.deadline > now && this.#config.admission && this.#config.policy !== 'timer') {
-      const arrival: Arrival = { deadline: entry.deadline, priority, cost }
+      const arrival: Arrival = { deadline: entry.deadline, priority, cost, tag: this.#queue.tagFor(tenant) }
       const state = this.#admissionState(group, now)
       if (shouldJudge(state, arrival, this.#running)) {
         const est = estimateFinish(state, arrival)
@@ -169,13 +186,40 @@ export class BatchEngine<T> {
         }
       }
     }
-    const item = this.#queue.add(entry.value, entry.deadline, group, priority, now, cost)
+    const item = this.#queue.add(entry.value, entry.deadline, group, priority, now, cost, tenant, this.#weight(tenant))
     if (this.#running < this.#concurrency) {
       this.#schedulePump()
     } else if (item.deadline < this.#wake.at) {
       this.#wake.set(item.deadline)
     }
     return { status: 'queued' }
+  }
+
+  #weight(tenant: string): number {
+    if (this.#tenantWeight === undefined) {
+      return 1
+    }
+    try {
+      const w = this.#tenantWeight(tenant)
+      return Number.isFinite(w) && w > 0 ? w : 1
+    } catch (err) {
+      reportAsync(err)
+      return 1
+    }
+  }
+
+  /** Items of `tenant` queued now. */
+  queuedOf(tenant: string): number {
+    return this.#queue.queuedOf(tenant)
+  }
+
+  /** Items queued per tenant now (tenants with queued items only). */
+  queuedByTenant(): Map<string, number> {
+    const out = new Map<string, number>()
+    for (const [t, s] of this.#queue.tenants()) {
+      out.set(t, s.queued)
+    }
+    return out
   }
 
   /**
@@ -213,7 +257,7 @@ export class BatchEngine<T> {
       return false
     }
     const items = entries.map(
-      (e): Queued<T> => ({ value: e.value, deadline: e.deadline, group, priority: e.priority ?? 0, cost: e.cost ?? 1, seq: -1, enqueuedAt: now }),
+      (e): Queued<T> => ({ value: e.value, deadline: e.deadline, group, priority: e.priority ?? 0, cost: e.cost ?? 1, seq: -1, enqueuedAt: now, tenant: e.tenant ?? '', tag: 0 }),
     )
     this.#dispatch({ items, group, reason: 'idle' }, now)
     return true
@@ -232,6 +276,10 @@ export class BatchEngine<T> {
   }
 
   /** Rough time (ms) to work off the whole queue: a hint for `Retry-After`. */
+  get backlogMs(): number {
+    return this.#backlogMs()
+  }
+
   #backlogMs(): number {
     if (this.costModel.samples === 0) {
       return 1000
@@ -337,6 +385,9 @@ export class BatchEngine<T> {
       }
       const gone = new Set<Queued<T>>([...doomed, ...(batch?.items ?? [])])
       this.#queue.removeWhere((item) => gone.has(item))
+      if (batch !== undefined) {
+        this.#queue.served(batch.items)
+      }
       // Answer the doomed first; an `expire` callback may close the engine meanwhile.
       this.#expireItems(doomed, 'doomed')
       if (batch !== undefined) {

@@ -27,6 +27,7 @@ export {
 } from './config.ts'
 export { CONFIG_SOURCES, layerBatching, type ConfigLayer, type ConfigSource, type LayeredBatching } from './layers.ts'
 export { CostModel, type CostModelOptions } from './cost-model.ts'
+export { SLO_BATCHES, SLO_COLD_MS, SLO_FLOOR_MS, serverSlo, type Slo, type SloSource } from './slo.ts'
 export {
   BatchTuner,
   CAP_REASONS,

@@ -62,6 +62,8 @@ export type Offer =
        * overload (503).
        */
       infeasible?: boolean
+      /** `'full'` only: true when the item's tenant is at its own bound `maxTenantQueue`. */
+      tenant?: boolean
     }
 
 /** One item offered to `BatchEngine.push`. */
@@ -86,6 +88,13 @@ export interface QueueEntry<T> {
    * @default 1
    */
   cost?: number
+  /**
+   * The tenant the item belongs to, for fair shares of batch slots (see `queue.ts`): within a
+   * priority level, tenants' items interleave in proportion to their weights (start-time fair
+   * queueing), so a flood from one tenant cannot push another's items back.
+   * @default '' (the one anonymous tenant)
+   */
+  tenant?: string
 }
 
 /** A batch handed to `run`. */
@@ -145,6 +154,12 @@ export interface BatchEngineOptions<T> extends Partial<BatchingConfig> {
    * figures. Must not throw (an error is rethrown asynchronously).
    */
   onCapChange?(change: CapChange): void
+  /**
+   * A tenant's weight: its share of batch slots under contention is proportional to it. A finite
+   * number > 0 (anything else counts as 1). Read when an item is queued.
+   * @default every tenant 1
+   */
+  tenantWeight?(tenant: string): number
 }
 
 /** Counters kept by the engine since construction. Live: the same object keeps updating. */

@@ -29,6 +29,19 @@ export function workerMetrics(r: Registry) {
     items: r.counter('cohort_worker_items_total', 'Items answered by the worker, by model and code.'),
     dispatch: r.counter('cohort_batch_dispatch_total', 'Batches dispatched, by model and reason (idle, full, timer).'),
     queueDepth: r.gauge('cohort_queue_depth', 'Items queued in the worker, by model.'),
+    backlog: r.gauge(
+      'cohort_queue_backlog_seconds',
+      'Estimated time to work off the items queued in the worker now (learned cost, executor slots), by model: a scaling signal.',
+    ),
+    tenantItems: r.counter(
+      'cohort_tenant_items_total',
+      'Items answered by the worker, by model, tenant (the first 16 tenants seen by name, then _other; _anonymous without auth) and code.',
+    ),
+    tenantQueue: r.histogram(
+      'cohort_tenant_queue_duration_seconds',
+      'Time an item waited in the worker queue before its batch started, by model and tenant (bounded as cohort_tenant_items_total).',
+      DURATION_BUCKETS_S,
+    ),
     shed: r.counter(
       'cohort_shed_total',
       'Items answered without running, by model and reason (overloaded: queue full; admission: refused on arrival as late; deadline, doomed, cancelled, closed).',

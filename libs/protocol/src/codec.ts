@@ -219,6 +219,8 @@ function requestFrom(o: Obj, what: string): InferRequest {
   if (tracestate !== undefined) r.tracestate = tracestate
   const priority = optional<number>(o, 'priority', what, isNum, 'a finite number')
   if (priority !== undefined) r.priority = priority
+  const tenant = optional<string>(o, 'tenant', what, (v) => typeof v === 'string' && v.length <= 128, 'a string of at most 128 characters')
+  if (tenant !== undefined) r.tenant = tenant
   const outputs = optional<string[]>(o, 'outputs', what, isStringArray, 'an array of strings')
   if (outputs !== undefined) r.outputs = outputs
   if (o.tensors !== undefined && o.tensors !== null) r.tensors = tensorsOf(o.tensors, what)[0]

@@ -26,6 +26,12 @@ export interface InferRequest {
   tracestate?: string
   /** Higher runs first when the engine supports priorities. Default 0. */
   priority?: number
+  /**
+   * The tenant the request is billed to for fair shares of batch slots: the gateway's client id
+   * (`key:<i>`, `jwt:<sub>`), at most 128 characters. Absent: the one anonymous tenant. Optional,
+   * so older gateways and workers interoperate (an older worker ignores it).
+   */
+  tenant?: string
   /** Batch-major input tensors, by input name. shape[0] of each = item count. */
   tensors?: Record<string, WireTensor>
   /** JSON items (one per prediction). */
@@ -111,6 +117,11 @@ export interface ModelMeta {
   cost?: { a: number; c: number; samples: number }
   /** Items queued on the answering worker. */
   queued?: number
+  /**
+   * The server-side SLO in force (ms; `source`: configured `sloMs`, derived from the learned cost,
+   * or the cold default): the gateway's deadline for requests whose client sends none.
+   */
+  slo?: { ms: number; source: string }
   /**
    * Where each live batching value came from, per field: `default`, `model`, `file`, `flags` or
    * `runtime` (`@cohort/batching` layers.ts; docs/repository.md).

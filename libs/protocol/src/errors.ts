@@ -18,6 +18,7 @@ export const ERROR_CODES = {
   CONFLICT: { status: 409, doc: 'The id is taken by a different request (an idempotent PUT with another input).' },
   PAYLOAD_TOO_LARGE: { status: 413, doc: 'The request body or its encoded message exceeds a size limit (the HTTP body limit `maxBodyBytes`, or the bus message limit `maxMessageBytes`).' },
   RESPONSE_TOO_LARGE: { status: 413, doc: 'The reply would exceed the bus message limit `maxMessageBytes`; send fewer items per request.' },
+  TOO_MANY_ITEMS: { status: 413, doc: 'The request holds more items (rows) than the model can ever queue at once (`maxQueue`, or its tenant\'s `maxTenantQueue`); the message names the bound and its value. Retrying unchanged cannot help: split the request.' },
   RATE_LIMITED: { status: 429, doc: 'A per-client rate limit was hit; see Retry-After.' },
   CANCELLED: { status: 499, doc: 'The client went away before its items ran; they were dropped.' },
   PREDICTOR_FAILED: { status: 500, doc: 'The predictor threw or failed this item.' },

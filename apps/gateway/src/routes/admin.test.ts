@@ -82,7 +82,7 @@ describe('PUT /admin/models/{m}/batching', () => {
     expect(JSON.stringify(audit)).not.toContain('second-key')
     // The worker applied it (null: no cost limit), as GET's live view shows.
     const g = await app.request('/admin/models/echo/batching', { headers: { authorization: 'Bearer first-key' } })
-    expect((await g.json()).live).toEqual({ maxBatchSize: 7, maxDelayMs: expect.any(Number), policy: 'eager', maxQueue: 4096, maxBatchCost: null, admission: true, autoBatchSize: false, batchCap: 7 })
+    expect((await g.json()).live).toEqual({ maxBatchSize: 7, maxDelayMs: expect.any(Number), policy: 'eager', maxQueue: 4096, maxBatchCost: null, admission: true, autoBatchSize: false, sloMs: 0, maxTenantQueue: 0, batchCap: 7 })
   })
 
   it('writes no audit line for a refused patch', async () => {

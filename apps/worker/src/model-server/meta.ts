@@ -15,6 +15,7 @@ export function serverMeta<T>(runner: ModelRunner, engine: BatchEngine<T>, sourc
     ...m,
     ...(batchingToJson(c) as LiveBatching),
     ...batchCapMeta(engine),
+    slo: engine.slo,
     configSources: { ...sources },
     ...(runner.batchLimit ? { batchLimit: runner.batchLimit } : {}),
     queued: engine.queued,

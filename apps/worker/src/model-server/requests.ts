@@ -156,11 +156,11 @@ export class Requests {
     const computeMs = performance.now() - t0
     tel.endBatch(span, batch.items, computeMs, batch.reason, failure)
     stats.batch(batch.items.length, computeMs, batch.reason)
-    stats.queueDepth(engine.queued)
+    stats.queueDepth(engine.queued, engine.backlogMs)
     this.#o.regulate()
     batch.items.forEach((it, k) => {
       const queueMs = batch.queuedMs[k] ?? 0
-      stats.queueWait(queueMs)
+      stats.queueWait(queueMs, it.p.req.tenant)
       it.p.timing[it.index] = { queueMs, computeMs, batchSize: batch.items.length }
       this.#complete(it.p, it.index, results[k] ?? { error: { code: 'INTERNAL', message: 'missing result' } })
     })
@@ -193,7 +193,20 @@ export class Requests {
     const span = this.#o.tel.startRequest(req)
     let items
     try {
-      requestItemCount(req)
+      const rows = requestItemCount(req)
+      const { maxQueue, maxTenantQueue } = engine.config
+      if (rows > maxQueue) {
+        throw new CohortError(
+          'TOO_MANY_ITEMS',
+          `request holds ${rows} items (rows); model "${this.#name}" queues at most ${maxQueue} (maxQueue): split it into requests of at most ${maxQueue}`,
+        )
+      }
+      if (maxTenantQueue > 0 && rows > maxTenantQueue) {
+        throw new CohortError(
+          'TOO_MANY_ITEMS',
+          `request holds ${rows} items (rows); model "${this.#name}" queues at most ${maxTenantQueue} per tenant (maxTenantQueue): split it into requests of at most ${maxTenantQueue}`,
+        )
+      }
       checkRequestedOutputs(req, this.#knownOutputs(), this.#name)
       items = this.#o.runner.prepare(req)
     } catch (e) {
@@ -216,6 +229,19 @@ export class Requests {
       return
     }
     const now = Date.now()
+    // All or nothing for the queue bound: a request that fits the bound but not the room left now
+    // is refused whole (503, retryable), never half run.
+    const queueable = items.reduce((n, it) => (it.error ? n : n + 1), 0)
+    const { maxQueue, maxTenantQueue } = engine.config
+    const room = maxQueue - engine.queued
+    const tenantRoom = maxTenantQueue > 0 ? maxTenantQueue - engine.queuedOf(req.tenant ?? '') : Infinity
+    if (queueable > 1 && queueable > Math.min(room, tenantRoom) && !engine.closed) {
+      const offer: Offer = { status: 'full', retryAfterMs: engine.backlogMs, ...(tenantRoom < room ? { tenant: true } : {}) }
+      const error = refusal(this.#name, offer, offer.tenant ? maxTenantQueue : maxQueue, req.deadline - now, queueable)
+      stats.shed('overloaded', queueable)
+      items.forEach((it, index) => this.#complete(p, index, it.error ? { error: it.error } : { error }))
+      return
+    }
     items.forEach((it, index) => {
       if (it.error) {
         this.#complete(p, index, { error: it.error })
@@ -227,15 +253,17 @@ export class Requests {
           deadline: req.deadline,
           group: it.group,
           priority: req.priority ?? 0,
+          ...(req.tenant !== undefined ? { tenant: req.tenant } : {}),
           ...(it.cost !== undefined ? { cost: it.cost } : {}),
         })
         if (offer.status !== 'queued') {
           stats.shed(offer.status === 'late' ? 'admission' : 'overloaded')
-          this.#complete(p, index, { error: refusal(this.#name, offer, engine.config.maxQueue, req.deadline - now) })
+          const bound = offer.status === 'full' && offer.tenant ? engine.config.maxTenantQueue : engine.config.maxQueue
+          this.#complete(p, index, { error: refusal(this.#name, offer, bound, req.deadline - now) })
         }
       }
     })
-    stats.queueDepth(engine.queued)
+    stats.queueDepth(engine.queued, engine.backlogMs)
     this.#o.regulate()
   }
 
@@ -244,7 +272,7 @@ export class Requests {
       return
     }
     p.results[index] = r
-    this.#o.stats.item('error' in r ? r.error.code : 'OK')
+    this.#o.stats.item('error' in r ? r.error.code : 'OK', p.req.tenant)
     if (--p.remaining === 0) {
       this.#finish(p)
     }
@@ -296,7 +324,7 @@ export class Requests {
 }
 
 /** The answer to an item the engine would not queue: 503 OVERLOADED (or SHUTTING_DOWN after close). */
-function refusal(model: string, offer: Offer, maxQueue: number, leftMs: number): WireError {
+function refusal(model: string, offer: Offer, maxQueue: number, leftMs: number, items = 1): WireError {
   switch (offer.status) {
     case 'late':
       if (offer.infeasible) {
@@ -310,12 +338,18 @@ function refusal(model: string, offer: Offer, maxQueue: number, leftMs: number):
         message: `model "${model}" cannot finish this item within its deadline (estimated ${Math.round(offer.estimatedFinishMs ?? 0)} ms behind the queued work, ${Math.round(leftMs)} ms left)`,
         retryAfterS: Math.max(1, Math.ceil(offer.retryAfterMs / 1000)),
       }
-    case 'full':
+    case 'full': {
+      const bound = offer.tenant ? 'maxTenantQueue' : 'maxQueue'
+      const whose = offer.tenant ? "this tenant's queue" : 'queue'
       return {
         code: 'OVERLOADED',
-        message: `model "${model}" queue is full (${maxQueue} items)`,
+        message:
+          items > 1
+            ? `model "${model}" ${whose} has no room for this request's ${items} items now (${bound} ${maxQueue}); retry later`
+            : `model "${model}" ${whose} is full (${maxQueue} items, ${bound}); retry later`,
         retryAfterS: Math.max(1, Math.ceil(offer.retryAfterMs / 1000)),
       }
+    }
     default:
       return { code: 'SHUTTING_DOWN', message: `model "${model}" is shutting down` }
   }

@@ -28,6 +28,8 @@ export class ServerStats {
   readonly #mx: WorkerMetrics
   readonly #labels: { model: string }
 
+  readonly #tenants = new TenantLabels()
+
   constructor(metrics: WorkerMetrics, model: string) {
     this.#mx = metrics
     this.#labels = { model }
@@ -53,18 +55,23 @@ export class ServerStats {
     this.infer.request(reply, t0 === undefined ? 0 : performance.now() - t0, timing)
   }
 
-  /** Count one item answered with `code` (`OK` or an error code). */
-  item(code: string): void {
+  /** Count one item answered with `code` (`OK` or an error code), for its model and its tenant. */
+  item(code: string, tenant?: string): void {
     this.#mx.items.inc({ ...this.#labels, code })
+    this.#mx.tenantItems.inc({ ...this.#labels, tenant: this.#tenants.of(tenant), code })
   }
 
-  /** Count one item not run (`admission`, `overloaded` or an expiry reason). */
-  shed(reason: string): void {
-    this.#mx.shed.inc({ ...this.#labels, reason })
+  /** Count `n` items not run (`admission`, `overloaded` or an expiry reason). */
+  shed(reason: string, n = 1): void {
+    this.#mx.shed.inc({ ...this.#labels, reason }, n)
   }
 
-  queueDepth(queued: number): void {
+  /** The queue's depth (items) and, when given, its backlog (ms of work, for autoscalers). */
+  queueDepth(queued: number, backlogMs?: number): void {
     this.#mx.queueDepth.set(this.#labels, queued)
+    if (backlogMs !== undefined) {
+      this.#mx.backlog.set(this.#labels, backlogMs / 1000)
+    }
   }
 
   /** Record a batch run: its compute time, size and dispatch reason. */
@@ -75,9 +82,10 @@ export class ServerStats {
     this.#mx.dispatch.inc({ ...this.#labels, reason })
   }
 
-  /** Record one item's time in the queue. */
-  queueWait(ms: number): void {
+  /** Record one item's time in the queue, for its model and its tenant. */
+  queueWait(ms: number, tenant?: string): void {
     this.#mx.queue.observe(this.#labels, ms / 1000)
+    this.#mx.tenantQueue.observe({ ...this.#labels, tenant: this.#tenants.of(tenant) }, ms / 1000)
   }
 
   /** Count and log a change of the self-tuned batch cap with the figures behind it (`limit`: the configured maxBatchSize). */
@@ -98,5 +106,26 @@ export class ServerStats {
       },
       'batch cap changed',
     )
+  }
+}
+
+/** Tenants named in per-tenant metrics; later ones share the label `_other` (bounded cardinality). */
+export const MAX_TENANT_LABELS = 16
+
+/** The metric label of a tenant: its id for the first {@link MAX_TENANT_LABELS} seen, else `_other`. */
+class TenantLabels {
+  readonly #named = new Set<string>()
+  of(tenant: string | undefined): string {
+    if (tenant === undefined || tenant === '') {
+      return '_anonymous'
+    }
+    if (this.#named.has(tenant)) {
+      return tenant
+    }
+    if (this.#named.size < MAX_TENANT_LABELS) {
+      this.#named.add(tenant)
+      return tenant
+    }
+    return '_other'
   }
 }

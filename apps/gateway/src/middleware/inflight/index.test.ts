@@ -146,6 +146,23 @@ describe('the gateway in-flight bound', () => {
     expect((await r.json()).error).toMatch(/in-flight bytes bound \(maxBytes\) of 100 bytes/)
   })
 
+  it('answers 413, not 503, for an undeclared (chunked) body that alone passes the whole bytes bound', async () => {
+    const { app } = setup({ inflight: { maxBytes: 100 } })
+    const chunks = new ReadableStream<Uint8Array>({
+      start(c) {
+        const bytes = new TextEncoder().encode(body(100))
+        for (let i = 0; i < bytes.length; i += 32) c.enqueue(bytes.subarray(i, i + 32))
+        c.close()
+      },
+    })
+    const r = await app.request('/v2/models/hold/infer', { method: 'POST', body: chunks, duplex: 'half' } as RequestInit)
+    expect(r.status).toBe(413)
+    expect(r.headers.get('retry-after')).toBeNull()
+    const j = (await r.json()) as { code: string; error: string }
+    expect(j.code).toBe('PAYLOAD_TOO_LARGE')
+    expect(j.error).toMatch(/in-flight bytes bound \(maxBytes\) of 100 bytes/)
+  })
+
   it.each(['0x46', '70.0', '+70', '7e1', '-1', '70 70'])('refuses the Content-Length %j with 400 (strict decimal integers only)', async (len) => {
     const { app } = setup({})
     const r = await app.request('/v2/models/hold/infer', { method: 'POST', body: body(1), headers: { 'content-length': len } })

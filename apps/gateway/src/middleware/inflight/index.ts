@@ -13,7 +13,8 @@ function overloaded(budget: InflightBudget): CohortError {
  * Bound the requests with bodies (POST, PUT) and their bytes held at once (`inflight`): a request
  * past either bound is refused 503 `OVERLOADED` with `Retry-After` before its body is read; a body
  * without Content-Length is counted while it is read and refused the same way once past the bound.
- * A declared body larger than the whole bytes bound can never be served: 413 naming the bound.
+ * A body larger than the whole bytes bound can never be served: 413 naming the bound (a declared
+ * one before it is read, an undeclared one once it passes the bound).
  * Everything is given back when the handler returns. Off with `inflight: false`.
  */
 export function inflightMiddleware(o: ResolvedGatewayOptions): MiddlewareHandler | undefined {
@@ -42,6 +43,10 @@ export function inflightMiddleware(o: ResolvedGatewayOptions): MiddlewareHandler
     setBodyTicket(c, {
       declared: len !== undefined,
       take(n) {
+        if (held + n > budget.maxBytes) {
+          // This body alone passes the whole bound: it can never be served (not a 503).
+          throw new CohortError('PAYLOAD_TOO_LARGE', `request body of more than ${budget.maxBytes} bytes exceeds the gateway's in-flight bytes bound (maxBytes) of ${budget.maxBytes} bytes`)
+        }
         if (!budget.tryTakeBytes(n)) {
           throw overloaded(budget)
         }

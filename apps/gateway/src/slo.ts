@@ -1,0 +1,77 @@
+/**
+ * The server-side SLOs the workers announce (`ModelMeta.slo`), cached per model for the door:
+ * the deadline of a request whose client sends none. See docs/batching.md#server-side-slo.
+ * @module
+ */
+import type { ModelMeta } from '@cohort/protocol'
+
+/** How long (ms) an announced SLO is used before it is asked for again. */
+export const SLO_TTL_MS = 2000
+/** Most models remembered (only models a worker answered for are kept: bounded memory). */
+export const SLO_MAX_MODELS = 1024
+
+interface Entry {
+  ms: number | undefined
+  at: number
+  pending?: Promise<number | undefined> | undefined
+}
+
+/** Per-model SLOs from model metadata, refreshed at most every `ttlMs`. */
+export class ModelSlos {
+  readonly #entries = new Map<string, Entry>()
+
+  constructor(
+    readonly meta: (model: string) => Promise<Pick<ModelMeta, 'slo'>>,
+    readonly ttlMs = SLO_TTL_MS,
+    readonly now: () => number = Date.now,
+  ) {}
+
+  /** The cached SLO of `model` (ms), stale or not; `undefined` when none was announced yet. A stale entry is refreshed in the background. */
+  peek(model: string): number | undefined {
+    const e = this.#entries.get(model)
+    if (e !== undefined && this.now() - e.at >= this.ttlMs) {
+      void this.get(model)
+    }
+    return e?.ms
+  }
+
+  /**
+   * The SLO of `model` (ms): the cached one while fresh, else what a worker announces now
+   * (`undefined` when none answers or the worker announces none; the caller keeps its default).
+   * Never throws.
+   */
+  get(model: string): Promise<number | undefined> {
+    const e = this.#entries.get(model)
+    if (e !== undefined && (e.pending || this.now() - e.at < this.ttlMs)) {
+      return e.pending ?? Promise.resolve(e.ms)
+    }
+    const pending = this.meta(model).then(
+      (m) => {
+        const ms = typeof m?.slo?.ms === 'number' && m.slo.ms > 0 ? m.slo.ms : undefined
+        this.#remember(model, ms)
+        return ms
+      },
+      () => {
+        if (e !== undefined) {
+          e.pending = undefined
+        }
+        return e?.ms
+      },
+    )
+    if (e !== undefined) {
+      e.pending = pending
+    }
+    return pending
+  }
+
+  #remember(model: string, ms: number | undefined): void {
+    this.#entries.delete(model)
+    if (this.#entries.size >= SLO_MAX_MODELS) {
+      const oldest = this.#entries.keys().next().value
+      if (oldest !== undefined) {
+        this.#entries.delete(oldest)
+      }
+    }
+    this.#entries.set(model, { ms, at: this.now() })
+  }
+}
