@@ -14,6 +14,7 @@ import {
   webhookReceiver,
   type CliProcess,
   type NatsServerHandle,
+  type JsonBody,
 } from '@cohort/test-support'
 
 const LOG = sleepyLogPath()
@@ -101,7 +102,7 @@ describe('Cog-style API over NATS (cohort serve --nats)', () => {
     const r = await postJson(`${srv.url}/models/sleepy/predictions/bulk`, { inputs })
     expect(r.status).toBe(200)
     expect(r.body).toMatchObject({ model: 'sleepy', total: 4, succeeded: 3, failed: 1 })
-    expect(r.body.results.map((x: any) => [x.index, x.status, x.output?.y ?? x.code])).toEqual([
+    expect(r.body.results.map((x: { index: number; status: string; output?: { y?: unknown }; code?: string }) => [x.index, x.status, x.output?.y ?? x.code])).toEqual([
       [0, 'succeeded', 2],
       [1, 'failed', 'INVALID_INPUT'],
       [2, 'succeeded', 6],
@@ -161,7 +162,7 @@ describe('Cog-style async predictions embedded (in memory, no NATS)', () => {
     const final = await asyncRoundTrip(srv.url, hooks, '/predictions', { x: 5 })
     expect(final.output).toEqual({ y: 10, batch: 1 })
     const put = (body: unknown) =>
-      fetch(`${srv.url}/predictions/emb-1`, { method: 'PUT', headers: { 'content-type': 'application/json', prefer: 'respond-async' }, body: JSON.stringify(body) }).then(async (r) => ({ status: r.status, body: (await r.json()) as any }))
+      fetch(`${srv.url}/predictions/emb-1`, { method: 'PUT', headers: { 'content-type': 'application/json', prefer: 'respond-async' }, body: JSON.stringify(body) }).then(async (r) => ({ status: r.status, body: (await r.json()) as JsonBody }))
     const [a, b] = await Promise.all([put({ input: { x: 41, sleepMs: 1500 } }), put({ input: { x: 41, sleepMs: 1500 } })])
     expect([a.status, b.status]).toEqual([202, 202])
     expect(a.body.created_at).toBe(b.body.created_at)

@@ -6,7 +6,7 @@ import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { buildFixedBatchModel, graph, model, node, valueInfo } from '@cohort/onnx-builder'
-import { pool, spawnCohort, startNatsServer, writeModelFixtures, type CliProcess, type NatsServerHandle } from '@cohort/test-support'
+import { pool, spawnCohort, startNatsServer, writeModelFixtures, type CliProcess, type JsonBody, type NatsServerHandle } from '@cohort/test-support'
 
 let nats: NatsServerHandle
 let serve: CliProcess
@@ -33,7 +33,7 @@ afterAll(async () => {
   await nats?.stop()
 })
 
-async function infer(model: string, rows: number[][]): Promise<{ status: number; body: any }> {
+async function infer(model: string, rows: number[][]): Promise<{ status: number; body: JsonBody }> {
   const r = await fetch(`${base}/v2/models/${model}/infer`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },

@@ -7,7 +7,7 @@ import { request } from 'node:https'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { SLEEPY_PREDICTOR, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle } from '@cohort/test-support'
+import { SLEEPY_PREDICTOR, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle, type JsonBody } from '@cohort/test-support'
 
 let dir = ''
 let serve: CliProcess
@@ -17,7 +17,7 @@ let port = 0
 function httpsCall(
   path: string,
   o: { method?: string; body?: unknown; headers?: Record<string, string> } = {},
-): Promise<{ status: number; body: any }> {
+): Promise<{ status: number; body: JsonBody }> {
   return new Promise((resolve, reject) => {
     const data = o.body === undefined ? undefined : JSON.stringify(o.body)
     const req = request(

@@ -20,6 +20,7 @@ import {
   webhookReceiver,
   type CliProcess,
   type NatsServerHandle,
+  type JsonBody,
 } from '@cohort/test-support'
 
 const ACK_WAIT_MS = 1000
@@ -58,7 +59,7 @@ async function until<T>(f: () => Promise<T | undefined | false>, ms = 30_000): P
 
 async function put(url: string, body: unknown, headers: Record<string, string> = {}) {
   const r = await fetch(url, { method: 'PUT', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) })
-  return { status: r.status, body: (await r.json()) as any }
+  return { status: r.status, body: (await r.json()) as JsonBody }
 }
 
 const ASYNC = { prefer: 'respond-async' }
@@ -216,7 +217,7 @@ describe('a poison job (its worker dies every time it runs it)', () => {
       // Each run kills its worker; a new one is started until the job is recorded. A delivery can
       // also go to the pull request a dead worker left behind, so 2 deliveries are 1 or 2 runs.
       let workers = 1
-      let done: any
+      let done: { error?: unknown } | undefined
       for (;;) {
         let last: unknown
         const exited = await until(async () => {
@@ -233,7 +234,7 @@ describe('a poison job (its worker dies every time it runs it)', () => {
         w = poisonWorker(`poison-${workers}`)
       }
       expect(done).toMatchObject({ status: 'failed', output: null, code: 'PREDICTOR_FAILED', attempts: 2 })
-      expect(done.error).toBe('gave up after 2 deliveries: none finished (its worker stopped or failed every time)')
+      expect(done?.error).toBe('gave up after 2 deliveries: none finished (its worker stopped or failed every time)')
       const runs = sleepyRuns(LOG).get(POISON) ?? 0
       expect(runs, 'runs of the poison job').toBeGreaterThanOrEqual(1)
       expect(runs, 'runs of the poison job').toBeLessThanOrEqual(2)

@@ -9,7 +9,7 @@ import { connect, headers, type NatsConnection } from '@nats-io/transport-node'
 import { graph, model, node, valueInfo } from '@cohort/onnx-builder'
 import { CohortError } from '@cohort/protocol'
 import { BLOB_ERROR_HEADER, BLOB_HEADER, createNatsTransport, type Transport } from '@cohort/transport'
-import { spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle } from '@cohort/test-support'
+import { spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle, type JsonBody } from '@cohort/test-support'
 
 const H = 640
 const W = 640
@@ -57,7 +57,7 @@ async function inferBinary(url: string, data: Float32Array, rows = 1): Promise<R
   })
 }
 
-async function binaryOutput(r: Response): Promise<{ head: any; tensor: Float32Array }> {
+async function binaryOutput(r: Response): Promise<{ head: JsonBody; tensor: Float32Array }> {
   const buf = new Uint8Array(await r.arrayBuffer())
   const n = Number(r.headers.get('inference-header-content-length'))
   const head = JSON.parse(new TextDecoder().decode(buf.subarray(0, n)))

@@ -141,11 +141,11 @@ describe('NATS services protocol ($SRV) with 2 worker processes', () => {
     await eventually(async () => {
       const r = await getJson(`${base}/v2/workers`)
       expect(r.status).toBe(200)
-      expect(r.body.workers.map((w: any) => [w.id, w.models, w.state])).toEqual([
+      expect(r.body.workers.map((w: { id: string; models: string[]; state: string }) => [w.id, w.models, w.state])).toEqual([
         ['w1', ['demo', 'sleepy'], 'serving'],
         ['w2', ['demo', 'sleepy'], 'serving'],
       ])
-      expect(r.body.workers.reduce((a: number, w: any) => a + w.stats.requests, 0)).toBe(12)
+      expect(r.body.workers.reduce((a: number, w: { stats: { requests: number } }) => a + w.stats.requests, 0)).toBe(12)
     })
   })
 

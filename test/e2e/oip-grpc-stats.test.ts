@@ -11,13 +11,37 @@ import { encodeBytesElements } from '@cohort/protocol'
 import { parsePrometheus } from '@cohort/metrics'
 import { getJson, postJson, spawnCohort, startNatsServer, writeModelFixtures, type CliProcess, type NatsServerHandle } from '@cohort/test-support'
 
-type Msg = Record<string, any>
-type Unary = (req: Msg, md: grpc.Metadata, cb: (e: grpc.ServiceError | null, r: Msg) => void) => void
+/** A gRPC message as the proto-loader client takes and gives it (keepCase, longs as strings). */
+type Msg = Record<string, unknown>
+/** The dynamic client proto-loader makes: grpc.Client plus one method per RPC. */
+type OipClient = InstanceType<grpc.ServiceClientConstructor>
+type Unary<T> = (req: Msg, md: grpc.Metadata, cb: (e: grpc.ServiceError | null, r: T) => void) => void
 
-function loadClient(addr: string): grpc.Client & Record<string, any> {
+/** The parts of the answers these tests read (uint64 fields arrive as strings). */
+type OutputTensor = { name: string; datatype: string; shape: string[] }
+interface InferResponse {
+  id: string
+  model_version: string
+  outputs: OutputTensor[]
+  raw_output_contents: Buffer[]
+}
+interface ModelConfigResponse {
+  config: { input: Msg[]; max_batch_size: string | number }
+}
+interface StreamResponse {
+  error_message: string
+  infer_response: { id: string }
+}
+interface ModelStatisticsResponse {
+  model_stats: [{ inference_stats: { success: { count: string } } }]
+}
+/** One entry of `batch_stats` in the REST statistics answer. */
+type BatchStat = { batch_size: number; compute_infer: { count: number } }
+
+function loadClient(addr: string): OipClient {
   const def = protoLoader.loadSync('grpc_service.proto', { includeDirs: [PROTO_DIR], keepCase: true, longs: String, enums: String, defaults: true, oneofs: true })
-  const pkg = grpc.loadPackageDefinition(def) as any
-  return new pkg.inference.GRPCInferenceService(addr, grpc.credentials.createInsecure())
+  const { GRPCInferenceService } = (grpc.loadPackageDefinition(def) as { inference: { GRPCInferenceService: grpc.ServiceClientConstructor } }).inference
+  return new GRPCInferenceService(addr, grpc.credentials.createInsecure())
 }
 
 const DEMO_X = new Float32Array(2 * 256).map((_, i) => Math.cos(i * 0.11))
@@ -29,11 +53,11 @@ describe('gRPC inference service and Triton statistics', () => {
   let gw: CliProcess
   let http: string
   let workerMetrics: string
-  let client: grpc.Client & Record<string, any>
+  let client: OipClient
 
-  const call = (method: string, req: Msg): Promise<Msg> =>
+  const call = <T = Msg>(method: string, req: Msg): Promise<T> =>
     new Promise((resolve, reject) =>
-      (client[method] as Unary).call(client, req, new grpc.Metadata(), (e, r) => (e ? reject(e) : resolve(r))),
+      (client[method] as Unary<T>).call(client, req, new grpc.Metadata(), (e, r) => (e ? reject(e) : resolve(r))),
     )
   const callError = async (method: string, req: Msg): Promise<grpc.ServiceError> => {
     try {
@@ -74,13 +98,13 @@ describe('gRPC inference service and Triton statistics', () => {
     expect(sm['extensions']).toContain('statistics')
     const md = await call('ModelMetadata', { name: 'demo', version: '1' })
     expect(md['inputs']).toEqual([{ name: 'input', datatype: 'FP32', shape: ['-1', '256'] }])
-    const cfg = (await call('ModelConfig', { name: 'demo', version: '' }))['config']
+    const cfg = (await call<ModelConfigResponse>('ModelConfig', { name: 'demo', version: '' }))['config']
     expect(cfg['input'][0]).toMatchObject({ name: 'input', data_type: 'TYPE_FP32', dims: ['256'] })
     expect(Number(cfg['max_batch_size'])).toBeGreaterThan(0)
   })
 
   it('ModelInfer with typed contents (fp32_contents) answers raw_output_contents matching the reference MLP', async () => {
-    const r = await call('ModelInfer', {
+    const r = await call<InferResponse>('ModelInfer', {
       model_name: 'demo',
       id: 'typed-1',
       inputs: [{ name: 'input', datatype: 'FP32', shape: [2, 256], contents: { fp32_contents: Array.from(DEMO_X) } }],
@@ -110,16 +134,16 @@ describe('gRPC inference service and Triton statistics', () => {
     const strings = encodeBytesElements(['a', 'h\u00e9llo', '', 'x'.repeat(300)])
     raws.push(Buffer.from(strings))
     inputs.push({ name: 'in_BYTES', datatype: 'BYTES', shape: [2, 2] })
-    const r = await call('ModelInfer', {
+    const r = await call<InferResponse>('ModelInfer', {
       model_name: 'identity',
       inputs,
       raw_input_contents: raws,
       outputs: [{ name: 'out_INT64' }, { name: 'out_FP16' }, { name: 'out_BYTES' }],
     })
     expect(r['outputs'].map((o: Msg) => o['name'])).toEqual(['out_INT64', 'out_FP16', 'out_BYTES'])
-    expect(Buffer.compare(r['raw_output_contents'][0], raws[dts.indexOf('INT64')]!)).toBe(0)
-    expect(Buffer.compare(r['raw_output_contents'][1], raws[dts.indexOf('FP16')]!)).toBe(0)
-    expect(Buffer.compare(r['raw_output_contents'][2], Buffer.from(strings))).toBe(0)
+    expect(Buffer.compare(r['raw_output_contents'][0]!, raws[dts.indexOf('INT64')]!)).toBe(0)
+    expect(Buffer.compare(r['raw_output_contents'][1]!, raws[dts.indexOf('FP16')]!)).toBe(0)
+    expect(Buffer.compare(r['raw_output_contents'][2]!, Buffer.from(strings))).toBe(0)
   })
 
   it('errors map to gRPC status codes with the stable code in metadata', async () => {
@@ -140,10 +164,10 @@ describe('gRPC inference service and Triton statistics', () => {
   })
 
   it('ModelStreamInfer answers each request on the stream, errors as error_message', async () => {
-    const stream = client['ModelStreamInfer']() as grpc.ClientDuplexStream<Msg, Msg>
-    const got: Msg[] = []
+    const stream = client['ModelStreamInfer']!() as grpc.ClientDuplexStream<Msg, StreamResponse>
+    const got: StreamResponse[] = []
     const done = new Promise<void>((resolve, reject) => {
-      stream.on('data', (m: Msg) => got.push(m))
+      stream.on('data', (m: StreamResponse) => got.push(m))
       stream.on('end', () => resolve())
       stream.on('error', reject)
     })
@@ -188,7 +212,7 @@ describe('gRPC inference service and Triton statistics', () => {
     expect(after.batchCount).toBe(after.executions)
     expect(after.computeNs).toBeGreaterThan(0)
     // gRPC ModelStatistics gives the same numbers; the versioned route too.
-    const g = await call('ModelStatistics', { name: 'demo', version: '' })
+    const g = await call<ModelStatisticsResponse>('ModelStatistics', { name: 'demo', version: '' })
     expect(Number(g['model_stats'][0]['inference_stats']['success']['count'])).toBe(after.success)
     const v = await getJson(`${http}/v2/models/demo/versions/1/stats`)
     expect(v.body.model_stats[0].inference_count).toBe(after.inferences)
@@ -241,8 +265,8 @@ describe('gRPC inference service and Triton statistics', () => {
       inferences: s.inference_count as number,
       executions: s.execution_count as number,
       computeNs: s.inference_stats.compute_infer.ns as number,
-      batchCount: (s.batch_stats as Msg[]).reduce((a, b) => a + b['compute_infer']['count'], 0),
-      batchItems: (s.batch_stats as Msg[]).reduce((a, b) => a + b['batch_size'] * b['compute_infer']['count'], 0),
+      batchCount: (s.batch_stats as BatchStat[]).reduce((a, b) => a + b['compute_infer']['count'], 0),
+      batchItems: (s.batch_stats as BatchStat[]).reduce((a, b) => a + b['batch_size'] * b['compute_infer']['count'], 0),
       gatewayOk: metric(gm, 'cohort_requests_total', /model="demo"/, /code="OK"/),
       gatewayFailed: metric(gm, 'cohort_requests_total', /model="demo"/, /code="(?!OK")/),
       workerBatches: metric(wm, 'cohort_batch_size_count', /model="demo"/),

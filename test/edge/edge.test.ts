@@ -12,6 +12,7 @@ import {
   type CliProcess,
   type ModelFixtures,
   type NatsServerHandle,
+  type JsonBody,
 } from '@cohort/test-support'
 import { parsePrometheus } from '@cohort/metrics'
 import { freePort, startBun, startWorkerd, type RuntimeProcess } from './runtimes.ts'
@@ -27,7 +28,7 @@ const runtimes: Record<string, RuntimeProcess> = {}
 const input = (rows: number, seed: number) =>
   Array.from({ length: rows * 256 }, (_, i) => Math.fround(Math.sin(i * 0.37 + seed) * 2))
 
-async function call(base: string, path: string, init?: RequestInit): Promise<{ status: number; body: any; headers: Headers }> {
+async function call(base: string, path: string, init?: RequestInit): Promise<{ status: number; body: JsonBody; headers: Headers }> {
   const r = await fetch(`${base}${path}`, { signal: AbortSignal.timeout(30_000), ...init })
   const text = await r.text()
   let body: unknown = text

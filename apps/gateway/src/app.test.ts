@@ -21,6 +21,7 @@ import { CohortWorker, PredictorRunner } from '@cohort/worker'
 import { createApp } from './app.ts'
 import { effectiveTimeoutMs } from './deadline.ts'
 import type { GatewayOptions } from './options.ts'
+import type { JsonBody } from '@cohort/test-support'
 
 const subj = subjects()
 
@@ -115,7 +116,7 @@ function post(app: Hono, path: string, body: unknown, headers: Record<string, st
   }) as Promise<Response>
 }
 
-async function json(r: Response | Promise<Response>): Promise<{ status: number; headers: Headers; body: any }> {
+async function json(r: Response | Promise<Response>): Promise<{ status: number; headers: Headers; body: JsonBody }> {
   const res = await r
   return { status: res.status, headers: res.headers, body: await res.json() }
 }
@@ -123,7 +124,7 @@ async function json(r: Response | Promise<Response>): Promise<{ status: number; 
 const x1 = (data: number[]) => ({ inputs: [{ name: 'a', datatype: 'FP64', shape: [data.length], data }] })
 
 /** Split a binary-tensor-data response into its JSON header and the bytes after it. */
-async function binaryParts(r: Response): Promise<{ head: any; rest: Uint8Array }> {
+async function binaryParts(r: Response): Promise<{ head: JsonBody; rest: Uint8Array }> {
   const n = Number(r.headers.get('inference-header-content-length'))
   const buf = new Uint8Array(await r.arrayBuffer())
   expect(Number.isInteger(n) && n > 0 && n <= buf.byteLength).toBe(true)

@@ -6,6 +6,10 @@ import { InProcessTransport, type TransportSubscription } from '@cohort/transpor
 import { Type, definePredictor, itemError } from '@cohort/predictor'
 import { CohortWorker, PredictorRunner } from '@cohort/worker'
 import { createApp } from './app.ts'
+import type { WorkerSummary } from './upstream.ts'
+
+/** The answer of `GET /v2/workers`. */
+type WorkersBody = { workers: WorkerSummary[] }
 
 const subj = subjects()
 const enc = new TextEncoder()
@@ -56,9 +60,10 @@ function answer(t: InProcessTransport, subject: string, body: unknown): void {
   cleanups.push(() => sub.unsubscribe())
 }
 
-async function json(r: Response | Promise<Response>): Promise<{ status: number; body: any }> {
+/** Status and parsed body; `T` names the route's answer where a test reads into it. */
+async function json<T = unknown>(r: Response | Promise<Response>): Promise<{ status: number; body: T }> {
   const res = await r
-  return { status: res.status, body: await res.json() }
+  return { status: res.status, body: (await res.json()) as T }
 }
 
 describe('gateway readiness and /v2/workers from $SRV', () => {
@@ -71,12 +76,12 @@ describe('gateway readiness and /v2/workers from $SRV', () => {
     const { app, transport } = await setup(['w2', 'w1'])
     const req: InferRequest = { v: 1, id: 'r1', model: 'adder', deadline: Date.now() + 5_000, items: [{ a: 1 }, { a: 13 }] }
     await transport.request(subj.infer('adder'), encodeRequest(req), { timeoutMs: 2_000 })
-    const r = await json(app.request('/v2/workers'))
+    const r = await json<WorkersBody>(app.request('/v2/workers'))
     expect(r.status).toBe(200)
-    expect(r.body.workers.map((w: any) => w.id)).toEqual(['w1', 'w2'])
+    expect(r.body.workers.map((w) => w.id)).toEqual(['w1', 'w2'])
     for (const w of r.body.workers) {
       expect(w).toMatchObject({ version: '0.1.0', state: 'serving', models: ['adder', 'zulu'] })
-      expect(Date.parse(w.started)).toBeGreaterThan(0)
+      expect(Date.parse(w.started ?? '')).toBeGreaterThan(0)
       expect(w.endpoints[0]).toMatchObject({
         model: 'adder',
         subject: 'cohort.infer.adder',
@@ -88,10 +93,10 @@ describe('gateway readiness and /v2/workers from $SRV', () => {
       })
     }
     // One request went to one worker (queue group); it had a failed item, so it counts as an error.
-    const served = r.body.workers.filter((w: any) => w.stats.requests === 1)
+    const served = r.body.workers.filter((w) => w.stats.requests === 1)
     expect(served).toHaveLength(1)
-    expect(served[0].stats).toEqual({ requests: 1, errors: 1, queued: 0, batches: 1 })
-    expect(served[0].endpoints[0]).toMatchObject({
+    expect(served[0]?.stats).toEqual({ requests: 1, errors: 1, queued: 0, batches: 1 })
+    expect(served[0]?.endpoints[0]).toMatchObject({
       requests: 1,
       errors: 1,
       last_error: 'PREDICTOR_FAILED: unlucky 13',
@@ -100,7 +105,7 @@ describe('gateway readiness and /v2/workers from $SRV', () => {
       queued: 0,
       running: 0,
     })
-    expect(served[0].endpoints[0].average_processing_ms).toBeGreaterThan(0)
+    expect(served[0]?.endpoints[0]?.average_processing_ms).toBeGreaterThan(0)
   })
 
   it('answers an empty list without workers, and readiness falls back to cohort.discover', async () => {
@@ -132,8 +137,8 @@ describe('gateway readiness and /v2/workers from $SRV', () => {
     expect(await json(app.request('/v2/health/ready'))).toEqual({ status: 503, body: { ready: false, models: 0, workers: 0 } })
     answer(transport, '$SRV.INFO.cohort-worker', info('b', 'serving', 'true'))
     expect(await json(app.request('/v2/health/ready'))).toEqual({ status: 200, body: { ready: true, models: 1, workers: 1 } })
-    const ws = await json(app.request('/v2/workers'))
-    expect(ws.body.workers.map((w: any) => [w.id, w.state])).toEqual([
+    const ws = await json<WorkersBody>(app.request('/v2/workers'))
+    expect(ws.body.workers.map((w) => [w.id, w.state])).toEqual([
       ['a', 'draining'],
       ['b', 'serving'],
     ])
@@ -155,6 +160,6 @@ describe('gateway readiness and /v2/workers from $SRV', () => {
     const billing = { type: 'io.nats.micro.v1.info_response', name: 'billing', id: 'b1', version: '1.0.0', endpoints: [] }
     answer(transport, '$SRV.INFO.cohort-worker', billing)
     expect(await json(app.request('/v2/health/ready'))).toEqual({ status: 200, body: { ready: true, models: 2, workers: 1 } })
-    expect((await json(app.request('/v2/workers'))).body.workers.map((w: any) => w.id)).toEqual(['w1'])
+    expect((await json<WorkersBody>(app.request('/v2/workers'))).body.workers.map((w) => w.id)).toEqual(['w1'])
   })
 })

@@ -87,9 +87,9 @@ afterEach(async () => {
   }
 })
 
-async function all<T>(t: InProcessTransport, subject: string): Promise<T[]> {
+async function all<T extends { id?: unknown } = { id?: unknown }>(t: InProcessTransport, subject: string): Promise<T[]> {
   const replies = await t.requestAll(subject, EMPTY, { timeoutMs: 20 })
-  return replies.map((r) => JSON.parse(dec.decode(r)) as T).sort((a: any, b: any) => String(a.id).localeCompare(String(b.id)))
+  return replies.map((r) => JSON.parse(dec.decode(r)) as T).sort((a, b) => String(a.id).localeCompare(String(b.id)))
 }
 
 async function one<T>(t: InProcessTransport, subject: string): Promise<T> {

@@ -3,6 +3,7 @@ import { encodeHeartbeat, PROTOCOL_VERSION, encodeValue, subjects as makeSubject
 import { Registry, workerMetrics, type WorkerMetrics } from '@cohort/metrics'
 import { consume, type Transport, type TransportSubscription } from '@cohort/transport'
 import type { Tracer } from '@opentelemetry/api'
+import type { TSchema } from '@sinclair/typebox'
 import { consoleErrorLogger, defaultTracer, type Logger } from '@cohort/observability'
 import { ModelServer } from './model-server.ts'
 import type { WorkerJobOptions } from './jobs.ts'
@@ -28,7 +29,7 @@ export interface CohortWorkerOptions {
   /** Capacity-aware distribution (see ModelServerOptions.capacityAware). @default true */
   capacityAware?: boolean
   /** Output schemas of predictors by model name. */
-  outputSchemas?: Record<string, import('@sinclair/typebox').TSchema | undefined>
+  outputSchemas?: Record<string, TSchema | undefined>
   /**
    * Tracer of the `cohort.worker.request` and `cohort.worker.batch` spans (docs/observability.md).
    * @default trace.getTracer('cohort'): a no-op unless an OpenTelemetry SDK is registered

@@ -51,7 +51,7 @@ interface StageCommon {
 }
 
 /** A TypeScript batch function: one result per item, in order; an Error result fails that item. */
-export interface TsStage<I = any, O = any> extends StageCommon {
+export interface TsStage<I = unknown, O = unknown> extends StageCommon {
   readonly kind: 'ts'
   run(items: I[], ctx: StageContext): (O | Error)[] | Promise<(O | Error)[]>
   /** Cost units of one item for the batch cost budget. @default 1 */
@@ -73,7 +73,7 @@ export interface OnnxStage extends StageCommon {
 export type LeafStage = TsStage | OnnxStage
 
 /** One item splits into sub-items, each run through `stage` (batched across all items), then merged. */
-export interface FanOutStage<I = any, S = any, R = any, O = any> {
+export interface FanOutStage<I = unknown, S = unknown, R = unknown, O = unknown> {
   readonly kind: 'fanOut'
   readonly name: string
   split(item: I): S[]

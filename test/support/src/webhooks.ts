@@ -1,12 +1,12 @@
 import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
+import type { JsonBody } from './http.ts'
 
 /** One webhook delivery as a receiver saw it. */
 export interface Hook {
   /** The `x-cohort-webhook-event` header. */
   event: string
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
-  body: any
+  body: JsonBody
 }
 
 /** A local HTTP server that records every webhook POSTed to it (always answers 200). */

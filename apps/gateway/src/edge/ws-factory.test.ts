@@ -3,7 +3,7 @@ import { fetchWebSocketFactory } from './ws-factory.ts'
 
 /** A workerd-like accepted socket: addEventListener only. */
 function fakeSocket() {
-  const listeners = new Map<string, ((ev: any) => void)[]>()
+  const listeners = new Map<string, ((ev: unknown) => void)[]>()
   return {
     accepted: false,
     sent: [] as unknown[],
@@ -17,7 +17,7 @@ function fakeSocket() {
     close(code?: number, reason?: string) {
       this.closed.push([code, reason])
     },
-    addEventListener(type: string, fn: (ev: any) => void) {
+    addEventListener(type: string, fn: (ev: unknown) => void) {
       listeners.set(type, [...(listeners.get(type) ?? []), fn])
     },
     emit(type: string, ev: unknown) {
@@ -53,7 +53,7 @@ describe('fetchWebSocketFactory', () => {
     expect(got).toEqual([info, 'second'])
     socket.send(new Uint8Array([1]))
     expect(ws.sent).toHaveLength(1)
-    let closeEv: any
+    let closeEv: unknown
     socket.onclose = (ev) => (closeEv = ev)
     ws.emit('close', { code: 1006, reason: 'gone', wasClean: false })
     expect(closeEv).toMatchObject({ reason: 'gone', wasClean: false })
@@ -68,7 +68,7 @@ describe('fetchWebSocketFactory', () => {
     vi.stubGlobal('fetch', f)
     const { socket, encrypted } = await fetchWebSocketFactory('wss://nats.example:443')
     expect(encrypted).toBe(true)
-    const events: [string, any][] = []
+    const events: [string, Event & { message?: string }][] = []
     socket.onerror = (ev) => events.push(['error', ev])
     socket.onclose = (ev) => events.push(['close', ev])
     await new Promise((r) => setTimeout(r, 10))

@@ -10,10 +10,14 @@ interface AcceptedSocket {
   accept(): void
   send(data: ArrayBuffer | ArrayBufferView | string): void
   close(code?: number, reason?: string): void
-  addEventListener(type: string, fn: (ev: any) => void): void
+  addEventListener(type: 'message', fn: (ev: { data: unknown }) => void): void
+  addEventListener(type: 'close', fn: (ev: { code?: number; reason?: string; wasClean?: boolean }) => void): void
+  addEventListener(type: 'error', fn: (ev: { message?: string }) => void): void
 }
 
-type Handler = ((ev: any) => void) | null
+/** What the facades hand nats-core's handlers: the fields of the browser events it reads. */
+type SocketEvent = { data?: unknown; code?: number; reason?: string; wasClean?: boolean; message?: string }
+type Handler = ((ev: SocketEvent) => void) | null
 
 /** The browser-like WebSocket that nats-core's websocket transport drives. */
 class SocketFacade {

@@ -11,6 +11,7 @@ import { CohortWorker, PredictorRunner } from '@cohort/worker'
 import { backoffMs } from '@cohort/predictions'
 import { createApp } from '../app.ts'
 import { openApi, tensorItemSchema } from './predictions-meta.ts'
+import type { JsonBody } from '@cohort/test-support'
 
 /** Inputs `echo` was called with, to count runs. */
 const seen: number[] = []
@@ -33,7 +34,7 @@ const echo = definePredictor({
 
 interface Hook {
   event: string
-  body: any
+  body: JsonBody
 }
 
 /** A local webhook receiver that answers 503 to the first `failFirst` attempts of each event. */
@@ -82,7 +83,7 @@ const send = async (app: Hono, method: string, path: string, body?: unknown, hea
     headers: { 'content-type': 'application/json', ...headers },
     ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
   })
-  return { status: r.status, body: (await r.json()) as any }
+  return { status: r.status, body: (await r.json()) as JsonBody }
 }
 const ASYNC = { prefer: 'respond-async' }
 
@@ -266,7 +267,7 @@ describe('Cog-style predictions (in-process, async held in memory)', () => {
       [{ name: 'm', versions: ['1'], platform: 'onnxruntime', kind: 'onnx', ready: true, maxBatchSize: 8, maxDelayMs: 0, inputs: [{ name: 'ids', datatype: 'INT64', shape: [-1, -1] }], outputs: [{ name: 'y', datatype: 'FP32', shape: [-1, 4] }] }],
       'm',
       '1',
-    ) as any
+    ) as JsonBody
     expect(doc.components.schemas.Input).toEqual({ title: 'Input', type: 'object', properties: { ids: { title: 'ids', type: 'array', items: { type: 'integer' } } }, required: ['ids'] })
     expect(doc.components.schemas.Output.properties.y.minItems).toBe(4)
   })

@@ -117,7 +117,8 @@ export class PredictorRunner implements ModelRunner {
     }
     const exec = this.#exec
     const out = await withTimeLimit(exec.run(payloads), opts.timeoutMs, `a batch of ${payloads.length} items of ${this.name}`, () =>
-      this.#restart(exec, 'batch_timeout', `a batch of ${payloads.length} items ran past ${opts.timeoutMs} ms`),
+      // The batch's caller gets BATCH_TIMEOUT now; the restart runs on (the next batch waits for it).
+      void this.#restart(exec, 'batch_timeout', `a batch of ${payloads.length} items ran past ${opts.timeoutMs} ms`),
     )
     const schema = this.#p.output
     return out.map((r, i): ItemResult => {

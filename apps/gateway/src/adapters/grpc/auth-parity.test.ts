@@ -20,15 +20,18 @@ const shout = definePredictor({
   predict: (xs) => xs.map((x) => x.text.toUpperCase()),
 })
 
-type Msg = Record<string, any>
+/** A gRPC message as the proto-loader client takes and gives it (keepCase, longs as strings). */
+type Msg = Record<string, unknown>
+/** The dynamic client proto-loader makes: grpc.Client plus one method per RPC. */
+type OipClient = InstanceType<grpc.ServiceClientConstructor>
 const SECRET = 'parity-secret-0123456789abcdef0123'
 const now = () => Math.floor(Date.now() / 1000)
 const token = (claims: Record<string, unknown> = {}, secret = SECRET) => sign({ sub: 'alice', exp: now() + 600, scope: 'infer', ...claims }, secret, 'HS256')
 
-function client(port: number): grpc.Client & Record<string, any> {
+function client(port: number): OipClient {
   const def = protoLoader.loadSync('grpc_service.proto', { includeDirs: [PROTO_DIR], keepCase: true, longs: String, enums: String, defaults: true, oneofs: true })
-  const pkg = grpc.loadPackageDefinition(def) as any
-  return new pkg.inference.GRPCInferenceService(`127.0.0.1:${port}`, grpc.credentials.createInsecure())
+  const { GRPCInferenceService } = (grpc.loadPackageDefinition(def) as { inference: { GRPCInferenceService: grpc.ServiceClientConstructor } }).inference
+  return new GRPCInferenceService(`127.0.0.1:${port}`, grpc.credentials.createInsecure())
 }
 
 const inferReq = { model_name: 'shout', inputs: [{ name: 'text', datatype: 'BYTES', shape: [1], contents: { bytes_contents: [Buffer.from('hi')] } }] }
@@ -47,10 +50,10 @@ describe('gRPC auth parity with REST (one inference door)', () => {
     servers.push(s)
     const c = client(s.port)
     clients.push(c)
-    const call = (method: string, req: Msg, authorization?: string, md = new grpc.Metadata()): Promise<Msg> =>
+    const call = <T = Msg>(method: string, req: Msg, authorization?: string, md = new grpc.Metadata()): Promise<T> =>
       new Promise((resolve, reject) => {
         if (authorization !== undefined) md.set('authorization', authorization)
-        c[method](req, md, (e: grpc.ServiceError | null, r: Msg) => (e ? reject(e) : resolve(r)))
+        c[method]!(req, md, (e: grpc.ServiceError | null, r: T) => (e ? reject(e) : resolve(r)))
       })
     const rest = (authorization?: string) =>
       app.request('/v2/models/shout/infer', {
@@ -116,7 +119,7 @@ describe('gRPC auth parity with REST (one inference door)', () => {
       'JWT with another secret:UNAUTHORIZED',
       'JWT without the scope:FORBIDDEN',
     ])
-    const r = await call('ModelInfer', inferReq, `Bearer ${await token()}`)
+    const r = await call<{ raw_output_contents: [Buffer, ...Buffer[]] }>('ModelInfer', inferReq, `Bearer ${await token()}`)
     expect(new TextDecoder().decode(new Uint8Array(r['raw_output_contents'][0]).subarray(4))).toBe('HI')
   })
 

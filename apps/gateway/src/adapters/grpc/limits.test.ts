@@ -5,20 +5,28 @@ import * as protoLoader from '@grpc/proto-loader'
 import { InProcessTransport } from '@cohort/transport'
 import { PROTO_DIR, grpcServerChannelOptions, startGrpcServer, type GrpcServerHandle } from './server.ts'
 
-type Msg = Record<string, any>
+/** A gRPC message as the proto-loader client takes and gives it (keepCase, longs as strings). */
+type Msg = Record<string, unknown>
+/** The dynamic client proto-loader makes: grpc.Client plus one method per RPC. */
+type OipClient = InstanceType<grpc.ServiceClientConstructor>
+
+/** The dynamic `inference.GRPCInferenceService` client constructor of the loaded proto. */
+function inferenceService(def: protoLoader.PackageDefinition): grpc.ServiceClientConstructor {
+  return (grpc.loadPackageDefinition(def) as { inference: { GRPCInferenceService: grpc.ServiceClientConstructor } }).inference.GRPCInferenceService
+}
 
 describe('gRPC bounds', () => {
   const transport = new InProcessTransport()
   let server: GrpcServerHandle
-  let client: grpc.Client & Record<string, any>
+  let client: OipClient
   const call = (method: string, req: Msg): Promise<Msg> =>
-    new Promise((resolve, reject) => client[method](req, (e: grpc.ServiceError | null, r: Msg) => (e ? reject(e) : resolve(r))))
+    new Promise((resolve, reject) => client[method]!(req, (e: grpc.ServiceError | null, r: Msg) => (e ? reject(e) : resolve(r))))
 
   beforeAll(async () => {
     server = await startGrpcServer({ transport, port: 0, maxMessageBytes: 4096, connectionLimits: { maxConnectionIdleMs: 300 } })
     const def = protoLoader.loadSync('grpc_service.proto', { includeDirs: [PROTO_DIR], keepCase: true, longs: String, enums: String, defaults: true, oneofs: true })
-    const pkg = grpc.loadPackageDefinition(def) as any
-    client = new pkg.inference.GRPCInferenceService(`127.0.0.1:${server.port}`, grpc.credentials.createInsecure())
+    const GRPCInferenceService = inferenceService(def)
+    client = new GRPCInferenceService(`127.0.0.1:${server.port}`, grpc.credentials.createInsecure())
   })
 
   afterAll(async () => {

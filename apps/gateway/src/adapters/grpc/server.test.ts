@@ -15,27 +15,41 @@ const shout = definePredictor({
   predict: (xs) => xs.map((x) => x.text.toUpperCase()),
 })
 
-type Msg = Record<string, any>
+/** A gRPC message as the proto-loader client takes and gives it (keepCase, longs as strings). */
+type Msg = Record<string, unknown>
+/** The dynamic client proto-loader makes: grpc.Client plus one method per RPC. */
+type OipClient = InstanceType<grpc.ServiceClientConstructor>
+type OutputTensor = { name: string; datatype: string; shape: string[] }
+/** The parts of a ModelInferResponse these tests read. */
+interface InferResponse {
+  outputs: [OutputTensor, ...OutputTensor[]]
+  raw_output_contents: [Buffer, ...Buffer[]]
+}
+
+/** The dynamic `inference.GRPCInferenceService` client constructor of the loaded proto. */
+function inferenceService(def: protoLoader.PackageDefinition): grpc.ServiceClientConstructor {
+  return (grpc.loadPackageDefinition(def) as { inference: { GRPCInferenceService: grpc.ServiceClientConstructor } }).inference.GRPCInferenceService
+}
 
 describe('gRPC server', () => {
   const transport = new InProcessTransport()
   const worker = new CohortWorker({ transport, runners: [new PredictorRunner(shout)] })
   let server: GrpcServerHandle
-  let client: grpc.Client & Record<string, any>
+  let client: OipClient
 
-  const call = (method: string, req: Msg, key?: string): Promise<Msg> =>
+  const call = <T = Msg>(method: string, req: Msg, key?: string): Promise<T> =>
     new Promise((resolve, reject) => {
       const md = new grpc.Metadata()
       if (key) md.set('authorization', `Bearer ${key}`)
-      client[method](req, md, (e: grpc.ServiceError | null, r: Msg) => (e ? reject(e) : resolve(r)))
+      client[method]!(req, md, (e: grpc.ServiceError | null, r: T) => (e ? reject(e) : resolve(r)))
     })
 
   beforeAll(async () => {
     await worker.start()
     server = await startGrpcServer({ transport, port: 0, apiKeys: ['k1'] })
     const def = protoLoader.loadSync('grpc_service.proto', { includeDirs: [PROTO_DIR], keepCase: true, longs: String, enums: String, defaults: true, oneofs: true })
-    const pkg = grpc.loadPackageDefinition(def) as any
-    client = new pkg.inference.GRPCInferenceService(`127.0.0.1:${server.port}`, grpc.credentials.createInsecure())
+    const GRPCInferenceService = inferenceService(def)
+    client = new GRPCInferenceService(`127.0.0.1:${server.port}`, grpc.credentials.createInsecure())
   })
 
   afterAll(async () => {
@@ -52,7 +66,7 @@ describe('gRPC server', () => {
   })
 
   it('runs a predictor through typed bytes_contents and answers raw BYTES', async () => {
-    const r = await call(
+    const r = await call<InferResponse>(
       'ModelInfer',
       { model_name: 'shout', inputs: [{ name: 'text', datatype: 'BYTES', shape: [2], contents: { bytes_contents: [Buffer.from('ab'), Buffer.from('héllo')] } }] },
       'k1',

@@ -47,6 +47,13 @@ function zombie(t: InProcessTransport, model: string) {
   return { held: () => held, die }
 }
 
+type OutputTensor = { name: string; datatype: string; shape: string[] }
+/** The parts of a ModelInferResponse this test reads. */
+interface InferResponse {
+  outputs: [OutputTensor, ...OutputTensor[]]
+  raw_output_contents: [Buffer, ...Buffer[]]
+}
+
 async function setup(workers: number) {
   const transport = new InProcessTransport()
   const z = zombie(transport, 'double')
@@ -57,15 +64,15 @@ async function setup(workers: number) {
   }
   const server = await startGrpcServer({ transport, port: 0, workerLoss: { checkIntervalMs: 20 } })
   const def = protoLoader.loadSync('grpc_service.proto', { includeDirs: [PROTO_DIR], keepCase: true, longs: String, enums: String, defaults: true, oneofs: true })
-  const pkg = grpc.loadPackageDefinition(def) as any
-  const client = new pkg.inference.GRPCInferenceService(`127.0.0.1:${server.port}`, grpc.credentials.createInsecure())
+  const { GRPCInferenceService } = (grpc.loadPackageDefinition(def) as { inference: { GRPCInferenceService: grpc.ServiceClientConstructor } }).inference
+  const client = new GRPCInferenceService(`127.0.0.1:${server.port}`, grpc.credentials.createInsecure())
   cleanups.push(() => transport.close())
   cleanups.push(() => server.close())
   cleanups.push(() => client.close())
-  const infer = (x: number, id = ''): Promise<Record<string, any>> =>
+  const infer = (x: number, id = ''): Promise<InferResponse> =>
     new Promise((resolve, reject) => {
       const req = { model_name: 'double', id, inputs: [{ name: 'x', datatype: 'FP64', shape: [1], contents: { fp64_contents: [x] } }] }
-      client.ModelInfer(req, new grpc.Metadata(), { deadline: Date.now() + 20_000 }, (e: grpc.ServiceError | null, r: any) => (e ? reject(e) : resolve(r)))
+      client['ModelInfer']!(req, new grpc.Metadata(), { deadline: Date.now() + 20_000 }, (e: grpc.ServiceError | null, r: InferResponse) => (e ? reject(e) : resolve(r)))
     })
   return { z, infer }
 }

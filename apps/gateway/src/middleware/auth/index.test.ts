@@ -8,6 +8,7 @@ import { Type, definePredictor } from '@cohort/predictor'
 import { CohortWorker, PredictorRunner } from '@cohort/worker'
 import { createApp } from '../../app.ts'
 import type { GatewayOptions } from '../../options.ts'
+import type { JsonBody } from '@cohort/test-support'
 
 const adder = definePredictor({
   name: 'adder',
@@ -38,7 +39,7 @@ async function call(
   a: ReturnType<typeof app>,
   path: string,
   o: { auth?: string; method?: string; body?: unknown } = {},
-): Promise<{ status: number; headers: Headers; body: any }> {
+): Promise<{ status: number; headers: Headers; body: JsonBody }> {
   const headers: Record<string, string> = { 'content-type': 'application/json' }
   if (o.auth !== undefined) {
     headers['authorization'] = o.auth
