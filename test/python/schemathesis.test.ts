@@ -2,6 +2,8 @@
 // its stateless phases (examples, coverage, fuzzing) generate requests from GET /openapi.json and
 // check every answer against the document. Needs test/python/.venv-schemathesis (setup.sh).
 import { execFile } from 'node:child_process'
+import { mkdtempSync } from 'node:fs'
+import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -19,7 +21,8 @@ const CHECKS = ['--checks', 'all', '--exclude-checks', 'unsupported_method,allow
 
 function schemathesis(args: string[]): Promise<{ code: number; out: string }> {
   return new Promise((resolve) => {
-    execFile(SCHEMATHESIS, args, { timeout: 150_000, maxBuffer: 16 << 20, env: { ...process.env, NO_COLOR: '1' } }, (err, stdout, stderr) => {
+    // In a temp dir: schemathesis writes its crash cache (.schemathesis/) under the working directory.
+    execFile(SCHEMATHESIS, args, { cwd: mkdtempSync(join(tmpdir(), 'cohort-st-')), timeout: 150_000, maxBuffer: 16 << 20, env: { ...process.env, NO_COLOR: '1' } }, (err, stdout, stderr) => {
       const code = err ? (typeof err.code === 'number' ? err.code : -1) : 0
       resolve({ code, out: `${stdout}\n${stderr}` })
     })
