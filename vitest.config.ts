@@ -46,6 +46,17 @@ export default defineConfig({
       },
       {
         test: {
+          // The packed workspaces installed into a temp folder outside the checkout (npm pack +
+          // npm install from the tarballs and the registry cache): in `npm run test:all`.
+          name: 'packaging',
+          include: ['test/packaging/**/*.test.ts'],
+          testTimeout: 120_000,
+          hookTimeout: 400_000,
+          fileParallelism: false,
+        },
+      },
+      {
+        test: {
           // Kubernetes manifests (infra/k8s) against one pinned Kubernetes version's schemas, with
           // kubernetes-validate from a venv in test/infra/.venv (.ci/run installs it): in
           // `npm run test:all`, not in `npm test`.

@@ -78,7 +78,10 @@ export const MODEL_OPTIONS = {
 } as const
 
 /** Help text of the shared model flags ({@link BATCHING_HELP} has the batching ones). */
-export const MODEL_HELP = `  --model SPEC           ONNX model: demo | heavy | NAME=PATH.onnx | PATH.onnx (repeatable)
+export const MODEL_HELP = `  --model SPEC[,K=V...]  ONNX model: demo | heavy | NAME=PATH.onnx | PATH.onnx (repeatable), with
+                         its own flags after commas, over the global ones: max-batch-size=N,
+                         max-delay-ms=MS, policy=P, max-queue=N, max-batch-cost=N, no-admission,
+                         no-auto-batch, warmup=off|N|NxA:B (N runs at batch sizes A, B; default 1x1)
   --predictor FILE       TypeScript/JS module exporting definePredictor(...) (repeatable)
   --ep cpu|webgpu|cuda   ONNX Runtime execution provider (default cpu)
   --instances N          ORT sessions per model: threads on cpu, processes on GPU EPs (default 1)

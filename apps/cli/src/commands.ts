@@ -89,8 +89,17 @@ function paddingFlags(v: Values): PaddingOptions | undefined {
   return out
 }
 
+/** The global batching flags: the `flags` layer of every model (docs/repository.md#configuration). */
 function batching(v: Values): Partial<BatchingConfig> {
   const out: Partial<BatchingConfig> = {}
+  const size = batchingFlag('maxBatchSize', intFlag('max-batch-size', v['max-batch-size']))
+  if (size !== undefined) {
+    out.maxBatchSize = size
+  }
+  const delay = batchingFlag('maxDelayMs', numFlag('max-delay-ms', v['max-delay-ms']))
+  if (delay !== undefined) {
+    out.maxDelayMs = delay
+  }
   const policy = v['policy']
   if (policy !== undefined) {
     if (!BATCHING_FIELDS.policy.valid(policy)) {
@@ -248,7 +257,7 @@ export async function serveCommand(args: string[]): Promise<void> {
     transport = new InProcessTransport()
   }
   const registry = processRegistry()
-  const { runners, outputSchemas } = await buildRunners(flags)
+  const { runners, outputSchemas, modelBatching } = await buildRunners(flags)
   const piped = await pipelineRunners(positionals, v, { transport, registry, flags, batching: batching(v), allowStage: false })
   runners.push(...piped.runners)
   Object.assign(outputSchemas, piped.outputSchemas)
@@ -258,6 +267,7 @@ export async function serveCommand(args: string[]): Promise<void> {
     registry,
     outputSchemas,
     batching: batching(v),
+    modelBatching,
     ...(flags.batchTimeoutMs !== undefined ? { batchTimeoutMs: flags.batchTimeoutMs } : {}),
     tracer: tel.tracer,
     logger: tel.logger.child({ component: 'worker' }),
@@ -467,7 +477,7 @@ export async function workerCommand(args: string[]): Promise<void> {
   const natsAuth = natsAuthOptions(v)
   const flags = modelFlags(v, false, positionals.length > 0)
   const metricsPort = intFlag('metrics-port', v['metrics-port'], 0)
-  const { runners, outputSchemas } = await buildRunners(flags)
+  const { runners, outputSchemas, modelBatching } = await buildRunners(flags)
   const nc = await connectNats(v.nats as string, 'cohort-worker', natsAuth)
   const transport = createNatsTransport(nc, { ownsConnection: true, kvReplicas: kvReplicas(v), ...largeMessageOptions(v) })
   const registry = processRegistry()
@@ -484,6 +494,7 @@ export async function workerCommand(args: string[]): Promise<void> {
     outputSchemas,
     capacityAware: v['distribution'] === 'capacity',
     batching: batching(v),
+    modelBatching,
     ...(flags.batchTimeoutMs !== undefined ? { batchTimeoutMs: flags.batchTimeoutMs } : {}),
     ...(v.id ? { id: v.id as string } : {}),
     ...(v['heartbeat-ms'] !== undefined ? { heartbeatMs: intFlag('heartbeat-ms', v['heartbeat-ms'], 0)! } : {}),

@@ -1,4 +1,5 @@
 import { OnnxRunner, PredictorRunner, loadPredictors, type ExecutionProvider, type ModelRunner, type PaddingOptions } from '@cohort/worker'
+import type { BatchingConfig } from '@cohort/batching'
 import type { TSchema } from '@sinclair/typebox'
 import { CliError } from './cli-error.ts'
 import { parseModelSpec } from './model-spec.ts'
@@ -22,14 +23,22 @@ export interface ModelFlags {
 const EPS = ['cpu', 'webgpu', 'cuda'] as const
 
 /** Build the runners for `--model` and `--predictor` flags. */
-export async function buildRunners(f: ModelFlags): Promise<{ runners: ModelRunner[]; outputSchemas: Record<string, TSchema | undefined> }> {
+export async function buildRunners(
+  f: ModelFlags,
+): Promise<{ runners: ModelRunner[]; outputSchemas: Record<string, TSchema | undefined>; modelBatching: Record<string, Partial<BatchingConfig>> }> {
   if (!(EPS as readonly string[]).includes(f.ep)) {
     throw new CliError(`--ep must be one of ${EPS.join(', ')}, got "${f.ep}"`)
   }
   const runners: ModelRunner[] = []
   const outputSchemas: Record<string, TSchema | undefined> = {}
+  // Per-model flags (`--model NAME=PATH,max-batch-size=4`): the worker layers them over the global
+  // flags (`CohortWorkerOptions.modelBatching`), so each model keeps its own.
+  const modelBatching: Record<string, Partial<BatchingConfig>> = {}
   for (const spec of f.model) {
     const m = parseModelSpec(spec)
+    if (Object.keys(m.batching).length > 0) {
+      modelBatching[m.name] = m.batching
+    }
     runners.push(
       new OnnxRunner({
         name: m.name,
@@ -38,9 +47,8 @@ export async function buildRunners(f: ModelFlags): Promise<{ runners: ModelRunne
         instances: f.instances,
         ...(f.ortProcesses ? { processes: true } : {}),
         ...(f.threads !== undefined ? { intraOpNumThreads: f.threads } : {}),
-        ...(f.maxBatchSize !== undefined ? { maxBatchSize: f.maxBatchSize } : {}),
-        ...(f.maxDelayMs !== undefined ? { maxDelayMs: f.maxDelayMs } : {}),
         ...(f.padding ? { padding: f.padding } : {}),
+        ...(m.warmup !== undefined ? { warmup: m.warmup } : {}),
       }),
     )
   }
@@ -53,11 +61,7 @@ export async function buildRunners(f: ModelFlags): Promise<{ runners: ModelRunne
     }
     for (const p of ps) {
       runners.push(
-        new PredictorRunner(p, {
-          modulePath: path,
-          ...(f.maxBatchSize !== undefined ? { maxBatchSize: f.maxBatchSize } : {}),
-          ...(f.maxDelayMs !== undefined ? { maxDelayMs: f.maxDelayMs } : {}),
-        }),
+        new PredictorRunner(p, { modulePath: path }),
       )
       outputSchemas[p.name] = p.output
     }
@@ -67,5 +71,5 @@ export async function buildRunners(f: ModelFlags): Promise<{ runners: ModelRunne
   if (dup) {
     throw new CliError(`model "${dup}" is given twice`)
   }
-  return { runners, outputSchemas }
+  return { runners, outputSchemas, modelBatching }
 }

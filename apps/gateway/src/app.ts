@@ -16,7 +16,15 @@ import { gatewayMiddleware } from './middleware/index.ts'
 import { registerDashboard } from './routes/dashboard.ts'
 
 function oipMeta(m: ModelMeta) {
-  return { name: m.name, versions: m.versions, platform: m.platform, inputs: m.inputs, outputs: m.outputs }
+  return {
+    name: m.name,
+    versions: m.versions,
+    platform: m.platform,
+    inputs: m.inputs,
+    outputs: m.outputs,
+    // A model's own hard batch limit (a leading dimension fixed at n), only when it has one.
+    ...(m.batchLimit ? { parameters: { batch_limit: m.batchLimit.maxBatchSize, batch_limit_reason: m.batchLimit.reason } } : {}),
+  }
 }
 
 /**
@@ -110,6 +118,7 @@ export function createApp(options: GatewayOptions): Hono {
   const admin = adminRoutes(o, up)
   app.get('/admin/models/:model/batching', admin.get)
   app.put('/admin/models/:model/batching', admin.put)
+  app.delete('/admin/models/:model/batching', admin.delete)
 
   registerDashboard(app, o, up, registry)
 

@@ -8,6 +8,9 @@ import {
   type CapChange,
   type ExpireReason,
   type Offer,
+  layerBatching,
+  type ConfigLayer,
+  type LayeredBatching,
 } from '@cohort/batching'
 import {
   CohortError,
@@ -141,8 +144,10 @@ export interface ModelServerOptions {
   subjects: Subjects
   metrics: WorkerMetrics
   workerId: string
-  /** Overrides of the runner's batching defaults. */
+  /** Overrides of the runner's batching defaults: the command line's flags for every model. */
   batching?: Partial<BatchingConfig>
+  /** This model's own flags (`--model NAME=PATH,max-batch-size=4`), over `batching`. */
+  modelBatching?: Partial<BatchingConfig>
   outputSchema?: TSchema | undefined
   /**
    * Capacity-aware distribution: listen on the model's main subject only while fewer than
@@ -200,6 +205,11 @@ export class ModelServer {
   #closing: Promise<void> | undefined
   #paused = false
   #watch: { stop(): void } | undefined
+  /** The layers below the runtime override (model, flags), see `@cohort/batching` layers.ts. */
+  readonly #layers: ConfigLayer[]
+  #sources: LayeredBatching['sources']
+  /** The runtime layer now applied (the stored config, or `configureRuntime` patches). */
+  #runtime: Partial<BatchingConfig> = {}
   #jobs: JobRunner | undefined
   /** Times the worker stopped listening on the main subject because it was full. */
   pauses = 0
@@ -219,16 +229,26 @@ export class ModelServer {
     this.runner = o.runner
     this.#labels = { model: o.runner.name }
     this.#tel = new ModelTelemetry(o.tracer ?? defaultTracer(), o.logger ?? consoleErrorLogger, o.runner.name, o.workerId)
-    const given: Partial<BatchingConfig> = { ...o.runner.batchDefaults }
-    for (const k of BATCHING_KEYS) {
-      if (o.batching?.[k] !== undefined) {
-        ;(given as Record<string, unknown>)[k] = o.batching[k]
-      }
+    const global: Partial<BatchingConfig> = { ...o.batching }
+    const limit = o.runner.batchLimit
+    if (limit !== undefined && global.maxBatchSize !== undefined && global.maxBatchSize > limit.maxBatchSize) {
+      // A flag for every model does not apply past one model's hard limit (a per-model flag or a
+      // runtime override past it is refused instead).
+      this.#tel.logger.warn(
+        { model: o.runner.name, workerId: o.workerId, maxBatchSize: global.maxBatchSize, limit: limit.maxBatchSize, reason: limit.reason },
+        '--max-batch-size is above this model\'s limit; the limit applies',
+      )
+      delete global.maxBatchSize
     }
+    this.#layers = [
+      { source: 'model', values: { ...o.runner.batchDefaults, ...(limit ? { maxBatchSize: Math.min(limit.maxBatchSize, o.runner.batchDefaults.maxBatchSize) } : {}) } },
+      { source: 'flags', values: global },
+      { source: 'flags', values: { ...o.modelBatching } },
+    ]
+    const layered = this.#resolve({})
+    this.#sources = layered.sources
     this.engine = new BatchEngine<QItem>({
-      maxBatchSize: o.runner.batchDefaults.maxBatchSize,
-      maxDelayMs: o.runner.batchDefaults.maxDelayMs,
-      ...given,
+      ...layered.config,
       concurrency: o.runner.concurrency,
       run: (b) => this.#run(b),
       expire: (v, reason) => this.#expire(v, reason),
@@ -335,11 +355,52 @@ export class ModelServer {
     }
     const log = this.#tel.logger
     try {
-      this.engine.configure(parseBatchingPatch(patch))
-      log.info({ model: this.runner.name, workerId: this.#o.workerId, patch, batching: this.batchingSummary() }, 'batching configuration changed')
+      // The stored config is the whole runtime layer: a field absent from it falls back to the
+      // flags, the model's own value or the default (DELETE /admin/models/{m}/batching).
+      const runtime = parseBatchingPatch(patch)
+      const layered = this.#resolve(runtime)
+      this.engine.configure(layered.config)
+      this.#runtime = runtime
+      this.#sources = layered.sources
+      log.info({ model: this.runner.name, workerId: this.#o.workerId, patch, batching: this.batchingSummary(), sources: this.#sources }, 'batching configuration changed')
     } catch (e) {
       ;(this.#o.onConfigError ?? ((err: unknown) => log.error({ model: this.runner.name, workerId: this.#o.workerId, patch, err }, 'batching configuration rejected')))(e)
     }
+  }
+
+  /** The layers with `runtime` on top, checked against the runner's hard batch limit. */
+  #resolve(runtime: Partial<BatchingConfig>): LayeredBatching {
+    const r = layerBatching([...this.#layers, { source: 'runtime', values: runtime }])
+    const limit = this.runner.batchLimit
+    if (limit !== undefined && r.config.maxBatchSize > limit.maxBatchSize) {
+      throw new RangeError(
+        `maxBatchSize ${r.config.maxBatchSize} (from ${r.sources.maxBatchSize}) exceeds model "${this.runner.name}"'s limit of ${limit.maxBatchSize}: ${limit.reason}`,
+      )
+    }
+    return r
+  }
+
+  /**
+   * Merge `patch` into the runtime layer in code (`CohortWorker.configure`); the stored config, when
+   * it changes, replaces that layer as a whole.
+   * @throws RangeError for values out of bounds or past the model's batch limit.
+   */
+  configureRuntime(patch: Partial<BatchingConfig>): void {
+    const runtime = { ...this.#runtime }
+    for (const k of BATCHING_KEYS) {
+      if (patch[k] !== undefined) {
+        ;(runtime as Record<string, unknown>)[k] = patch[k]
+      }
+    }
+    const layered = this.#resolve(runtime)
+    this.engine.configure(layered.config)
+    this.#runtime = runtime
+    this.#sources = layered.sources
+  }
+
+  /** Where each live batching value came from (`default`, `model`, `file`, `flags`, `runtime`). */
+  get configSources(): LayeredBatching['sources'] {
+    return this.#sources
   }
 
   /** The live batching settings, for log lines (`maxBatchCost` null when unlimited). */
@@ -391,6 +452,8 @@ export class ModelServer {
       ...m,
       ...(batchingToJson(c) as LiveBatching),
       ...batchCapMeta(this.engine),
+      configSources: { ...this.#sources },
+      ...(this.runner.batchLimit ? { batchLimit: this.runner.batchLimit } : {}),
       queued: this.engine.queued,
     }
   }

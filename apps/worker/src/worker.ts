@@ -19,6 +19,8 @@ export interface CohortWorkerOptions {
   subjectPrefix?: string
   /** Batching overrides applied to every model. */
   batching?: Partial<BatchingConfig>
+  /** Per-model batching flags by model name, over `batching` (`--model NAME=PATH,max-batch-size=4`). */
+  modelBatching?: Record<string, Partial<BatchingConfig>>
   /** Where metrics go. @default a new registry */
   registry?: Registry
   /** Capacity-aware distribution (see ModelServerOptions.capacityAware). @default true */
@@ -95,6 +97,7 @@ export class CohortWorker {
         outputSchema: this.#o.outputSchemas?.[runner.name],
         capacityAware: this.#o.capacityAware ?? true,
         ...(this.#o.batching ? { batching: this.#o.batching } : {}),
+        ...(this.#o.modelBatching?.[runner.name] ? { modelBatching: this.#o.modelBatching[runner.name] } : {}),
         tracer: this.#o.tracer ?? defaultTracer(),
         logger: this.#log,
         ...(this.#o.jobs ? { jobs: this.#o.jobs } : {}),
@@ -172,7 +175,7 @@ export class CohortWorker {
   configure(patch: Partial<BatchingConfig>, model?: string): void {
     for (const s of this.servers) {
       if (!model || s.runner.name === model) {
-        s.engine.configure(patch)
+        s.configureRuntime(patch)
         this.#log.info({ workerId: this.id, model: s.runner.name, patch, batching: s.batchingSummary() }, 'batching configuration changed')
       }
     }

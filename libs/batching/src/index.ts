@@ -25,6 +25,7 @@ export {
   type Policy,
   type ResolvedBatchingConfig,
 } from './config.ts'
+export { CONFIG_SOURCES, layerBatching, type ConfigLayer, type ConfigSource, type LayeredBatching } from './layers.ts'
 export { CostModel, type CostModelOptions } from './cost-model.ts'
 export {
   BatchTuner,

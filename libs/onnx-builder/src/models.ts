@@ -250,3 +250,19 @@ export function buildMlp(sizes: readonly number[], seed = 7): Uint8Array {
 
 /** Layer sizes of the heavy benchmark MLP. */
 export const HEAVY_MLP_SIZES = [512, 2560, 2560, 2560, 16] as const
+
+/**
+ * A model with a fixed leading dimension: `x` FP32 [rows, 3] -> `y` FP32 [rows, 3] = x * 2.
+ * `rows` = 1 is the "batch fixed at 1" export many tools produce.
+ */
+export function buildFixedBatchModel(rows: number): Uint8Array {
+  return model(
+    graph({
+      name: `cohort_fixed_batch_${rows}`,
+      inputs: [valueInfo('x', 'FP32', [rows, 3])],
+      outputs: [valueInfo('y', 'FP32', [rows, 3])],
+      initializers: [tensorInit('two', 'FP32', [1], [2])],
+      nodes: [node('Mul', ['x', 'two'], ['y'])],
+    }),
+  )
+}

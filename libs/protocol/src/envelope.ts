@@ -111,6 +111,13 @@ export interface ModelMeta {
   cost?: { a: number; c: number; samples: number }
   /** Items queued on the answering worker. */
   queued?: number
+  /**
+   * Where each live batching value came from, per field: `default`, `model`, `file`, `flags` or
+   * `runtime` (`@cohort/batching` layers.ts; docs/repository.md).
+   */
+  configSources?: Record<string, string>
+  /** The model's own hard batch limit (a leading dimension fixed at 1) and why. */
+  batchLimit?: { maxBatchSize: number; reason: string }
   /** JSON Schema of one input item (schema predictors). */
   inputSchema?: unknown
   /** JSON Schema of one output item, when declared. */

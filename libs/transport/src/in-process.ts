@@ -53,6 +53,12 @@ export class InProcessTransport implements Transport {
         queueMicrotask(() => fn(value))
       }
     },
+    delete: async (model) => {
+      this.#configs.delete(model)
+      for (const fn of this.#watchers.get(model) ?? []) {
+        queueMicrotask(() => fn({}))
+      }
+    },
     watch: (model, onChange) => {
       const set = this.#watchers.get(model) ?? new Set()
       set.add(onChange)

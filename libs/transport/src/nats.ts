@@ -150,6 +150,13 @@ export function createNatsTransport(nc: NatsConnection, opts: NatsTransportOptio
       }
       await b.put(model, JSON.stringify(value))
     },
+    async delete(model) {
+      const b = await configBucket()
+      if (!b) {
+        throw new CohortError('NOT_READY', 'runtime configuration needs NATS JetStream (start nats-server with -js)')
+      }
+      await b.delete(model)
+    },
     watch(model, onChange) {
       let stopped = false
       let iter: { stop(): void } | undefined
@@ -168,9 +175,9 @@ export function createNatsTransport(nc: NatsConnection, opts: NatsTransportOptio
           return
         }
         for await (const e of w) {
-          if (e.operation === 'PUT') {
+          if (e.operation === 'PUT' || e.operation === 'DEL' || e.operation === 'PURGE') {
             try {
-              onChange(e.json() as ModelConfig)
+              onChange(e.operation === 'PUT' ? (e.json() as ModelConfig) : {})
             } catch {
               // A bad stored value must not end the watch.
             }

@@ -111,6 +111,11 @@ export interface ConfigStore {
   get(model: string): Promise<ModelConfig | undefined>
   /** Store a model's configuration. Throws CohortError NOT_READY when there is no store (no JetStream). */
   put(model: string, value: ModelConfig): Promise<void>
-  /** Call `onChange` with the current value (if any) and every later one; stop() ends it. */
+  /**
+   * Remove a model's stored configuration: watchers get `{}` (every field back to the lower
+   * layers). Throws CohortError NOT_READY when there is no store (no JetStream).
+   */
+  delete(model: string): Promise<void>
+  /** Call `onChange` with the current value (if any) and every later one (`{}` after a delete); stop() ends it. */
   watch(model: string, onChange: (value: ModelConfig) => void): { stop(): void }
 }

@@ -1,5 +1,5 @@
 import type { Context } from 'hono'
-import { batchingToJson, parseBatchingPatch as parseFields, type BatchingConfig } from '@cohort/batching'
+import { BATCHING_KEYS, batchingToJson, isBatchingKey, parseBatchingPatch as parseFields, type BatchingConfig } from '@cohort/batching'
 import { CohortError } from '@cohort/protocol'
 import { bodyOf, parseJson } from '../body.ts'
 import type { ResolvedGatewayOptions } from '../options.ts'
@@ -47,7 +47,9 @@ export function parseBatchingPatch(body: unknown): Record<string, unknown> {
   try {
     patch = parseFields(body, { strict: true })
   } catch (e) {
-    throw new CohortError('BAD_REQUEST', e instanceof Error ? e.message : String(e))
+    const msg = e instanceof Error ? e.message : String(e)
+    const hint = / null \(/.test(msg) ? ' (to remove an override and restore the lower layer: DELETE /admin/models/{m}/batching?fields=NAME)' : ''
+    throw new CohortError('BAD_REQUEST', msg + hint)
   }
   const json = batchingToJson(patch)
   return Object.fromEntries(Object.keys(patch).map((k) => [k, json[k as keyof BatchingConfig]]))
@@ -66,7 +68,19 @@ function storedFields(stored: Record<string, unknown> | undefined): Record<strin
   return out
 }
 
-/** `GET|PUT /admin/models/{m}/batching`: the model's runtime batching config in NATS KV. */
+/** A PUT's `maxBatchSize` past the model's own hard limit (reported in its metadata) is 400. */
+function checkBatchLimit(model: string, patch: Record<string, unknown>, live: object): void {
+  const limit = (live as { batchLimit?: { maxBatchSize?: unknown; reason?: unknown } }).batchLimit
+  const n = patch['maxBatchSize']
+  if (limit && typeof limit.maxBatchSize === 'number' && typeof n === 'number' && n > limit.maxBatchSize) {
+    throw new CohortError('BAD_REQUEST', `maxBatchSize ${n} exceeds model "${model}"'s limit of ${limit.maxBatchSize}: ${String(limit.reason)}`)
+  }
+}
+
+/**
+ * `GET|PUT|DELETE /admin/models/{m}/batching`: the model's runtime batching override in NATS KV,
+ * the top layer over the worker's flags and the model's own values (docs/repository.md#configuration).
+ */
 export function adminRoutes(o: ResolvedGatewayOptions & { adminKeys?: readonly string[] }, up: Upstream) {
   return {
     async get(c: Context): Promise<Response> {
@@ -75,14 +89,16 @@ export function adminRoutes(o: ResolvedGatewayOptions & { adminKeys?: readonly s
       checkModelPath(model, undefined)
       const stored = (await o.transport.config.get(model)) ?? {}
       const live = await up.meta(model)
-      return c.json({ model, stored, live: { ...batchingToJson(live as Partial<BatchingConfig>), batchCap: liveCap(live).batchCap } })
+      const sources = (live as { configSources?: unknown }).configSources ?? null
+      return c.json({ model, stored, live: { ...batchingToJson(live as Partial<BatchingConfig>), batchCap: liveCap(live).batchCap }, sources })
     },
     async put(c: Context): Promise<Response> {
       const who = requireAdmin(c, o.adminKeys)
       const model = c.req.param('model') ?? ''
       checkModelPath(model, undefined)
       const patch = parseBatchingPatch(parseJson(await bodyOf(c, o, MAX_ADMIN_BODY_BYTES)))
-      await up.meta(model) // 404 for unknown models
+      const live = await up.meta(model) // 404 for unknown models
+      checkBatchLimit(model, patch, live)
       const before = storedFields(await o.transport.config.get(model))
       const after = { ...before, ...patch }
       await o.transport.config.put(model, after)
@@ -90,6 +106,35 @@ export function adminRoutes(o: ResolvedGatewayOptions & { adminKeys?: readonly s
       o.logger.info(
         { audit: 'admin.batching', who, client: o.adapter?.clientAddress?.(c) ?? c.req.header('x-forwarded-for') ?? null, model, patch, before, after },
         'admin: batching configuration changed',
+      )
+      return c.json({ model, stored: after })
+    },
+    /**
+     * Remove the runtime override: all of it, or only `?fields=a,b` (comma-separated field names).
+     * Each worker then serves those fields from its flags, the model's own value or the default.
+     */
+    async delete(c: Context): Promise<Response> {
+      const who = requireAdmin(c, o.adminKeys)
+      const model = c.req.param('model') ?? ''
+      checkModelPath(model, undefined)
+      const q = c.req.query('fields')
+      const fields = q === undefined ? undefined : q.split(',').map((f) => f.trim()).filter(Boolean)
+      for (const f of fields ?? []) {
+        if (!isBatchingKey(f)) {
+          throw new CohortError('BAD_REQUEST', `unknown batching setting ${JSON.stringify(f)} in ?fields (known: ${BATCHING_KEYS.join(', ')})`)
+        }
+      }
+      await up.meta(model) // 404 for unknown models
+      const before = storedFields(await o.transport.config.get(model))
+      const after = fields === undefined ? {} : Object.fromEntries(Object.entries(before).filter(([k]) => !fields.includes(k)))
+      if (Object.keys(after).length === 0) {
+        await o.transport.config.delete(model)
+      } else {
+        await o.transport.config.put(model, after)
+      }
+      o.logger.info(
+        { audit: 'admin.batching', who, client: o.adapter?.clientAddress?.(c) ?? c.req.header('x-forwarded-for') ?? null, model, reset: fields ?? 'all', before, after },
+        'admin: batching override removed',
       )
       return c.json({ model, stored: after })
     },

@@ -21,7 +21,8 @@ const sv = (v: unknown) => ({ string_value: String(v) })
 
 /**
  * Triton's model configuration (`GET /v2/models/{m}/config`): `max_batch_size`, `input`/`output`
- * without the batch dim, `dynamic_batching`, and Cohort's live settings under `parameters`.
+ * without the batch dim, `dynamic_batching`, and Cohort's live settings under `parameters` (with
+ * `cohort_source_<field>`: the layer each value came from).
  */
 export function tritonConfig(m: ModelMeta): Record<string, unknown> {
   const tensor = (t: { name: string; datatype: string; shape: number[] }) => ({
@@ -37,6 +38,14 @@ export function tritonConfig(m: ModelMeta): Record<string, unknown> {
     if (name && v !== undefined && v !== null) {
       parameters[name] = sv(v)
     }
+  }
+  // Where each live value came from (default < model < file < flags < runtime), when reported.
+  for (const [k, src] of Object.entries(m.configSources ?? {})) {
+    parameters[`cohort_source_${k}`] = sv(src)
+  }
+  if (m.batchLimit) {
+    parameters['cohort_batch_limit'] = sv(m.batchLimit.maxBatchSize)
+    parameters['cohort_batch_limit_reason'] = sv(m.batchLimit.reason)
   }
   if (m.cost) {
     parameters['cohort_cost_a_ms'] = sv(m.cost.a)

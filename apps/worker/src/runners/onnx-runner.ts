@@ -61,6 +61,12 @@ export interface OnnxRunnerOptions {
    * the padded dim are cropped back. Off by default (items of different shapes never mix).
    */
   padding?: PaddingOptions
+  /**
+   * Warm-up at load, before the model is announced: `'off'`, or `count` runs of a zero batch of
+   * each of `sizes` rows (symbolic dims 1; sizes above the model's batch limit are cut to it).
+   * @default { count: 1, sizes: [1] }
+   */
+  warmup?: 'off' | { count: number; sizes?: readonly number[] }
 }
 
 interface InputSpec {
@@ -92,6 +98,11 @@ export class OnnxRunner implements ModelRunner {
   #inputs: InputSpec[] = []
   #mask: InputSpec | undefined
   #ready = false
+  readonly #warmupSpec: OnnxRunnerOptions['warmup']
+  /** The leading dimension when the model fixes it (every batch is padded to it), else undefined. */
+  #fixedBatch: number | undefined
+  /** A leading dimension fixed at n: batches hold at most n items (set at start). */
+  batchLimit: { maxBatchSize: number; reason: string } | undefined
 
   constructor(opts: OnnxRunnerOptions) {
     this.name = opts.name
@@ -105,6 +116,7 @@ export class OnnxRunner implements ModelRunner {
     })
     this.concurrency = this.#pool.instances
     this.#padding = opts.padding
+    this.#warmupSpec = opts.warmup
     this.batchDefaults = {
       maxBatchSize: opts.maxBatchSize ?? DEFAULT_ONNX_BATCH_LIMIT,
       maxDelayMs: opts.maxDelayMs ?? 5,
@@ -148,8 +160,38 @@ export class OnnxRunner implements ModelRunner {
     for (const o of this.#pool.outputs) {
       specOf(this.name, o)
     }
+    this.#checkLeadingDims()
     await this.#warmup()
     this.#ready = true
+  }
+
+  /**
+   * The leading dimension of every input and output: dynamic (any batch), fixed at 1 (batches of
+   * one item), or fixed at n > 1 everywhere (batches padded to n rows, pad rows dropped). Anything
+   * else (fixed in some values only, different values) is refused: it has no batch dimension.
+   */
+  #checkLeadingDims(): void {
+    const values = [...this.#pool.inputs, ...this.#pool.outputs]
+    const fixed = new Set(this.#pool.inputs.map((m) => m.shape[0]!).filter((d) => d !== -1))
+    if (fixed.size === 0) {
+      return
+    }
+    const n = [...fixed][0]!
+    const everywhere = fixed.size === 1 && values.every((m) => m.shape[0] === n || (n === 1 && m.shape[0] === -1))
+    if (!everywhere) {
+      const shapes = values.map((m) => `${m.name} ${JSON.stringify(m.shape)}`).join(', ')
+      throw new Error(
+        `model "${this.name}" needs a leading dynamic batch dimension, or one fixed at the same size in every input and output (${shapes})`,
+      )
+    }
+    this.#fixedBatch = n
+    this.batchLimit = {
+      maxBatchSize: n,
+      reason:
+        n === 1
+          ? 'the model fixes its leading dimension at 1: one item per batch'
+          : `the model fixes its leading dimension at ${n}: batches are padded to ${n} rows and the pad rows dropped`,
+    }
   }
 
   #meta: ModelMeta | undefined
@@ -207,7 +249,11 @@ export class OnnxRunner implements ModelRunner {
   }
 
   async runBatch(payloads: unknown[], _signal?: AbortSignal, opts: RunBatchOptions = {}): Promise<ItemResult[]> {
-    const items = payloads as OnnxItem[]
+    const given = payloads as OnnxItem[]
+    const fixed = this.#fixedBatch
+    // A fixed leading dim n > 1: fill the batch to n rows with copies of the first item; their
+    // outputs are dropped below.
+    const items = fixed !== undefined && given.length < fixed ? [...given, ...new Array<OnnxItem>(fixed - given.length).fill(given[0]!)] : given
     const n = items.length
     const feeds: Record<string, HostTensor> = {}
     for (const spec of this.#inputs) {
@@ -257,6 +303,9 @@ export class OnnxRunner implements ModelRunner {
         }
         ;(results[i] as { tensors: Record<string, WireTensor> }).tensors[name] = row
       }
+    }
+    if (results.length > given.length) {
+      results.length = given.length
     }
     return results
   }
@@ -334,21 +383,33 @@ export class OnnxRunner implements ModelRunner {
     return out
   }
 
-  /** One batch of one row with zeros (symbolic dims = 1) so the first request pays no warm-up. */
+  /** Zero batches (symbolic dims = 1) as `warmup` says, so the first requests pay no warm-up. */
   async #warmup(): Promise<void> {
-    const src: Record<string, WireTensor> = {}
-    for (const spec of this.#inputs) {
-      const shape = [1, ...spec.rest.map((d) => (d < 0 ? 1 : d))]
-      const count = shape.reduce((a, b) => a * b, 1)
-      src[spec.name] =
-        spec.datatype === 'BYTES'
-          ? { datatype: 'BYTES', shape, bytes: encodeBytesElements(new Array<string>(count).fill('')) }
-          : { datatype: spec.datatype, shape, bytes: new Uint8Array(count * DATATYPE_SIZE[spec.datatype]) }
+    const w = this.#warmupSpec ?? { count: 1, sizes: [1] }
+    if (w === 'off') {
+      return
     }
-    try {
-      await this.runBatch([{ src, row: 0 } satisfies OnnxItem])
-    } catch {
-      // Models whose symbolic dims need other values than 1 warm up on their first real batch.
+    const limit = this.batchLimit?.maxBatchSize ?? Infinity
+    const sizes = [...new Set((w.sizes ?? [1]).map((s) => Math.max(1, Math.min(s, limit))))]
+    for (const rows of sizes) {
+      const src: Record<string, WireTensor> = {}
+      for (const spec of this.#inputs) {
+        const shape = [rows, ...spec.rest.map((d) => (d < 0 ? 1 : d))]
+        const count = shape.reduce((a, b) => a * b, 1)
+        src[spec.name] =
+          spec.datatype === 'BYTES'
+            ? { datatype: 'BYTES', shape, bytes: encodeBytesElements(new Array<string>(count).fill('')) }
+            : { datatype: spec.datatype, shape, bytes: new Uint8Array(count * DATATYPE_SIZE[spec.datatype]) }
+      }
+      const items = Array.from({ length: rows }, (_, row) => ({ src, row }) satisfies OnnxItem)
+      for (let i = 0; i < w.count; i++) {
+        try {
+          await this.runBatch(items)
+        } catch {
+          // Models whose symbolic dims need other values than 1 warm up on their first real batch.
+          return
+        }
+      }
     }
   }
 }
@@ -358,7 +419,7 @@ function specOf(model: string, m: HostValueMeta): InputSpec {
   if (!m.isTensor || !datatype) {
     throw new Error(`model "${model}": value "${m.name}" has type ${m.type}, which Cohort cannot serve`)
   }
-  if (m.shape.length === 0 || (m.shape[0] !== -1 && m.shape[0] !== undefined && m.shape[0] > 1)) {
+  if (m.shape.length === 0 || m.shape[0] === 0) {
     throw new Error(`model "${model}": "${m.name}" needs a leading dynamic batch dimension (shape ${JSON.stringify(m.shape)})`)
   }
   return { name: m.name, datatype, rest: m.shape.slice(1), restNames: (m.dimNames ?? []).slice(1) }

@@ -26,6 +26,11 @@ export interface ModelRunner {
    * `[1, maxBatchSize]` (@default false).
    */
   readonly batchDefaults: { maxBatchSize: number; maxDelayMs: number; autoBatchSize?: boolean }
+  /**
+   * A hard batch limit of the model itself (known once started), e.g. a leading dimension fixed at
+   * 1: flags and runtime overrides may not exceed it. Absent: only `@cohort/batching`'s bound.
+   */
+  readonly batchLimit?: { maxBatchSize: number; reason: string } | undefined
   /** Load and warm up. */
   start(): Promise<void>
   /** Register the runner's own metrics (ONNX Runtime instances) in the worker's registry; called once, before `start`. */
