@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Create test/python/.venv with the pinned Triton client tools (tritonclient[all], perf_analyzer).
-# Idempotent: a venv whose installed set matches requirements.txt is kept.
+# Create test/python/.venv with the pinned Triton client tools (tritonclient[all], perf_analyzer), and
+# test/python/.venv-schemathesis with schemathesis (requirements-schemathesis.txt).
+# Idempotent: a venv whose installed set matches its requirements file is kept.
 set -euo pipefail
 cd "$(dirname "$0")"
 if ! dpkg -s libb64-0d >/dev/null 2>&1; then
@@ -8,6 +9,14 @@ if ! dpkg -s libb64-0d >/dev/null 2>&1; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq libb64-0d >/dev/null
+fi
+st_stamp=.venv-schemathesis/.requirements.sha256
+st_want=$(sha256sum requirements-schemathesis.txt | cut -d' ' -f1)
+if ! [ -x .venv-schemathesis/bin/schemathesis ] || [ "$(cat "$st_stamp" 2>/dev/null)" != "$st_want" ]; then
+  python3 -m venv .venv-schemathesis
+  .venv-schemathesis/bin/pip install -q --disable-pip-version-check -r requirements-schemathesis.txt
+  echo "$st_want" > "$st_stamp"
+  echo "python suite: $(.venv-schemathesis/bin/schemathesis --version)"
 fi
 stamp=.venv/.requirements.sha256
 want=$(sha256sum requirements.txt | cut -d' ' -f1)

@@ -1,6 +1,6 @@
 import type { Context } from 'hono'
 import { type ModelMeta, type TensorMeta } from '@cohort/protocol'
-import { WEBHOOK_EVENTS } from '@cohort/predictions'
+import { PREDICTION_ID_RE, WEBHOOK_EVENTS } from '@cohort/predictions'
 import type { ResolvedGatewayOptions } from '../options.ts'
 import type { Upstream } from '../upstream.ts'
 
@@ -90,32 +90,36 @@ export function openApi(models: ModelMeta[], defaultModel: string, version: stri
     PredictionRequest: {
       title: 'PredictionRequest',
       type: 'object',
+      // As parsePredictionBody checks: `input` is required; `id`, `webhook` and the filter may be
+      // null (taken as absent); an id is PREDICTION_ID_RE, a webhook an http(s) URL.
       properties: {
         input: ref('Input'),
-        id: { title: 'Id', type: 'string' },
-        created_at: { title: 'Created At', type: 'string', format: 'date-time' },
-        webhook: { title: 'Webhook', type: 'string', format: 'uri', minLength: 1, maxLength: 65536 },
-        webhook_events_filter: { type: 'array', items: ref('WebhookEvent'), default: [...WEBHOOK_EVENTS] },
+        id: { title: 'Id', type: 'string', pattern: PREDICTION_ID_RE.source, nullable: true },
+        created_at: { title: 'Created At', description: 'Accepted and ignored: the gateway sets created_at.' },
+        webhook: { title: 'Webhook', type: 'string', format: 'uri', pattern: '^https?://[^\\s]+$', minLength: 1, maxLength: 65536, nullable: true },
+        webhook_events_filter: { type: 'array', items: ref('WebhookEvent'), default: [...WEBHOOK_EVENTS], nullable: true },
       },
+      required: ['input'],
     },
     PredictionResponse: {
       title: 'PredictionResponse',
       type: 'object',
       properties: {
+        // null until set (libs/predictions' Prediction): output, error, started_at, completed_at.
         input: ref('Input'),
-        output: ref('Output'),
+        output: { title: 'Output', nullable: true, allOf: [ref('Output')] },
         id: { title: 'Id', type: 'string' },
         model: { title: 'Model', type: 'string' },
         status: ref('Status'),
-        error: { title: 'Error', type: 'string' },
-        code: { title: 'Code', type: 'string', description: 'Cohort error code (docs/errors.md) of a failed prediction.' },
+        error: { title: 'Error', type: 'string', nullable: true },
+        code: { title: 'Code', type: 'string', nullable: true, description: 'Cohort error code (docs/errors.md) of a failed prediction.' },
         logs: { title: 'Logs', type: 'string', default: '' },
         created_at: { title: 'Created At', type: 'string', format: 'date-time' },
-        started_at: { title: 'Started At', type: 'string', format: 'date-time' },
-        completed_at: { title: 'Completed At', type: 'string', format: 'date-time' },
-        metrics: { title: 'Metrics', type: 'object' },
-        webhook: { title: 'Webhook', type: 'string', format: 'uri' },
-        webhook_events_filter: { type: 'array', items: ref('WebhookEvent') },
+        started_at: { title: 'Started At', type: 'string', format: 'date-time', nullable: true },
+        completed_at: { title: 'Completed At', type: 'string', format: 'date-time', nullable: true },
+        metrics: { title: 'Metrics', type: 'object', nullable: true },
+        webhook: { title: 'Webhook', type: 'string', format: 'uri', nullable: true },
+        webhook_events_filter: { type: 'array', items: ref('WebhookEvent'), nullable: true },
       },
     },
   }
@@ -124,6 +128,14 @@ export function openApi(models: ModelMeta[], defaultModel: string, version: stri
     schemas[`Output_${m.name}`] = { ...outputSchema(m), title: `Output_${m.name}` }
   }
   const json = (schema: unknown) => ({ content: { 'application/json': { schema } } })
+  const { id: _bodyId, ...putProperties } = (schemas['PredictionRequest'] as { properties: Record<string, unknown> }).properties
+  const idempotentRequest = {
+    title: 'Prediction Request',
+    description: "A PredictionRequest whose `id`, when given, must equal the path's prediction_id (else 422).",
+    type: 'object',
+    properties: putProperties,
+    required: ['input'],
+  }
   // The answers every prediction route can give besides success (docs/errors.md): `{error, code}`.
   const err = (description: string) => ({ description, ...json(ref('Error')) })
   const errors = {
@@ -146,7 +158,7 @@ export function openApi(models: ModelMeta[], defaultModel: string, version: stri
   }
   const accepted = { '202': { description: 'Accepted (with Prefer: respond-async)', ...json(ref('PredictionResponse')) } }
   const prefer = { name: 'prefer', in: 'header', required: false, schema: { title: 'Prefer', type: 'string' } }
-  const idParam = { name: 'prediction_id', in: 'path', required: true, schema: { title: 'Prediction ID', type: 'string' } }
+  const idParam = { name: 'prediction_id', in: 'path', required: true, schema: { title: 'Prediction ID', type: 'string', pattern: PREDICTION_ID_RE.source } }
   return {
     openapi: '3.0.2',
     info: { title: 'Cohort', version },
@@ -158,7 +170,7 @@ export function openApi(models: ModelMeta[], defaultModel: string, version: stri
           description: 'Run a single prediction on the model',
           operationId: 'predict_predictions_post',
           parameters: [prefer],
-          requestBody: json(ref('PredictionRequest')),
+          requestBody: { ...json(ref('PredictionRequest')), required: true },
           responses: respond('200', ref('PredictionResponse'), accepted),
         },
       },
@@ -168,7 +180,8 @@ export function openApi(models: ModelMeta[], defaultModel: string, version: stri
           description: 'Run a single prediction on the model (idempotent creation).',
           operationId: 'predict_idempotent_predictions__prediction_id__put',
           parameters: [idParam, prefer],
-          requestBody: { ...json({ title: 'Prediction Request', allOf: [ref('PredictionRequest')] }), required: true },
+          // The path names the id: a body `id` other than it is a 422, so the body schema has none.
+          requestBody: { ...json(idempotentRequest), required: true },
           responses: respond('200', ref('PredictionResponse'), { ...accepted, '409': err('Conflict: the id is taken by a different request') }),
         },
         get: {

@@ -254,6 +254,30 @@ describe('Cog-style predictions (in-process, async held in memory)', () => {
     expect(Object.keys(missing.body)).toEqual(expect.arrayContaining(['error', 'code']))
   })
 
+  it('/openapi.json matches behaviour: input and a body are required, null fields are nullable, a PUT body declares no id', async () => {
+    const o = (await send(app, 'GET', '/openapi.json')).body
+    const req = o.components.schemas.PredictionRequest
+    expect(req.required).toEqual(['input'])
+    expect((await send(app, 'POST', '/predictions', {})).status).toBe(400)
+    expect(o.paths['/predictions'].post.requestBody.required).toBe(true)
+    // id/webhook null are taken as absent; an id outside the pattern is a 422.
+    expect([req.properties.id.nullable, req.properties.webhook.nullable]).toEqual([true, true])
+    expect((await send(app, 'POST', '/predictions', { input: { n: 1 }, id: null, webhook: null })).status).toBe(200)
+    expect(new RegExp(req.properties.id.pattern).test('')).toBe(false)
+    expect((await send(app, 'POST', '/predictions', { input: { n: 1 }, id: '' })).status).toBe(422)
+    // A prediction not yet done has output, error, completed_at null: the response schema allows it.
+    const queued = await send(app, 'POST', '/predictions', { input: { n: 2 } }, ASYNC)
+    expect(queued.body.output).toBeNull()
+    const res = o.components.schemas.PredictionResponse.properties
+    for (const k of ['output', 'error', 'started_at', 'completed_at']) {
+      expect(res[k].nullable).toBe(true)
+    }
+    // The path names the id: a different body id is a 422, so the PUT body schema has no `id`.
+    const put = o.paths['/predictions/{prediction_id}'].put.requestBody
+    expect(put.content['application/json'].schema.properties.id).toBeUndefined()
+    expect((await send(app, 'PUT', '/predictions/abc', { input: { n: 1 }, id: 'other' })).status).toBe(422)
+  })
+
   it('describes an ONNX model input per item, without the batch dim', () => {
     expect(tensorItemSchema({ name: 'x', datatype: 'FP32', shape: [-1, 2, 3] })).toEqual({
       title: 'x',
