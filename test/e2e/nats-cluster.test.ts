@@ -48,7 +48,12 @@ describe('3-node NATS cluster (infra/nats/cluster, infra/scripts/cluster-*.sh)',
 
   it('serves requests through a gateway on node 3 from workers on nodes 1 and 2', async () => {
     const xs = Array.from({ length: 60 }, (_, i) => i)
-    const replies = await Promise.all(xs.map((x) => postJson(`${base}/models/sleepy/predictions`, { input: { x } })))
+    // In waves of 5: requests of one event-loop turn travel in one pack (docs/protocol.md#protocol-v2),
+    // so 12 waves are 12 or more messages for the queue group to spread, not a handful.
+    const replies: Awaited<ReturnType<typeof postJson>>[] = []
+    for (let i = 0; i < xs.length; i += 5) {
+      replies.push(...(await Promise.all(xs.slice(i, i + 5).map((x) => postJson(`${base}/models/sleepy/predictions`, { input: { x } })))))
+    }
     replies.forEach((r, x) => {
       expect(r.status, JSON.stringify(r.body)).toBe(200)
       expect(r.body.output.y).toBe(2 * x)

@@ -300,7 +300,9 @@ export function defineServingSuite(label: string, setup: (f: ModelFixtures) => P
 
     it('drops the queued items of a client that went away', async () => {
       const before = metricSum(await env.workerMetrics(), 'cohort_worker_items_total{code="CANCELLED",model="sleepy"')
-      const blockers = Array.from({ length: 12 }, (_, i) => postJson(url('/models/sleepy/predictions'), { input: { x: i, sleepMs: 500 } }))
+      // Explicit deadlines: 12 x 500 ms of queued work is past the model's default SLO (docs/batching.md).
+      const patient = { 'x-cohort-timeout-ms': '30000' }
+      const blockers = Array.from({ length: 12 }, (_, i) => postJson(url('/models/sleepy/predictions'), { input: { x: i, sleepMs: 500 } }, patient))
       await waitForPending(12)
       const ac = new AbortController()
       const gone = fetch(url('/models/sleepy/predictions'), {
@@ -321,7 +323,8 @@ export function defineServingSuite(label: string, setup: (f: ModelFixtures) => P
     it('drains on SIGTERM without losing in-flight requests, then answers 503 with no workers', async () => {
       const answered0 = metricSum(await env.workerMetrics(), 'cohort_worker_items_total{code="OK",model="sleepy"')
       const inflight = Array.from({ length: 40 }, (_, i) =>
-        postJson(url('/models/sleepy/predictions'), { input: { x: i, sleepMs: 150 } }),
+        // An explicit deadline: this test is about draining, not the model's default SLO.
+        postJson(url('/models/sleepy/predictions'), { input: { x: i, sleepMs: 150 } }, { 'x-cohort-timeout-ms': '30000' }),
       )
       // Stop a worker only once every request was accepted by some worker (queued, running or done).
       await vi.waitFor(
