@@ -300,10 +300,20 @@ export function defineServingSuite(label: string, setup: (f: ModelFixtures) => P
 
     it('drops the queued items of a client that went away', async () => {
       const before = metricSum(await env.workerMetrics(), 'cohort_worker_items_total{code="CANCELLED",model="sleepy"')
-      // Explicit deadlines: 12 x 500 ms of queued work is past the model's default SLO (docs/batching.md).
+      // The aborted request must sit queued, whichever worker it reaches: so first make every worker
+      // busy with a running batch. Blockers go one at a time (one pack each, so protocol v2 cannot
+      // hand them all to one worker) until each worker holds one. Explicit deadlines: the queued
+      // work is past the model's default SLO (docs/batching.md).
       const patient = { 'x-cohort-timeout-ms': '30000' }
-      const blockers = Array.from({ length: 12 }, (_, i) => postJson(url('/models/sleepy/predictions'), { input: { x: i, sleepMs: 500 } }, patient))
-      await waitForPending(12)
+      const perWorker = async () =>
+        (await env.workerMetrics()).split('# EOF').map((t) => metricSum(t, 'cohort_pending_requests{model="sleepy"'))
+      const blockers: Promise<unknown>[] = []
+      for (let i = 0; i < 24 && (await perWorker()).some((n) => n === 0); i++) {
+        blockers.push(postJson(url('/models/sleepy/predictions'), { input: { x: i, sleepMs: 3000 } }, patient))
+        await waitForPending(blockers.length)
+      }
+      expect((await perWorker()).every((n) => n > 0)).toBe(true)
+      const held = blockers.length
       const ac = new AbortController()
       const gone = fetch(url('/models/sleepy/predictions'), {
         method: 'POST',
@@ -311,8 +321,8 @@ export function defineServingSuite(label: string, setup: (f: ModelFixtures) => P
         body: JSON.stringify({ input: { x: 99, sleepMs: 500 } }),
         signal: ac.signal,
       }).catch(() => 'aborted')
-      // Abort only once the request sits in a worker (queued behind the blockers).
-      await waitForPending(13)
+      // Abort only once the request sits in a worker (queued behind a running batch).
+      await waitForPending(held + 1)
       ac.abort()
       expect(await gone).toBe('aborted')
       await Promise.all(blockers)
