@@ -251,6 +251,9 @@ export class Packer {
       }
       return
     }
+    if (n.t === 'tokens') {
+      return // streamed generations: not built yet (docs/generative.md)
+    }
     for (const r of n.replies) {
       const e = this.#byId.get(r.id)
       if (e && e.pack === p) {

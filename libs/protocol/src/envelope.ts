@@ -1,3 +1,4 @@
+import type { GenerateInput, GenerateResult, TokenStep } from './generate.ts'
 import type { WireTensor } from './tensor.ts'
 
 /** Version of the envelope format; bumped on incompatible changes. */
@@ -38,6 +39,8 @@ export interface InferRequest {
   items?: unknown[]
   /** Names of the outputs wanted; all when absent. */
   outputs?: string[]
+  /** A generation (generative models, docs/generative.md): the prompt and sampling settings. */
+  generate?: GenerateInput
   /**
    * Where the worker that takes the request says so at once ({@link AcceptNotice}), so the gateway
    * knows which worker holds it and can fail or retry it when that worker's heartbeats stop.
@@ -80,6 +83,8 @@ export interface InferReply {
   timing?: ItemTiming[]
   /** Id of the worker that answered. */
   worker?: string
+  /** The end of a generation (a request with `generate`). */
+  generated?: GenerateResult
 }
 
 /** Published on `cohort.cancel.<model>` when a client goes away: drop its queued items. */
@@ -196,4 +201,10 @@ export type GatewayNotice =
       v: 2
       t: 'replies'
       replies: InferReply[]
+    }
+  | {
+      v: 2
+      /** Token deltas of streamed generations: one message per engine step per pack, never per token. */
+      t: 'tokens'
+      steps: TokenStep[]
     }

@@ -6,6 +6,7 @@
 export * from './datatypes.ts'
 export * from './tensor.ts'
 export * from './envelope.ts'
+export * from './generate.ts'
 export * from './subjects.ts'
 export * from './subject-guard.ts'
 export * from './errors.ts'

@@ -1,0 +1,100 @@
+/**
+ * The generation contract (generative models, docs/generative.md): what a generate request carries,
+ * what travels back while it runs, and the interface a generation engine offers the worker's model
+ * server. Types only; the engine lives in `@cohort/generative`, the wire codec in `codec.ts`.
+ */
+import type { WireError } from './envelope.ts'
+
+/** Sampling settings of one generation. Defaults are the engine's (documented in docs/generative.md). */
+export interface SamplingParams {
+  /** Most tokens to generate (OpenAI's default is 16). */
+  maxTokens: number
+  /** 0 = greedy. Default 1. */
+  temperature?: number
+  /** Keep the k most likely tokens; 0 = off. */
+  topK?: number
+  /** Nucleus sampling; 1 = off. */
+  topP?: number
+  /** Seed of the sampler: the same seed, prompt and params give the same tokens. */
+  seed?: number
+  /** Stop strings (also matched across token boundaries); the match is not part of the output. */
+  stop?: string[]
+  /** Token ids that end the generation (besides the model's end-of-sequence id). */
+  stopTokenIds?: number[]
+  /** Keep generating past the end-of-sequence token (benchmarks). */
+  ignoreEos?: boolean
+  /** Return the log-probability of each generated token and this many alternatives (0-5). */
+  logprobs?: number
+}
+
+/** What a generate request asks for; rides in `InferRequest.generate`. */
+export interface GenerateInput {
+  /** The prompt: text (the worker tokenizes it) or token ids. */
+  prompt: string | number[]
+  params: SamplingParams
+  /** Send token deltas ({@link TokenStep}) while generating, before the final reply. */
+  stream: boolean
+}
+
+/** Why a generation ended. */
+export type FinishReason = 'stop' | 'length' | 'cancelled'
+
+/** Log-probabilities of one generated token. */
+export interface TokenLogprob {
+  token: number
+  logprob: number
+  /** The most likely alternatives, best first (`SamplingParams.logprobs` of them). */
+  top?: { token: number; logprob: number }[]
+}
+
+/** New output of one generation since its last delta. */
+export interface TokenDelta {
+  tokens: number[]
+  /** Decoded text of these tokens (text held back for a possible stop string is sent later). */
+  text: string
+  logprobs?: TokenLogprob[]
+}
+
+/** One request's delta in a step message. */
+export interface TokenStep extends TokenDelta {
+  /** Request id. */
+  id: string
+}
+
+/** The end of a generation; rides in `InferReply.generated`. */
+export interface GenerateResult {
+  /** The whole output text (without a matched stop string). */
+  text: string
+  tokens: number[]
+  finishReason: FinishReason
+  usage: { promptTokens: number; completionTokens: number }
+  logprobs?: TokenLogprob[]
+}
+
+/** Receives one generation's output, in order: any number of `delta`, then one `done` or `error`. */
+export interface GenerationSink {
+  delta(d: TokenDelta): void
+  done(r: GenerateResult): void
+  error(e: WireError): void
+}
+
+/** What a generative model tells the gateway about itself (model metadata, `/v1/models`). */
+export interface GenerativeInfo {
+  /** Longest prompt + output, tokens. */
+  maxContext: number
+  vocabSize: number
+  /** The chat template's name (docs/generative.md#chat-template), when the model has one. */
+  chatTemplate?: string
+}
+
+/**
+ * A generation engine, as the worker's model server sees it: `submit` starts a generation (sync;
+ * throws a CohortError for a request that can never run, e.g. a prompt past `maxContext`); the
+ * engine calls the sink from then on. `cancel` frees the sequence's slot at the next step.
+ */
+export interface Generator {
+  readonly info: GenerativeInfo
+  submit(input: GenerateInput, deadline: number, sink: GenerationSink): { cancel(): void }
+  /** Idempotent: ends every running generation with `error` (WORKER_LOST-like, retryable) and frees the engine. */
+  close(): Promise<void>
+}
