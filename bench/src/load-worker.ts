@@ -71,6 +71,11 @@ export class LoadGenerator {
     return new LoadGenerator(proc)
   }
 
+  /** Process id of the generator process (for its CPU time). */
+  get pid(): number | undefined {
+    return this.#proc.pid
+  }
+
   /** Whether the generator process is still there. */
   get running(): boolean {
     return !this.#exited

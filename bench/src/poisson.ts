@@ -34,6 +34,8 @@ export interface LoadRecords {
   latencyMs: number[]
   /** HTTP status; 0 = no answer before the drain ended, -1 = socket error. */
   status: number[]
+  /** Per request, the actual `request()` call minus its scheduled send time, in ms (generator lag). */
+  lagMs: number[]
   /** Largest delay between a scheduled send time and the actual `request()` call, in ms. */
   lagMaxMs: number
   /** 99th percentile of that delay, in ms. */
@@ -106,6 +108,7 @@ export function runOpenLoop(step: LoadStep): Promise<LoadRecords> {
         scheduledMs: Array.from(sched),
         latencyMs: Array.from(latency),
         status: Array.from(status),
+        lagMs: Array.from(lag),
         lagMaxMs: lag.reduce((a, b) => Math.max(a, b), 0),
         lagP99Ms: p99(lag),
         wallS: (lastAnswer - t0) / 1000,

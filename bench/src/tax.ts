@@ -61,7 +61,8 @@ export function cpuMicros(pid: number): number {
   return ((Number(f[11]) + Number(f[12])) * 1e6) / CLK_TCK
 }
 
-interface Proc {
+/** A child process of a benchmark, with its output collected (tax.ts and overload.ts). */
+export interface Proc {
   name: string
   proc: ChildProcess
   out: () => string
@@ -71,7 +72,8 @@ interface Proc {
 
 const live = new Set<Proc>()
 
-function start(name: string, cmd: string, args: string[], stdin = false): Proc {
+/** Spawn `cmd args` as a tracked {@link Proc} (stdout and stderr collected). */
+export function start(name: string, cmd: string, args: string[], stdin = false): Proc {
   const proc = spawn(cmd, args, { stdio: [stdin ? 'pipe' : 'ignore', 'pipe', 'pipe'] })
   let text = ''
   const listeners = new Set<() => void>()
@@ -126,14 +128,15 @@ function start(name: string, cmd: string, args: string[], stdin = false): Proc {
   return p
 }
 
-async function stopAll(ps: Proc[]): Promise<void> {
+/** Stop processes, last started first. */
+export async function stopAll(ps: Proc[]): Promise<void> {
   for (const p of [...ps].reverse()) {
     await p.stop()
   }
 }
 
 /** nats-server on random ports with monitoring on; returns its client and monitoring URLs. */
-async function startNats(dir: string): Promise<{ p: Proc; url: string; varz: string }> {
+export async function startNats(dir: string): Promise<{ p: Proc; url: string; varz: string }> {
   const d = mkdtempSync(join(dir, 'nats-'))
   writeFileSync(join(d, 'server.conf'), `listen: 127.0.0.1:-1\nhttp: 127.0.0.1:-1\nports_file_dir: "${d}"\n`)
   const p = start('nats-server', 'nats-server', ['-c', join(d, 'server.conf')])
@@ -155,7 +158,7 @@ async function startNats(dir: string): Promise<{ p: Proc; url: string; varz: str
   throw new Error('nats-server wrote no ports file')
 }
 
-async function varz(url: string): Promise<{ in: number; out: number }> {
+export async function varz(url: string): Promise<{ in: number; out: number }> {
   const v = (await (await fetch(url)).json()) as { in_msgs: number; out_msgs: number }
   return { in: v.in_msgs, out: v.out_msgs }
 }

@@ -1,0 +1,160 @@
+// The overload benchmark's arithmetic: goodput, refusal and answer percentiles, waits past the
+// deadline, and issue 14's target table.
+import { describe, expect, it } from 'vitest'
+import {
+  overloadTargets,
+  REPLY_GRACE_MS,
+  summariseOverloadStep,
+  targetTable,
+  type MeasuredStep,
+  type ModelOverload,
+  type StepRecords,
+  type StepSpec,
+} from './overload-stats.ts'
+
+const spec = (o: Partial<StepSpec> = {}): StepSpec => ({ label: '2x', multiple: 2, rate: 200, clientDeadlineMs: 100, sloMs: 1000, capacity: 10, ...o })
+
+/** Records from [scheduledMs, latencyMs, status, lagMs?] rows. */
+const recs = (rows: [number, number, number, number?][], durationS = 1): StepRecords => ({
+  scheduledMs: rows.map((r) => r[0]),
+  latencyMs: rows.map((r) => r[1]),
+  status: rows.map((r) => r[2]),
+  lagMs: rows.map((r) => r[3] ?? 0),
+  durationS,
+})
+
+describe('summariseOverloadStep', () => {
+  it('counts as goodput only 200s within the deadline whose answer came inside the window, per second, as a fraction of capacity', () => {
+    const s = summariseOverloadStep(
+      spec(),
+      recs([
+        [0, 50, 200], // good
+        [100, 100, 200], // good: exactly at the deadline
+        [200, 101, 200], // late
+        [300, 10, 503], // refused
+        [950, 60, 200], // within the deadline but answered after the 1 s window
+      ]),
+    )
+    expect(s.budgetMs).toBe(100)
+    expect(s.goodput).toBe(2)
+    expect(s.goodputFraction).toBe(0.2)
+    // good/sent counts the late-in-window answer: 3 of 5 were 200s within 100 ms.
+    expect(s.goodShare).toBeCloseTo(3 / 5)
+  })
+
+  it('judges requests without a client deadline against the server SLO', () => {
+    const s = summariseOverloadStep(spec({ clientDeadlineMs: undefined, sloMs: 1000 }), recs([[0, 400, 200], [10, 1200, 200]], 2))
+    expect(s.budgetMs).toBe(1000)
+    expect(s.goodput).toBe(0.5)
+    expect(s.overMaxMs).toBe(200)
+  })
+
+  it('reports refusal latency (every non-200 answer) apart from answer latency, and counts by status', () => {
+    const rows: [number, number, number][] = []
+    for (let i = 0; i < 100; i++) {
+      rows.push([i, 10 + i, 200]) // answers 10..109 ms
+      rows.push([i, 1 + i / 10, i % 2 ? 503 : 504]) // refusals 1..10.9 ms
+    }
+    rows.push([0, 500, 429], [0, Number.NaN, 0], [0, 3, -1])
+    const s = summariseOverloadStep(spec({ clientDeadlineMs: 1000 }), recs(rows))
+    expect(s.byStatus).toEqual({ '200': 100, '503': 50, '504': 50, '429': 1, lost: 1, socket: 1 })
+    expect(s.okP50).toBe(59)
+    expect(s.okP99).toBe(108)
+    // 101 refusals: 100 from 1 to 10.9 ms and the 500 ms 429 (nearest rank: the 51st and the 100th);
+    // socket errors and lost requests are not refusals.
+    expect(s.refusalP50).toBeCloseTo(6)
+    expect(s.refusalP99).toBeCloseTo(10.9)
+  })
+
+  it('measures the wait past the deadline from the scheduled send and, generator lag taken off, from the actual send', () => {
+    const s = summariseOverloadStep(
+      spec(),
+      recs([
+        [0, 100 + REPLY_GRACE_MS + 30, 504, 40], // 80 ms late as scheduled, 40 ms from its send: within the grace
+        [5, 100 + REPLY_GRACE_MS + 20, 200, 0], // 70 ms late: past the grace
+        [9, Number.NaN, 0], // lost: not an answer, counted by status
+      ]),
+    )
+    expect(s.overMaxMs).toBe(REPLY_GRACE_MS + 30)
+    expect(s.overFromSendMaxMs).toBe(REPLY_GRACE_MS + 20)
+    expect(s.pastGrace).toBe(1)
+    expect(s.byStatus['lost']).toBe(1)
+    expect(s.lagMaxMs).toBe(40)
+  })
+})
+
+const step = (label: string, multiple: number, o: Partial<MeasuredStep> = {}): MeasuredStep => ({
+  ...summariseOverloadStep(spec({ label, multiple }), recs([[0, 10, 200]])),
+  goodputFraction: 0.95,
+  okP99: 80,
+  refusalP99: 3,
+  overFromSendMaxMs: -20,
+  pastGrace: 0,
+  byStatus: { '200': 1 },
+  cpu: {},
+  runqueueWait: {},
+  ...o,
+})
+
+const model = (o: Partial<ModelOverload> = {}): ModelOverload => ({
+  model: 'heavy',
+  describe: '',
+  capacity: 10,
+  capacityNon2xx: 0,
+  capacityP99Ms: 1,
+  sleepBased: false,
+  modelBound: true,
+  steps: [step('1.5x', 1.5), step('2x', 2), step('4x', 4), step('burst 10x', 10)],
+  tenants: { flood: step('tenant A 3x', 3), quiet: step('tenant B 15%', 0.15, { goodShare: 0.95, sent: 20 }) },
+  errors: [],
+  ...o,
+})
+
+describe('overloadTargets', () => {
+  it('lists every target per step with met when each value is within its bound', () => {
+    const rows = overloadTargets([model()])
+    expect(rows.map((r) => r.target)).toEqual([
+      ...Array(3).fill('goodput >= 0.9 x capacity (goal 0.97)'),
+      ...Array(3).fill('admitted p99 within the deadline/SLO'),
+      'refusal p99 <= 20 ms at 4x (CPU-bound)',
+      "quiet tenant's goodput >= 0.9 of offered",
+      `no wait past deadline + ${REPLY_GRACE_MS} ms grace`,
+    ])
+    expect(rows.every((r) => r.met)).toBe(true)
+    // The burst is not a goodput step.
+    expect(rows.some((r) => r.where.startsWith('burst'))).toBe(false)
+  })
+
+  it('marks each miss: goodput under 0.9, admitted p99 over the deadline, slow refusals, a starved quiet tenant', () => {
+    const rows = overloadTargets([
+      model({
+        steps: [step('1.5x', 1.5, { goodputFraction: 0.89 }), step('2x', 2, { okP99: 101 }), step('4x', 4, { refusalP99: 21 })],
+        tenants: { flood: step('tenant A 3x', 3), quiet: step('tenant B 15%', 0.15, { goodShare: 0.5, sent: 20 }) },
+      }),
+    ])
+    const missed = rows.filter((r) => !r.met).map((r) => `${r.target} @ ${r.where}`)
+    expect(missed).toEqual([
+      'goodput >= 0.9 x capacity (goal 0.97) @ 1.5x, client 100 ms',
+      'admitted p99 within the deadline/SLO @ 2x, client 100 ms',
+      'refusal p99 <= 20 ms at 4x (CPU-bound) @ 4x, client 100 ms',
+      "quiet tenant's goodput >= 0.9 of offered @ tenant A 3x + tenant B 15%, client 100 ms",
+    ])
+    expect(targetTable(rows)).toContain('MISSED')
+  })
+
+  it('holds a sleep-based model to 5 ms refusals', () => {
+    const rows = overloadTargets([model({ model: 'affine', sleepBased: true, steps: [step('4x', 4, { refusalP99: 6 })] })])
+    const r = rows.find((x) => x.target.startsWith('refusal'))
+    expect(r?.target).toBe('refusal p99 <= 5 ms at 4x (sleep-based)')
+    expect(r?.met).toBe(false)
+  })
+
+  it('misses the no-late-wait target on a wait past the grace, or on any request left without an answer', () => {
+    const late = overloadTargets([model({ steps: [step('burst 10x', 10, { overFromSendMaxMs: REPLY_GRACE_MS + 1, pastGrace: 1 })] })])
+    expect(late.find((r) => r.target.startsWith('no wait'))?.met).toBe(false)
+    expect(late.find((r) => r.target.startsWith('no wait'))?.measured).toContain(`max +${REPLY_GRACE_MS + 1}.0 ms (burst 10x`)
+    const lost = overloadTargets([model({ steps: [step('2x', 2, { byStatus: { '200': 5, lost: 1 } })] })])
+    expect(lost.find((r) => r.target.startsWith('no wait'))?.met).toBe(false)
+    expect(lost.find((r) => r.target.startsWith('no wait'))?.measured).toContain('1 lost')
+  })
+})
