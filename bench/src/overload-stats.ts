@@ -169,6 +169,8 @@ export interface ModelOverload {
   describe: string
   /** Closed-loop capacity (wrk -c<connections>): 200s per second. */
   capacity: number
+  /** The same closed-loop run after every step: how far the machine drifted during the run. */
+  capacityAfter: number
   capacityNon2xx: number
   capacityP99Ms: number
   /** Whether the model's cost is sleep-based (the refusal target is 5 ms there, 20 ms for CPU-bound models). */
@@ -186,7 +188,8 @@ export interface TargetRow {
   model: string
   where: string
   measured: string
-  met: boolean
+  /** undefined: nothing to judge (no refusal happened at all). */
+  met: boolean | undefined
 }
 
 const f = (n: number, d = 2) => (Number.isFinite(n) ? n.toFixed(d) : n === Number.POSITIVE_INFINITY ? 'inf' : 'n/a')
@@ -234,7 +237,7 @@ export function overloadTargets(models: ModelOverload[]): TargetRow[] {
         model: m.model,
         where: `${s.label}, ${deadlineLabel(s)}`,
         measured: none ? 'no refusals' : `${f(s.refusalP99, 1)} ms (answers p99 ${f(s.okP99, 1)} ms)`,
-        met: none || s.refusalP99 <= limit,
+        met: none ? undefined : s.refusalP99 <= limit,
       })
     }
     if (m.tenants) {
@@ -292,6 +295,6 @@ export function stepTable(m: ModelOverload): string {
 export function targetTable(rows: TargetRow[]): string {
   return table(
     ['target', 'model', 'where', 'measured', 'result'],
-    rows.map((r) => [r.target, r.model, r.where, r.measured, r.met ? 'met' : 'MISSED']),
+    rows.map((r) => [r.target, r.model, r.where, r.measured, r.met === undefined ? 'n/a' : r.met ? 'met' : 'MISSED']),
   )
 }

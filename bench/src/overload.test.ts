@@ -100,6 +100,7 @@ const model = (o: Partial<ModelOverload> = {}): ModelOverload => ({
   model: 'heavy',
   describe: '',
   capacity: 10,
+  capacityAfter: 10,
   capacityNon2xx: 0,
   capacityP99Ms: 1,
   sleepBased: false,
@@ -147,6 +148,9 @@ describe('overloadTargets', () => {
     const r = rows.find((x) => x.target.startsWith('refusal'))
     expect(r?.target).toBe('refusal p99 <= 5 ms at 4x (sleep-based)')
     expect(r?.met).toBe(false)
+    const none = overloadTargets([model({ steps: [step('4x', 4, { refusalP99: Number.NaN })] })]).find((x) => x.target.startsWith('refusal'))
+    expect(none?.met).toBeUndefined()
+    expect(targetTable([none!])).toContain('n/a')
   })
 
   it('misses the no-late-wait target on a wait past the grace, or on any request left without an answer', () => {

@@ -213,6 +213,7 @@ async function runModel(m: OverloadModel, o: Options, dir: string, gens: [LoadGe
     model: m.name,
     describe: m.describe,
     capacity: Number.NaN,
+    capacityAfter: Number.NaN,
     capacityNon2xx: 0,
     capacityP99Ms: Number.NaN,
     sleepBased: m.sleepBased,
@@ -300,6 +301,10 @@ async function runModel(m: OverloadModel, o: Options, dir: string, gens: [LoadGe
     }
     const q = result.tenants.quiet
     log(`[${m.name}] quiet tenant: ${q.goodShare.toFixed(2)} of ${q.sent} within ${d} ms, ${JSON.stringify(q.byStatus)}`)
+    await sleep(1000)
+    const again = await runWrk(url, script, o.connections, o.capacityS, { allowNon2xx: true })
+    result.capacityAfter = (again.requests - again.non2xx) / again.seconds
+    log(`[${m.name}] capacity after the steps ${Math.round(result.capacityAfter)} req/s`)
   } catch (e) {
     const msg = e instanceof Error ? e.message.split('\n')[0]! : String(e)
     log(`[${m.name}] failed: ${msg}`)
@@ -342,7 +347,7 @@ export function formatOverload(r: OverloadResult): string {
   )
   for (const m of r.models) {
     out.push(`\n=== ${m.model}: ${m.describe}`)
-    out.push(`capacity (wrk -c${r.options.connections}, ${r.options.capacityS} s): ${Math.round(m.capacity)} 200s/s, p99 ${m.capacityP99Ms.toFixed(1)} ms, ${m.capacityNon2xx} non-2xx`)
+    out.push(`capacity (wrk -c${r.options.connections}, ${r.options.capacityS} s): ${Math.round(m.capacity)} 200s/s, p99 ${m.capacityP99Ms.toFixed(1)} ms, ${m.capacityNon2xx} non-2xx; after every step ${Math.round(m.capacityAfter)} 200s/s`)
     for (const e of m.errors) {
       out.push(`FAILED ${e}`)
     }
