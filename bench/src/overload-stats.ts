@@ -73,6 +73,8 @@ export interface OverloadStep {
   /** Generator lag p99 and max, ms. */
   lagP99Ms: number
   lagMaxMs: number
+  /** Mean latency of every answer (any status), ms: compare with the gateway's own mean. */
+  meanAnsweredMs: number
 }
 
 function statusKey(s: number): string {
@@ -96,6 +98,8 @@ export function summariseOverloadStep(spec: StepSpec, r: StepRecords): OverloadS
   let overMax = Number.NEGATIVE_INFINITY
   let overSendMax = Number.NEGATIVE_INFINITY
   let pastGrace = 0
+  let answered = 0
+  let answeredSum = 0
   const windowMs = r.durationS * 1000
   for (let i = 0; i < r.status.length; i++) {
     const s = r.status[i] as number
@@ -107,6 +111,8 @@ export function summariseOverloadStep(spec: StepSpec, r: StepRecords): OverloadS
     if (s === 0) {
       continue
     }
+    answered++
+    answeredSum += l
     overMax = Math.max(overMax, l - budget)
     overSendMax = Math.max(overSendMax, l - lg - budget)
     pastGrace += l - lg > budget + REPLY_GRACE_MS ? 1 : 0
@@ -143,6 +149,7 @@ export function summariseOverloadStep(spec: StepSpec, r: StepRecords): OverloadS
     pastGrace,
     lagP99Ms: percentile(lag, 99),
     lagMaxMs: lag.length ? Math.max(...lag) : Number.NaN,
+    meanAnsweredMs: answered > 0 ? answeredSum / answered : Number.NaN,
   }
 }
 
@@ -154,7 +161,12 @@ export type CpuShare = Record<string, number>
  * main thread (its event loop) waited on a run queue for a core: where the time went on a
  * shared machine.
  */
-export type MeasuredStep = OverloadStep & { cpu: CpuShare; runqueueWait: CpuShare }
+export type MeasuredStep = OverloadStep & {
+  cpu: CpuShare
+  runqueueWait: CpuShare
+  /** Mean time a request spent in the gateway's handler (its `cohort_request_duration_seconds`), ms. */
+  gatewayMeanMs: number
+}
 
 /** The two-tenant flood: one API key at a multiple of capacity, the other at a fraction. */
 export interface TenantFlood {
@@ -169,6 +181,8 @@ export interface ModelOverload {
   describe: string
   /** Closed-loop capacity (wrk -c<connections>): 200s per second. */
   capacity: number
+  /** The closed-loop runs whose median is `capacity`, 200s/s. */
+  capacityRuns: number[]
   /** The same closed-loop run after every step: how far the machine drifted during the run. */
   capacityAfter: number
   capacityNon2xx: number
@@ -273,7 +287,7 @@ export function overloadTargets(models: ModelOverload[]): TargetRow[] {
 export function stepTable(m: ModelOverload): string {
   const rows = [...m.steps, ...(m.tenants ? [m.tenants.flood, m.tenants.quiet] : [])]
   return table(
-    ['step', 'deadline', 'offered/s', 'sent', 'goodput/cap', 'good/sent', 'ok p50/p99', 'refusal p50/p99', 'by status', 'over max (send)', 'gen lag p99/max', 'CPU s/s (main thread runqueue wait s/s)'],
+    ['step', 'deadline', 'offered/s', 'sent', 'goodput/cap', 'good/sent', 'ok p50/p99', 'refusal p50/p99', 'by status', 'over max (send)', 'gen lag p99/max', 'mean client/gateway ms', 'CPU s/s (main thread runqueue wait s/s)'],
     rows.map((s) => [
       s.label,
       deadlineLabel(s),
@@ -286,6 +300,7 @@ export function stepTable(m: ModelOverload): string {
       Object.entries(s.byStatus).sort(([a], [b]) => a.localeCompare(b)).map(([c, n]) => `${c}:${n}`).join(' '),
       `${f(s.overMaxMs, 0)} (${f(s.overFromSendMaxMs, 0)})`,
       `${f(s.lagP99Ms, 1)} / ${f(s.lagMaxMs, 1)}`,
+      `${f(s.meanAnsweredMs, 0)} / ${f(s.gatewayMeanMs, 0)}`,
       Object.entries(s.cpu).map(([p, c]) => `${p} ${f(c)} (${f(s.runqueueWait[p] ?? Number.NaN)})`).join(', '),
     ]),
   )

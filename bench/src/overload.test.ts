@@ -80,6 +80,7 @@ describe('summariseOverloadStep', () => {
     expect(s.pastGrace).toBe(1)
     expect(s.byStatus['lost']).toBe(1)
     expect(s.lagMaxMs).toBe(40)
+    expect(s.meanAnsweredMs).toBe((2 * 100 + 2 * REPLY_GRACE_MS + 50) / 2)
   })
 })
 
@@ -93,6 +94,7 @@ const step = (label: string, multiple: number, o: Partial<MeasuredStep> = {}): M
   byStatus: { '200': 1 },
   cpu: {},
   runqueueWait: {},
+  gatewayMeanMs: 1,
   ...o,
 })
 
@@ -100,6 +102,7 @@ const model = (o: Partial<ModelOverload> = {}): ModelOverload => ({
   model: 'heavy',
   describe: '',
   capacity: 10,
+  capacityRuns: [10],
   capacityAfter: 10,
   capacityNon2xx: 0,
   capacityP99Ms: 1,
