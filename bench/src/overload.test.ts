@@ -82,6 +82,22 @@ describe('summariseOverloadStep', () => {
     expect(s.lagMaxMs).toBe(40)
     expect(s.meanAnsweredMs).toBe((2 * 100 + 2 * REPLY_GRACE_MS + 50) / 2)
   })
+
+  it('takes the wait for a client socket off the wait past the deadline, and tells requests that never got a socket from lost ones', () => {
+    const r = recs([
+      [0, 300, 504, 10],
+      [1, Number.NaN, 0],
+      [2, Number.NaN, 0],
+    ])
+    r.queuedMs = [140, 5, Number.NaN]
+    const s = summariseOverloadStep(spec(), r)
+    // 300 ms at the client, 10 ms of generator lag, 140 ms waiting for a socket: 150 ms from the send, 50 past the 100 ms deadline.
+    expect(s.overMaxMs).toBe(200)
+    expect(s.overFromSendMaxMs).toBe(50)
+    expect(s.pastGrace).toBe(0)
+    expect(s.byStatus).toEqual({ '504': 1, lost: 1, unsent: 1 })
+    expect(s.socketWaitP99Ms).toBe(140)
+  })
 })
 
 const step = (label: string, multiple: number, o: Partial<MeasuredStep> = {}): MeasuredStep => ({
@@ -105,6 +121,7 @@ const model = (o: Partial<ModelOverload> = {}): ModelOverload => ({
   capacityRuns: [10],
   capacityAfter: 10,
   capacityNon2xx: 0,
+  capacitySocketErrors: 0,
   capacityP99Ms: 1,
   sleepBased: false,
   modelBound: true,
@@ -163,5 +180,8 @@ describe('overloadTargets', () => {
     const lost = overloadTargets([model({ steps: [step('2x', 2, { byStatus: { '200': 5, lost: 1 } })] })])
     expect(lost.find((r) => r.target.startsWith('no wait'))?.met).toBe(false)
     expect(lost.find((r) => r.target.startsWith('no wait'))?.measured).toContain('1 lost')
+    const unsent = overloadTargets([model({ steps: [step('2x', 2, { byStatus: { '200': 5, unsent: 2 } })] })]).find((r) => r.target.startsWith('no wait'))
+    expect(unsent?.met).toBe(false)
+    expect(unsent?.measured).toContain('2 never sent')
   })
 })

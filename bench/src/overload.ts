@@ -216,6 +216,29 @@ function gatewayMean(a: MetricTotals, b: MetricTotals): number {
   return n > 0 ? ((b.requestSum - a.requestSum) * 1000) / n : Number.NaN
 }
 
+/**
+ * Wait until the gateway answers its readiness probe within 50 ms twice in a row (at most 10 s), so
+ * a step's backlog (requests still in the gateway's socket buffers after the generator let go)
+ * does not spill into the next step.
+ */
+async function settle(base: string, log: (s: string) => void): Promise<void> {
+  const until = performance.now() + 10_000
+  let fast = 0
+  while (fast < 2 && performance.now() < until) {
+    const t = performance.now()
+    try {
+      await fetch(`${base}/v2/health/ready`, { signal: AbortSignal.timeout(2000) })
+      fast = performance.now() - t < 50 ? fast + 1 : 0
+    } catch {
+      fast = 0
+    }
+    await sleep(100)
+  }
+  if (fast < 2) {
+    log('the gateway did not settle within 10 s; the next step starts anyway')
+  }
+}
+
 /** Start nats-server, the worker and the gateway of one model; measure it; stop them. */
 async function runModel(m: OverloadModel, o: Options, dir: string, gens: [LoadGenerator, LoadGenerator], procs: Proc[], log: (s: string) => void): Promise<ModelOverload> {
   const result: ModelOverload = {
@@ -225,6 +248,7 @@ async function runModel(m: OverloadModel, o: Options, dir: string, gens: [LoadGe
     capacityRuns: [],
     capacityAfter: Number.NaN,
     capacityNon2xx: 0,
+    capacitySocketErrors: 0,
     capacityP99Ms: Number.NaN,
     sleepBased: m.sleepBased,
     modelBound: m.modelBound,
@@ -253,16 +277,17 @@ async function runModel(m: OverloadModel, o: Options, dir: string, gens: [LoadGe
     // Capacity: closed loop, the same layout and key.
     const script = writeWrkScript(dir, `${m.name}-a`, m.body, { Authorization: `Bearer ${KEYS[0]}` })
     log(`[${m.name}] capacity: wrk -c${o.connections}, ${o.capacityWarmS} s warm-up, then the median of 3 x ${o.capacityS} s`)
-    await runWrk(url, script, o.connections, o.capacityWarmS, { allowNon2xx: true })
+    await runWrk(url, script, o.connections, o.capacityWarmS, { allowNon2xx: true, timeoutS: 10 })
     const caps: SaturationResult[] = []
     for (let i = 0; i < 3; i++) {
-      caps.push(await runWrk(url, script, o.connections, o.capacityS, { allowNon2xx: true }))
+      caps.push(await runWrk(url, script, o.connections, o.capacityS, { allowNon2xx: true, timeoutS: 10 }))
     }
     const rate = (r: SaturationResult) => (r.requests - r.non2xx) / r.seconds
     const cap = [...caps].sort((a, b) => rate(a) - rate(b))[1]!
     result.capacityRuns = caps.map(rate)
     result.capacity = rate(cap)
     result.capacityNon2xx = cap.non2xx
+    result.capacitySocketErrors = cap.socketErrors
     result.capacityP99Ms = cap.p99Ms
     const C = result.capacity
     log(`[${m.name}] capacity ${Math.round(C)} req/s (runs ${result.capacityRuns.map(Math.round).join(', ')}; ${cap.non2xx} non-2xx, p99 ${cap.p99Ms.toFixed(1)} ms)`)
@@ -289,14 +314,15 @@ async function runModel(m: OverloadModel, o: Options, dir: string, gens: [LoadGe
       const rec = await gens[0].run(loadStep(label, spec.rate, durationS, KEYS[0], deadline, (Number.isFinite(budget) ? budget : 30_000) + 3000))
       const s = { ...summariseOverloadStep(spec, rec), ...meter(), gatewayMeanMs: gatewayMean(g0, await metricTotals(gwMetrics, m.name)) }
       log(`[${m.name}] ${label} ${deadline !== undefined ? `deadline ${deadline} ms` : `no deadline (SLO ${sloMs} ms)`}: goodput ${s.goodputFraction.toFixed(2)} of capacity, ok p99 ${s.okP99.toFixed(1)} ms, refusal p99 ${s.refusalP99.toFixed(1)} ms, ${JSON.stringify(s.byStatus)}`)
-      await sleep(Math.min(Number.isFinite(budget) ? budget : 1000, 1000) + 300)
+      await sleep(300)
+      await settle(base, log)
       return s
     }
     for (const deadline of [o.deadlineMs, undefined]) {
       for (const mult of [1.5, 2, 4]) {
         result.steps.push(await runStep(`${mult}x`, mult, o.stepS, deadline))
       }
-      await sleep(1000)
+      await sleep(700)
       result.steps.push(await runStep('burst 10x', 10, o.burstS, deadline))
     }
 
@@ -320,8 +346,8 @@ async function runModel(m: OverloadModel, o: Options, dir: string, gens: [LoadGe
     }
     const q = result.tenants.quiet
     log(`[${m.name}] quiet tenant: ${q.goodShare.toFixed(2)} of ${q.sent} within ${d} ms, ${JSON.stringify(q.byStatus)}`)
-    await sleep(1000)
-    const again = await runWrk(url, script, o.connections, o.capacityS, { allowNon2xx: true })
+    await settle(base, log)
+    const again = await runWrk(url, script, o.connections, o.capacityS, { allowNon2xx: true, timeoutS: 10 })
     result.capacityAfter = (again.requests - again.non2xx) / again.seconds
     log(`[${m.name}] capacity after the steps ${Math.round(result.capacityAfter)} req/s`)
   } catch (e) {
@@ -329,6 +355,13 @@ async function runModel(m: OverloadModel, o: Options, dir: string, gens: [LoadGe
     log(`[${m.name}] failed: ${msg}`)
     result.errors.push(msg)
   } finally {
+    for (const p of procs) {
+      if (p.proc.exitCode !== null || p.proc.signalCode !== null) {
+        const msg = `${p.name} exited during the run (${p.proc.signalCode ?? p.proc.exitCode}); its last output: ${p.out().slice(-600)}`
+        log(`[${m.name}] ${msg}`)
+        result.errors.push(msg)
+      }
+    }
     await nc?.close().catch(() => undefined)
     await stopAll(procs)
     procs.length = 0
@@ -366,7 +399,7 @@ export function formatOverload(r: OverloadResult): string {
   )
   for (const m of r.models) {
     out.push(`\n=== ${m.model}: ${m.describe}`)
-    out.push(`capacity (wrk -c${r.options.connections}, median of ${m.capacityRuns.map(Math.round).join(', ')} over ${r.options.capacityS} s each): ${Math.round(m.capacity)} 200s/s, p99 ${m.capacityP99Ms.toFixed(1)} ms, ${m.capacityNon2xx} non-2xx; after every step ${Math.round(m.capacityAfter)} 200s/s`)
+    out.push(`capacity (wrk -c${r.options.connections}, median of ${m.capacityRuns.map(Math.round).join(', ')} over ${r.options.capacityS} s each): ${Math.round(m.capacity)} 200s/s, p99 ${m.capacityP99Ms.toFixed(1)} ms, ${m.capacityNon2xx} non-2xx, ${m.capacitySocketErrors} socket errors; after every step ${Math.round(m.capacityAfter)} 200s/s`)
     for (const e of m.errors) {
       out.push(`FAILED ${e}`)
     }

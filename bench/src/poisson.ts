@@ -36,6 +36,8 @@ export interface LoadRecords {
   status: number[]
   /** Per request, the actual `request()` call minus its scheduled send time, in ms (generator lag). */
   lagMs: number[]
+  /** Per request, the time from the `request()` call until the agent gave it a socket, in ms (waiting for one of `maxSockets`); NaN: never got one. */
+  queuedMs: number[]
   /** Largest delay between a scheduled send time and the actual `request()` call, in ms. */
   lagMaxMs: number
   /** 99th percentile of that delay, in ms. */
@@ -90,6 +92,7 @@ export function runOpenLoop(step: LoadStep): Promise<LoadRecords> {
   const latency = new Float64Array(n).fill(Number.NaN)
   const status = new Int16Array(n)
   const lag = new Float64Array(n)
+  const queued = new Float64Array(n).fill(Number.NaN)
   const t0 = performance.now() + 5
   return new Promise((resolve) => {
     let pending = n
@@ -109,6 +112,7 @@ export function runOpenLoop(step: LoadStep): Promise<LoadRecords> {
         latencyMs: Array.from(latency),
         status: Array.from(status),
         lagMs: Array.from(lag),
+        queuedMs: Array.from(queued),
         lagMaxMs: lag.reduce((a, b) => Math.max(a, b), 0),
         lagP99Ms: p99(lag),
         wallS: (lastAnswer - t0) / 1000,
@@ -128,11 +132,13 @@ export function runOpenLoop(step: LoadStep): Promise<LoadRecords> {
       }
     }
     const send = (i: number) => {
+      const called = performance.now()
       const req = request(url, { method: 'POST', agent, headers }, (res) => {
         res.on('error', () => settle(i, -1))
         res.on('end', () => settle(i, res.statusCode ?? -1))
         res.resume()
       })
+      req.once('socket', () => (queued[i] = performance.now() - called))
       req.on('error', () => settle(i, -1))
       req.end(body)
     }
