@@ -217,25 +217,22 @@ function gatewayMean(a: MetricTotals, b: MetricTotals): number {
 }
 
 /**
- * Wait until the gateway answers its readiness probe within 50 ms twice in a row (at most 10 s), so
- * a step's backlog (requests still in the gateway's socket buffers after the generator let go)
- * does not spill into the next step.
+ * Wait until the gateway's request count (`cohort_request_duration_seconds_count`) stops moving
+ * for two polls 200 ms apart (at most 10 s), so a step's backlog (requests still in the
+ * gateway's socket buffers after the generator let go) does not spill into the next step.
  */
-async function settle(base: string, log: (s: string) => void): Promise<void> {
+async function settle(metricsUrl: string, model: string, log: (s: string) => void): Promise<void> {
   const until = performance.now() + 10_000
-  let fast = 0
-  while (fast < 2 && performance.now() < until) {
-    const t = performance.now()
-    try {
-      await fetch(`${base}/v2/health/ready`, { signal: AbortSignal.timeout(2000) })
-      fast = performance.now() - t < 50 ? fast + 1 : 0
-    } catch {
-      fast = 0
-    }
-    await sleep(100)
+  let last = Number.NaN
+  let still = 0
+  while (still < 2 && performance.now() < until) {
+    await sleep(200)
+    const n = await metricTotals(metricsUrl, model).then((t) => t.requestCount, () => Number.NaN)
+    still = n === last ? still + 1 : 0
+    last = n
   }
-  if (fast < 2) {
-    log('the gateway did not settle within 10 s; the next step starts anyway')
+  if (still < 2) {
+    log('the gateway was still answering the last step after 10 s; the next step starts anyway')
   }
 }
 
@@ -315,7 +312,7 @@ async function runModel(m: OverloadModel, o: Options, dir: string, gens: [LoadGe
       const s = { ...summariseOverloadStep(spec, rec), ...meter(), gatewayMeanMs: gatewayMean(g0, await metricTotals(gwMetrics, m.name)) }
       log(`[${m.name}] ${label} ${deadline !== undefined ? `deadline ${deadline} ms` : `no deadline (SLO ${sloMs} ms)`}: goodput ${s.goodputFraction.toFixed(2)} of capacity, ok p99 ${s.okP99.toFixed(1)} ms, refusal p99 ${s.refusalP99.toFixed(1)} ms, ${JSON.stringify(s.byStatus)}`)
       await sleep(300)
-      await settle(base, log)
+      await settle(gwMetrics, m.name, log)
       return s
     }
     for (const deadline of [o.deadlineMs, undefined]) {
@@ -346,7 +343,7 @@ async function runModel(m: OverloadModel, o: Options, dir: string, gens: [LoadGe
     }
     const q = result.tenants.quiet
     log(`[${m.name}] quiet tenant: ${q.goodShare.toFixed(2)} of ${q.sent} within ${d} ms, ${JSON.stringify(q.byStatus)}`)
-    await settle(base, log)
+    await settle(gwMetrics, m.name, log)
     const again = await runWrk(url, script, o.connections, o.capacityS, { allowNon2xx: true, timeoutS: 10 })
     result.capacityAfter = (again.requests - again.non2xx) / again.seconds
     log(`[${m.name}] capacity after the steps ${Math.round(result.capacityAfter)} req/s`)
