@@ -17,6 +17,7 @@ import { installShutdown, type StopStep } from './shutdown.ts'
 import { DEFAULT_REQUEST_TIMEOUT_MS } from '@cohort/gateway'
 import { GRPC_HELP, GRPC_OPTIONS, startGrpcFromFlags } from './grpc-flags.ts'
 import { gatewayAdapter } from './node-adapter.ts'
+import { PROCESSES_HELP, PROCESSES_OPTIONS, isClusterChild, notifyListening, onPrimaryStop, processesFlag, runPrimary } from './cluster.ts'
 import { buildRunners, type ModelFlags } from './runners.ts'
 import { PIPELINE_HELP, PIPELINE_OPTIONS, SERVE_PIPELINE_HELP, SERVE_PIPELINE_OPTIONS, pipelineRunners } from './pipeline-flags.ts'
 import { TELEMETRY_HELP, TELEMETRY_OPTIONS, setupTelemetry } from './telemetry.ts'
@@ -336,13 +337,14 @@ export const GATEWAY_OPTIONS = {
   ...NATS_AUTH_OPTIONS,
   ...LARGE_OPTIONS,
   ...TELEMETRY_OPTIONS,
+  ...PROCESSES_OPTIONS,
 } as const
 
 export const GATEWAY_HELP = renderHelp({
   usage: 'cohort gateway [options]',
   about: 'The stateless HTTP gateway: publishes each request to NATS, where workers answer it.',
   sections: [
-    { title: 'HTTP', text: `${HTTP_HELP}\n${drainHelp(DEFAULT_DRAIN_MS)}` },
+    { title: 'HTTP', text: `${HTTP_HELP}\n${drainHelp(DEFAULT_DRAIN_MS)}\n${PROCESSES_HELP}` },
     {
       title: 'NATS',
       text: `  --nats URL             NATS server(s), comma-separated (default $NATS_URL or ${DEFAULT_NATS})
@@ -368,7 +370,13 @@ export async function gatewayCommand(args: string[]): Promise<void> {
     console.log(GATEWAY_HELP)
     return
   }
+  const processes = processesFlag(v)
+  if (processes > 1 && !isClusterChild()) {
+    // The primary: forks the gateway processes (each runs this command again) and serves nothing.
+    process.exit(await runPrimary(processes))
+  }
   const shutdown = installShutdown()
+  onPrimaryStop(shutdown.stop)
   const tel = setupTelemetry(v, 'cohort-gateway')
   const security = { ...bodyLimit(v), ...securityOptions(v) }
   const tls = tlsFiles(v)
@@ -416,6 +424,7 @@ export async function gatewayCommand(args: string[]): Promise<void> {
   )
   console.log(`cohort: gateway on ${tls ? 'https' : 'http'}://${http.host}:${http.port} -> NATS ${v.nats as string}`)
   console.log(`cohort: ${describeSecurity(security, tls !== undefined)}`)
+  notifyListening()
 }
 
 /** Flags of `cohort worker`. */

@@ -36,10 +36,9 @@ export function createApp(options: GatewayOptions): Hono {
   const registry = o.registry ?? new Registry()
   const metrics = gatewayMetrics(registry)
   const subjects = makeSubjects(o.subjectPrefix)
-  const liveness =
-    o.workerLoss === false
-      ? undefined
-      : new WorkerLiveness(o.transport, subjects, o.gatewayId ?? `g-${crypto.randomUUID().slice(0, 8)}`, o.workerLoss)
+  const gatewayId = o.gatewayId ?? `g-${crypto.randomUUID().slice(0, 8)}`
+  metrics.info.set({ gateway: gatewayId }, 1)
+  const liveness = o.workerLoss === false ? undefined : new WorkerLiveness(o.transport, subjects, gatewayId, o.workerLoss)
   const up = new Upstream(o.transport, subjects, o.metaTimeoutMs, liveness)
   // Authentication and rate limits run as middleware over HTTP; the door owns the rest.
   const door = new InferenceDoor({

@@ -7,6 +7,7 @@ import {
   type Subjects,
 } from '@cohort/protocol'
 import { consume, type AbortSignalLike, type Transport, type TransportMessage } from '@cohort/transport'
+import { Deadlines } from './deadlines.ts'
 import type { WorkerLiveness } from './liveness.ts'
 
 /** Options of {@link Packer}. */
@@ -18,6 +19,8 @@ export interface PackerOptions {
   maxRequests?: number
   /** Most bytes in one pack; larger requests travel alone (protocol v1). @default 262144 (256 KiB) */
   maxBytes?: number
+  /** The clock of the requests' deadlines (ms; tests). @default Date.now */
+  now?: () => number
 }
 
 /** After this event-loop turn's I/O callbacks (setImmediate where the runtime has it: Node, Bun). */
@@ -34,9 +37,15 @@ export const DEFAULT_PACK_BYTES = 256 * 1024
 interface Entry {
   id: string
   bytes: Uint8Array
+  model: string
   resolve: (r: InferReply) => void
   reject: (e: CohortError) => void
-  timer: ReturnType<typeof setTimeout> | undefined
+  /** False once settled (replied, expired, cancelled or failed). */
+  live: boolean
+  /** When it expires (the packer's clock, ms) and its place in the packer's {@link Deadlines}. */
+  deadline: number
+  heapIndex: number
+  timeoutMs: number
   signal: AbortSignalLike | undefined
   onAbort: (() => void) | undefined
   pack: Pack | undefined
@@ -72,6 +81,9 @@ export class Packer {
   readonly #turn = new Map<string, Entry[]>()
   readonly #byId = new Map<string, Entry>()
   readonly #packs = new Map<string, Pack>()
+  /** Every request's deadline, on one timer for the packer (no timer per request). */
+  readonly #deadlines: Deadlines<Entry>
+  readonly #now: () => number
   #seq = 0
   #scheduled = false
   #listening: boolean | undefined
@@ -88,6 +100,11 @@ export class Packer {
     this.#s = subjects
     this.#lv = liveness
     this.#inbox = `${subjects.inbox(liveness.gatewayId)}.`
+    this.#now = o.now ?? Date.now
+    this.#deadlines = new Deadlines<Entry>(
+      (e) => this.#settle(e, new CohortError('DEADLINE_EXCEEDED', `no reply for request ${e.id} of model "${e.model}" within ${e.timeoutMs} ms`)),
+      { now: this.#now },
+    )
     // Replies published while this gateway's connection was between servers are dropped by NATS:
     // the requests in flight at the move that got no reply within the grace fail REPLY_LOST (503,
     // retried like a lost worker by Upstream) instead of waiting for their deadline.
@@ -134,11 +151,22 @@ export class Packer {
         reject(new CohortError('CANCELLED', 'request aborted'))
         return
       }
-      const e: Entry = { id, bytes, resolve, reject, timer: undefined, signal, onAbort: undefined, pack: undefined, sentAt: 0 }
-      e.timer = setTimeout(
-        () => this.#settle(e, new CohortError('DEADLINE_EXCEEDED', `no reply for request ${id} of model "${model}" within ${timeoutMs} ms`)),
-        Math.max(1, timeoutMs),
-      )
+      const e: Entry = {
+        id,
+        bytes,
+        model,
+        resolve,
+        reject,
+        live: true,
+        deadline: this.#now() + Math.max(1, timeoutMs),
+        heapIndex: -1,
+        timeoutMs,
+        signal,
+        onAbort: undefined,
+        pack: undefined,
+        sentAt: 0,
+      }
+      this.#deadlines.add(e)
       if (signal) {
         e.onAbort = () => this.#settle(e, new CohortError('CANCELLED', 'request aborted'))
         signal.addEventListener('abort', e.onAbort, { once: true })
@@ -168,7 +196,7 @@ export class Packer {
       let pack: Entry[] = []
       let size = 0
       for (const e of q) {
-        if (e.timer === undefined) {
+        if (!e.live) {
           continue // settled (aborted) before the turn ended
         }
         if (pack.length >= this.maxRequests || (pack.length > 0 && size + e.bytes.byteLength > this.maxBytes)) {
@@ -217,7 +245,7 @@ export class Packer {
     }
     if (m.noResponders) {
       this.#packs.delete(seq)
-      const left = p.entries.filter((e) => e.timer !== undefined && e.pack === p)
+      const left = p.entries.filter((e) => e.live && e.pack === p)
       if (left.length === 0) {
         return
       }
@@ -263,11 +291,11 @@ export class Packer {
   }
 
   #settle(e: Entry, err: CohortError | undefined, reply?: InferReply): void {
-    if (e.timer === undefined) {
+    if (!e.live) {
       return
     }
-    clearTimeout(e.timer)
-    e.timer = undefined
+    e.live = false
+    this.#deadlines.remove(e)
     if (e.onAbort) {
       e.signal?.removeEventListener('abort', e.onAbort)
     }

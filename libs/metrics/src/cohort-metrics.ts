@@ -9,6 +9,7 @@ export function gatewayMetrics(r: Registry) {
       'End-to-end HTTP inference request duration.',
       DURATION_BUCKETS_S,
     ),
+    info: r.gauge('cohort_gateway_info', 'Always 1; the gateway id of each gateway in this process (HTTP, gRPC) in the gateway label.'),
   }
 }
 

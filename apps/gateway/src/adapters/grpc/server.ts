@@ -139,14 +139,14 @@ const metaTensors = (ts: ModelMeta['inputs']) => ts.map((t) => ({ name: t.name, 
 export async function startGrpcServer(options: GrpcServerOptions): Promise<GrpcServerHandle> {
   const report = options.onUnexpectedError ?? ((e: unknown) => console.error('cohort: grpc: unexpected error', e))
   const subjects = makeSubjects(options.subjectPrefix ?? 'cohort')
-  const liveness =
-    options.workerLoss === false
-      ? undefined
-      : new WorkerLiveness(options.transport, subjects, options.gatewayId ?? `grpc-${crypto.randomUUID().slice(0, 8)}`, options.workerLoss)
+  const gatewayId = options.gatewayId ?? `grpc-${crypto.randomUUID().slice(0, 8)}`
+  const liveness = options.workerLoss === false ? undefined : new WorkerLiveness(options.transport, subjects, gatewayId, options.workerLoss)
   const up = new Upstream(options.transport, subjects, options.metaTimeoutMs ?? DEFAULT_META_TIMEOUT_MS, liveness)
+  const metrics = gatewayMetrics(options.registry ?? new Registry())
+  metrics.info.set({ gateway: gatewayId }, 1)
   const door = new InferenceDoor({
     upstream: up,
-    metrics: gatewayMetrics(options.registry ?? new Registry()),
+    metrics,
     requestTimeoutMs: options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS,
     queueDelayMs: options.queueDelayMs,
     apiKeys: options.apiKeys,
