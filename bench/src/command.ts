@@ -214,6 +214,10 @@ export async function benchCommand(args: string[]): Promise<void> {
     const { benchTaxCommand } = await import('./tax.ts')
     return benchTaxCommand(args.slice(1))
   }
+  if (args[0] === 'tax-grpc-load') {
+    const { grpcLoadMain } = await import('./tax-procs.ts')
+    return grpcLoadMain(args.slice(1))
+  }
   if (args[0] === 'tax-http-floor' || args[0] === 'tax-nats-responder' || args[0] === 'tax-nats-requester') {
     const t = await import('./tax-procs.ts')
     const a = args.slice(1)
