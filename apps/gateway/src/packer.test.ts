@@ -2,7 +2,7 @@
 // deadline, in any order they were sent, and settled requests leave no timer behind. Fake timers
 // and a recording transport (the packs' wire behaviour over real NATS is test/e2e/packs.test.ts).
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
-import { CohortError, encodeNotice, subjects, type InferReply } from '@cohort/protocol'
+import { encodeNotice, subjects, type CohortError, type InferReply } from '@cohort/protocol'
 import { AsyncQueue, type Transport, type TransportMessage, type TransportSubscription } from '@cohort/transport'
 import { Deadlines, type Deadlined } from './deadlines.ts'
 import { WorkerLiveness } from './liveness.ts'
