@@ -8,9 +8,16 @@ export interface Deadlined {
 
 /** Options of {@link Deadlines}. */
 export interface DeadlinesOptions {
-  /** The clock (ms). @default Date.now */
+  /**
+   * The clock (ms). @default `performance.now` where the runtime has it (monotonic, as `setTimeout`
+   * is: a wall-clock step moves no deadline), else `Date.now`
+   */
   now?: () => number
 }
+
+/** A monotonic clock where the runtime has one. */
+export const monotonicNow: () => number =
+  typeof globalThis.performance?.now === 'function' ? () => globalThis.performance.now() : Date.now
 
 /**
  * Many deadlines on one timer: a binary min-heap of items by deadline and a single `setTimeout`
@@ -30,7 +37,7 @@ export class Deadlines<T extends Deadlined> {
 
   constructor(onExpire: (item: T) => void, o: DeadlinesOptions = {}) {
     this.#onExpire = onExpire
-    this.#now = o.now ?? Date.now
+    this.#now = o.now ?? monotonicNow
   }
 
   /** Items tracked. */

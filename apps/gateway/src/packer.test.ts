@@ -37,7 +37,7 @@ const settled = <T,>(p: Promise<T>) => p.then((v) => ({ ok: true as const, v }),
 
 describe('Packer deadlines', () => {
   beforeEach(() => {
-    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setImmediate', 'clearImmediate', 'setInterval', 'clearInterval', 'Date'] })
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setImmediate', 'clearImmediate', 'setInterval', 'clearInterval', 'Date', 'performance'] })
   })
   afterEach(() => {
     vi.useRealTimers()
@@ -130,7 +130,7 @@ describe('Packer deadlines', () => {
 
 describe('Deadlines', () => {
   beforeEach(() => {
-    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date'] })
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date', 'performance'] })
   })
   afterEach(() => {
     vi.useRealTimers()
@@ -138,8 +138,8 @@ describe('Deadlines', () => {
 
   it('expires items in deadline order with random adds and removes, never early, on one timer', () => {
     const fired: { id: number; at: number }[] = []
-    const d = new Deadlines<Deadlined & { id: number }>((it) => fired.push({ id: it.id, at: Date.now() }))
-    const t0 = Date.now()
+    const d = new Deadlines<Deadlined & { id: number }>((it) => fired.push({ id: it.id, at: performance.now() }))
+    const t0 = performance.now()
     let seed = 1
     const rnd = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31)
     const items = Array.from({ length: 300 }, (_, id) => ({ id, deadline: t0 + 1 + Math.floor(rnd() * 1000), heapIndex: -1 }))
@@ -170,7 +170,7 @@ describe('Deadlines', () => {
   it('re-arms for an item earlier than the armed deadline, and close() forgets everything', () => {
     const fired: number[] = []
     const d = new Deadlines<Deadlined & { id: number }>((it) => fired.push(it.id))
-    const t0 = Date.now()
+    const t0 = performance.now()
     d.add({ id: 1, deadline: t0 + 500, heapIndex: -1 })
     d.add({ id: 2, deadline: t0 + 50, heapIndex: -1 })
     expect(vi.getTimerCount()).toBe(1)

@@ -7,7 +7,7 @@ import {
   type Subjects,
 } from '@cohort/protocol'
 import { consume, type AbortSignalLike, type Transport, type TransportMessage } from '@cohort/transport'
-import { Deadlines } from './deadlines.ts'
+import { Deadlines, monotonicNow } from './deadlines.ts'
 import type { WorkerLiveness } from './liveness.ts'
 
 /** Options of {@link Packer}. */
@@ -19,7 +19,7 @@ export interface PackerOptions {
   maxRequests?: number
   /** Most bytes in one pack; larger requests travel alone (protocol v1). @default 262144 (256 KiB) */
   maxBytes?: number
-  /** The clock of the requests' deadlines (ms; tests). @default Date.now */
+  /** The clock of the requests' deadlines (ms; tests). @default `performance.now` ({@link monotonicNow}) */
   now?: () => number
 }
 
@@ -100,7 +100,7 @@ export class Packer {
     this.#s = subjects
     this.#lv = liveness
     this.#inbox = `${subjects.inbox(liveness.gatewayId)}.`
-    this.#now = o.now ?? Date.now
+    this.#now = o.now ?? monotonicNow
     this.#deadlines = new Deadlines<Entry>(
       (e) => this.#settle(e, new CohortError('DEADLINE_EXCEEDED', `no reply for request ${e.id} of model "${e.model}" within ${e.timeoutMs} ms`)),
       { now: this.#now },
