@@ -57,7 +57,7 @@ export interface QueueWait {
   waitMs: number
   /** Ms that batch would run. */
   serviceMs: number
-  /** `waitMs` of a new item of each asked-for tenant that has items queued (fair shares queue it behind its own). */
+  /** `waitMs` of a new item of each asked-for tenant (fair shares queue it behind its own items; `waitMs` when it has none). */
   tenants: Map<string, number>
 }
 

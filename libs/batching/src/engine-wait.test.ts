@@ -62,8 +62,9 @@ describe('BatchEngine.waitEstimate (the queue wait the gateway door judges by)',
     expect(w.waitMs).toBeCloseTo(6)
     // The flooder's new item goes after its 4 queued items: 3 + 4 * t(1) = 15.
     expect(w.tenants.get('flood')).toBeCloseTo(15)
-    // Tenants with nothing queued are not listed (the fresh wait applies).
-    expect([...w.tenants.keys()]).toEqual(['flood'])
+    // A tenant with nothing queued gets the fresh wait.
+    expect(w.tenants.get('quiet')).toBe(w.waitMs)
+    expect([...w.tenants.keys()]).toEqual(['flood', 'quiet'])
   })
 
   it('deadline policy: a lower bound (an arrival may overtake every later deadline): only running batches count', () => {

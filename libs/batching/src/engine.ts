@@ -277,7 +277,7 @@ export class BatchEngine<T> {
 
   /**
    * The estimated queue wait of a new item (cost 1, priority 0), for admission at the gateway's
-   * door (docs/batching.md#admission-at-the-door), and for each of `tenants` that has items queued.
+   * door (docs/batching.md#admission-at-the-door), and for each of `tenants`.
    * Judged as `offer` would judge it (`admission.ts`), in the group where it waits least (the door
    * cannot know the item's group; the estimate errs towards admitting, as admission does); under the
    * `'deadline'` policy an arrival may overtake every later deadline, so only running batches and
@@ -307,8 +307,8 @@ export class BatchEngine<T> {
     const fresh = judge(this.#queue.virtualTime)
     const byTenant = new Map<string, number>()
     for (const t of tenants) {
-      if (!byTenant.has(t) && this.#queue.queuedOf(t) > 0) {
-        byTenant.set(t, judge(this.#queue.tagFor(t)).waitMs)
+      if (!byTenant.has(t)) {
+        byTenant.set(t, this.#queue.queuedOf(t) > 0 ? judge(this.#queue.tagFor(t)).waitMs : fresh.waitMs)
       }
     }
     return { queued: this.#queue.size, ...fresh, tenants: byTenant }

@@ -181,7 +181,11 @@ export interface WaitEstimate {
   waitMs: number
   /** Ms that batch would run (the cost model's upper estimate). */
   serviceMs: number
-  /** `waitMs` for tenants with items queued (fair shares put their new items behind their own), at most {@link MAX_WAIT_TENANTS}. */
+  /**
+   * `waitMs` per tenant (fair shares put a tenant's new item behind its own queued items): in a
+   * heartbeat the tenants with the most items queued, in an accept notice the pack's tenants; at
+   * most {@link MAX_WAIT_TENANTS}. A tenant not listed: `waitMs`.
+   */
   tenants?: Record<string, number>
 }
 
@@ -224,7 +228,7 @@ export type GatewayNotice =
       waitMs?: number
       /** {@link WaitEstimate.serviceMs}; sent with `waitMs`. */
       serviceMs?: number
-      /** {@link WaitEstimate.tenants}, for the tenants of the pack that have items queued. */
+      /** {@link WaitEstimate.tenants}, for the tenants of the pack. */
       tenants?: Record<string, number>
     }
   | {

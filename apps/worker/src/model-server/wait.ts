@@ -7,7 +7,7 @@ const ms = (x: number) => Math.round(x * 10) / 10
 /**
  * The engine's queue-wait estimate as the wire carries it (accept notices and heartbeats;
  * docs/batching.md#admission-at-the-door), for `tenants` (at most {@link MAX_WAIT_TENANTS} of
- * them, only those with items queued). `undefined` when the engine does not judge arrivals: the
+ * them). `undefined` when the engine does not judge arrivals: the
  * gateway then admits.
  */
 export function wireWait(engine: Pick<BatchEngine<unknown>, 'waitEstimate'>, tenants: Iterable<string>): WaitEstimate | undefined {
