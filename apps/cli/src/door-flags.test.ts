@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest'
 import { InferenceDoor, Upstream, WorkerLiveness } from '@cohort/gateway'
 import { Registry, gatewayMetrics } from '@cohort/metrics'
 import { subjects } from '@cohort/protocol'
+import { consoleErrorLogger, defaultTracer } from '@cohort/observability'
 import { InProcessTransport } from '@cohort/transport'
 import { parse } from './args.ts'
 import { DOOR_OPTIONS, doorOptions } from './door-flags.ts'
@@ -17,7 +18,7 @@ describe('door flags', () => {
     const s = subjects('cohort')
     const lv = new WorkerLiveness(transport, s, 'g1')
     const door = (o: ReturnType<typeof doorOptions>) =>
-      new InferenceDoor({ upstream: new Upstream(transport, s, 1000, lv), metrics: gatewayMetrics(new Registry()), requestTimeoutMs: 1000, ...o })
+      new InferenceDoor({ upstream: new Upstream(transport, s, 1000, lv), metrics: gatewayMetrics(new Registry()), requestTimeoutMs: 1000, tracer: defaultTracer(), logger: consoleErrorLogger, onUnexpectedError: () => undefined, ...o })
     expect(door(doorOptions(parse([], DOOR_OPTIONS).values)).workerWait).toBeDefined()
     expect(door(doorOptions(parse(['--no-worker-wait'], DOOR_OPTIONS).values)).workerWait).toBeUndefined()
     lv.close()
