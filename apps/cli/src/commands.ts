@@ -16,6 +16,7 @@ import { listen, type HttpServer } from './http.ts'
 import { installShutdown, type StopStep } from './shutdown.ts'
 import { DEFAULT_REQUEST_TIMEOUT_MS } from '@cohort/gateway'
 import { GRPC_HELP, GRPC_OPTIONS, startGrpcFromFlags } from './grpc-flags.ts'
+import { DOOR_HELP, DOOR_OPTIONS, doorOptions } from './door-flags.ts'
 import { gatewayAdapter } from './node-adapter.ts'
 import { PROCESSES_HELP, PROCESSES_OPTIONS, isClusterChild, notifyListening, onPrimaryStop, processesFlag, runPrimary } from './cluster.ts'
 import { buildRunners, type ModelFlags } from './runners.ts'
@@ -179,6 +180,7 @@ const HTTP_HELP = `  --port N               HTTP port (default $PORT or 8080)
   --timeout-ms MS        server-side request deadline (default 30000)
   --no-front-door        do not take the event loop's delay off request deadlines (by default a
                          request already late on arrival is refused 503 before its body is read)
+${DOOR_HELP}
 ${PREDICTION_HELP}
 ${WEBHOOK_HELP}
 ${GRPC_HELP}`
@@ -204,6 +206,7 @@ export const SERVE_OPTIONS = {
   ...PREDICTION_OPTIONS,
   ...JOB_OPTIONS,
   'no-front-door': { type: 'boolean' },
+  ...DOOR_OPTIONS,
   ...GRPC_OPTIONS,
   ...SECURITY_OPTIONS,
   ...NATS_AUTH_OPTIONS,
@@ -297,6 +300,7 @@ export async function serveCommand(args: string[]): Promise<void> {
     logger: tel.logger.child({ component: 'gateway' }),
     draining: () => draining,
     ...predictionOptions(v),
+    ...doorOptions(v),
     ...(jobs ? { jobs } : {}),
   }
   const app = createApp(gwo)
@@ -332,6 +336,7 @@ export const GATEWAY_OPTIONS = {
   'admin-key': { type: 'string', multiple: true },
   ...PREDICTION_OPTIONS,
   'no-front-door': { type: 'boolean' },
+  ...DOOR_OPTIONS,
   ...GRPC_OPTIONS,
   ...SECURITY_OPTIONS,
   ...NATS_AUTH_OPTIONS,
@@ -407,6 +412,7 @@ export async function gatewayCommand(args: string[]): Promise<void> {
     logger: tel.logger,
     draining: () => draining,
     ...predictionOptions(v),
+    ...doorOptions(v),
     jobs: jobQueue(nc, kvReplicas(v)),
   }
   const app = createApp(gwo)

@@ -46,6 +46,7 @@ export function createApp(options: GatewayOptions): Hono {
     metrics,
     requestTimeoutMs: o.requestTimeoutMs,
     queueDelayMs: o.adapter?.queueDelayMs,
+    workerWait: o.workerWait,
     tracer: o.tracer,
     logger: o.logger,
     onUnexpectedError: o.onUnexpectedError,

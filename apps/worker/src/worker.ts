@@ -1,5 +1,5 @@
 import type { BatchingConfig } from '@cohort/batching'
-import { encodeHeartbeat, PROTOCOL_VERSION, encodeValue, subjects as makeSubjects, DEFAULT_SUBJECT_PREFIX, type ModelMeta } from '@cohort/protocol'
+import { encodeHeartbeat, PROTOCOL_VERSION, encodeValue, subjects as makeSubjects, DEFAULT_SUBJECT_PREFIX, type ModelMeta, type WaitEstimate } from '@cohort/protocol'
 import { Registry, workerMetrics, type WorkerMetrics } from '@cohort/metrics'
 import { consume, type Transport, type TransportSubscription } from '@cohort/transport'
 import type { Tracer } from '@opentelemetry/api'
@@ -9,6 +9,7 @@ import { ModelServer } from './model-server.ts'
 import type { WorkerJobOptions } from './jobs.ts'
 import { WorkerServices } from './services.ts'
 import type { ModelRunner } from './runners/types.ts'
+import { heartbeatWait } from './model-server/wait.ts'
 
 /** Options of {@link CohortWorker}. */
 export interface CohortWorkerOptions {
@@ -153,7 +154,8 @@ export class CohortWorker {
     }
     const beat = (bye?: true) => {
       try {
-        this.#o.transport.publish(subject, encodeHeartbeat({ v: 1, id: this.id, intervalMs, proto: PROTOCOL_VERSION, ...(bye ? { bye } : {}) }))
+        const models = bye ? undefined : this.#waits()
+        this.#o.transport.publish(subject, encodeHeartbeat({ v: 1, id: this.id, intervalMs, proto: PROTOCOL_VERSION, ...(bye ? { bye } : {}), ...(models ? { models } : {}) }))
       } catch {
         // A closed connection: the next beat (or none) will tell.
       }
@@ -169,6 +171,20 @@ export class CohortWorker {
   }
 
   #stopHeartbeat: (() => void) | undefined
+
+  /** Each announced model's queue-wait estimate, for the gateways' doors (docs/batching.md#admission-at-the-door). */
+  #waits(): Record<string, WaitEstimate> | undefined {
+    const out: Record<string, WaitEstimate> = {}
+    let any = false
+    for (const s of this.servers) {
+      const w = s.runner.announce !== false ? heartbeatWait(s.engine) : undefined
+      if (w) {
+        out[s.runner.name] = w
+        any = true
+      }
+    }
+    return any ? out : undefined
+  }
 
   /** Metadata of every served model. */
   models(): ModelMeta[] {

@@ -4,7 +4,7 @@
  * @module
  */
 import { Packr, type Options } from 'msgpackr'
-import { ENVELOPE_VERSION, type AcceptNotice, type GatewayNotice, type InferPack, type CancelNotice, type Heartbeat, type InferReply, type InferRequest, type ItemTiming, type WireError } from './envelope.ts'
+import { ENVELOPE_VERSION, MAX_WAIT_TENANTS, type WaitEstimate, type AcceptNotice, type GatewayNotice, type InferPack, type CancelNotice, type Heartbeat, type InferReply, type InferRequest, type ItemTiming, type WireError } from './envelope.ts'
 import { CohortError } from './errors.ts'
 import { checkTensor, safeString } from './tensor-data.ts'
 import type { WireTensor } from './tensor.ts'
@@ -331,7 +331,42 @@ export function decodeHeartbeat(buf: Uint8Array): Heartbeat {
   const h: Heartbeat = { v: ENVELOPE_VERSION, id: o.id as string, intervalMs: o.intervalMs as number }
   if (o.bye === true) h.bye = true
   if (isNum(o.proto)) h.proto = o.proto as number
+  if (isObj(o.models)) {
+    const models: Record<string, WaitEstimate> = {}
+    for (const [m, e] of Object.entries(o.models as Obj)) {
+      const w = waitEstimateFrom(e)
+      if (w) models[m] = w
+    }
+    h.models = models
+  }
   return h
+}
+
+/** A {@link WaitEstimate} from a decoded value; undefined when malformed (old or foreign senders: ignored, never fatal). */
+function waitEstimateFrom(e: unknown): WaitEstimate | undefined {
+  if (!isObj(e) || !isNum(e.queued) || !isNum(e.waitMs) || !isNum(e.serviceMs)) {
+    return undefined
+  }
+  const w: WaitEstimate = { queued: e.queued as number, waitMs: e.waitMs as number, serviceMs: e.serviceMs as number }
+  const t = tenantWaits(e.tenants)
+  if (t) w.tenants = t
+  return w
+}
+
+/** Per-tenant waits (at most {@link MAX_WAIT_TENANTS}, numbers only). */
+function tenantWaits(v: unknown): Record<string, number> | undefined {
+  if (!isObj(v)) {
+    return undefined
+  }
+  const out: Record<string, number> = {}
+  let n = 0
+  for (const [k, ms] of Object.entries(v as Obj)) {
+    if (isNum(ms) && n < MAX_WAIT_TENANTS) {
+      out[k] = ms as number
+      n++
+    }
+  }
+  return out
 }
 
 /** Largest number of requests in one {@link InferPack}. */
@@ -421,6 +456,9 @@ export function decodeNotice(buf: Uint8Array): GatewayNotice {
     const n: GatewayNotice = { v: 2, t: 'accept', worker: o.worker, ids: o.ids as string[] }
     if (isNum(o.queued)) n.queued = o.queued as number
     if (isNum(o.waitMs)) n.waitMs = o.waitMs as number
+    if (isNum(o.serviceMs)) n.serviceMs = o.serviceMs as number
+    const t = tenantWaits(o.tenants)
+    if (t) n.tenants = t
     return n
   }
   if (o.t === 'replies' && Array.isArray(o.replies)) {

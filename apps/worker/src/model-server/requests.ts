@@ -23,6 +23,7 @@ import type { ModelTelemetry } from '../tracing.ts'
 import type { ItemResult, ModelRunner } from '../runners/types.ts'
 import { batchTimeLimitMs } from '../batch-limit.ts'
 import { ReplySink } from './reply-sink.ts'
+import { wireWait } from './wait.ts'
 import type { ServerStats } from './stats.ts'
 
 interface Pending {
@@ -123,8 +124,10 @@ export class Requests {
         this.#onRequest(m, r, t0, sink)
       }
     }
-    // One acceptance notice for the pack (before any reply: replies leave in a later microtask).
-    sink.publish(encodeNotice({ v: 2, t: 'accept', worker: this.#o.workerId, ids, queued: this.#o.engine.queued }))
+    // One acceptance notice for the pack (before any reply: replies leave in a later microtask),
+    // with the queue-wait estimate for the gateway's door (docs/batching.md#admission-at-the-door).
+    const wait = wireWait(this.#o.engine, tenantsOf(msg.reqs))
+    sink.publish(encodeNotice({ v: 2, t: 'accept', worker: this.#o.workerId, ids, queued: this.#o.engine.queued, ...(wait ? { waitMs: wait.waitMs, serviceMs: wait.serviceMs, ...(wait.tenants ? { tenants: wait.tenants } : {}) } : {}) }))
   }
 
   onCancel(m: TransportMessage): void {
@@ -320,6 +323,15 @@ export class Requests {
       return undefined
     }
     return m.outputs.map((o) => o.name)
+  }
+}
+
+/** The tenants of a pack's requests ('' for the anonymous one), first seen first. */
+function* tenantsOf(reqs: readonly ({ tenant?: string } | { error: unknown })[]): Generator<string> {
+  for (const r of reqs) {
+    if (!('error' in r)) {
+      yield r.tenant ?? ''
+    }
   }
 }
 

@@ -44,7 +44,8 @@ export function deadlineAt(deadline: grpc.Deadline | undefined): number | undefi
 export async function modelInfer(p: Passage, r: ModelInferRequestMsg, signal: AbortSignal, idempotent: boolean): Promise<Record<string, unknown>> {
   const model = r.model_name
   checkModelPath(model, r.model_version === '' ? undefined : r.model_version)
-  p.admit()
+  // Both door checks before the inputs are decoded; the `timeout` parameter is already known here.
+  p.admit(paramValue(r.parameters?.['timeout']))
   const { tensors } = grpcInputs(r.inputs ?? [], r.raw_input_contents ?? [])
   const priority = paramValue(r.parameters?.['priority'])
   const outputs = (r.outputs ?? []).map((o) => o.name)
