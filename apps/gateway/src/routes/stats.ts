@@ -1,4 +1,4 @@
-import { CohortError, type DurationStat, type InferenceStatsData, type ServiceStatsResponse } from '@cohort/protocol'
+import { CohortError, modelFromToken, type DurationStat, type InferenceStatsData, type ServiceStatsResponse } from '@cohort/protocol'
 import type { Upstream } from '../upstream.ts'
 import { checkModelPath } from './infer.ts'
 
@@ -105,7 +105,8 @@ function collect(up: Upstream, stats: ServiceStatsResponse[]): Map<string, Infer
       if (typeof e.subject !== 'string' || !e.subject.startsWith(prefix)) {
         continue
       }
-      const name = e.subject.slice(prefix.length)
+      // `<model token>` or `<model token>.<version>` (docs/protocol.md): versions add up per model.
+      const name = modelFromToken(e.subject.slice(prefix.length).split('.')[0] ?? '')
       const list = byModel.get(name) ?? []
       if (e.data?.inference) {
         list.push(e.data.inference)
