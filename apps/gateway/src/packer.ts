@@ -46,6 +46,7 @@ interface Entry {
 
 interface Pack {
   seq: string
+  /** The target: the model name, or `<model>\n<version>` for one version. */
   model: string
   entries: Entry[]
   open: number
@@ -128,7 +129,8 @@ export class Packer {
    * `signal` aborts, NO_WORKER when no worker listens on the model's subjects, INTERNAL when the
    * worker's answer is unreadable.
    */
-  send(model: string, id: string, bytes: Uint8Array, timeoutMs: number, signal: AbortSignalLike | undefined): Promise<InferReply> {
+  send(model: string, id: string, bytes: Uint8Array, timeoutMs: number, signal: AbortSignalLike | undefined, version?: string): Promise<InferReply> {
+    const target = version === undefined ? model : `${model}\n${version}`
     return new Promise<InferReply>((resolve, reject) => {
       if (signal?.aborted) {
         reject(new CohortError('CANCELLED', 'request aborted'))
@@ -144,10 +146,10 @@ export class Packer {
         signal.addEventListener('abort', e.onAbort, { once: true })
       }
       this.#byId.set(id, e)
-      let q = this.#turn.get(model)
+      let q = this.#turn.get(target)
       if (!q) {
         q = []
-        this.#turn.set(model, q)
+        this.#turn.set(target, q)
       }
       q.push(e)
       if (!this.#scheduled) {
@@ -197,7 +199,7 @@ export class Packer {
     }
     this.sent.packs++
     this.sent.requests += entries.length
-    const subject = overflow ? this.#s.overflow(model) : this.#s.infer(model)
+    const subject = this.#subject(model, overflow)
     try {
       this.#t.publish(subject, packEncoded(entries.map((e) => e.bytes)), { reply: this.#inbox + seq })
     } catch (err) {
@@ -207,6 +209,14 @@ export class Packer {
         this.#settle(e, ce)
       }
     }
+  }
+
+  /** The subject of a target (`model` or `model\nversion`). */
+  #subject(target: string, overflow: boolean): string {
+    const nl = target.indexOf('\n')
+    const model = nl < 0 ? target : target.slice(0, nl)
+    const version = nl < 0 ? undefined : target.slice(nl + 1)
+    return overflow ? this.#s.overflow(model, version) : this.#s.infer(model, version)
   }
 
   #onMessage(m: TransportMessage): void {
@@ -228,7 +238,7 @@ export class Packer {
         return
       }
       for (const e of left) {
-        this.#settle(e, new CohortError('NO_WORKER', `no responders on ${this.#s.overflow(p.model)}`))
+        this.#settle(e, new CohortError('NO_WORKER', `no responders on ${this.#subject(p.model, true)}`))
       }
       return
     }
