@@ -120,7 +120,8 @@ export class CohortWorker {
         logger: this.#log,
         capacityAware: this.#o.capacityAware ?? true,
         host: {
-          server: (runner, x) => new ModelServer({ ...this.#serverOptions(runner), ...x }),
+          // Every version pulls the model's async jobs (a job names no version: any version served runs it).
+          server: (runner, x) => new ModelServer({ ...this.#serverOptions(runner), ...x, ...(this.#o.jobs ? { jobs: this.#o.jobs } : {}) }),
           add: (s) => this.servers.push(s),
           remove: (s) => {
             const i = this.servers.indexOf(s)
