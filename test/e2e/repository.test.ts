@@ -177,6 +177,8 @@ describe('model repository over NATS', () => {
     const none = await repoOp('load', 'nosuch')
     expect(none.status).toBe(404)
     expect(none.body.error).toMatch(/no folder nosuch/)
+    const noUnload = await repoOp('unload', 'nosuch')
+    expect([noUnload.status, noUnload.body.code]).toEqual([404, 'MODEL_NOT_FOUND'])
   }, 60_000)
 
   it('config layers: config.json < flags < runtime override, and DELETE restores the file value', async () => {

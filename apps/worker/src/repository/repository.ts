@@ -189,7 +189,7 @@ export class ModelRepository {
     if (typeof model !== 'string' || !isValidModelName(model)) {
       return { ...this.index(''), error: `"${String(model)}" is not a valid model name` }
     }
-    if (op === 'load' && !this.#models.has(model) && (await scanModel(this.#o.dir, model)) === undefined) {
+    if (!this.#models.has(model) && (op === 'unload' || (await scanModel(this.#o.dir, model)) === undefined)) {
       return { ...this.index(model), error: `no folder ${model} in the model repository` }
     }
     // Answer at once, with the change under way (busy); the gateway polls the index until it is done.
