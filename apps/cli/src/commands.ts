@@ -24,6 +24,7 @@ import { PIPELINE_HELP, PIPELINE_OPTIONS, SERVE_PIPELINE_HELP, SERVE_PIPELINE_OP
 import { TELEMETRY_HELP, TELEMETRY_OPTIONS, setupTelemetry } from './telemetry.ts'
 import { JOB_HELP, JOB_OPTIONS, PREDICTION_HELP, PREDICTION_OPTIONS, WEBHOOK_HELP, jobQueue, predictionOptions, workerJobs } from './jobs-flags.ts'
 import type { JobQueue } from '@cohort/transport'
+import { REPOSITORY_HELP, REPOSITORY_OPTIONS, given, repositoryOptions } from './repository-flags.ts'
 
 type Values = Record<string, string | boolean | string[] | undefined>
 
@@ -134,6 +135,17 @@ function batching(v: Values): Partial<BatchingConfig> {
   return out
 }
 
+/** `--model-repository` with the model flags the command line really gave (they win over config.json). */
+function repositoryFromFlags(v: Values, args: string[], flags: ModelFlags) {
+  return repositoryOptions(v, {
+    ep: given(args, 'ep') ? flags.ep : undefined,
+    instances: v['instances'] !== undefined ? flags.instances : undefined,
+    threads: v['threads'] !== undefined ? flags.threads : undefined,
+    processes: flags.ortProcesses,
+    padding: flags.padding,
+  })
+}
+
 /** Admin keys from --admin-key (repeatable) and COHORT_ADMIN_KEYS (comma-separated). */
 function adminKeys(v: Values): string[] {
   const fromEnv = (process.env['COHORT_ADMIN_KEYS'] ?? '').split(',').map((k) => k.trim()).filter(Boolean)
@@ -196,6 +208,7 @@ const drainHelp = (defaultMs: number) => `  --drain-ms MS          on SIGTERM/SI
 /** Flags of `cohort serve`. */
 export const SERVE_OPTIONS = {
   ...MODEL_OPTIONS,
+  ...REPOSITORY_OPTIONS,
   ...SERVE_PIPELINE_OPTIONS,
   port: { type: 'string' },
   host: { type: 'string', default: '127.0.0.1' },
@@ -218,7 +231,7 @@ export const SERVE_HELP = renderHelp({
   usage: 'cohort serve [DIR] [options]',
   about: 'Gateway and worker in one process (embedded; no NATS unless --nats is given).',
   sections: [
-    { title: 'Model', text: MODEL_HELP },
+    { title: 'Model', text: `${MODEL_HELP}\n${REPOSITORY_HELP}` },
     { title: 'Batching', text: BATCHING_HELP },
     { title: 'Pipelines', text: SERVE_PIPELINE_HELP },
     { title: 'HTTP', text: `${HTTP_HELP}\n${drainHelp(0)}` },
@@ -254,7 +267,9 @@ export async function serveCommand(args: string[]): Promise<void> {
   const drainMs = intFlag('drain-ms', v['drain-ms'], 0) ?? 0
   let draining = false
   const tel = setupTelemetry(v, 'cohort')
-  const flags = modelFlags(v, positionals.length === 0, positionals.length > 0)
+  const hasRepository = v['model-repository'] !== undefined
+  const flags = modelFlags(v, positionals.length === 0 && !hasRepository, positionals.length > 0 || hasRepository)
+  const repository = repositoryFromFlags(v, args, flags)
   const security = { ...bodyLimit(v), ...securityOptions(v) }
   const tls = tlsFiles(v)
   const natsAuth = natsAuthOptions(v)
@@ -284,6 +299,7 @@ export async function serveCommand(args: string[]): Promise<void> {
     tracer: tel.tracer,
     logger: tel.logger.child({ component: 'worker' }),
     ...(jobs ? { jobs: workerJobs(v, jobs) } : {}),
+    ...(repository ? { repository } : {}),
   })
   await worker.start()
   const timeout = intFlag('timeout-ms', v['timeout-ms'])
@@ -318,7 +334,7 @@ export async function serveCommand(args: string[]): Promise<void> {
     stopLimitMs(drainMs, timeoutMs),
   )
   const base = `${tls ? 'https' : 'http'}://${http.host}:${http.port}`
-  const names = worker.models().map((m) => m.name)
+  const names = [...new Set(worker.models().map((m) => m.name))]
   console.log(`cohort: serving ${names.join(', ')} on ${base} (${v.nats ? `NATS ${v.nats}` : 'embedded'})`)
   console.log(`cohort: try  curl -s ${base}/v2/models/${names[0]}  and  POST ${base}/v2/models/${names[0]}/infer`)
   console.log(`cohort: ${describeSecurity(security, tls !== undefined)}`)
@@ -436,6 +452,7 @@ export async function gatewayCommand(args: string[]): Promise<void> {
 /** Flags of `cohort worker`. */
 export const WORKER_OPTIONS = {
   ...MODEL_OPTIONS,
+  ...REPOSITORY_OPTIONS,
   ...PIPELINE_OPTIONS,
   nats: { type: 'string', default: DEFAULT_NATS },
   'metrics-port': { type: 'string' },
@@ -453,7 +470,7 @@ export const WORKER_HELP = renderHelp({
   usage: 'cohort worker [DIR] [options]',
   about: 'A long-lived worker: serves its models from NATS in queue groups, batching requests.',
   sections: [
-    { title: 'Model', text: MODEL_HELP },
+    { title: 'Model', text: `${MODEL_HELP}\n${REPOSITORY_HELP}` },
     {
       title: 'Batching',
       text: `${BATCHING_HELP}
@@ -498,7 +515,8 @@ export async function workerCommand(args: string[]): Promise<void> {
   const shutdown = installShutdown()
   const tel = setupTelemetry(v, 'cohort-worker')
   const natsAuth = natsAuthOptions(v)
-  const flags = modelFlags(v, false, positionals.length > 0)
+  const flags = modelFlags(v, false, positionals.length > 0 || v['model-repository'] !== undefined)
+  const repository = repositoryFromFlags(v, args, flags)
   const metricsPort = intFlag('metrics-port', v['metrics-port'], 0)
   const { runners, outputSchemas, modelBatching } = await buildRunners(flags)
   const nc = await connectNats(v.nats as string, 'cohort-worker', natsAuth)
@@ -524,6 +542,7 @@ export async function workerCommand(args: string[]): Promise<void> {
     tracer: tel.tracer,
     logger: tel.logger,
     jobs: workerJobs(v, jobQueue(nc, kvReplicas(v), v)),
+    ...(repository ? { repository } : {}),
   })
   await worker.start()
   let workerDraining = false
@@ -557,5 +576,5 @@ export async function workerCommand(args: string[]): Promise<void> {
     ],
     stopLimitMs(0, DEFAULT_REQUEST_TIMEOUT_MS),
   )
-  console.log(`cohort: worker ${worker.id} serving ${worker.models().map((m) => m.name).join(', ')} from NATS ${v.nats as string}`)
+  console.log(`cohort: worker ${worker.id} serving ${[...new Set(worker.models().map((m) => m.name))].join(', ')} from NATS ${v.nats as string}`)
 }

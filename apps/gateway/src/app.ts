@@ -14,6 +14,7 @@ import { responseIds } from './observe.ts'
 import { WorkerLiveness } from './liveness.ts'
 import { gatewayMiddleware } from './middleware/index.ts'
 import { registerDashboard } from './routes/dashboard.ts'
+import { registerRepository } from './routes/repository.ts'
 
 function oipMeta(m: ModelMeta) {
   return {
@@ -80,7 +81,7 @@ export function createApp(options: GatewayOptions): Hono {
   })
   app.get('/v2/workers', async (c) => c.json({ workers: await up.workers() }))
   app.get('/v2', (c) =>
-    c.json({ name: o.serverName, version: o.serverVersion, extensions: ['binary_tensor_data', 'parameters', 'statistics', 'model_configuration'] }),
+    c.json({ name: o.serverName, version: o.serverVersion, extensions: ['binary_tensor_data', 'parameters', 'statistics', 'model_configuration', 'model_repository'] }),
   )
   app.get('/v2/models', async (c) => {
     const { models } = await up.discover()
@@ -89,19 +90,22 @@ export function createApp(options: GatewayOptions): Hono {
 
   const modelMeta = async (c: Context) => {
     const model = c.req.param('model') ?? ''
-    checkModelPath(model, c.req.param('version'))
-    return c.json(oipMeta(await up.meta(model)))
+    const version = c.req.param('version')
+    checkModelPath(model, version)
+    return c.json(oipMeta(await up.meta(model, version)))
   }
   const modelReady = async (c: Context) => {
     const model = c.req.param('model') ?? ''
-    checkModelPath(model, c.req.param('version'))
-    const m = await up.meta(model)
+    const version = c.req.param('version')
+    checkModelPath(model, version)
+    const m = await up.meta(model, version)
     return c.json({ name: model, ready: m.ready }, m.ready ? 200 : 503)
   }
   const modelConfig = async (c: Context) => {
     const model = c.req.param('model') ?? ''
-    checkModelPath(model, c.req.param('version'))
-    return c.json(tritonConfig(await up.meta(model)))
+    const version = c.req.param('version')
+    checkModelPath(model, version)
+    return c.json(tritonConfig(await up.meta(model, version)))
   }
   // Before `/v2/models/:model`: Triton's statistics of every model.
   app.get('/v2/models/stats', async (c) => c.json(await modelStats(up)))
@@ -119,6 +123,7 @@ export function createApp(options: GatewayOptions): Hono {
   app.get('/admin/models/:model/batching', admin.get)
   app.put('/admin/models/:model/batching', admin.put)
   app.delete('/admin/models/:model/batching', admin.delete)
+  registerRepository(app, o, up)
 
   registerDashboard(app, o, up, registry)
 

@@ -108,6 +108,8 @@ export interface DoorPayload {
   items?: unknown[]
   outputs?: string[]
   priority?: number
+  /** The model version asked for (`/v2/models/{m}/versions/{v}/...`); absent: the bare name. */
+  version?: string
 }
 
 /** How a call waits: its budget, whether it may be resent on worker loss, the client's abort. */

@@ -55,6 +55,7 @@ interface Entry {
 
 interface Pack {
   seq: string
+  /** The target: the model name, or `<model>\n<version>` for one version. */
   model: string
   entries: Entry[]
   open: number
@@ -145,7 +146,8 @@ export class Packer {
    * `signal` aborts, NO_WORKER when no worker listens on the model's subjects, INTERNAL when the
    * worker's answer is unreadable.
    */
-  send(model: string, id: string, bytes: Uint8Array, timeoutMs: number, signal: AbortSignalLike | undefined): Promise<InferReply> {
+  send(model: string, id: string, bytes: Uint8Array, timeoutMs: number, signal: AbortSignalLike | undefined, version?: string): Promise<InferReply> {
+    const target = version === undefined ? model : `${model}\n${version}`
     return new Promise<InferReply>((resolve, reject) => {
       if (signal?.aborted) {
         reject(new CohortError('CANCELLED', 'request aborted'))
@@ -172,10 +174,10 @@ export class Packer {
         signal.addEventListener('abort', e.onAbort, { once: true })
       }
       this.#byId.set(id, e)
-      let q = this.#turn.get(model)
+      let q = this.#turn.get(target)
       if (!q) {
         q = []
-        this.#turn.set(model, q)
+        this.#turn.set(target, q)
       }
       q.push(e)
       if (!this.#scheduled) {
@@ -225,7 +227,7 @@ export class Packer {
     }
     this.sent.packs++
     this.sent.requests += entries.length
-    const subject = overflow ? this.#s.overflow(model) : this.#s.infer(model)
+    const subject = this.#subject(model, overflow)
     try {
       this.#t.publish(subject, packEncoded(entries.map((e) => e.bytes)), { reply: this.#inbox + seq })
     } catch (err) {
@@ -235,6 +237,14 @@ export class Packer {
         this.#settle(e, ce)
       }
     }
+  }
+
+  /** The subject of a target (`model` or `model\nversion`). */
+  #subject(target: string, overflow: boolean): string {
+    const nl = target.indexOf('\n')
+    const model = nl < 0 ? target : target.slice(0, nl)
+    const version = nl < 0 ? undefined : target.slice(nl + 1)
+    return overflow ? this.#s.overflow(model, version) : this.#s.infer(model, version)
   }
 
   #onMessage(m: TransportMessage): void {
@@ -256,7 +266,7 @@ export class Packer {
         return
       }
       for (const e of left) {
-        this.#settle(e, new CohortError('NO_WORKER', `no responders on ${this.#s.overflow(p.model)}`))
+        this.#settle(e, new CohortError('NO_WORKER', `no responders on ${this.#subject(p.model, true)}`))
       }
       return
     }

@@ -8,6 +8,7 @@ import { ENVELOPE_VERSION, MAX_WAIT_TENANTS, type WaitEstimate, type AcceptNotic
 import { CohortError } from './errors.ts'
 import { checkTensor, safeString } from './tensor-data.ts'
 import type { WireTensor } from './tensor.ts'
+import { isValidVersion } from './subjects.ts'
 
 /**
  * Standard msgpack only: maps (no records), Uint8Array as `bin` (decoded as views of the input),
@@ -228,6 +229,8 @@ function requestFrom(o: Obj, what: string): InferRequest {
   if (items !== undefined) r.items = items
   const ack = optional<string>(o, 'ack', what, isString, 'a string')
   if (ack !== undefined) r.ack = ack
+  const version = optional<string>(o, 'version', what, (x) => typeof x === 'string' && isValidVersion(x), 'a version ("1", "2", ...)')
+  if (version !== undefined) r.version = version
   requestItemCount(r)
   return r
 }
@@ -290,6 +293,8 @@ function replyFrom(v: unknown): InferReply {
   }
   const worker = optional<string>(o, 'worker', what, isString, 'a string')
   if (worker !== undefined) r.worker = worker
+  const version = optional<string>(o, 'version', what, (x) => typeof x === 'string' && isValidVersion(x), 'a version ("1", "2", ...)')
+  if (version !== undefined) r.version = version
   return r
 }
 

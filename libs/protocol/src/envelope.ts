@@ -49,6 +49,11 @@ export interface InferRequest {
    * knows which worker holds it and can fail or retry it when that worker's heartbeats stop.
    */
   ack?: string
+  /**
+   * The model version the request is for (`/v2/models/{m}/versions/{v}/...`); absent: whichever
+   * version serves the bare subject. A worker serving another version answers MODEL_NOT_FOUND.
+   */
+  version?: string
 }
 
 
@@ -79,6 +84,8 @@ export interface InferReply {
   timing?: ItemTiming[]
   /** Id of the worker that answered. */
   worker?: string
+  /** The model version that answered (a repository model's; absent: version "1"). */
+  version?: string
   /** The end of a generation (a request with `generate`). */
   generated?: GenerateResult
 }
@@ -99,7 +106,10 @@ export interface TensorMeta {
 /** Model metadata, answered on `cohort.meta.<model>`; OIP model metadata plus batching. */
 export interface ModelMeta {
   name: string
+  /** The versions served (a repository model's, merged over workers by the gateway; else `["1"]`). */
   versions: string[]
+  /** The version that answered this metadata request (repository models only). */
+  version?: string
   platform: string
   inputs: TensorMeta[]
   outputs: TensorMeta[]

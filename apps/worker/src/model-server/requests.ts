@@ -73,6 +73,8 @@ export interface RequestsOptions {
   signal: AbortSignal
   /** Called whenever the queue depth may have changed (capacity regulation). */
   regulate: () => void
+  /** The repository version served (ModelServerOptions.version); undefined: "1". */
+  version?: string | undefined
 }
 
 /**
@@ -188,6 +190,12 @@ export class Requests {
       this.#respond(m, { v: 1, id: req.id, error }, t0, undefined, sink)
       return
     }
+    const own = this.#o.version ?? '1'
+    if (req.version !== undefined && req.version !== own) {
+      const error = { code: 'MODEL_NOT_FOUND' as const, message: `model "${this.#name}" has no version "${req.version}" on this worker (it serves version ${own})` }
+      this.#respond(m, { v: 1, id: req.id, error }, t0, undefined, sink)
+      return
+    }
     if (req.ack) {
       // Tell the gateway at once which worker holds the request (it fails or retries the request
       // when this worker's heartbeats stop; see docs/architecture.md#worker-loss).
@@ -293,6 +301,9 @@ export class Requests {
 
   /** Send a reply (RESPONSE_TOO_LARGE instead when it exceeds the bus limit); returns what was sent. */
   #respond(m: TransportMessage, reply: InferReply, t0?: number, timing?: ItemTiming[], sink?: ReplySink): InferReply {
+    if (this.#o.version !== undefined && reply.version === undefined) {
+      reply = { ...reply, version: this.#o.version }
+    }
     if (sink) {
       // The pack's reply message is checked against the bus limit as a whole (ReplySink.flush).
       this.#o.stats.replied(reply, t0, timing)

@@ -202,8 +202,9 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<GrpcS
     ServerReady: unary(async () => ({ ready: (await up.readiness()).ready }), false),
     ModelReady: unary(async (r: { name: string; version: string }) => {
       try {
-        checkModelPath(r.name, r.version === '' ? undefined : r.version)
-        return { ready: (await up.meta(r.name)).ready }
+        const version = r.version === '' ? undefined : r.version
+        checkModelPath(r.name, version)
+        return { ready: (await up.meta(r.name, version)).ready }
       } catch (e) {
         if (e instanceof CohortError && (e.code === 'MODEL_NOT_FOUND' || e.code === 'NO_WORKER')) {
           return { ready: false }
@@ -217,13 +218,15 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<GrpcS
       extensions: ['binary_tensor_data', 'parameters', 'statistics', 'model_configuration'],
     })),
     ModelMetadata: unary(async (r: { name: string; version: string }) => {
-      checkModelPath(r.name, r.version === '' ? undefined : r.version)
-      const m = await up.meta(r.name)
+      const version = r.version === '' ? undefined : r.version
+      checkModelPath(r.name, version)
+      const m = await up.meta(r.name, version)
       return { name: m.name, versions: m.versions, platform: m.platform, inputs: metaTensors(m.inputs), outputs: metaTensors(m.outputs) }
     }),
     ModelConfig: unary(async (r: { name: string; version: string }) => {
-      checkModelPath(r.name, r.version === '' ? undefined : r.version)
-      return { config: tritonConfig(await up.meta(r.name)) }
+      const version = r.version === '' ? undefined : r.version
+      checkModelPath(r.name, version)
+      return { config: tritonConfig(await up.meta(r.name, version)) }
     }),
     ModelStatistics: unary(async (r: { name: string; version: string }) =>
       modelStats(up, r.name === '' ? undefined : r.name, r.version === '' ? undefined : r.version),
