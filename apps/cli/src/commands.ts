@@ -22,6 +22,7 @@ import { PIPELINE_HELP, PIPELINE_OPTIONS, SERVE_PIPELINE_HELP, SERVE_PIPELINE_OP
 import { TELEMETRY_HELP, TELEMETRY_OPTIONS, setupTelemetry } from './telemetry.ts'
 import { JOB_HELP, JOB_OPTIONS, PREDICTION_HELP, PREDICTION_OPTIONS, WEBHOOK_HELP, jobQueue, predictionOptions, workerJobs } from './jobs-flags.ts'
 import type { JobQueue } from '@cohort/transport'
+import { PREFIX_HELP, PREFIX_OPTIONS, prefixOption } from './prefix-flags.ts'
 
 type Values = Record<string, string | boolean | string[] | undefined>
 
@@ -206,6 +207,7 @@ export const SERVE_OPTIONS = {
   ...GRPC_OPTIONS,
   ...SECURITY_OPTIONS,
   ...NATS_AUTH_OPTIONS,
+  ...PREFIX_OPTIONS,
   ...LARGE_OPTIONS,
   ...TELEMETRY_OPTIONS,
 } as const
@@ -222,6 +224,7 @@ export const SERVE_HELP = renderHelp({
       title: 'NATS',
       text: `  --nats URL             put NATS between the gateway and the worker (default: in process)
 ${NATS_AUTH_HELP}
+${PREFIX_HELP}
 ${LARGE_HELP}
 ${JOB_HELP}`,
     },
@@ -259,7 +262,7 @@ export async function serveCommand(args: string[]): Promise<void> {
   let jobs: JobQueue | undefined
   if (v.nats) {
     const nc = await connectNats(v.nats as string, 'cohort-serve', natsAuth)
-    transport = createNatsTransport(nc, { ownsConnection: true, kvReplicas: kvReplicas(v), ...largeMessageOptions(v) })
+    transport = createNatsTransport(nc, { ownsConnection: true, kvReplicas: kvReplicas(v), ...largeMessageOptions(v), ...prefixOption(v) })
     jobs = jobQueue(nc, kvReplicas(v), v)
   } else {
     transport = new InProcessTransport()
@@ -276,6 +279,7 @@ export async function serveCommand(args: string[]): Promise<void> {
     outputSchemas,
     batching: batching(v),
     modelBatching,
+    ...prefixOption(v),
     ...(flags.batchTimeoutMs !== undefined ? { batchTimeoutMs: flags.batchTimeoutMs } : {}),
     tracer: tel.tracer,
     logger: tel.logger.child({ component: 'worker' }),
@@ -290,6 +294,7 @@ export async function serveCommand(args: string[]): Promise<void> {
     dashboard: { sampleMs: DASHBOARD_SAMPLE_MS, signal: dashboard.signal },
     adapter: gatewayAdapter(v),
     adminKeys: adminKeys(v),
+    ...prefixOption(v),
     ...security,
     ...(timeout ? { requestTimeoutMs: timeout } : {}),
     tracer: tel.tracer,
@@ -334,6 +339,7 @@ export const GATEWAY_OPTIONS = {
   ...GRPC_OPTIONS,
   ...SECURITY_OPTIONS,
   ...NATS_AUTH_OPTIONS,
+  ...PREFIX_OPTIONS,
   ...LARGE_OPTIONS,
   ...TELEMETRY_OPTIONS,
 } as const
@@ -350,6 +356,7 @@ export const GATEWAY_HELP = renderHelp({
                          heartbeats (default 3; 0 turns worker-loss detection off)
   --accept-timeout-ms MS a request no worker accepted in this long is lost too, and resent once (default 3000)
 ${NATS_AUTH_HELP}
+${PREFIX_HELP}
 ${LARGE_HELP}`,
     },
     { title: 'Security', text: `${SECURITY_HELP}\n${ADMIN_HELP}` },
@@ -380,7 +387,7 @@ export async function gatewayCommand(args: string[]): Promise<void> {
   const acceptTimeoutMs = intFlag('accept-timeout-ms', v['accept-timeout-ms'])
   let draining = false
   const nc = await connectNats(v.nats as string, 'cohort-gateway', natsAuth)
-  const transport = createNatsTransport(nc, { ownsConnection: true, kvReplicas: kvReplicas(v), ...largeMessageOptions(v) })
+  const transport = createNatsTransport(nc, { ownsConnection: true, kvReplicas: kvReplicas(v), ...largeMessageOptions(v), ...prefixOption(v) })
   const gatewayRegistry = processRegistry()
   const dashboard = new AbortController()
   const gwo: GatewayOptions = {
@@ -389,6 +396,7 @@ export async function gatewayCommand(args: string[]): Promise<void> {
     transport,
     adapter: gatewayAdapter(v),
     adminKeys: adminKeys(v),
+    ...prefixOption(v),
     ...security,
     ...(timeout ? { requestTimeoutMs: timeout } : {}),
     workerLoss:
@@ -399,7 +407,7 @@ export async function gatewayCommand(args: string[]): Promise<void> {
     logger: tel.logger,
     draining: () => draining,
     ...predictionOptions(v),
-    jobs: jobQueue(nc, kvReplicas(v)),
+    jobs: jobQueue(nc, kvReplicas(v), v),
   }
   const app = createApp(gwo)
   const http = await listen(app, v.host as string, port, tls)
@@ -430,6 +438,7 @@ export const WORKER_OPTIONS = {
   'heartbeat-ms': { type: 'string' },
   ...JOB_OPTIONS,
   ...NATS_AUTH_OPTIONS,
+  ...PREFIX_OPTIONS,
   ...LARGE_OPTIONS,
   ...TELEMETRY_OPTIONS,
 } as const
@@ -454,6 +463,7 @@ export const WORKER_HELP = renderHelp({
   --heartbeat-ms MS      publish a heartbeat this often, for the gateways' worker-loss detection
                          (default 1000; 0: none)
 ${NATS_AUTH_HELP}
+${PREFIX_HELP}
 ${LARGE_HELP}
 ${JOB_HELP}
 ${WEBHOOK_HELP}`,
@@ -487,7 +497,7 @@ export async function workerCommand(args: string[]): Promise<void> {
   const metricsPort = intFlag('metrics-port', v['metrics-port'], 0)
   const { runners, outputSchemas, modelBatching } = await buildRunners(flags)
   const nc = await connectNats(v.nats as string, 'cohort-worker', natsAuth)
-  const transport = createNatsTransport(nc, { ownsConnection: true, kvReplicas: kvReplicas(v), ...largeMessageOptions(v) })
+  const transport = createNatsTransport(nc, { ownsConnection: true, kvReplicas: kvReplicas(v), ...largeMessageOptions(v), ...prefixOption(v) })
   const registry = processRegistry()
   const piped = await pipelineRunners(positionals, v, { transport, registry, flags, batching: batching(v), allowStage: true })
   runners.push(...piped.runners)
@@ -503,6 +513,7 @@ export async function workerCommand(args: string[]): Promise<void> {
     capacityAware: v['distribution'] === 'capacity',
     batching: batching(v),
     modelBatching,
+    ...prefixOption(v),
     ...(flags.batchTimeoutMs !== undefined ? { batchTimeoutMs: flags.batchTimeoutMs } : {}),
     ...(v.id ? { id: v.id as string } : {}),
     ...(v['heartbeat-ms'] !== undefined ? { heartbeatMs: intFlag('heartbeat-ms', v['heartbeat-ms'], 0)! } : {}),
