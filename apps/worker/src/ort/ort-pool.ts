@@ -429,7 +429,7 @@ function loadError(ep: ExecutionProvider, message: string): Error {
   if (ep !== 'cpu' && /provider|backend|webgpu|cuda|not (found|supported|available)/i.test(message)) {
     return new Error(
       `execution provider "${ep}" is not available: ${message}` +
-        (ep === 'cuda' ? ' (install the CUDA EP with `npm i onnxruntime-node --onnxruntime-node-install=cuda12`)' : ''),
+        (ep === 'cuda' ? ' (install the CUDA EP with `ONNXRUNTIME_NODE_INSTALL=cuda12 node node_modules/onnxruntime-node/script/install.js`, docs/packages.md)' : ''),
     )
   }
   return new Error(`cannot load model: ${message}`)
