@@ -14,7 +14,7 @@ import { spawn } from 'node:child_process'
 
 const REPO = resolve(import.meta.dirname, '../..')
 const TSC = join(REPO, 'node_modules/typescript/bin/tsc')
-const BUILD_TYPES = 'node ../../scripts/build-types.mjs'
+const PREPACK = 'node ../../scripts/prepack.mjs'
 const dir = mkdtempSync(join(tmpdir(), 'cohort-packaging-'))
 const packs = join(dir, 'packs')
 const app = join(dir, 'app')
@@ -90,16 +90,16 @@ async function shout(url: string): Promise<void> {
 beforeAll(() => {
   mkdirSync(packs)
   mkdirSync(app)
-  // What each package's `prepack` does (scripts/build-types.mjs), for all of them in one tsc run;
-  // then pack without running prepack again. The dist/ folders exist only while packing.
+  // What each package's `prepack` does (scripts/prepack.mjs: dist/*.d.ts and LICENSE), for all of
+  // them in one tsc run; then pack without running prepack again. Those files exist only while packing.
   const dirs = publishable()
-  execFileSync(process.execPath, [join(REPO, 'scripts/build-types.mjs'), '--all'], { env: userEnv, stdio: 'pipe' })
+  execFileSync(process.execPath, [join(REPO, 'scripts/prepack.mjs'), '--all'], { env: userEnv, stdio: 'pipe' })
   try {
     for (const w of dirs) {
       execFileSync('npm', ['pack', '--silent', '--ignore-scripts', '--pack-destination', packs], { cwd: w, env: userEnv, stdio: 'pipe' })
     }
   } finally {
-    execFileSync(process.execPath, [join(REPO, 'scripts/build-types.mjs'), '--clean', ...dirs], { env: userEnv, stdio: 'pipe' })
+    execFileSync(process.execPath, [join(REPO, 'scripts/prepack.mjs'), '--clean', ...dirs], { env: userEnv, stdio: 'pipe' })
   }
   // The folder as `npm init -y` leaves it (npm 11: "type": "commonjs").
   execFileSync('npm', ['init', '-y'], { cwd: app, env: userEnv, stdio: 'pipe' })
@@ -117,7 +117,7 @@ afterAll(() => {
 })
 
 describe('installed from packed tarballs, outside the checkout', () => {
-  it('installs real copies (no links into this repository), without test files, with .d.ts beside the sources', () => {
+  it('installs real copies (no links into this repository), without test files, with .d.ts beside the sources and the licence text', () => {
     expect(JSON.parse(readFileSync(join(app, 'package.json'), 'utf8')).type).not.toBe('module')
     for (const p of ['@cohort/cli', '@cohort/predictor', '@cohort/pipeline', '@cohort/worker', '@cohort/protocol']) {
       const at = join(app, 'node_modules', p)
@@ -129,11 +129,13 @@ describe('installed from packed tarballs, outside the checkout', () => {
       expect(listing.filter((x) => x.endsWith('.test.ts')), f).toEqual([])
       expect(listing.some((x) => /^package\/src\/.*\.ts$/.test(x)), f).toBe(true)
       expect(listing.some((x) => /^package\/dist\/.*\.d\.ts$/.test(x)), f).toBe(true)
+      expect(listing, f).toContain('package/LICENSE')
     }
     // Every `types` target of every package's exports is in the installed package.
     for (const w of publishable()) {
       const pj = JSON.parse(readFileSync(join(w, 'package.json'), 'utf8')) as { name: string; exports: Record<string, { types: string }>; scripts: Record<string, string> }
-      expect(pj.scripts['prepack'], pj.name).toBe(BUILD_TYPES)
+      expect(pj.scripts['prepack'], pj.name).toBe(PREPACK)
+      expect(pj.license, pj.name).toBe('Apache-2.0')
       for (const e of Object.values(pj.exports)) {
         expect(existsSync(join(app, 'node_modules', pj.name, e.types)), `${pj.name} ${e.types}`).toBe(true)
       }

@@ -1,8 +1,9 @@
 #!/usr/bin/env node
-// Declaration files for a published workspace: `node scripts/build-types.mjs [DIR...]` (default: the
-// current directory; each package's `prepack` runs it, so `npm pack` and `npm publish` ship them,
-// and `postpack` runs `--clean`), or `--all` for every published workspace in one tsc run.
-// Emits DIR/dist/**/*.d.ts from DIR/src (tests left out) with the repository's compiler options.
+// What a published workspace's tarball gets beyond its sources: `node scripts/prepack.mjs [DIR...]`
+// (default: the current directory; each package's `prepack` runs it, so `npm pack` and `npm publish`
+// ship them, and `postpack` runs `--clean`), or `--all` for every published workspace in one tsc run.
+// - DIR/dist/**/*.d.ts from DIR/src (tests left out) with the repository's compiler options;
+// - DIR/LICENSE, a copy of the repository's LICENSE (Apache-2.0, the `license` of every package).
 // Why only types: the packages run from their `.ts` sources through tsx (the `cohort` command
 // registers it), but a user's own `tsc` should not type-check this repository's sources under
 // the user's settings (`allowImportingTsExtensions`, strictness flags). `exports` sends the `types`
@@ -10,7 +11,7 @@
 // condition (tsconfig.json `customConditions`) keeps the editor and `tsc` on the sources, so no
 // build is needed to develop. See docs/packages.md.
 import { execFileSync } from 'node:child_process'
-import { cpSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
+import { copyFileSync, cpSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, relative, resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
@@ -62,16 +63,24 @@ function emit(dirs, rootDir, outDir, extendsFrom) {
   }
 }
 
-/** DIR/dist from DIR/src for one package (its `prepack`). */
-export function buildTypes(dir) {
+/** DIR/dist from DIR/src and DIR/LICENSE for one package (its `prepack`). */
+export function prepack(dir) {
   const pkg = resolve(dir)
   const lib = join(pkg, 'tsconfig.lib.json')
   rmSync(join(pkg, 'dist'), { recursive: true, force: true })
   emit([pkg], join(pkg, 'src'), join(pkg, 'dist'), existsSync(lib) ? lib : join(ROOT, 'tsconfig.json'))
+  copyFileSync(join(ROOT, 'LICENSE'), join(pkg, 'LICENSE'))
 }
 
-/** Every published package's dist/ in one tsc run (what test/packaging does before packing). */
-export function buildAllTypes() {
+/** `postpack`: dist/ and LICENSE exist only for the tarball (nothing in the checkout reads them). */
+export function clean(dir) {
+  const pkg = resolve(dir)
+  rmSync(join(pkg, 'dist'), { recursive: true, force: true })
+  rmSync(join(pkg, 'LICENSE'), { force: true })
+}
+
+/** Every published package's dist/ (in one tsc run) and LICENSE: what test/packaging does before packing. */
+export function prepackAll() {
   const dirs = publishedDirs()
   const tmp = mkdtempSync(join(tmpdir(), 'cohort-types-out-'))
   try {
@@ -79,6 +88,7 @@ export function buildAllTypes() {
     for (const d of dirs) {
       rmSync(join(d, 'dist'), { recursive: true, force: true })
       cpSync(join(tmp, relative(ROOT, d), 'src'), join(d, 'dist'), { recursive: true })
+      copyFileSync(join(ROOT, 'LICENSE'), join(d, 'LICENSE'))
     }
   } finally {
     rmSync(tmp, { recursive: true, force: true })
@@ -88,15 +98,14 @@ export function buildAllTypes() {
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   const args = process.argv.slice(2)
   if (args[0] === '--all') {
-    buildAllTypes()
+    prepackAll()
   } else if (args[0] === '--clean') {
-    // `postpack`: dist/ exists only for the tarball (nothing in the checkout reads it).
     for (const d of args.length > 1 ? args.slice(1) : ['.']) {
-      rmSync(join(resolve(d), 'dist'), { recursive: true, force: true })
+      clean(d)
     }
   } else {
     for (const d of args.length > 0 ? args : ['.']) {
-      buildTypes(d)
+      prepack(d)
     }
   }
 }
