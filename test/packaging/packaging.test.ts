@@ -110,7 +110,7 @@ beforeAll(() => {
     env: { ...userEnv, ONNXRUNTIME_NODE_INSTALL: 'skip' },
     stdio: 'pipe',
   })
-}, 400_000)
+}, 600_000)
 
 afterAll(() => {
   rmSync(dir, { recursive: true, force: true })
@@ -133,7 +133,7 @@ describe('installed from packed tarballs, outside the checkout', () => {
     }
     // Every `types` target of every package's exports is in the installed package.
     for (const w of publishable()) {
-      const pj = JSON.parse(readFileSync(join(w, 'package.json'), 'utf8')) as { name: string; exports: Record<string, { types: string }>; scripts: Record<string, string> }
+      const pj = JSON.parse(readFileSync(join(w, 'package.json'), 'utf8')) as { name: string; license: string; exports: Record<string, { types: string }>; scripts: Record<string, string> }
       expect(pj.scripts['prepack'], pj.name).toBe(PREPACK)
       expect(pj.license, pj.name).toBe('Apache-2.0')
       for (const e of Object.values(pj.exports)) {
@@ -193,7 +193,7 @@ describe('installed from packed tarballs, outside the checkout', () => {
       out = String((e as { stdout?: string }).stdout ?? e)
     }
     expect(out).toMatch(/wrong\.ts.*Property 'txet' does not exist/)
-  }, 120_000)
+  }, 240_000)
 
   it('runs the tabular pipeline example (preprocess -> ONNX -> postprocess) copied out of the checkout', async () => {
     const ex = join(app, 'tabular')
