@@ -25,6 +25,7 @@ import { TELEMETRY_HELP, TELEMETRY_OPTIONS, setupTelemetry } from './telemetry.t
 import { JOB_HELP, JOB_OPTIONS, PREDICTION_HELP, PREDICTION_OPTIONS, WEBHOOK_HELP, jobQueue, predictionOptions, workerJobs } from './jobs-flags.ts'
 import type { JobQueue } from '@cohort/transport'
 import { REPOSITORY_HELP, REPOSITORY_OPTIONS, given, repositoryOptions } from './repository-flags.ts'
+import { PREFIX_HELP, PREFIX_OPTIONS, prefixOption } from './prefix-flags.ts'
 
 type Values = Record<string, string | boolean | string[] | undefined>
 
@@ -223,6 +224,7 @@ export const SERVE_OPTIONS = {
   ...GRPC_OPTIONS,
   ...SECURITY_OPTIONS,
   ...NATS_AUTH_OPTIONS,
+  ...PREFIX_OPTIONS,
   ...LARGE_OPTIONS,
   ...TELEMETRY_OPTIONS,
 } as const
@@ -239,6 +241,7 @@ export const SERVE_HELP = renderHelp({
       title: 'NATS',
       text: `  --nats URL             put NATS between the gateway and the worker (default: in process)
 ${NATS_AUTH_HELP}
+${PREFIX_HELP}
 ${LARGE_HELP}
 ${JOB_HELP}`,
     },
@@ -278,7 +281,7 @@ export async function serveCommand(args: string[]): Promise<void> {
   let jobs: JobQueue | undefined
   if (v.nats) {
     const nc = await connectNats(v.nats as string, 'cohort-serve', natsAuth)
-    transport = createNatsTransport(nc, { ownsConnection: true, kvReplicas: kvReplicas(v), ...largeMessageOptions(v) })
+    transport = createNatsTransport(nc, { ownsConnection: true, kvReplicas: kvReplicas(v), ...largeMessageOptions(v), ...prefixOption(v) })
     jobs = jobQueue(nc, kvReplicas(v), v)
   } else {
     transport = new InProcessTransport()
@@ -295,6 +298,7 @@ export async function serveCommand(args: string[]): Promise<void> {
     outputSchemas,
     batching: batching(v),
     modelBatching,
+    ...prefixOption(v),
     ...(flags.batchTimeoutMs !== undefined ? { batchTimeoutMs: flags.batchTimeoutMs } : {}),
     tracer: tel.tracer,
     logger: tel.logger.child({ component: 'worker' }),
@@ -310,6 +314,7 @@ export async function serveCommand(args: string[]): Promise<void> {
     dashboard: { sampleMs: DASHBOARD_SAMPLE_MS, signal: dashboard.signal },
     adapter: gatewayAdapter(v),
     adminKeys: adminKeys(v),
+    ...prefixOption(v),
     ...security,
     ...(timeout ? { requestTimeoutMs: timeout } : {}),
     tracer: tel.tracer,
@@ -356,6 +361,7 @@ export const GATEWAY_OPTIONS = {
   ...GRPC_OPTIONS,
   ...SECURITY_OPTIONS,
   ...NATS_AUTH_OPTIONS,
+  ...PREFIX_OPTIONS,
   ...LARGE_OPTIONS,
   ...TELEMETRY_OPTIONS,
   ...PROCESSES_OPTIONS,
@@ -373,6 +379,7 @@ export const GATEWAY_HELP = renderHelp({
                          heartbeats (default 3; 0 turns worker-loss detection off)
   --accept-timeout-ms MS a request no worker accepted in this long is lost too, and resent once (default 3000)
 ${NATS_AUTH_HELP}
+${PREFIX_HELP}
 ${LARGE_HELP}`,
     },
     { title: 'Security', text: `${SECURITY_HELP}\n${ADMIN_HELP}` },
@@ -409,7 +416,7 @@ export async function gatewayCommand(args: string[]): Promise<void> {
   const acceptTimeoutMs = intFlag('accept-timeout-ms', v['accept-timeout-ms'])
   let draining = false
   const nc = await connectNats(v.nats as string, 'cohort-gateway', natsAuth)
-  const transport = createNatsTransport(nc, { ownsConnection: true, kvReplicas: kvReplicas(v), ...largeMessageOptions(v) })
+  const transport = createNatsTransport(nc, { ownsConnection: true, kvReplicas: kvReplicas(v), ...largeMessageOptions(v), ...prefixOption(v) })
   const gatewayRegistry = processRegistry()
   const dashboard = new AbortController()
   const gwo: GatewayOptions = {
@@ -418,6 +425,7 @@ export async function gatewayCommand(args: string[]): Promise<void> {
     transport,
     adapter: gatewayAdapter(v),
     adminKeys: adminKeys(v),
+    ...prefixOption(v),
     ...security,
     ...(timeout ? { requestTimeoutMs: timeout } : {}),
     workerLoss:
@@ -429,7 +437,7 @@ export async function gatewayCommand(args: string[]): Promise<void> {
     draining: () => draining,
     ...predictionOptions(v),
     ...doorOptions(v),
-    jobs: jobQueue(nc, kvReplicas(v)),
+    jobs: jobQueue(nc, kvReplicas(v), v),
   }
   const app = createApp(gwo)
   const http = await listen(app, v.host as string, port, tls)
@@ -462,6 +470,7 @@ export const WORKER_OPTIONS = {
   'heartbeat-ms': { type: 'string' },
   ...JOB_OPTIONS,
   ...NATS_AUTH_OPTIONS,
+  ...PREFIX_OPTIONS,
   ...LARGE_OPTIONS,
   ...TELEMETRY_OPTIONS,
 } as const
@@ -486,6 +495,7 @@ export const WORKER_HELP = renderHelp({
   --heartbeat-ms MS      publish a heartbeat this often, for the gateways' worker-loss detection
                          (default 1000; 0: none)
 ${NATS_AUTH_HELP}
+${PREFIX_HELP}
 ${LARGE_HELP}
 ${JOB_HELP}
 ${WEBHOOK_HELP}`,
@@ -520,7 +530,7 @@ export async function workerCommand(args: string[]): Promise<void> {
   const metricsPort = intFlag('metrics-port', v['metrics-port'], 0)
   const { runners, outputSchemas, modelBatching } = await buildRunners(flags)
   const nc = await connectNats(v.nats as string, 'cohort-worker', natsAuth)
-  const transport = createNatsTransport(nc, { ownsConnection: true, kvReplicas: kvReplicas(v), ...largeMessageOptions(v) })
+  const transport = createNatsTransport(nc, { ownsConnection: true, kvReplicas: kvReplicas(v), ...largeMessageOptions(v), ...prefixOption(v) })
   const registry = processRegistry()
   const piped = await pipelineRunners(positionals, v, { transport, registry, flags, batching: batching(v), allowStage: true })
   runners.push(...piped.runners)
@@ -536,6 +546,7 @@ export async function workerCommand(args: string[]): Promise<void> {
     capacityAware: v['distribution'] === 'capacity',
     batching: batching(v),
     modelBatching,
+    ...prefixOption(v),
     ...(flags.batchTimeoutMs !== undefined ? { batchTimeoutMs: flags.batchTimeoutMs } : {}),
     ...(v.id ? { id: v.id as string } : {}),
     ...(v['heartbeat-ms'] !== undefined ? { heartbeatMs: intFlag('heartbeat-ms', v['heartbeat-ms'], 0)! } : {}),
