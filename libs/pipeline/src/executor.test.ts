@@ -367,7 +367,7 @@ describe('PipelineExecutor, fused pass-through', () => {
     ])
     for (const name of ['pre', 'model', 'post']) {
       const q = ex.stage(name)
-      expect(q.passes).toEqual({ direct: 1, queued: 0 })
+      expect(q.passes).toEqual({ direct: 1, queued: 0, held: 0 })
       expect(q.engine.stats.batches).toBe(1)
     }
     // The model stage got the very tensors pre made (no copy), and post the very tensors the model gave.
@@ -395,7 +395,7 @@ describe('PipelineExecutor, fused pass-through', () => {
     expect(g.calls).toEqual([[{ x: 1 }, { x: 2 }]]) // two requests of one turn: one direct batch
     const later = [3, 4, 5].map((x) => ex.run({ x }, Infinity)) // stage a busy: queued
     await new Promise((r) => setImmediate(r))
-    expect(ex.stage('a').passes).toEqual({ direct: 1, queued: 3 })
+    expect(ex.stage('a').passes).toEqual({ direct: 1, queued: 3, held: 0 })
     g.open()
     await Promise.all(first)
     await new Promise((r) => setImmediate(r))
@@ -404,5 +404,126 @@ describe('PipelineExecutor, fused pass-through', () => {
     expect(g.calls.map((c) => c.length)).toEqual([2, 3])
     expect(sizes).toEqual([2, 3])
     await ex.close()
+  })
+})
+
+describe('PipelineExecutor, backpressure and instances', () => {
+  /** a (fast) -> b (gated): each batch one item. */
+  function twoStages(bFlow: { maxInflight?: number }) {
+    const g = gatedRunner((xs) => xs)
+    const inflightSeen: number[] = []
+    const p = definePipeline({
+      name: 'p',
+      input,
+      stages: [
+        stage<{ x: number }, number>({ name: 'a', batch: { maxBatchSize: 1 }, run: (xs) => xs.map((i) => i.x) }),
+        stage<number, number>({ name: 'b', batch: { maxBatchSize: 1 }, ...bFlow, run: () => [] }),
+      ],
+    })
+    const ex: PipelineExecutor = new PipelineExecutor({
+      pipeline: p,
+      runnerFor: (s) =>
+        s.name === 'b'
+          ? { concurrency: 1, run: (items, ctx): Promise<unknown[]> => (inflightSeen.push(ex.stage('b').inflight), g.runner.run(items, ctx)) }
+          : undefined,
+    })
+    return { ex, g, inflightSeen }
+  }
+  const turns = async (n = 20) => {
+    for (let i = 0; i < n; i++) {
+      await new Promise((r) => setImmediate(r))
+    }
+  }
+
+  it('a stage waits to start its next batch while the next stage holds maxInflight batches; nothing is refused, and it resumes as that stage drains', async () => {
+    const { ex, g, inflightSeen } = twoStages({ maxInflight: 2 })
+    const all = Promise.all([1, 2, 3, 4, 5, 6].map((x) => ex.run({ x }, Infinity)))
+    await turns()
+    // b runs item 1 and holds item 2 queued: a has run 2 items and its third batch waits for room.
+    expect(ex.stage('a').ran).toBe(2)
+    expect(ex.stage('a').passes.held).toBe(1)
+    expect(ex.stage('b').inflight).toBe(2)
+    for (let i = 0; i < 6; i++) {
+      g.open()
+      await turns()
+    }
+    expect(await all).toEqual([1, 2, 3, 4, 5, 6])
+    expect(Math.max(...inflightSeen)).toBeLessThanOrEqual(2)
+    expect(ex.stage('b').inflight).toBe(0)
+    await ex.close()
+  })
+
+  it('without a bound (the default), the earlier stage runs ahead and the next stage queues everything', async () => {
+    const { ex, g } = twoStages({})
+    const all = Promise.all([1, 2, 3, 4, 5, 6].map((x) => ex.run({ x }, Infinity)))
+    await turns()
+    expect(ex.stage('a').ran).toBe(6)
+    expect(ex.stage('b').inflight).toBe(6)
+    for (let i = 0; i < 6; i++) {
+      g.open()
+      await turns()
+    }
+    expect(await all).toEqual([1, 2, 3, 4, 5, 6])
+    await ex.close()
+  })
+
+  it('an item waiting for room past its deadline is answered DEADLINE_EXCEEDED and never run by the waiting stage', async () => {
+    const seenByA: number[] = []
+    const g = gatedRunner((xs) => xs)
+    const p = definePipeline({
+      name: 'p',
+      input,
+      stages: [
+        stage<{ x: number }, number>({ name: 'a', batch: { maxBatchSize: 1 }, run: (xs) => xs.map((i) => (seenByA.push(i.x), i.x)) }),
+        stage<number, number>({ name: 'b', batch: { maxBatchSize: 1 }, maxInflight: 1, run: () => [] }),
+      ],
+    })
+    const ex = new PipelineExecutor({ pipeline: p, runnerFor: (s) => (s.name === 'b' ? g.runner : undefined) })
+    const first = ex.run({ x: 1 }, Infinity) // b runs it and never finishes until opened
+    await turns()
+    const late = await ex.run({ x: 2 }, Date.now() + 30)
+    expect((late as ItemError).code).toBe('DEADLINE_EXCEEDED')
+    expect((late as ItemError).message).toMatch(/waiting for room in stage b/)
+    expect(seenByA).toEqual([1])
+    g.open()
+    expect(await first).toBe(1)
+    await ex.close()
+  })
+
+  it('instances: a TS stage runs that many batches at once; bad instance and bound values are refused', async () => {
+    const gates: (() => void)[] = []
+    let running = 0
+    let most = 0
+    const p = definePipeline({
+      name: 'p',
+      input,
+      stages: [
+        stage<{ x: number }, number>({
+          name: 'io',
+          batch: { maxBatchSize: 1 },
+          instances: 2,
+          run: async (xs) => {
+            most = Math.max(most, ++running)
+            await new Promise<void>((r) => gates.push(r))
+            running--
+            return xs.map((i) => i.x)
+          },
+        }),
+      ],
+    })
+    const ex = new PipelineExecutor({ pipeline: p })
+    const all = Promise.all([1, 2, 3].map((x) => ex.run({ x }, Infinity)))
+    await turns()
+    expect(running).toBe(2)
+    while (gates.length > 0 || running > 0) {
+      gates.splice(0).forEach((r) => r())
+      await turns()
+    }
+    expect(await all).toEqual([1, 2, 3])
+    expect(most).toBe(2)
+    await ex.close()
+    expect(() => stage({ name: 's', instances: 0, run: () => [] })).toThrow(/instances must be an integer >= 1/)
+    expect(() => onnxStage({ name: 'm', model: 'm.onnx', maxInflight: 0 })).toThrow(/maxInflight must be/)
+    expect(() => new PipelineExecutor({ pipeline: p, maxInflight: { io: 1.5 } })).toThrow(/maxInflight must be/)
   })
 })
