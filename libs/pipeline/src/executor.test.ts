@@ -527,3 +527,51 @@ describe('PipelineExecutor, backpressure and instances', () => {
     expect(() => new PipelineExecutor({ pipeline: p, maxInflight: { io: 1.5 } })).toThrow(/maxInflight must be/)
   })
 })
+
+describe('PipelineExecutor, batch sizes that differ between stages', () => {
+  it('splits a batch larger than the next stage takes and merges smaller ones queued behind a busy stage; order kept, the deadline still enforced', async () => {
+    const sizes: Record<string, number[]> = { a: [], b: [], c: [] }
+    const gates = { b: gatedRunner((xs) => xs), c: gatedRunner((xs) => xs) }
+    const rec = (name: 'b' | 'c'): StageRunner => ({
+      concurrency: 1,
+      run: (items, ctx) => (sizes[name]!.push(items.length), gates[name].runner.run(items, ctx)),
+    })
+    const p = definePipeline({
+      name: 'p',
+      input,
+      stages: [
+        stage<{ x: number }, number>({ name: 'a', batch: { maxBatchSize: 8 }, run: (xs) => (sizes['a']!.push(xs.length), xs.map((i) => i.x)) }),
+        stage<number, number>({ name: 'b', batch: { maxBatchSize: 3 }, run: () => [] }),
+        stage<number, number>({ name: 'c', batch: { maxBatchSize: 16 }, run: () => [] }),
+      ],
+    })
+    const ex = new PipelineExecutor({ pipeline: p, runnerFor: (s) => (s.name === 'a' ? undefined : rec(s.name as 'b' | 'c')) })
+    const inputs = Array.from({ length: 20 }, (_, x) => ({ x }))
+    const all = ex.runMany(inputs, Infinity)
+    const turn = () => new Promise((r) => setImmediate(r))
+    await turn()
+    const sum = (xs: number[]) => xs.reduce((a, b) => a + b, 0)
+    // c is busy with b's first batch while b runs the rest of the request, 3 at a time.
+    for (let i = 0; i < 1000 && sum(sizes['b']!) < 20; i++) {
+      gates.b.open()
+      await turn()
+    }
+    // A second request whose deadline passes while it waits behind the busy c.
+    const late = ex.runMany([{ x: 100 }, { x: 101 }], Date.now() + 30)
+    await new Promise((r) => setTimeout(r, 60))
+    for (let i = 0; i < 50; i++) {
+      gates.c.open()
+      gates.b.open()
+      await turn()
+    }
+    expect(await all).toEqual(inputs.map(({ x }) => x))
+    expect(((await late) as ItemError[]).map((e) => e.code)).toEqual(['DEADLINE_EXCEEDED', 'DEADLINE_EXCEEDED'])
+    expect(sizes['a']).toEqual([8, 8, 4, 2])
+    expect(sizes['b']!.every((n) => n <= 3)).toBe(true)
+    expect(sum(sizes['b']!)).toBeGreaterThanOrEqual(20)
+    expect(sizes['c']!.every((n) => n <= 16)).toBe(true)
+    expect(Math.max(...sizes['c']!)).toBeGreaterThan(3) // b's batches merged in c
+    expect(sum(sizes['c']!)).toBe(20) // the late request never reached c
+    await ex.close()
+  })
+})

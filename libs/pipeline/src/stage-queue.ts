@@ -292,21 +292,23 @@ export class StageQueue {
     const { runner, stage, clock, metrics } = this.#o
     let jobs = batch.items
     let queuedMs = batch.queuedMs
-    const wait = this.next?.room()
-    if (wait) {
+    const next = this.next
+    if (next && !next.hasRoom) {
       // Backpressure: the next stage holds its bound; this batch waits (holding its slot, so this
-      // stage starts nothing else) and its items past their deadline meanwhile are not run.
+      // stage starts nothing else) until it has room or the batch's last deadline has passed,
+      // and its items past their deadline meanwhile are not run.
       this.passes.held++
-      // ...until the next stage has room, or the batch's last deadline passes (then none runs).
       const last = Math.max(...jobs.map((j) => j.deadline))
-      let timer: unknown
-      await (Number.isFinite(last)
-        ? Promise.race([wait, new Promise<void>((resolve) => (timer = clock.setTimeout(resolve, Math.max(0, last - clock.now()))))])
-        : wait)
-      clock.clearTimeout(timer)
+      for (let wait = next.room(); wait && clock.now() < last; wait = next.room()) {
+        let timer: unknown
+        await (Number.isFinite(last)
+          ? Promise.race([wait, new Promise<void>((resolve) => (timer = clock.setTimeout(resolve, Math.max(1, last - clock.now()))))])
+          : wait)
+        clock.clearTimeout(timer)
+      }
       const now = clock.now()
       if (jobs.some((j) => j.deadline <= now)) {
-        const err = new ItemError(`stage ${stage.name}: ${EXPIRED.deadline.msg} (waiting for room in stage ${this.next!.#o.stage.name})`, 'DEADLINE_EXCEEDED')
+        const err = new ItemError(`stage ${stage.name}: ${EXPIRED.deadline.msg} (waiting for room in stage ${next.#o.stage.name})`, 'DEADLINE_EXCEEDED')
         for (const j of jobs) {
           if (j.deadline <= now) {
             this.#count(err.code, j.values.length)

@@ -15,13 +15,14 @@ afterEach(async () => {
 })
 
 let ranLast = 0
+const sumBatches: number[] = []
 const toTensor = stage<{ x: number }, { t: ItemTensor }>({
   name: 'totensor',
   run: (xs) => xs.map((i) => (i.x < 0 ? itemError('x must be >= 0', 'INVALID_INPUT') : { t: { datatype: 'FP32', shape: [2], data: new Float32Array([i.x, i.x * 2]) } })),
 })
 const sum = stage<{ t: ItemTensor }, { sum: number; kind: string }>({
   name: 'sum',
-  run: (xs) => xs.map((i) => ({ sum: [...(i.t.data as Float32Array)].reduce((a, b) => a + b, 0), kind: i.t.data.constructor.name })),
+  run: (xs, ctx) => (sumBatches.push(ctx.batchSize), xs.map((i) => ({ sum: [...(i.t.data as Float32Array)].reduce((a, b) => a + b, 0), kind: i.t.data.constructor.name }))),
 })
 const last = stage<{ sum: number; kind: string }, { sum: number; kind: string }>({
   name: 'last',
@@ -54,7 +55,7 @@ function recordStageRequests(t: InProcessTransport): Map<string, InferRequest[]>
   return sent
 }
 
-async function startWorker(t: InProcessTransport, o: { stages?: string[]; remote?: string[] }) {
+async function startWorker(t: InProcessTransport, o: { stages?: string[]; remote?: string[]; batching?: { maxBatchSize: number } }) {
   const { runners, outputSchemas } = buildPipelineRunners({ loaded, transport: t, ...o })
   const w = new CohortWorker({ transport: t, runners, outputSchemas, heartbeatMs: 0 })
   await w.start()
@@ -124,6 +125,18 @@ describe('pipelines in a worker', () => {
     expect((a[0] as { t: ItemTensor }).t.data).toEqual(new Float32Array([1, 2]))
     expect((a[1] as { code: string }).code).toBe('INVALID_INPUT')
     expect((b[0] as { t: ItemTensor }).t.data).toEqual(new Float32Array([2, 4]))
+    await t.close()
+  })
+
+  it('a stage worker with a smaller batch size splits a host batch into batches it takes and merges the results in order', async () => {
+    const t = new InProcessTransport()
+    await startWorker(t, { stages: ['sum'], batching: { maxBatchSize: 4 } })
+    await startWorker(t, { remote: ['sum'] })
+    sumBatches.length = 0
+    const items = Array.from({ length: 10 }, (_, x) => ({ x }))
+    const r = await infer(t, items)
+    expect(r.items).toEqual(items.map(({ x }) => ({ sum: 3 * x, kind: 'Float32Array' })))
+    expect(sumBatches).toEqual([4, 4, 2])
     await t.close()
   })
 

@@ -145,7 +145,18 @@ export class StageServerRunner implements ModelRunner {
     // split into batches of at most maxBatchSize, run one after the other, and merged back.
     const max = this.batchDefaults.maxBatchSize
     for (let at = 0; at < live.length; at += max) {
-      const chunk = live.slice(at, at + max)
+      // Items whose deadline passed while earlier batches of the split ran are not run either.
+      const t = Date.now()
+      const chunk = live.slice(at, at + max).filter(({ part, index }) => {
+        if (parts[part]!.deadlines[index]! > t) {
+          return true
+        }
+        results[part]![index] = new ItemError(`deadline passed before stage ${this.#stage.name}; not run`, 'DEADLINE_EXCEEDED')
+        return false
+      })
+      if (chunk.length === 0) {
+        continue
+      }
       const rs = await this.#inner.run(
         chunk.map(({ part, index }) => parts[part]!.items[index]),
         {
