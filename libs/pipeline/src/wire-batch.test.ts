@@ -1,7 +1,7 @@
 import { decodeValue, encodeValue } from '@cohort/protocol'
 import { ItemError } from '@cohort/predictor'
 import { describe, expect, it } from 'vitest'
-import { decodeBatch, decodeStagePart, decodeStageResults, encodeBatch, encodeStagePart, encodeStageResults, type WireBatch } from './wire-batch.ts'
+import { decodeBatch, decodeStagePart, decodeStageResults, encodeBatch, encodeStagePart, encodeStageResults, type WireBatch, type WireColumn } from './wire-batch.ts'
 import type { ItemTensor } from './types.ts'
 
 /** Through msgpack bytes, as between processes. */
@@ -38,6 +38,19 @@ describe('stage batches on the wire (columnar)', () => {
     const back = decodeBatch(viaBus(w)) as typeof items
     expect(back.map((x) => [x.ids.shape, [...x.ids.data], [...x.mask]])).toEqual(items.map((x) => [x.ids.shape, [...x.ids.data], [...x.mask]]))
     expect(back[1]!.ids.data).toBeInstanceOf(BigInt64Array)
+  })
+
+  it('nested records of one key set are nested columns (a record of tensors beside other fields)', () => {
+    const items = [2, 3].map((k) => ({ tensors: { ids: t(Int32Array.of(k, k), [2], 'INT32'), mask: t(Int32Array.of(1, 0), [2], 'INT32') }, top_k: k }))
+    const w = encodeBatch(items) as Extract<WireBatch, { cols: unknown }>
+    const nested = w.cols['tensors'] as Extract<WireColumn, { k: 'o' }>
+    expect(nested.k).toBe('o')
+    expect(nested.cols['ids']!.k).toBe('t')
+    const back = decodeBatch(viaBus(w)) as typeof items
+    expect(back.map((x) => [[...(x.tensors.ids.data as Int32Array)], x.tensors.mask.shape, x.top_k])).toEqual([
+      [[2, 2], [2], 2],
+      [[3, 3], [2], 3],
+    ])
   })
 
   it('values that are not records of one key set travel as rows (typed arrays kept)', () => {

@@ -33,12 +33,14 @@ type Typed = InstanceType<(typeof CTORS)[CtorName]>
  * - `r`: item tensors of one datatype, ragged: item i's elements are `off[i] .. off[i+1]` of `b`
  *   and its shape `shapes[i]`;
  * - `a`: plain typed arrays (not in a tensor), elements `off[i] .. off[i+1]` of `b`;
+ * - `o`: records with the same keys (not tensors), one column per key (nested);
  * - `j`: anything else, one wire value ({@link toWireValue}) per item.
  */
 export type WireColumn =
   | { k: 't'; dt: Datatype; ta: CtorName; shape: number[]; b: Uint8Array }
   | { k: 'r'; dt: Datatype; ta: CtorName; shapes: number[][]; off: number[]; b: Uint8Array }
   | { k: 'a'; ta: CtorName; off: number[]; b: Uint8Array }
+  | { k: 'o'; cols: Record<string, WireColumn> }
   | { k: 'j'; v: unknown[] }
 
 /**
@@ -90,7 +92,7 @@ function sameShape(a: readonly number[], b: readonly number[]): boolean {
   return true
 }
 
-function column(vals: unknown[]): WireColumn {
+function column(vals: unknown[], depth: number): WireColumn {
   const first = vals[0]
   const plain = ctorName(first)
   if (plain !== undefined && vals.every((v) => ctorName(v) === plain)) {
@@ -122,31 +124,44 @@ function column(vals: unknown[]): WireColumn {
       return { k: 'r', dt, ta: ta!, shapes: vals.map((v) => [...((v as { shape: number[] }).shape)]), off, b: concat(data, off) }
     }
   }
-  return { k: 'j', v: vals.map(toWireValue) }
+  const cols = recordColumns(vals, depth)
+  return cols ? { k: 'o', cols } : { k: 'j', v: vals.map(toWireValue) }
+}
+
+/** Nesting of record columns kept columnar; deeper values go as per-item wire values. */
+const MAX_DEPTH = 8
+
+/** One column per key when every value is a plain record with the first one's keys, else undefined. */
+function recordColumns(values: readonly unknown[], depth: number): Record<string, WireColumn> | undefined {
+  const first = values[0]
+  if (values.length === 0 || depth >= MAX_DEPTH || !isRecord(first)) {
+    return undefined
+  }
+  const keys = Object.keys(first)
+  const same = values.every((v) => {
+    if (!isRecord(v)) {
+      return false
+    }
+    const ks = Object.keys(v)
+    return ks.length === keys.length && keys.every((k) => k in v)
+  })
+  if (!same) {
+    return undefined
+  }
+  const cols: Record<string, WireColumn> = {}
+  for (const k of keys) {
+    cols[k] = column(
+      values.map((v) => (v as Record<string, unknown>)[k]),
+      depth + 1,
+    )
+  }
+  return cols
 }
 
 /** A batch of stage values (items, or results) as one {@link WireBatch}. */
 export function encodeBatch(values: readonly unknown[]): WireBatch {
-  const n = values.length
-  const first = values[0]
-  if (n > 0 && isRecord(first)) {
-    const keys = Object.keys(first)
-    const columnar = values.every((v) => {
-      if (!isRecord(v)) {
-        return false
-      }
-      const ks = Object.keys(v)
-      return ks.length === keys.length && keys.every((k) => k in v)
-    })
-    if (columnar) {
-      const cols: Record<string, WireColumn> = {}
-      for (const k of keys) {
-        cols[k] = column(values.map((v) => (v as Record<string, unknown>)[k]))
-      }
-      return { n, cols }
-    }
-  }
-  return { n, rows: values.map(toWireValue) }
+  const cols = recordColumns(values, 0)
+  return cols ? { n: values.length, cols } : { n: values.length, rows: values.map(toWireValue) }
 }
 
 function bad(msg: string): never {
@@ -236,6 +251,8 @@ function decodeColumn(c: unknown, n: number): unknown[] {
       }
       return out
     }
+    case 'o':
+      return decodeColumns(col['cols'], n)
     case 'j': {
       const v = col['v']
       if (!Array.isArray(v) || v.length !== n) {
@@ -271,7 +288,11 @@ export function decodeBatch(w: unknown): unknown[] {
     }
     return b['rows'].map(fromWireValue)
   }
-  const cols = b['cols']
+  return decodeColumns(b['cols'], n)
+}
+
+/** n records from their columns. */
+function decodeColumns(cols: unknown, n: number): Record<string, unknown>[] {
   if (typeof cols !== 'object' || cols === null || Array.isArray(cols)) {
     bad('a batch has cols or rows')
   }
