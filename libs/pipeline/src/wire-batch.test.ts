@@ -54,11 +54,13 @@ describe('stage batches on the wire (columnar)', () => {
   })
 
   it('values that are not records of one key set travel as rows (typed arrays kept)', () => {
-    for (const items of [[1, 'two', null], [{ a: 1 }, { b: 2 }], [{ a: Float64Array.of(1) }, 3]]) {
+    for (const items of [[1, 'two', null], [{ a: 1 }, { b: 2 }], [{ a: Float64Array.of(1) }, 3], [{ a: 1, b: undefined }, { a: 2, b: 3 }]]) {
       const w = encodeBatch(items)
       expect('rows' in w).toBe(true)
       expect(decodeBatch(viaBus(w))).toEqual(items)
     }
+    // An undefined field stays absent, as msgpack (and JSON) leave it out of a map.
+    expect(Object.keys(decodeBatch(viaBus(encodeBatch([{ a: 1, b: undefined }])))[0] as object)).toEqual(['a'])
     expect(decodeBatch(viaBus(encodeBatch([])))).toEqual([])
   })
 

@@ -143,7 +143,9 @@ function recordColumns(values: readonly unknown[], depth: number): Record<string
       return false
     }
     const ks = Object.keys(v)
-    return ks.length === keys.length && keys.every((k) => k in v)
+    // An undefined field goes as rows: msgpack leaves it out of a map (as fused, where it is
+    // absent from JSON), but would write it as nil in a column.
+    return ks.length === keys.length && keys.every((k) => k in v && v[k] !== undefined)
   })
   if (!same) {
     return undefined
