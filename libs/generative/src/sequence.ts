@@ -124,3 +124,9 @@ export function makeSeq(
 export function generated(s: Seq): number {
   return s.tokens.length - s.promptLen
 }
+
+/** Checks a request as {@link makeSeq} does (throws INVALID_INPUT) and returns its prompt tokens: for a caller that validates before handing the request on (the worker's main thread). */
+export function checkRequest(input: GenerateInput, deadline: number, ctx: { tokenizer: Tokenizer; vocabSize: number; maxContext: number; eosId: number }): number[] {
+  const noop: GenerationSink = { delta: () => undefined, done: () => undefined, error: () => undefined }
+  return makeSeq(0, input, deadline, noop, 0, ctx).tokens
+}
