@@ -10,7 +10,10 @@ import type { Tokenizer } from './text.ts'
 /** End-of-sequence token of the byte tokenizer. */
 export const BYTE_EOS = 256
 
+const encoder = new TextEncoder()
+const decoder = new TextDecoder()
+
 export const byteTokenizer: Tokenizer = {
-  encode: (text: string): number[] => Array.from(new TextEncoder().encode(text)),
-  decode: (tokens: readonly number[]): string => new TextDecoder().decode(Uint8Array.from(tokens.filter((t) => t >= 0 && t < 256))),
+  encode: (text: string): number[] => Array.from(encoder.encode(text)),
+  decode: (tokens: readonly number[]): string => decoder.decode(Uint8Array.from(tokens.filter((t) => t >= 0 && t < 256))),
 }

@@ -172,7 +172,11 @@ export class Engine implements Generator {
     let runMs = 0
     let prefillTokens = 0
     const decodeRows = this.#decode.length
-    if (decodeRows > 0) runMs += await this.#decodeStep()
+    if (decodeRows > 0) {
+      this.#metrics.decodeSteps++
+      this.#metrics.decodeRowsSum += decodeRows
+      runMs += await this.#decodeStep()
+    }
     let left = Math.max(1, this.#stepTokens - decodeRows)
     for (const s of [...this.#prefill]) {
       if (left <= 0 || this.#closed) break

@@ -24,6 +24,9 @@ export interface EngineMetrics {
   kvSlabResizes: number
   steps: number
   sessionRuns: number
+  /** Steps with a decode run, and the rows of those runs summed (mean running batch = decodeRowsSum / decodeSteps). Counters. */
+  decodeSteps: number
+  decodeRowsSum: number
   /** Tokens run through prefill (recomputation included). Counter. */
   prefillTokens: number
   /** Tokens sampled. Counter. */
@@ -54,6 +57,8 @@ export function emptyMetrics(budget: number): EngineMetrics {
     kvSlabResizes: 0,
     steps: 0,
     sessionRuns: 0,
+    decodeSteps: 0,
+    decodeRowsSum: 0,
     prefillTokens: 0,
     generatedTokens: 0,
     ttftCount: 0,
