@@ -90,7 +90,7 @@ describe('continuous batching on the ORT test decoder (GQA slab)', () => {
       expect(got.result?.finishReason).toBe('length')
       expect(got.deltas.flatMap((d) => d.tokens)).toEqual(alone[i]!.tokens)
     })
-  })
+  }, 60_000)
 
   it('seeded sampling reproduces, alone and batched with others', async () => {
     const params: SamplingParams = { maxTokens: 20, temperature: 0.9, topK: 40, topP: 0.95, seed: 99, ignoreEos: true }
@@ -111,7 +111,7 @@ describe('continuous batching on the ORT test decoder (GQA slab)', () => {
     }
     await e.close()
     expect(s[1]!.got.result?.tokens).toEqual(a.tokens)
-  })
+  }, 60_000)
 
   it('preemption under a small KV budget recomputes and still matches greedy alone', async () => {
     const r = rand(11)
@@ -133,5 +133,5 @@ describe('continuous batching on the ORT test decoder (GQA slab)', () => {
       // a preempted stream does not resend what it already sent
       expect(sinks[i]!.got.deltas.flatMap((d) => d.tokens)).toEqual(alone[i]!.tokens)
     })
-  })
+  }, 60_000)
 })

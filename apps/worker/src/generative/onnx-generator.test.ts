@@ -45,7 +45,7 @@ beforeAll(async () => {
   tiny = join(dir, 'tiny.onnx')
   writeFileSync(tiny, buildDecoder(TINY_DECODER))
   gen = await createOnnxGenerator(tiny, { maxSequences: 2, intraOpNumThreads: 1 })
-})
+}, 120_000)
 afterAll(async () => {
   await gen?.close()
   rmSync(dir, { recursive: true, force: true })
@@ -71,7 +71,7 @@ describe('createOnnxGenerator (worker thread, real ORT)', () => {
       expect(s.got.deltas.flatMap((d) => d.tokens)).toEqual(alone[i]!.tokens)
       expect(s.got.result?.usage).toEqual({ promptTokens: new TextEncoder().encode(prompts[i]!).length, completionTokens: 12 })
     })
-  })
+  }, 60_000)
 
   it('a cancelled stream frees its slot: the queued request runs while the other long one still does', async () => {
     const long = { maxTokens: 900, temperature: 0, ignoreEos: true }
@@ -91,7 +91,7 @@ describe('createOnnxGenerator (worker thread, real ORT)', () => {
     hb.cancel()
     await b.got.ended
     expect(b.got.result?.finishReason).toBe('cancelled')
-  })
+  }, 60_000)
 
   it('a request that can never run throws INVALID_INPUT at submit; a passed deadline ends with DEADLINE_EXCEEDED', async () => {
     expect(() => gen.submit({ prompt: 'x', params: { maxTokens: 5000 }, stream: false }, FAR(), sink())).toThrow(/context of 1024 tokens/)
@@ -105,7 +105,7 @@ describe('createOnnxGenerator (worker thread, real ORT)', () => {
     const p = join(dir, 'concat.onnx')
     writeFileSync(p, buildDecoder({ ...TINY_DECODER, kvHeads: TINY_DECODER.heads, attention: 'concat' }))
     await expect(createOnnxGenerator(p, { intraOpNumThreads: 1 })).rejects.toThrow(/GroupQueryAttention/)
-  })
+  }, 60_000)
 
   it('the GPT-2-vocabulary decoder picks gpt-tokenizer: text in, text out; close ends running streams retryably', async () => {
     const p = join(dir, 'gpt2.onnx')
