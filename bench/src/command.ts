@@ -26,6 +26,8 @@ Benchmarks (cohort bench <benchmark> --help for its flags):
   peers          Cohort beside Triton, Ray Serve, LitServe, BentoML
   pipeline DIR   single module vs fused pipeline vs remote stages
   tax            CPU per request of each process on the serving path (docs/benchmarks.md#serving-tax)
+  generate       continuous vs request-level batching vs none, generative test decoder (tokens/s, TTFT, TPOT)
+  generate-layout  KV layouts of the test decoder: GQA slab vs concat export, ms per decode step
   threads        ORT intra-op threads and spinning, offline: items/s and CPU per item
 
 Flags of the default benchmark:
@@ -226,6 +228,14 @@ export async function benchCommand(args: string[]): Promise<void> {
       : args[0] === 'tax-nats-responder'
         ? t.natsResponderMain(a[0]!)
         : t.natsRequesterMain(a[0]!, Number(a[1]), Number(a[2]), Number(a[3]))
+  }
+  if (args[0] === 'generate') {
+    const { benchGenerateCommand } = await import('./generate.ts')
+    return benchGenerateCommand(args.slice(1))
+  }
+  if (args[0] === 'generate-layout') {
+    const { benchGenerateLayoutCommand } = await import('./generate-layout.ts')
+    return benchGenerateLayoutCommand(args.slice(1))
   }
   if (args[0] === 'threads') {
     const { benchThreadsCommand } = await import('./threads.ts')
