@@ -36,7 +36,8 @@ const STOP_SLACK_MS = 10_000
 function modelFlags(v: Values, defaultDemo: boolean, hasConfig = false): ModelFlags {
   const model = (v['model'] as string[] | undefined) ?? []
   const predictor = (v['predictor'] as string[] | undefined) ?? []
-  if (model.length === 0 && predictor.length === 0) {
+  const generative = (v['generative'] as string[] | undefined) ?? []
+  if (model.length === 0 && predictor.length === 0 && generative.length === 0) {
     if (hasConfig) {
       // a config directory gives the models
     } else if (!defaultDemo) {
@@ -49,6 +50,7 @@ function modelFlags(v: Values, defaultDemo: boolean, hasConfig = false): ModelFl
   return {
     model,
     predictor,
+    generative,
     ep: (v['ep'] as string) ?? 'cpu',
     instances,
     ortProcesses: v['ort-processes'] === true,

@@ -14,6 +14,8 @@ import { responseIds } from './observe.ts'
 import { WorkerLiveness } from './liveness.ts'
 import { gatewayMiddleware } from './middleware/index.ts'
 import { registerDashboard } from './routes/dashboard.ts'
+import { registerTritonGenerate } from './routes/generate.ts'
+import { registerOpenAi } from './routes/openai.ts'
 
 function oipMeta(m: ModelMeta) {
   return {
@@ -80,7 +82,7 @@ export function createApp(options: GatewayOptions): Hono {
   })
   app.get('/v2/workers', async (c) => c.json({ workers: await up.workers() }))
   app.get('/v2', (c) =>
-    c.json({ name: o.serverName, version: o.serverVersion, extensions: ['binary_tensor_data', 'parameters', 'statistics', 'model_configuration'] }),
+    c.json({ name: o.serverName, version: o.serverVersion, extensions: ['binary_tensor_data', 'parameters', 'statistics', 'model_configuration', 'generate'] }),
   )
   app.get('/v2/models', async (c) => {
     const { models } = await up.discover()
@@ -114,6 +116,9 @@ export function createApp(options: GatewayOptions): Hono {
     app.post(`${base}/infer`, infer)
   }
   registerPredictions(app, o, door)
+  // Generative models (docs/generative.md): Triton's generate extension and the OpenAI-compatible API.
+  registerTritonGenerate(app, o, door)
+  registerOpenAi(app, o, door, up)
 
   const admin = adminRoutes(o, up)
   app.get('/admin/models/:model/batching', admin.get)

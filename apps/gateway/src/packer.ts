@@ -5,6 +5,7 @@ import {
   packEncoded,
   type InferReply,
   type Subjects,
+  type TokenStep,
 } from '@cohort/protocol'
 import { consume, type AbortSignalLike, type Transport, type TransportMessage } from '@cohort/transport'
 import type { WorkerLiveness } from './liveness.ts'
@@ -42,6 +43,8 @@ interface Entry {
   pack: Pack | undefined
   /** Date.now() when its pack was published. */
   sentAt: number
+  /** A streamed generation's token deltas (`tokens` notices), before its reply. */
+  onDelta: ((s: TokenStep) => void) | undefined
 }
 
 interface Pack {
@@ -126,15 +129,23 @@ export class Packer {
    * Send one request (already encoded, without `ack`) in this turn's pack for `model`; resolves with
    * its reply. Rejects with CohortError: DEADLINE_EXCEEDED after `timeoutMs`, CANCELLED when
    * `signal` aborts, NO_WORKER when no worker listens on the model's subjects, INTERNAL when the
-   * worker's answer is unreadable.
+   * worker's answer is unreadable. `onDelta` receives a streamed generation's token deltas, in
+   * order, before the reply resolves.
    */
-  send(model: string, id: string, bytes: Uint8Array, timeoutMs: number, signal: AbortSignalLike | undefined): Promise<InferReply> {
+  send(
+    model: string,
+    id: string,
+    bytes: Uint8Array,
+    timeoutMs: number,
+    signal: AbortSignalLike | undefined,
+    onDelta?: (s: TokenStep) => void,
+  ): Promise<InferReply> {
     return new Promise<InferReply>((resolve, reject) => {
       if (signal?.aborted) {
         reject(new CohortError('CANCELLED', 'request aborted'))
         return
       }
-      const e: Entry = { id, bytes, resolve, reject, timer: undefined, signal, onAbort: undefined, pack: undefined, sentAt: 0 }
+      const e: Entry = { id, bytes, resolve, reject, timer: undefined, signal, onAbort: undefined, pack: undefined, sentAt: 0, onDelta }
       e.timer = setTimeout(
         () => this.#settle(e, new CohortError('DEADLINE_EXCEEDED', `no reply for request ${id} of model "${model}" within ${timeoutMs} ms`)),
         Math.max(1, timeoutMs),
@@ -252,7 +263,13 @@ export class Packer {
       return
     }
     if (n.t === 'tokens') {
-      return // streamed generations: not built yet (docs/generative.md)
+      for (const step of n.steps) {
+        const e = this.#byId.get(step.id)
+        if (e && e.pack === p && e.timer !== undefined) {
+          e.onDelta?.(step)
+        }
+      }
+      return
     }
     for (const r of n.replies) {
       const e = this.#byId.get(r.id)
