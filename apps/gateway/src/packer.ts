@@ -221,6 +221,11 @@ export class Packer {
   }
 
   #onMessage(m: TransportMessage): void {
+    if (m.reply !== undefined && m.data.byteLength > 0) {
+      // A worker asking whether this gateway still listens for a pack's generations (its probe,
+      // docs/generative.md#streaming-over-nats): any answer says yes.
+      m.respond(new Uint8Array(0))
+    }
     const seq = m.subject.slice(this.#inbox.length)
     const p = this.#packs.get(seq)
     if (!p) {

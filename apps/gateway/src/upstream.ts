@@ -106,7 +106,9 @@ export class Upstream {
   ): Promise<InferReply> {
     const pk = this.packer
     const lv = this.liveness
-    if (pk && lv && lv.protocol >= 2) {
+    // A generation goes in a pack even before any heartbeat was heard: only workers that speak v2
+    // serve generative models, and its deltas need the pack's reply subject.
+    if (pk && lv && (lv.protocol >= 2 || req.generate !== undefined)) {
       const bytes = encodeRequest(req)
       if (pk.accepts(req.id, bytes)) {
         let reply: InferReply

@@ -10,7 +10,7 @@ import {
   type TokenStep,
   type WireError,
 } from '@cohort/protocol'
-import type { TransportMessage } from '@cohort/transport'
+import type { Transport, TransportMessage } from '@cohort/transport'
 import type { ModelTelemetry } from '../tracing.ts'
 import type { ReplySink } from './reply-sink.ts'
 import type { ServerStats } from './stats.ts'
@@ -24,6 +24,13 @@ export interface GenerationsOptions {
   workerId: string
   tel: ModelTelemetry
   stats: ServerStats
+  transport: Transport
+  /**
+   * How often the gateways of running generations are asked whether they still listen (a `tokens`
+   * notice without steps, sent as a request on the pack's reply subject); a gateway that has no
+   * responder there any more (it went away) has its generations cancelled. 0: never. @default 1000
+   */
+  probeMs?: number | undefined
   /** Send a request's final reply (through its pack's {@link ReplySink} when it came in one). */
   respond: (m: TransportMessage, reply: InferReply, t0: number, sink: ReplySink | undefined) => InferReply
 }
@@ -87,6 +94,9 @@ export class Generations {
   readonly #o: GenerationsOptions
   readonly #running = new Map<string, { cancel(): void }>()
   readonly #steps = new WeakMap<ReplySink, StepSink>()
+  /** Running generations by their pack's reply subject (for the gateway probe). */
+  readonly #byReply = new Map<string, Set<string>>()
+  #probe: ReturnType<typeof setInterval> | undefined
   #idle: (() => void)[] = []
 
   constructor(o: GenerationsOptions) {
@@ -113,6 +123,7 @@ export class Generations {
       if (this.#running.get(req.id) === handle) {
         this.#running.delete(req.id)
       }
+      this.#forget(m.reply, req.id)
       const send = () => {
         stats.item(reply.error ? reply.error.code : 'OK', req.tenant)
         tel.endRequest(span, this.#o.respond(m, reply, t0, sink), 1)
@@ -147,7 +158,48 @@ export class Generations {
     }
     if (!ended) {
       this.#running.set(req.id, handle)
+      if (sink && m.reply) {
+        let ids = this.#byReply.get(m.reply)
+        if (!ids) {
+          ids = new Set()
+          this.#byReply.set(m.reply, ids)
+        }
+        ids.add(req.id)
+        this.#startProbe()
+      }
     }
+  }
+
+  #forget(reply: string | undefined, id: string): void {
+    const ids = reply !== undefined ? this.#byReply.get(reply) : undefined
+    if (ids?.delete(id) && ids.size === 0) {
+      this.#byReply.delete(reply!)
+      if (this.#byReply.size === 0 && this.#probe !== undefined) {
+        clearInterval(this.#probe)
+        this.#probe = undefined
+      }
+    }
+  }
+
+  /** Ask every gateway with running generations whether it still listens; cancel those of one gone. */
+  #startProbe(): void {
+    const every = this.#o.probeMs ?? 1000
+    if (this.#probe !== undefined || !(every > 0)) {
+      return
+    }
+    const probe = encodeNotice({ v: 2, t: 'tokens', steps: [] })
+    this.#probe = setInterval(() => {
+      for (const [reply, ids] of this.#byReply) {
+        this.#o.transport.request(reply, probe, { timeoutMs: Math.max(every * 5, 5000) }).catch((e: unknown) => {
+          // NO_WORKER: nobody subscribes to the gateway's inbox any more. A slow answer is no proof.
+          if ((e as { code?: unknown })?.code === 'NO_WORKER') {
+            this.#o.tel.logger.warn({ model: this.#o.name, reply, generations: ids.size }, 'the gateway of these generations went away; cancelling them')
+            for (const id of ids) this.cancel(id)
+          }
+        })
+      }
+    }, every)
+    ;(this.#probe as { unref?: () => void }).unref?.()
   }
 
   /** A cancel notice: the generation's slot is freed at the generator's next step. */

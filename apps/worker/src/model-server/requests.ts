@@ -99,6 +99,7 @@ export class Requests {
           workerId: o.workerId,
           tel: o.tel,
           stats: o.stats,
+          transport: o.transport,
           respond: (m, reply, t0, sink) => this.#respond(m, reply, t0, undefined, sink),
         })
       : undefined
