@@ -15,6 +15,8 @@ export interface GenStack {
 }
 
 export interface GenState {
+  /** The state file. */
+  file: string
   pid: number
   running: number
   submitted: number
@@ -25,13 +27,7 @@ export interface GenState {
 export function states(dir: string): GenState[] {
   return readdirSync(dir)
     .filter((f) => f.endsWith('.json'))
-    .map((f) => {
-      try {
-        return JSON.parse(readFileSync(join(dir, f), 'utf8')) as GenState
-      } catch {
-        return { pid: 0, running: 0, submitted: 0, cancelled: 0 }
-      }
-    })
+    .map((f) => ({ ...(JSON.parse(readFileSync(join(dir, f), 'utf8')) as GenState), file: join(dir, f) }))
 }
 
 export const running = (dir: string) => states(dir).reduce((n, s) => n + s.running, 0)
