@@ -103,13 +103,16 @@ export function offlineBest(curve: OfflinePoint[]): OfflinePoint | undefined {
   return [...curve].sort((a, b) => b.itemsPerSec - a.itemsPerSec)[0]
 }
 
-/** Offline CPU ms per item at a (fractional) batch size, interpolated linearly in the batch size (clamped). */
-export function offlineCpuPerItemAt(curve: OfflinePoint[], batch: number): number {
+/**
+ * Linear interpolation of `field` at a (fractional) batch size between the two nearest measured
+ * sizes (the batch clamped to the measured range); NaN on an empty curve. Returns the clamped batch too.
+ */
+function interpolate(curve: OfflinePoint[], batch: number, field: 'cpuMsPerItem' | 'msPerBatch'): { b: number; v: number } {
   const pts = [...curve].sort((a, b) => a.batch - b.batch)
   const first = pts[0]
   const last = pts[pts.length - 1]
   if (!first || !last || !Number.isFinite(batch)) {
-    return Number.NaN
+    return { b: Number.NaN, v: Number.NaN }
   }
   const b = Math.min(Math.max(batch, first.batch), last.batch)
   let lo = first
@@ -123,7 +126,13 @@ export function offlineCpuPerItemAt(curve: OfflinePoint[], batch: number): numbe
       break
     }
   }
-  return hi.batch === lo.batch ? lo.cpuMsPerItem : lo.cpuMsPerItem + ((b - lo.batch) / (hi.batch - lo.batch)) * (hi.cpuMsPerItem - lo.cpuMsPerItem)
+  const v = hi.batch === lo.batch ? lo[field] : lo[field] + ((b - lo.batch) / (hi.batch - lo.batch)) * (hi[field] - lo[field])
+  return { b, v }
+}
+
+/** Offline CPU ms per item at a (fractional) batch size, interpolated linearly in the batch size (clamped). */
+export function offlineCpuPerItemAt(curve: OfflinePoint[], batch: number): number {
+  return interpolate(curve, batch, 'cpuMsPerItem').v
 }
 
 /**
@@ -131,24 +140,6 @@ export function offlineCpuPerItemAt(curve: OfflinePoint[], batch: number): numbe
  * two nearest measured sizes (clamped to the measured range).
  */
 export function offlineItemsPerSecAt(curve: OfflinePoint[], batch: number): number {
-  const pts = [...curve].sort((a, b) => a.batch - b.batch)
-  const first = pts[0]
-  const last = pts[pts.length - 1]
-  if (!first || !last) {
-    return Number.NaN
-  }
-  const b = Math.min(Math.max(batch, first.batch), last.batch)
-  let lo = first
-  let hi = last
-  for (const p of pts) {
-    if (p.batch <= b) {
-      lo = p
-    }
-    if (p.batch >= b) {
-      hi = p
-      break
-    }
-  }
-  const ms = hi.batch === lo.batch ? lo.msPerBatch : lo.msPerBatch + ((b - lo.batch) / (hi.batch - lo.batch)) * (hi.msPerBatch - lo.msPerBatch)
-  return (b * 1000) / ms
+  const { b, v } = interpolate(curve, batch, 'msPerBatch')
+  return (b * 1000) / v
 }

@@ -31,7 +31,8 @@ describe('text pipeline over NATS', { timeout: 180_000 }, () => {
   const procs: CliProcess[] = []
 
   const worker = async (args: string[]): Promise<CliProcess> => {
-    const p = spawnCohort(['worker', TEXT_DIR, '--nats', nats.url, '--threads', '1', ...args])
+    // --slo-ms: these tests are about outputs; a loaded machine must not turn them into SLO refusals.
+    const p = spawnCohort(['worker', TEXT_DIR, '--nats', nats.url, '--threads', '1', '--slo-ms', '30000', ...args])
     procs.push(p)
     await p.waitFor(/serving/, START_MS)
     return p

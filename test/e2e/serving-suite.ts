@@ -184,7 +184,8 @@ export function defineServingSuite(label: string, setup: (f: ModelFixtures) => P
             { name: 'x', datatype: 'FP64', shape: [1], data: [x] },
             { name: 'sleepMs', datatype: 'FP64', shape: [1], data: [125] },
           ],
-        }),
+        // An explicit deadline: this test is about batch sizes, not the model's default SLO.
+        }, { 'x-cohort-timeout-ms': '30000' }),
       )
       replies.forEach((rep, i) => {
         expect(rep.status, JSON.stringify(rep.body)).toBe(200)
