@@ -84,7 +84,10 @@ describe('generative streams over NATS when a process goes away', () => {
         let text = ''
         const deadline = Date.now() + 30_000
         while (seen < onVictim && Date.now() < deadline) {
-          const { value, done } = await reader.read()
+          // Bounded: a stream that neither errors nor moves fails the test below instead of hanging it.
+          const next = await Promise.race([reader.read(), new Promise<undefined>((r) => setTimeout(() => r(undefined), 15_000))])
+          if (next === undefined) break
+          const { value, done } = next
           if (done) break
           text += dec.decode(value, { stream: true })
           if (text.includes('"error"')) {
@@ -98,7 +101,7 @@ describe('generative streams over NATS when a process goes away', () => {
       }),
     )
     const errors = ended.filter((e) => e !== undefined)
-    expect(errors).toHaveLength(onVictim)
+    expect(errors, `victim ${w1.pid} ran ${onVictim}; states ${JSON.stringify(states(c.stateDir))}; gateway:\n${c.gateway.output().slice(-3000)}`).toHaveLength(onVictim)
     for (const e of errors) {
       expect(e!.error.code).toBe('WORKER_LOST')
       expect(e!.error.message).toMatch(/retry/)
