@@ -16,14 +16,14 @@ interface Cluster {
   close(): Promise<void>
 }
 
-async function startCluster(): Promise<Cluster> {
+async function startCluster(stepMs = 5): Promise<Cluster> {
   const stateDir = mkdtempSync(join(tmpdir(), 'cohort-gen-'))
   const nats = await startNatsServer()
   const workers: CliProcess[] = []
   for (const id of ['w1', 'w2']) {
     const w = spawnCohort(
       ['worker', '--nats', nats.url, '--id', id, '--threads', '1', '--heartbeat-ms', '250', '--generative', `chars=${CHAR_GENERATOR}`, '--model', 'demo'],
-      { CHARGEN_STATE: join(stateDir, `${id}.json`), CHARGEN_STEP_MS: '5' },
+      { CHARGEN_STATE: join(stateDir, `${id}.json`), CHARGEN_STEP_MS: String(stepMs) },
     )
     workers.push(w)
   }
@@ -43,7 +43,7 @@ async function startCluster(): Promise<Cluster> {
   }
 }
 
-defineGenerativeSuite('generative APIs over NATS (gateway + 2 worker processes)', startCluster)
+defineGenerativeSuite('generative APIs over NATS (gateway + 2 worker processes)', () => startCluster())
 
 /** Start `n` long streams (they only end when cancelled or cut); resolves once each has begun. */
 async function longStreams(baseUrl: string, n: number) {
@@ -59,7 +59,8 @@ async function longStreams(baseUrl: string, n: number) {
 describe('generative streams over NATS when a process goes away', () => {
   let c: Cluster
   beforeAll(async () => {
-    c = await startCluster()
+    // Slower steps: these streams run until cut, and the machine is shared.
+    c = await startCluster(20)
   }, 120_000)
   afterAll(async () => {
     await c?.close()
@@ -77,6 +78,7 @@ describe('generative streams over NATS when a process goes away', () => {
     // Every stream on the killed worker ends (nothing hangs) with the error as its last event; the
     // others keep streaming, so they are read only until the victim's have ended.
     let seen = 0
+    const log: string[] = []
     const ended = await Promise.all(
       streams.map(async (r) => {
         const reader = r.body!.getReader()
@@ -86,7 +88,10 @@ describe('generative streams over NATS when a process goes away', () => {
         while (seen < onVictim && Date.now() < deadline) {
           // Bounded: a stream that neither errors nor moves fails the test below instead of hanging it.
           const next = await Promise.race([reader.read(), new Promise<undefined>((r) => setTimeout(() => r(undefined), 15_000))])
-          if (next === undefined) break
+          if (next === undefined) {
+            text += '<stalled 15 s>'
+            break
+          }
           const { value, done } = next
           if (done) break
           text += dec.decode(value, { stream: true })
@@ -97,11 +102,12 @@ describe('generative streams over NATS when a process goes away', () => {
         }
         await reader.cancel().catch(() => undefined)
         const err = /data: (\{"error".*\})\n\n/.exec(text)?.[1]
+        log.push(`${text.length} chars, ends ${JSON.stringify(text.slice(-160))}`)
         return err ? (JSON.parse(err) as { error: { code: string; message: string } }) : undefined
       }),
     )
     const errors = ended.filter((e) => e !== undefined)
-    expect(errors, `victim ${w1.pid} ran ${onVictim}; states ${JSON.stringify(states(c.stateDir))}; gateway:\n${c.gateway.output().slice(-3000)}`).toHaveLength(onVictim)
+    expect(errors, `victim ${w1.pid} ran ${onVictim}; streams ${log.join('\n')}; states ${JSON.stringify(states(c.stateDir))}; gateway:\n${c.gateway.output().slice(-3000)}`).toHaveLength(onVictim)
     for (const e of errors) {
       expect(e!.error.code).toBe('WORKER_LOST')
       expect(e!.error.message).toMatch(/retry/)
@@ -119,6 +125,7 @@ describe('generative streams over NATS when a process goes away', () => {
     }
     // No client cancel reached the workers (the gateway died): their probe of its inbox did.
     await until(() => running(c.stateDir) === 0, 'the dead gateway\'s sequences to leave the generators')
+    expect(c.workers.map((w) => w.output()).join('\n')).toMatch(/the gateway of these generations went away; cancelling them/)
     const c2 = spawnCohort(['gateway', '--nats', c.nats.url, '--port', '0'])
     c.gateway = c2
     const [, port] = await c2.waitFor(/gateway on http:\/\/127\.0\.0\.1:(\d+)/, 60_000)

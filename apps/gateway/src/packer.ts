@@ -221,11 +221,6 @@ export class Packer {
   }
 
   #onMessage(m: TransportMessage): void {
-    if (m.reply !== undefined && m.data.byteLength > 0) {
-      // A worker asking whether this gateway still listens for a pack's generations (its probe,
-      // docs/generative.md#streaming-over-nats): any answer says yes.
-      m.respond(new Uint8Array(0))
-    }
     const seq = m.subject.slice(this.#inbox.length)
     const p = this.#packs.get(seq)
     if (!p) {
@@ -268,9 +263,14 @@ export class Packer {
       return
     }
     if (n.t === 'tokens') {
+      if (m.reply !== undefined) {
+        // A worker asking whether this gateway still listens for the pack's generations (its
+        // probe, docs/generative.md#streaming-over-nats): any answer says yes.
+        m.respond(new Uint8Array(0))
+      }
       for (const step of n.steps) {
         const e = this.#byId.get(step.id)
-        if (e && e.pack === p && e.timer !== undefined) {
+        if (e && e.pack === p) {
           e.onDelta?.(step)
         }
       }
