@@ -317,7 +317,8 @@ export async function serveCommand(args: string[]): Promise<void> {
   const base = `${tls ? 'https' : 'http'}://${http.host}:${http.port}`
   const names = worker.models().map((m) => m.name)
   console.log(`cohort: serving ${names.join(', ')} on ${base} (${v.nats ? `NATS ${v.nats}` : 'embedded'})`)
-  console.log(`cohort: try  curl -s ${base}/v2/models/${names[0]}  and  POST ${base}/v2/models/${names[0]}/infer`)
+  const first = worker.models()[0]
+  console.log(`cohort: try  curl -s ${base}/v2/models/${names[0]}  and  POST ${base}${first?.kind === 'generative' ? '/v1/completions' : `/v2/models/${names[0]}/infer`}`)
   console.log(`cohort: ${describeSecurity(security, tls !== undefined)}`)
 }
 
