@@ -1,5 +1,8 @@
 import type { GenerateInput, GenerateResult, GenerativeInfo, TokenStep } from './generate.ts'
 import type { WireTensor } from './tensor.ts'
+import type { WireError } from './wire-error.ts'
+
+export type { WireError } from './wire-error.ts'
 
 /** Version of the envelope format; bumped on incompatible changes. */
 export const ENVELOPE_VERSION = 1
@@ -48,13 +51,6 @@ export interface InferRequest {
   ack?: string
 }
 
-/** A per-item or per-request failure with a stable code from the error registry. */
-export interface WireError {
-  code: string
-  message: string
-  /** Seconds the client should wait before retrying (503 OVERLOADED): sent as `Retry-After`. */
-  retryAfterS?: number
-}
 
 /** Timing of an item as measured by the worker, in milliseconds. */
 export interface ItemTiming {

@@ -3,7 +3,7 @@
  * what travels back while it runs, and the interface a generation engine offers the worker's model
  * server. Types only; the engine lives in `@cohort/generative`, the wire codec in `codec.ts`.
  */
-import type { WireError } from './envelope.ts'
+import type { WireError } from './wire-error.ts'
 
 /** Sampling settings of one generation. Defaults are the engine's (documented in docs/generative.md). */
 export interface SamplingParams {
