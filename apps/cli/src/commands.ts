@@ -40,7 +40,8 @@ const STOP_SLACK_MS = 10_000
 function modelFlags(v: Values, defaultDemo: boolean, hasConfig = false): ModelFlags {
   const model = (v['model'] as string[] | undefined) ?? []
   const predictor = (v['predictor'] as string[] | undefined) ?? []
-  if (model.length === 0 && predictor.length === 0) {
+  const generative = (v['generative'] as string[] | undefined) ?? []
+  if (model.length === 0 && predictor.length === 0 && generative.length === 0) {
     if (hasConfig) {
       // a config directory gives the models
     } else if (!defaultDemo) {
@@ -53,6 +54,7 @@ function modelFlags(v: Values, defaultDemo: boolean, hasConfig = false): ModelFl
   return {
     model,
     predictor,
+    generative,
     ep: (v['ep'] as string) ?? 'cpu',
     instances,
     ortProcesses: v['ort-processes'] === true,
@@ -341,7 +343,8 @@ export async function serveCommand(args: string[]): Promise<void> {
   const base = `${tls ? 'https' : 'http'}://${http.host}:${http.port}`
   const names = [...new Set(worker.models().map((m) => m.name))]
   console.log(`cohort: serving ${names.join(', ')} on ${base} (${v.nats ? `NATS ${v.nats}` : 'embedded'})`)
-  console.log(`cohort: try  curl -s ${base}/v2/models/${names[0]}  and  POST ${base}/v2/models/${names[0]}/infer`)
+  const first = worker.models()[0]
+  console.log(`cohort: try  curl -s ${base}/v2/models/${names[0]}  and  POST ${base}${first?.kind === 'generative' ? '/v1/completions' : `/v2/models/${names[0]}/infer`}`)
   console.log(`cohort: ${describeSecurity(security, tls !== undefined)}`)
 }
 

@@ -152,7 +152,7 @@ describe('gateway app with a real worker', () => {
   it('GET /v2 reports the server and its extensions, including binary_tensor_data', async () => {
     const r = await json(e.app.request('/v2'))
     expect(r.status).toBe(200)
-    expect(r.body).toEqual({ name: 'cohort', version: '0.1.0', extensions: ['binary_tensor_data', 'parameters', 'statistics', 'model_configuration', 'model_repository'] })
+    expect(r.body).toEqual({ name: 'cohort', version: '0.1.0', extensions: ['binary_tensor_data', 'parameters', 'statistics', 'model_configuration', 'model_repository', 'generate'] })
     const named = createApp({ transport: e.transport, serverName: 'mine', serverVersion: '9.9.9' })
     expect((await json(named.request('/v2'))).body).toMatchObject({ name: 'mine', version: '9.9.9' })
     expect((await json(e.app.request('/v2/health/live'))).body).toEqual({ live: true })

@@ -15,6 +15,8 @@ import { WorkerLiveness } from './liveness.ts'
 import { gatewayMiddleware } from './middleware/index.ts'
 import { registerDashboard } from './routes/dashboard.ts'
 import { registerRepository } from './routes/repository.ts'
+import { registerTritonGenerate } from './routes/generate.ts'
+import { registerOpenAi } from './routes/openai.ts'
 
 function oipMeta(m: ModelMeta) {
   return {
@@ -81,7 +83,7 @@ export function createApp(options: GatewayOptions): Hono {
   })
   app.get('/v2/workers', async (c) => c.json({ workers: await up.workers() }))
   app.get('/v2', (c) =>
-    c.json({ name: o.serverName, version: o.serverVersion, extensions: ['binary_tensor_data', 'parameters', 'statistics', 'model_configuration', 'model_repository'] }),
+    c.json({ name: o.serverName, version: o.serverVersion, extensions: ['binary_tensor_data', 'parameters', 'statistics', 'model_configuration', 'model_repository', 'generate'] }),
   )
   app.get('/v2/models', async (c) => {
     const { models } = await up.discover()
@@ -118,6 +120,9 @@ export function createApp(options: GatewayOptions): Hono {
     app.post(`${base}/infer`, infer)
   }
   registerPredictions(app, o, door)
+  // Generative models (docs/generative.md): Triton's generate extension and the OpenAI-compatible API.
+  registerTritonGenerate(app, o, door)
+  registerOpenAi(app, o, door, up)
 
   const admin = adminRoutes(o, up)
   app.get('/admin/models/:model/batching', admin.get)

@@ -8,7 +8,7 @@
  * See docs/architecture.md#the-inference-door.
  * @module
  */
-import { CohortError, fromWire, isValidModelName, type InferReply, type InferRequest, type WireError, type WireTensor } from '@cohort/protocol'
+import { CohortError, fromWire, isValidModelName, type GenerateInput, type InferReply, type InferRequest, type TokenStep, type WireError, type WireTensor } from '@cohort/protocol'
 import type { GatewayMetrics } from '@cohort/metrics'
 import type { AbortSignalLike } from '@cohort/transport'
 import type { TraceCarrier } from '@cohort/observability'
@@ -110,6 +110,8 @@ export interface DoorPayload {
   priority?: number
   /** The model version asked for (`/v2/models/{m}/versions/{v}/...`); absent: the bare name. */
   version?: string
+  /** A generation (generative models; docs/generative.md). */
+  generate?: GenerateInput
 }
 
 /** How a call waits: its budget, whether it may be resent on worker loss, the client's abort. */
@@ -121,6 +123,8 @@ export interface SendOptions {
   /** Safe to resend to another worker if the one holding it is lost. @default false */
   retryable?: boolean
   signal?: AbortSignalLike | undefined
+  /** A streamed generation's token deltas, in order, before the reply. */
+  onDelta?: ((s: TokenStep) => void) | undefined
 }
 
 /**
@@ -128,7 +132,7 @@ export interface SendOptions {
  * `Upstream.infer` for inference (door passages, async jobs, the Redis bridge).
  */
 export function doorSend(up: Upstream, req: InferRequest, o: Omit<SendOptions, 'deadline' | 'id'> = {}): Promise<InferReply> {
-  return up.infer(req, Math.max(1, req.deadline - Date.now()) + REPLY_GRACE_MS, o.signal, { retryable: o.retryable === true })
+  return up.infer(req, Math.max(1, req.deadline - Date.now()) + REPLY_GRACE_MS, o.signal, { retryable: o.retryable === true, onDelta: o.onDelta })
 }
 
 /**

@@ -5,6 +5,7 @@ import {
   packEncoded,
   type InferReply,
   type Subjects,
+  type TokenStep,
 } from '@cohort/protocol'
 import { consume, type AbortSignalLike, type Transport, type TransportMessage } from '@cohort/transport'
 import { Deadlines, monotonicNow } from './deadlines.ts'
@@ -51,6 +52,8 @@ interface Entry {
   pack: Pack | undefined
   /** Date.now() when its pack was published. */
   sentAt: number
+  /** A streamed generation's token deltas (`tokens` notices), before its reply. */
+  onDelta: ((s: TokenStep) => void) | undefined
 }
 
 interface Pack {
@@ -144,9 +147,18 @@ export class Packer {
    * Send one request (already encoded, without `ack`) in this turn's pack for `model`; resolves with
    * its reply. Rejects with CohortError: DEADLINE_EXCEEDED after `timeoutMs`, CANCELLED when
    * `signal` aborts, NO_WORKER when no worker listens on the model's subjects, INTERNAL when the
-   * worker's answer is unreadable.
+   * worker's answer is unreadable. `onDelta` receives a streamed generation's token deltas, in
+   * order, before the reply resolves.
    */
-  send(model: string, id: string, bytes: Uint8Array, timeoutMs: number, signal: AbortSignalLike | undefined, version?: string): Promise<InferReply> {
+  send(
+    model: string,
+    id: string,
+    bytes: Uint8Array,
+    timeoutMs: number,
+    signal: AbortSignalLike | undefined,
+    version?: string,
+    onDelta?: (s: TokenStep) => void,
+  ): Promise<InferReply> {
     const target = version === undefined ? model : `${model}\n${version}`
     return new Promise<InferReply>((resolve, reject) => {
       if (signal?.aborted) {
@@ -167,6 +179,7 @@ export class Packer {
         onAbort: undefined,
         pack: undefined,
         sentAt: 0,
+        onDelta,
       }
       this.#deadlines.add(e)
       if (signal) {
@@ -291,7 +304,18 @@ export class Packer {
       return
     }
     if (n.t === 'tokens') {
-      return // streamed generations: not built yet (docs/generative.md)
+      if (m.reply !== undefined) {
+        // A worker asking whether this gateway still listens for the pack's generations (its
+        // probe, docs/generative.md#streaming-over-nats): any answer says yes.
+        m.respond(new Uint8Array(0))
+      }
+      for (const step of n.steps) {
+        const e = this.#byId.get(step.id)
+        if (e && e.pack === p) {
+          e.onDelta?.(step)
+        }
+      }
+      return
     }
     for (const r of n.replies) {
       const e = this.#byId.get(r.id)

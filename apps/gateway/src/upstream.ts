@@ -13,6 +13,7 @@ import {
   type InferRequest,
   type ModelMeta,
   type Subjects,
+  type TokenStep,
 } from '@cohort/protocol'
 import type { AbortSignalLike, Transport } from '@cohort/transport'
 import type { WorkerLiveness } from './liveness.ts'
@@ -46,11 +47,19 @@ export class Upstream {
     req: InferRequest,
     timeoutMs: number,
     signal: AbortSignalLike | undefined,
-    opts: { retryable?: boolean } = {},
+    opts: { retryable?: boolean; onDelta?: ((s: TokenStep) => void) | undefined } = {},
   ): Promise<InferReply> {
     const lv = this.liveness
+    // A streamed generation that sent the client any delta cannot be resent: its output has begun.
+    let streamed = false
+    const onDelta = opts.onDelta
+      ? (s: TokenStep) => {
+          streamed = true
+          opts.onDelta!(s)
+        }
+      : undefined
     if (!lv) {
-      return this.#inferOnce(req, timeoutMs, signal)
+      return this.#inferOnce(req, timeoutMs, signal, onDelta)
     }
     const started = Date.now()
     for (let attempt = 0; ; attempt++) {
@@ -59,7 +68,7 @@ export class Upstream {
       const t = lv.track(id, signal)
       try {
         const left = Math.max(1, timeoutMs - (Date.now() - started))
-        return await this.#inferOnce({ ...req, id }, left, t.signal)
+        return await this.#inferOnce({ ...req, id }, left, t.signal, onDelta)
       } catch (e) {
         // REPLY_LOST: the gateway's own connection moved to another NATS server and the reply did
         // not come (@cohort/transport's reconnect guard); as retryable as a lost worker.
@@ -68,7 +77,7 @@ export class Upstream {
           throw e
         }
         // Never accepted: it never reached a worker, so it is safe to resend whatever the client said.
-        const safe = opts.retryable || t.unaccepted
+        const safe = (opts.retryable || t.unaccepted) && !streamed
         if (safe && attempt < lv.maxRetries && timeoutMs - (Date.now() - started) > 1 && !signal?.aborted) {
           continue
         }
@@ -78,7 +87,9 @@ export class Upstream {
         const tried = attempt + 1
         throw new CohortError(
           'WORKER_LOST',
-          `${t.lost}; the request may or may not have run (${tried} attempt${tried > 1 ? 's' : ''}${opts.retryable ? '' : ', not marked safe to retry: send an Idempotency-Key header'})`,
+          streamed
+            ? `${t.lost} while streaming a generation; the stream ended early (its deltas so far were sent); retry the request`
+            : `${t.lost}; the request may or may not have run (${tried} attempt${tried > 1 ? 's' : ''}${opts.retryable ? '' : ', not marked safe to retry: send an Idempotency-Key header'})`,
           { retryAfterS: 1 },
         )
       } finally {
@@ -93,30 +104,43 @@ export class Upstream {
    * there, and a repository model whose newest is another version answers MODEL_NOT_FOUND
    * (docs/protocol.md#subjects-and-who-may-publish-where).
    */
-  async #inferOnce(req: InferRequest, timeoutMs: number, signal: AbortSignalLike | undefined): Promise<InferReply> {
+  async #inferOnce(
+    req: InferRequest,
+    timeoutMs: number,
+    signal: AbortSignalLike | undefined,
+    onDelta?: (s: TokenStep) => void,
+  ): Promise<InferReply> {
     if (req.version !== '1') {
-      return this.#inferOn(req, req.version, timeoutMs, signal)
+      return this.#inferOn(req, req.version, timeoutMs, signal, onDelta)
     }
     const started = Date.now()
     try {
-      return await this.#inferOn(req, '1', timeoutMs, signal)
+      return await this.#inferOn(req, '1', timeoutMs, signal, onDelta)
     } catch (e) {
       if (!(e instanceof CohortError && (e.code === 'NO_WORKER' || e.code === 'MODEL_NOT_FOUND') && e.cause !== undefined)) {
         throw e
       }
-      return this.#inferOn(req, undefined, Math.max(1, timeoutMs - (Date.now() - started)), signal)
+      return this.#inferOn(req, undefined, Math.max(1, timeoutMs - (Date.now() - started)), signal, onDelta)
     }
   }
 
-  async #inferOn(req: InferRequest, version: string | undefined, timeoutMs: number, signal: AbortSignalLike | undefined): Promise<InferReply> {
+  async #inferOn(
+    req: InferRequest,
+    version: string | undefined,
+    timeoutMs: number,
+    signal: AbortSignalLike | undefined,
+    onDelta?: (s: TokenStep) => void,
+  ): Promise<InferReply> {
     const pk = this.packer
     const lv = this.liveness
-    if (pk && lv && lv.protocol >= 2) {
+    // A generation goes in a pack even before any heartbeat was heard: only workers that speak v2
+    // serve generative models, and its deltas need the pack's reply subject.
+    if (pk && lv && (lv.protocol >= 2 || req.generate !== undefined)) {
       const bytes = encodeRequest(req)
       if (pk.accepts(req.id, bytes)) {
         let reply: InferReply
         try {
-          reply = await pk.send(req.model, req.id, bytes, timeoutMs, signal, version)
+          reply = await pk.send(req.model, req.id, bytes, timeoutMs, signal, version, onDelta)
         } catch (e) {
           throw await this.#failed(req, e)
         }

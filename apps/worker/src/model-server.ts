@@ -8,6 +8,7 @@ import { consoleErrorLogger, defaultTracer, type Logger } from '@cohort/observab
 import type { InferStats } from './infer-stats.ts'
 import { ModelTelemetry } from './tracing.ts'
 import type { ModelRunner } from './runners/types.ts'
+import { GenerativeRunner } from './runners/generative-runner.ts'
 import { JobRunner, type WorkerJobOptions } from './jobs.ts'
 import { checkBatchTimeoutMs } from './batch-limit.ts'
 import { runnerEvents } from './runner-events.ts'
@@ -145,6 +146,7 @@ export class ModelServer {
         this.#listening.regulate()
         this.onQueueChange?.()
       },
+      generator: o.runner instanceof GenerativeRunner ? () => (o.runner as GenerativeRunner).generator : undefined,
     })
     checkBatchTimeoutMs(o.batchTimeoutMs)
     o.runner.observe?.(runnerEvents(o.runner.name, o.workerId, o.metrics, this.#tel.logger))
@@ -185,6 +187,11 @@ export class ModelServer {
   /** Triton-style inference statistics (`$SRV.STATS` data, the gateway's `/v2/models/{m}/stats`). */
   get inferStats(): InferStats {
     return this.#stats.infer
+  }
+
+  /** Generations running now (generative models; 0 for others). */
+  get runningGenerations(): number {
+    return this.#requests.generations?.running ?? 0
   }
 
   /** Items in batches running now. */
@@ -294,6 +301,8 @@ export class ModelServer {
       await this.#jobs?.close()
       await this.#listening.drainInfer()
       await this.engine.idle()
+      // Generations end on their own (stop condition or deadline); runner.close ends any left.
+      await this.#requests.generations?.idle()
       this.#listening.unsubscribe()
       this.engine.close()
       this.#abort.abort()

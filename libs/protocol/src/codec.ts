@@ -7,6 +7,7 @@ import { Packr, type Options } from 'msgpackr'
 import { ENVELOPE_VERSION, MAX_WAIT_TENANTS, type WaitEstimate, type AcceptNotice, type GatewayNotice, type InferPack, type CancelNotice, type Heartbeat, type InferReply, type InferRequest, type ItemTiming, type WireError } from './envelope.ts'
 import { CohortError } from './errors.ts'
 import { checkTensor, safeString } from './tensor-data.ts'
+import { generateFrom, generatedFrom, tokenStepsFrom } from './generate-codec.ts'
 import type { WireTensor } from './tensor.ts'
 import { isValidVersion } from './subjects.ts'
 
@@ -231,6 +232,14 @@ function requestFrom(o: Obj, what: string): InferRequest {
   if (ack !== undefined) r.ack = ack
   const version = optional<string>(o, 'version', what, (x) => typeof x === 'string' && isValidVersion(x), 'a version ("1", "2", ...)')
   if (version !== undefined) r.version = version
+  if (o.generate !== undefined && o.generate !== null) {
+    // A generation carries its prompt in `generate`, never tensors or items.
+    if (r.tensors !== undefined || r.items !== undefined) {
+      throw bad(`${what} has generate and ${r.tensors !== undefined ? 'tensors' : 'items'}; a generation carries only generate`)
+    }
+    r.generate = generateFrom(o.generate, `${what}.generate`)
+    return r
+  }
   requestItemCount(r)
   return r
 }
@@ -295,6 +304,7 @@ function replyFrom(v: unknown): InferReply {
   if (worker !== undefined) r.worker = worker
   const version = optional<string>(o, 'version', what, (x) => typeof x === 'string' && isValidVersion(x), 'a version ("1", "2", ...)')
   if (version !== undefined) r.version = version
+  if (o.generated !== undefined && o.generated !== null) r.generated = generatedFrom(o.generated, `${what}.generated`)
   return r
 }
 
@@ -469,5 +479,8 @@ export function decodeNotice(buf: Uint8Array): GatewayNotice {
   if (o.t === 'replies' && Array.isArray(o.replies)) {
     return { v: 2, t: 'replies', replies: o.replies.map((r: unknown) => replyFrom(r)) }
   }
-  throw bad('notice.t must be accept or replies')
+  if (o.t === 'tokens') {
+    return { v: 2, t: 'tokens', steps: tokenStepsFrom(o.steps, 'notice.steps') }
+  }
+  throw bad('notice.t must be accept, replies or tokens')
 }

@@ -1,4 +1,4 @@
-import type { GenerateInput, GenerateResult, TokenStep } from './generate.ts'
+import type { GenerateInput, GenerateResult, GenerativeInfo, TokenStep } from './generate.ts'
 import type { WireTensor } from './tensor.ts'
 import type { WireError } from './wire-error.ts'
 
@@ -113,8 +113,10 @@ export interface ModelMeta {
   platform: string
   inputs: TensorMeta[]
   outputs: TensorMeta[]
-  /** Kind of predictor: an ONNX model or a TypeScript schema predictor. */
-  kind: 'onnx' | 'predictor'
+  /** Kind of predictor: an ONNX model, a TypeScript schema predictor, or a generative model (docs/generative.md). */
+  kind: 'onnx' | 'predictor' | 'generative'
+  /** A generative model's limits and chat template (`kind: 'generative'`). */
+  generative?: GenerativeInfo
   ready: boolean
   maxBatchSize: number
   maxDelayMs: number

@@ -11,6 +11,7 @@ import {
   toWireError,
   type InferReply,
   type InferRequest,
+  type Generator as ModelGenerator,
   type ItemTiming,
   type Subjects,
   type WireError,
@@ -24,6 +25,7 @@ import type { ItemResult, ModelRunner } from '../runners/types.ts'
 import { batchTimeLimitMs } from '../batch-limit.ts'
 import { ReplySink } from './reply-sink.ts'
 import { wireWait } from './wait.ts'
+import { Generations } from './generations.ts'
 import type { ServerStats } from './stats.ts'
 
 interface Pending {
@@ -75,6 +77,8 @@ export interface RequestsOptions {
   regulate: () => void
   /** The repository version served (ModelServerOptions.version); undefined: "1". */
   version?: string | undefined
+  /** A generative model's generator (started): requests with `generate` go to it (`generations.ts`). */
+  generator?: (() => ModelGenerator) | undefined
 }
 
 /**
@@ -85,9 +89,23 @@ export class Requests {
   readonly #o: RequestsOptions
   /** Items in batches running now. */
   runningItems = 0
+  /** The generations of a generative model (absent for other models). */
+  readonly generations: Generations | undefined
 
   constructor(o: RequestsOptions) {
     this.#o = o
+    const g = o.generator
+    this.generations = g
+      ? new Generations({
+          name: o.runner.name,
+          generator: g,
+          workerId: o.workerId,
+          tel: o.tel,
+          stats: o.stats,
+          transport: o.transport,
+          respond: (m, reply, t0, sink) => this.#respond(m, reply, t0, undefined, sink),
+        })
+      : undefined
   }
 
   get #name(): string {
@@ -134,6 +152,9 @@ export class Requests {
 
   onCancel(m: TransportMessage): void {
     const { id } = decodeCancel(m.data)
+    if (this.generations?.cancel(id)) {
+      return
+    }
     this.#o.engine.cancel((v) => v.p.req.id === id)
   }
 
@@ -200,6 +221,17 @@ export class Requests {
       // Tell the gateway at once which worker holds the request (it fails or retries the request
       // when this worker's heartbeats stop; see docs/architecture.md#worker-loss).
       this.#o.transport.publish(req.ack, encodeAccept({ v: 1, id: req.id, worker: this.#o.workerId }))
+    }
+    if (req.generate !== undefined) {
+      if (this.generations) {
+        this.generations.submit(m, req, t0, sink)
+      } else {
+        const kind = this.#o.runner.meta().kind
+        const error = { code: 'BAD_REQUEST' as const, message: `model "${this.#name}" is not generative (kind ${kind}): generate requests need a generative model; send POST /v2/models/${this.#name}/infer` }
+        stats.item(error.code)
+        this.#respond(m, { v: 1, id: req.id, error }, t0, undefined, sink)
+      }
+      return
     }
     const span = this.#o.tel.startRequest(req)
     let items
