@@ -136,21 +136,29 @@ export function sseResponse(
   }
   const stream = new ReadableStream<Uint8Array>({
     async pull(controller) {
-      const e = pending ?? (await g.next())
-      pending = undefined
-      const out = frames(e).map((f) => `data: ${f}\n\n`)
-      if (e.t === 'done') {
-        out.push(...tail.map((f) => `data: ${f}\n\n`))
-      }
-      if (out.length > 0) {
-        controller.enqueue(enc.encode(out.join('')))
-      }
-      if (e.t !== 'delta') {
-        if (e.t === 'error') {
-          p.fail(e.e)
+      // Loop until something is enqueued or the stream ends: a pull that enqueues nothing is not
+      // called again, which would stall the stream on a delta with no text (held-back bytes).
+      for (;;) {
+        const e = pending ?? (await g.next())
+        pending = undefined
+        const out = frames(e).map((f) => `data: ${f}\n\n`)
+        if (e.t === 'done') {
+          out.push(...tail.map((f) => `data: ${f}\n\n`))
         }
-        controller.close()
-        finish()
+        if (out.length > 0) {
+          controller.enqueue(enc.encode(out.join('')))
+        }
+        if (e.t !== 'delta') {
+          if (e.t === 'error') {
+            p.fail(e.e)
+          }
+          controller.close()
+          finish()
+          return
+        }
+        if (out.length > 0) {
+          return
+        }
       }
     },
     cancel() {

@@ -161,6 +161,21 @@ describe('Engine (fake session)', () => {
     await e.close()
   })
 
+  it('an output ending in an incomplete character has the same final text streamed or not', async () => {
+    // 0xE2 0x82 starts a three-byte character that never completes (maxTokens 3: '!' then the two bytes).
+    for (const stream of [true, false]) {
+      const bytes = [0x21, 0xe2, 0x82]
+      let i = 0
+      const e = new Engine({ session: fakeSession(() => bytes[i++] ?? 0x21), model: SPEC, tokenizer: byteTokenizer })
+      const s = sink()
+      e.submit({ prompt: [1], params: P(bytes.length), stream }, FAR, s)
+      await drain(e)
+      expect(s.got.result?.text, `stream: ${stream}`).toBe(byteTokenizer.decode(bytes))
+      if (stream) expect(s.got.deltas.map((d) => d.text).join('')).toBe(s.got.result?.text)
+      await e.close()
+    }
+  })
+
   it('runs one batched decode per step over every decoding sequence', async () => {
     const session = fakeSession()
     const e = new Engine({ session, model: SPEC, tokenizer: byteTokenizer, maxStepTokens: 64 })

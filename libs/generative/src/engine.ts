@@ -443,6 +443,9 @@ export class Engine implements Generator {
 
   #finish(s: Seq, reason: FinishReason): void {
     this.#delta(s, true)
+    // Decode what is still held (an incomplete character) for non-streamed sequences too, so the
+    // final text is the same whether the request streamed or not.
+    if (!s.stream) s.text.take(true)
     s.state = 'done'
     const out = s.tokens.slice(s.promptLen)
     const r: GenerateResult = {
