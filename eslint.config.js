@@ -4,7 +4,7 @@ import tseslint from 'typescript-eslint'
 
 export default tseslint.config(
   {
-    ignores: ['**/node_modules/**', '**/.venv/**', 'test/peers/**/*.py', '**/*.js', '**/*.cjs', '**/*.mjs'],
+    ignores: ['**/node_modules/**', '**/dist/**', '**/.venv/**', 'test/peers/**/*.py', '**/*.js', '**/*.cjs', '**/*.mjs'],
   },
   {
     files: ['**/*.ts'],

@@ -14,7 +14,7 @@ const IMPORT = /(?:^|\s)(?:import|export)\s[^'"]*?from\s+['"]([^'"]+)['"]|import
 
 function* files(dir) {
   for (const e of readdirSync(dir)) {
-    if (e === 'node_modules' || e.startsWith('.')) continue
+    if (e === 'node_modules' || e === 'dist' || e.startsWith('.')) continue
     const p = join(dir, e)
     if (statSync(p).isDirectory()) yield* files(p)
     else if (/\.(ts|js|mjs|cjs)$/.test(e)) yield p

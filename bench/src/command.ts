@@ -1,10 +1,10 @@
 import { mkdtempSync, rmSync } from 'node:fs'
 import { availableParallelism, tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { intFlag, numFlag } from 'cohort/args'
-import { CliError } from 'cohort/cli-error'
+import { intFlag, numFlag } from '@cohort/cli/args'
+import { CliError } from '@cohort/cli/cli-error'
 import { demoBinaryBody, demoBody, FLOOR_BODY } from './bodies.ts'
-import { ensureDemoModel, ensureHeavyModel } from 'cohort/demo-model'
+import { ensureDemoModel, ensureHeavyModel } from '@cohort/cli/demo-model'
 import { runNodeLoad, sequential } from './client.ts'
 import { hasWrk, runWrk, writeWrkBinaryScript, writeWrkScript } from './wrk.ts'
 import { batchSizes, offlineBest, offlineCpuPerItemAt, offlineCurve, offlineItemsPerSecAt, type OfflinePoint } from './offline.ts'
@@ -27,6 +27,8 @@ Benchmarks (cohort bench <benchmark> --help for its flags):
   peers          Cohort beside Triton, Ray Serve, LitServe, BentoML
   pipeline DIR   single module vs fused pipeline vs remote stages
   tax            CPU per request of each process on the serving path (docs/benchmarks.md#serving-tax)
+  generate       continuous vs request-level batching vs none, generative test decoder (tokens/s, TTFT, TPOT)
+  generate-layout  KV layouts of the test decoder: GQA slab vs concat export, ms per decode step
   threads        ORT intra-op threads and spinning, offline: items/s and CPU per item
 
 Flags of the default benchmark:
@@ -219,6 +221,10 @@ export async function benchCommand(args: string[]): Promise<void> {
     const { benchTaxCommand } = await import('./tax.ts')
     return benchTaxCommand(args.slice(1))
   }
+  if (args[0] === 'tax-grpc-load') {
+    const { grpcLoadMain } = await import('./tax-procs.ts')
+    return grpcLoadMain(args.slice(1))
+  }
   if (args[0] === 'tax-http-floor' || args[0] === 'tax-nats-responder' || args[0] === 'tax-nats-requester') {
     const t = await import('./tax-procs.ts')
     const a = args.slice(1)
@@ -227,6 +233,14 @@ export async function benchCommand(args: string[]): Promise<void> {
       : args[0] === 'tax-nats-responder'
         ? t.natsResponderMain(a[0]!)
         : t.natsRequesterMain(a[0]!, Number(a[1]), Number(a[2]), Number(a[3]))
+  }
+  if (args[0] === 'generate') {
+    const { benchGenerateCommand } = await import('./generate.ts')
+    return benchGenerateCommand(args.slice(1))
+  }
+  if (args[0] === 'generate-layout') {
+    const { benchGenerateLayoutCommand } = await import('./generate-layout.ts')
+    return benchGenerateLayoutCommand(args.slice(1))
   }
   if (args[0] === 'threads') {
     const { benchThreadsCommand } = await import('./threads.ts')

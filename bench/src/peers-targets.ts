@@ -3,7 +3,7 @@ import { existsSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { join } from 'node:path'
 import { spawnCohort } from '@cohort/test-support'
-import { CliError } from 'cohort/cli-error'
+import { CliError } from '@cohort/cli/cli-error'
 import { demoBody, FLOOR_BODY } from './bodies.ts'
 import { metricTotals, type MetricTotals } from './step-stats.ts'
 

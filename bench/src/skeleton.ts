@@ -1,10 +1,10 @@
 import { writeFileSync } from 'node:fs'
 import type { ParseArgsConfig } from 'node:util'
-import { parse } from 'cohort/args'
+import { parse } from '@cohort/cli/args'
 import { killLoadGenerators } from './wrk.ts'
 import { load1m } from './run-info.ts'
 
-/** Parsed flag values (`cohort/args`'s `parse`). */
+/** Parsed flag values (`@cohort/cli/args`'s `parse`). */
 export type BenchValues = Record<string, string | boolean | string[] | undefined>
 
 /** What a running benchmark gets from {@link defineBenchCommand}. */
@@ -46,7 +46,7 @@ export interface BenchCommand {
 }
 
 /**
- * The skeleton every benchmark subcommand shares: parses its flags with the shared `cohort/args`
+ * The skeleton every benchmark subcommand shares: parses its flags with the shared `@cohort/cli/args`
  * parser, prints its help on `--help`, stops what it tracked (child processes, servers, temporary
  * directories) on exit, on errors and on SIGINT/SIGTERM (exit status 130), and writes `--out` JSON.
  */

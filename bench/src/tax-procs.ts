@@ -82,3 +82,48 @@ export async function natsRequesterMain(url: string, inflight: number, seconds: 
   console.log(JSON.stringify({ requests: lat.length, seconds: elapsed, p50Ms: lat[Math.floor(lat.length / 2)] ?? Number.NaN }))
   await nc.drain()
 }
+
+/**
+ * `tax-grpc-load ADDR MODEL INPUT FEATURES ROWS RAW INFLIGHT SECONDS`: the gRPC load generator
+ * (@grpc/grpc-js, one channel, the client's defaults): INFLIGHT unary `ModelInfer` calls in flight
+ * for SECONDS, each one FP32 tensor [ROWS, FEATURES] in `raw_input_contents` (RAW = 1, as Triton's
+ * clients send) or in `contents.fp32_contents` (RAW = 0). Like the nats.js requester it warms up,
+ * prints `ready`, waits for a line on stdin, then prints one JSON line `{requests, seconds, p50Ms}`.
+ */
+export async function grpcLoadMain(args: string[]): Promise<void> {
+  const [addr, model, input, features, rows, raw, inflight, seconds] = args as [string, string, string, string, string, string, string, string]
+  const grpc = await import('@grpc/grpc-js')
+  const protoLoader = await import('@grpc/proto-loader')
+  const { PROTO_DIR } = await import('@cohort/gateway/grpc')
+  const def = protoLoader.loadSync('grpc_service.proto', { includeDirs: [PROTO_DIR], keepCase: true, longs: String, enums: String, defaults: true, oneofs: true })
+  const Service = (grpc.loadPackageDefinition(def) as unknown as { inference: { GRPCInferenceService: new (a: string, c: unknown) => { ModelInfer: (req: unknown, cb: (e: Error | null, r: unknown) => void) => void; close(): void } } }).inference.GRPCInferenceService
+  const client = new Service(addr, grpc.credentials.createInsecure())
+  const n = Number(rows) * Number(features)
+  const data = Array.from({ length: n }, (_, i) => Math.fround(Math.sin(i)))
+  const tensor = { name: input, datatype: 'FP32', shape: [Number(rows), Number(features)] }
+  const req = raw === '1'
+    ? { model_name: model, inputs: [tensor], raw_input_contents: [Buffer.from(Float32Array.from(data).buffer)] }
+    : { model_name: model, inputs: [{ ...tensor, contents: { fp32_contents: data } }] }
+  const call = () => new Promise<void>((resolve, reject) => client.ModelInfer(req, (e) => (e ? reject(e) : resolve())))
+  for (let i = 0; i < 200; i++) {
+    await call()
+  }
+  console.log('ready')
+  await new Promise<void>((resolve) => process.stdin.once('data', () => resolve()))
+  const lat: number[] = []
+  const t0 = performance.now()
+  const until = t0 + Number(seconds) * 1000
+  await Promise.all(
+    Array.from({ length: Number(inflight) }, async () => {
+      while (performance.now() < until) {
+        const s = performance.now()
+        await call()
+        lat.push(performance.now() - s)
+      }
+    }),
+  )
+  const elapsed = (performance.now() - t0) / 1000
+  lat.sort((a, b) => a - b)
+  console.log(JSON.stringify({ requests: lat.length, seconds: elapsed, p50Ms: lat[Math.floor(lat.length / 2)] ?? Number.NaN }))
+  client.close()
+}

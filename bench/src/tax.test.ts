@@ -56,5 +56,25 @@ describe('cohort bench tax', () => {
     expect(out).toContain('dist nats-server/nats.js nats-server 2.00')
     expect(out).toContain('dist published per request 0.25')
     expect(out).toContain('| gateway + nats-server + worker (base) |')
+    expect(out).toContain('dist / dist (base): total 0.10, gateway 0.10')
+  })
+
+  it('prints the ratios of the new paths: --processes 2, gRPC, bulk per item, and against Triton', () => {
+    const out = formatTax(
+      [
+        t('cohort serve', [['cohort serve', 60]]),
+        t('gateway + nats-server + worker', [['gateway', 100], ['nats-server', 20], ['worker', 80]]),
+        t('gateway --processes 2 + nats-server + worker', [['gateway primary', 1], ['gateway 1', 52], ['gateway 2', 53], ['nats-server', 20], ['worker', 80]]),
+        t('gRPC: gateway + nats-server + worker', [['gateway', 150], ['nats-server', 20], ['worker', 80]]),
+        t('bulk 16: gateway + nats-server + worker', [['gateway', 50], ['nats-server', 10], ['worker', 40]], { perItem: true }),
+        t('Triton (PyTriton, identity function)', [['tritonserver', 50], ['Python backend stub', 100], ['Python (PyTriton)', 50]]),
+      ],
+      'meta',
+    )
+    expect(out).toContain('--processes 2 / 1: total 1.03 (target <= 1.1), gateway processes 1.06')
+    expect(out).toContain('gRPC / HTTP (dist): total 1.25, gateway 1.50')
+    expect(out).toContain('| bulk 16: gateway + nats-server + worker (per item) |')
+    expect(out).toContain('bulk per item / one request (dist): total 0.50, gateway 0.50, worker 0.50')
+    expect(out).toContain('dist/Triton total 1.00 (target <= 1), serve/Triton total 0.30, gateway/tritonserver 2.00')
   })
 })

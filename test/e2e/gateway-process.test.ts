@@ -61,7 +61,9 @@ beforeAll(async () => {
       '--rate-limit', '0.01:3',
       '--cors-origin', 'https://app.example',
     ]),
-    gateway([]),
+    // The worker's own admission is what the admission test below checks: without the door's
+    // worker-wait check (test/e2e/door-refusals.test.ts), which would refuse the same request earlier.
+    gateway(['--no-worker-wait']),
   ])
 }, 120_000)
 

@@ -1,8 +1,10 @@
 // The packages as a user gets them: `npm pack` every publishable workspace (libs/*, apps/*; bench
-// and test/support stay private), install the tarballs into a fresh folder outside this checkout
-// (third-party packages from the npm registry or its cache; none of this repo's .npmrc or
-// workspaces), then run the README's predictor example and the tabular pipeline example from there
-// with the installed `cohort` command.
+// and test/support stay private) with its declaration files built, install the tarballs into a
+// fresh folder outside this checkout made as `npm init -y` makes one (npm 11: "type": "commonjs";
+// third-party packages from the npm registry or its cache; none of this repo's workspaces or
+// settings), then from there: `cohort --version`, the README's predictor example (in that folder
+// and in a "type": "module" one), the tabular pipeline example, and the user's own `tsc` over
+// the predictor against the shipped `.d.ts` (docs/packages.md).
 import { execFileSync } from 'node:child_process'
 import { copyFileSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, realpathSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -11,6 +13,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { spawn } from 'node:child_process'
 
 const REPO = resolve(import.meta.dirname, '../..')
+const TSC = join(REPO, 'node_modules/typescript/bin/tsc')
+const PREPACK = 'node ../../scripts/prepack.mjs'
 const dir = mkdtempSync(join(tmpdir(), 'cohort-packaging-'))
 const packs = join(dir, 'packs')
 const app = join(dir, 'app')
@@ -31,9 +35,9 @@ function publishable(): string[] {
   return out
 }
 
-/** Run `cohort serve ARGS` in the app folder until it prints its URL; returns the URL and a stop(). */
-async function serve(args: string[]): Promise<{ url: string; stop(): Promise<void> }> {
-  const proc = spawn(join(app, 'node_modules/.bin/cohort'), ['serve', '--port', '0', ...args], { cwd: app, env: userEnv, stdio: ['ignore', 'pipe', 'pipe'] })
+/** Run `cohort serve ARGS` in `cwd` (the app folder) until it prints its URL; returns the URL and a stop(). */
+async function serve(args: string[], cwd = app): Promise<{ url: string; stop(): Promise<void> }> {
+  const proc = spawn(join(app, 'node_modules/.bin/cohort'), ['serve', '--port', '0', ...args], { cwd, env: userEnv, stdio: ['ignore', 'pipe', 'pipe'] })
   let out = ''
   const url = await new Promise<string>((res, rej) => {
     const t = setTimeout(() => rej(new Error(`cohort serve did not start:\n${out}`)), 90_000)
@@ -64,13 +68,41 @@ async function serve(args: string[]): Promise<{ url: string; stop(): Promise<voi
   }
 }
 
+/** The README's `my-predictor.ts`. */
+function readmePredictor(): string {
+  const readme = readFileSync(join(REPO, 'README.md'), 'utf8')
+  const m = /## Batch predictors in TypeScript\s+```ts\n([\s\S]*?)```/.exec(readme)
+  expect(m).not.toBeNull()
+  return m![1]!
+}
+
+/** POST the README predictor's request to `url` and check its answer. */
+async function shout(url: string): Promise<void> {
+  const r = await fetch(`${url}/models/shout/predictions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ input: { text: 'hi', times: 2 } }),
+  })
+  expect(r.status).toBe(200)
+  expect((await r.json()).output).toEqual({ text: 'HIHI' })
+}
+
 beforeAll(() => {
   mkdirSync(packs)
   mkdirSync(app)
-  for (const w of publishable()) {
-    execFileSync('npm', ['pack', '--silent', '--pack-destination', packs], { cwd: w, env: userEnv, stdio: 'pipe' })
+  // What each package's `prepack` does (scripts/prepack.mjs: dist/*.d.ts and LICENSE), for all of
+  // them in one tsc run; then pack without running prepack again. Those files exist only while packing.
+  const dirs = publishable()
+  execFileSync(process.execPath, [join(REPO, 'scripts/prepack.mjs'), '--all'], { env: userEnv, stdio: 'pipe' })
+  try {
+    for (const w of dirs) {
+      execFileSync('npm', ['pack', '--silent', '--ignore-scripts', '--pack-destination', packs], { cwd: w, env: userEnv, stdio: 'pipe' })
+    }
+  } finally {
+    execFileSync(process.execPath, [join(REPO, 'scripts/prepack.mjs'), '--clean', ...dirs], { env: userEnv, stdio: 'pipe' })
   }
-  writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'my-app', private: true, type: 'module' }))
+  // The folder as `npm init -y` leaves it (npm 11: "type": "commonjs").
+  execFileSync('npm', ['init', '-y'], { cwd: app, env: userEnv, stdio: 'pipe' })
   // CPU by default: ONNXRUNTIME_NODE_INSTALL=skip is what the README tells users for a CPU-only
   // install (onnxruntime-node's own postinstall would otherwise fetch CUDA on linux/x64).
   execFileSync('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund', ...readdirSync(packs).map((f) => join(packs, f))], {
@@ -78,42 +110,90 @@ beforeAll(() => {
     env: { ...userEnv, ONNXRUNTIME_NODE_INSTALL: 'skip' },
     stdio: 'pipe',
   })
-}, 400_000)
+}, 600_000)
 
 afterAll(() => {
   rmSync(dir, { recursive: true, force: true })
 })
 
 describe('installed from packed tarballs, outside the checkout', () => {
-  it('installs real copies (no links into this repository), without test files', () => {
-    for (const p of ['cohort', '@cohort/predictor', '@cohort/pipeline', '@cohort/worker', '@cohort/protocol']) {
+  it('installs real copies (no links into this repository), without test files, with .d.ts beside the sources and the licence text', () => {
+    expect(JSON.parse(readFileSync(join(app, 'package.json'), 'utf8')).type).not.toBe('module')
+    for (const p of ['@cohort/cli', '@cohort/predictor', '@cohort/pipeline', '@cohort/worker', '@cohort/protocol']) {
       const at = join(app, 'node_modules', p)
       expect(lstatSync(at).isSymbolicLink()).toBe(false)
       expect(realpathSync(at).startsWith(REPO)).toBe(false)
     }
-    const listing = readdirSync(packs).flatMap((f) => execFileSync('tar', ['tzf', join(packs, f)], { encoding: 'utf8' }).split('\n'))
-    expect(listing.filter((f) => f.endsWith('.test.ts'))).toEqual([])
-    expect(listing).toContain('package/src/index.ts')
+    for (const f of readdirSync(packs)) {
+      const listing = execFileSync('tar', ['tzf', join(packs, f)], { encoding: 'utf8' }).split('\n')
+      expect(listing.filter((x) => x.endsWith('.test.ts')), f).toEqual([])
+      expect(listing.some((x) => /^package\/src\/.*\.ts$/.test(x)), f).toBe(true)
+      expect(listing.some((x) => /^package\/dist\/.*\.d\.ts$/.test(x)), f).toBe(true)
+      expect(listing, f).toContain('package/LICENSE')
+    }
+    // Every `types` target of every package's exports is in the installed package.
+    for (const w of publishable()) {
+      const pj = JSON.parse(readFileSync(join(w, 'package.json'), 'utf8')) as { name: string; license: string; exports: Record<string, { types: string }>; scripts: Record<string, string> }
+      expect(pj.scripts['prepack'], pj.name).toBe(PREPACK)
+      expect(pj.license, pj.name).toBe('Apache-2.0')
+      for (const e of Object.values(pj.exports)) {
+        expect(existsSync(join(app, 'node_modules', pj.name, e.types)), `${pj.name} ${e.types}`).toBe(true)
+      }
+    }
   })
 
-  it("runs the README's my-predictor.ts with the installed cohort command", async () => {
-    const readme = readFileSync(join(REPO, 'README.md'), 'utf8')
-    const m = /## Batch predictors in TypeScript\s+```ts\n([\s\S]*?)```/.exec(readme)
-    expect(m).not.toBeNull()
-    writeFileSync(join(app, 'my-predictor.ts'), m![1]!)
+  it('cohort --version prints the version of the installed @cohort/cli', () => {
+    const version = (JSON.parse(readFileSync(join(app, 'node_modules/@cohort/cli/package.json'), 'utf8')) as { version: string }).version
+    expect(execFileSync(join(app, 'node_modules/.bin/cohort'), ['--version'], { cwd: app, env: userEnv, encoding: 'utf8' }).trim()).toBe(`cohort ${version}`)
+  }, 60_000)
+
+  it('installs CPU only: onnxruntime-node without the CUDA provider files', () => {
+    const bin = join(app, 'node_modules/onnxruntime-node/bin/napi-v6', process.platform, process.arch)
+    expect(readdirSync(bin).some((f) => f.startsWith('libonnxruntime') || f.startsWith('onnxruntime'))).toBe(true)
+    expect(readdirSync(bin).filter((f) => f.includes('providers_cuda'))).toEqual([])
+  })
+
+  it("runs the README's my-predictor.ts with the installed cohort command (npm init's folder)", async () => {
+    writeFileSync(join(app, 'my-predictor.ts'), readmePredictor())
     const s = await serve(['--predictor', './my-predictor.ts'])
     try {
-      const r = await fetch(`${s.url}/models/shout/predictions`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ input: { text: 'hi', times: 2 } }),
-      })
-      expect(r.status).toBe(200)
-      expect((await r.json()).output).toEqual({ text: 'HIHI' })
+      await shout(s.url)
     } finally {
       await s.stop()
     }
   }, 120_000)
+
+  it('runs it from a "type": "module" folder too', async () => {
+    const esm = join(app, 'esm')
+    mkdirSync(esm)
+    writeFileSync(join(esm, 'package.json'), JSON.stringify({ name: 'my-esm-app', private: true, type: 'module' }))
+    writeFileSync(join(esm, 'my-predictor.ts'), readmePredictor())
+    const s = await serve(['--predictor', './my-predictor.ts'], esm)
+    try {
+      await shout(s.url)
+    } finally {
+      await s.stop()
+    }
+  }, 120_000)
+
+  it("type-checks the user's predictor with the user's own tsc settings against the shipped .d.ts, and catches a type error", () => {
+    const tc = join(app, 'typecheck')
+    mkdirSync(tc)
+    // A common user tsconfig: Node's module resolution, strict, none of this repository's options
+    // (no allowImportingTsExtensions, no custom conditions). skipLibCheck off: the .d.ts are checked too.
+    writeFileSync(join(tc, 'tsconfig.json'), JSON.stringify({ compilerOptions: { module: 'nodenext', target: 'es2022', strict: true, noEmit: true, types: [] }, include: ['*.ts'] }))
+    writeFileSync(join(tc, 'my-predictor.ts'), readmePredictor())
+    const tsc = () => execFileSync(process.execPath, [TSC, '-p', tc], { cwd: tc, env: userEnv, encoding: 'utf8', stdio: 'pipe' })
+    expect(() => tsc()).not.toThrow()
+    writeFileSync(join(tc, 'wrong.ts'), "import { Type, definePredictor } from '@cohort/predictor'\nexport default definePredictor({ name: 'w', input: Type.Object({ text: Type.String() }), predict: (xs) => xs.map((x) => x.txet) })\n")
+    let out = ''
+    try {
+      tsc()
+    } catch (e) {
+      out = String((e as { stdout?: string }).stdout ?? e)
+    }
+    expect(out).toMatch(/wrong\.ts.*Property 'txet' does not exist/)
+  }, 240_000)
 
   it('runs the tabular pipeline example (preprocess -> ONNX -> postprocess) copied out of the checkout', async () => {
     const ex = join(app, 'tabular')

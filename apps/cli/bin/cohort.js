@@ -1,6 +1,10 @@
 #!/usr/bin/env node
-// Entry of the `cohort` command: TypeScript runs through tsx, no build step.
+// Entry of the `cohort` command: TypeScript runs through tsx, no build step. Both hooks: the ESM
+// one for the packages and for user files in a "type": "module" folder, the CommonJS one for a
+// user's .ts file in any other folder (npm init's default), which tsx compiles to CommonJS.
 import { register } from 'tsx/esm/api'
+import { register as registerCommonJs } from 'tsx/cjs/api'
 
 register()
+registerCommonJs()
 await import('../src/main.ts')

@@ -59,6 +59,7 @@ export function batchingFlag(key: BatchingKey, n: number | undefined): number | 
 export const MODEL_OPTIONS = {
   model: { type: 'string', multiple: true },
   predictor: { type: 'string', multiple: true },
+  generative: { type: 'string', multiple: true },
   ep: { type: 'string', default: 'cpu' },
   instances: { type: 'string' },
   'ort-processes': { type: 'boolean' },
@@ -85,6 +86,8 @@ export const MODEL_HELP = `  --model SPEC[,K=V...]  ONNX model: demo | heavy | N
                          max-delay-ms=MS, policy=P, max-queue=N, max-batch-cost=N, no-admission,
                          no-auto-batch, warmup=off|N|NxA:B (N runs at batch sizes A, B; default 1x1)
   --predictor FILE       TypeScript/JS module exporting definePredictor(...) (repeatable)
+  --generative NAME=PATH generative model (docs/generative.md): PATH a module (.ts/.js) whose default
+                         export makes a Generator, or an ONNX decoder (.onnx) (repeatable)
   --ep cpu|webgpu|cuda   ONNX Runtime execution provider (default cpu)
   --instances N          ORT sessions per model: threads on cpu, processes on GPU EPs (default 1)
   --ort-processes        run every ORT instance in a child process, even on cpu (a stuck

@@ -16,12 +16,16 @@ import { listen, type HttpServer } from './http.ts'
 import { installShutdown, type StopStep } from './shutdown.ts'
 import { DEFAULT_REQUEST_TIMEOUT_MS } from '@cohort/gateway'
 import { GRPC_HELP, GRPC_OPTIONS, startGrpcFromFlags } from './grpc-flags.ts'
+import { DOOR_HELP, DOOR_OPTIONS, doorOptions } from './door-flags.ts'
 import { gatewayAdapter } from './node-adapter.ts'
+import { PROCESSES_HELP, PROCESSES_OPTIONS, isClusterChild, notifyListening, onPrimaryStop, processesFlag, runPrimary } from './cluster.ts'
 import { buildRunners, type ModelFlags } from './runners.ts'
 import { PIPELINE_HELP, PIPELINE_OPTIONS, SERVE_PIPELINE_HELP, SERVE_PIPELINE_OPTIONS, pipelineRunners } from './pipeline-flags.ts'
 import { TELEMETRY_HELP, TELEMETRY_OPTIONS, setupTelemetry } from './telemetry.ts'
 import { JOB_HELP, JOB_OPTIONS, PREDICTION_HELP, PREDICTION_OPTIONS, WEBHOOK_HELP, jobQueue, predictionOptions, workerJobs } from './jobs-flags.ts'
 import type { JobQueue } from '@cohort/transport'
+import { REPOSITORY_HELP, REPOSITORY_OPTIONS, given, repositoryOptions } from './repository-flags.ts'
+import { PREFIX_HELP, PREFIX_OPTIONS, prefixOption } from './prefix-flags.ts'
 
 type Values = Record<string, string | boolean | string[] | undefined>
 
@@ -36,7 +40,8 @@ const STOP_SLACK_MS = 10_000
 function modelFlags(v: Values, defaultDemo: boolean, hasConfig = false): ModelFlags {
   const model = (v['model'] as string[] | undefined) ?? []
   const predictor = (v['predictor'] as string[] | undefined) ?? []
-  if (model.length === 0 && predictor.length === 0) {
+  const generative = (v['generative'] as string[] | undefined) ?? []
+  if (model.length === 0 && predictor.length === 0 && generative.length === 0) {
     if (hasConfig) {
       // a config directory gives the models
     } else if (!defaultDemo) {
@@ -49,6 +54,7 @@ function modelFlags(v: Values, defaultDemo: boolean, hasConfig = false): ModelFl
   return {
     model,
     predictor,
+    generative,
     ep: (v['ep'] as string) ?? 'cpu',
     instances,
     ortProcesses: v['ort-processes'] === true,
@@ -132,6 +138,17 @@ function batching(v: Values): Partial<BatchingConfig> {
   return out
 }
 
+/** `--model-repository` with the model flags the command line really gave (they win over config.json). */
+function repositoryFromFlags(v: Values, args: string[], flags: ModelFlags) {
+  return repositoryOptions(v, {
+    ep: given(args, 'ep') ? flags.ep : undefined,
+    instances: v['instances'] !== undefined ? flags.instances : undefined,
+    threads: v['threads'] !== undefined ? flags.threads : undefined,
+    processes: flags.ortProcesses,
+    padding: flags.padding,
+  })
+}
+
 /** Admin keys from --admin-key (repeatable) and COHORT_ADMIN_KEYS (comma-separated). */
 function adminKeys(v: Values): string[] {
   const fromEnv = (process.env['COHORT_ADMIN_KEYS'] ?? '').split(',').map((k) => k.trim()).filter(Boolean)
@@ -178,6 +195,7 @@ const HTTP_HELP = `  --port N               HTTP port (default $PORT or 8080)
   --timeout-ms MS        server-side request deadline (default 30000)
   --no-front-door        do not take the event loop's delay off request deadlines (by default a
                          request already late on arrival is refused 503 before its body is read)
+${DOOR_HELP}
 ${PREDICTION_HELP}
 ${WEBHOOK_HELP}
 ${GRPC_HELP}`
@@ -193,6 +211,7 @@ const drainHelp = (defaultMs: number) => `  --drain-ms MS          on SIGTERM/SI
 /** Flags of `cohort serve`. */
 export const SERVE_OPTIONS = {
   ...MODEL_OPTIONS,
+  ...REPOSITORY_OPTIONS,
   ...SERVE_PIPELINE_OPTIONS,
   port: { type: 'string' },
   host: { type: 'string', default: '127.0.0.1' },
@@ -203,9 +222,11 @@ export const SERVE_OPTIONS = {
   ...PREDICTION_OPTIONS,
   ...JOB_OPTIONS,
   'no-front-door': { type: 'boolean' },
+  ...DOOR_OPTIONS,
   ...GRPC_OPTIONS,
   ...SECURITY_OPTIONS,
   ...NATS_AUTH_OPTIONS,
+  ...PREFIX_OPTIONS,
   ...LARGE_OPTIONS,
   ...TELEMETRY_OPTIONS,
 } as const
@@ -214,7 +235,7 @@ export const SERVE_HELP = renderHelp({
   usage: 'cohort serve [DIR] [options]',
   about: 'Gateway and worker in one process (embedded; no NATS unless --nats is given).',
   sections: [
-    { title: 'Model', text: MODEL_HELP },
+    { title: 'Model', text: `${MODEL_HELP}\n${REPOSITORY_HELP}` },
     { title: 'Batching', text: BATCHING_HELP },
     { title: 'Pipelines', text: SERVE_PIPELINE_HELP },
     { title: 'HTTP', text: `${HTTP_HELP}\n${drainHelp(0)}` },
@@ -222,6 +243,7 @@ export const SERVE_HELP = renderHelp({
       title: 'NATS',
       text: `  --nats URL             put NATS between the gateway and the worker (default: in process)
 ${NATS_AUTH_HELP}
+${PREFIX_HELP}
 ${LARGE_HELP}
 ${JOB_HELP}`,
     },
@@ -250,7 +272,9 @@ export async function serveCommand(args: string[]): Promise<void> {
   const drainMs = intFlag('drain-ms', v['drain-ms'], 0) ?? 0
   let draining = false
   const tel = setupTelemetry(v, 'cohort')
-  const flags = modelFlags(v, positionals.length === 0, positionals.length > 0)
+  const hasRepository = v['model-repository'] !== undefined
+  const flags = modelFlags(v, positionals.length === 0 && !hasRepository, positionals.length > 0 || hasRepository)
+  const repository = repositoryFromFlags(v, args, flags)
   const security = { ...bodyLimit(v), ...securityOptions(v) }
   const tls = tlsFiles(v)
   const natsAuth = natsAuthOptions(v)
@@ -259,7 +283,7 @@ export async function serveCommand(args: string[]): Promise<void> {
   let jobs: JobQueue | undefined
   if (v.nats) {
     const nc = await connectNats(v.nats as string, 'cohort-serve', natsAuth)
-    transport = createNatsTransport(nc, { ownsConnection: true, kvReplicas: kvReplicas(v), ...largeMessageOptions(v) })
+    transport = createNatsTransport(nc, { ownsConnection: true, kvReplicas: kvReplicas(v), ...largeMessageOptions(v), ...prefixOption(v) })
     jobs = jobQueue(nc, kvReplicas(v), v)
   } else {
     transport = new InProcessTransport()
@@ -276,10 +300,12 @@ export async function serveCommand(args: string[]): Promise<void> {
     outputSchemas,
     batching: batching(v),
     modelBatching,
+    ...prefixOption(v),
     ...(flags.batchTimeoutMs !== undefined ? { batchTimeoutMs: flags.batchTimeoutMs } : {}),
     tracer: tel.tracer,
     logger: tel.logger.child({ component: 'worker' }),
     ...(jobs ? { jobs: workerJobs(v, jobs) } : {}),
+    ...(repository ? { repository } : {}),
   })
   await worker.start()
   const timeout = intFlag('timeout-ms', v['timeout-ms'])
@@ -290,12 +316,14 @@ export async function serveCommand(args: string[]): Promise<void> {
     dashboard: { sampleMs: DASHBOARD_SAMPLE_MS, signal: dashboard.signal },
     adapter: gatewayAdapter(v),
     adminKeys: adminKeys(v),
+    ...prefixOption(v),
     ...security,
     ...(timeout ? { requestTimeoutMs: timeout } : {}),
     tracer: tel.tracer,
     logger: tel.logger.child({ component: 'gateway' }),
     draining: () => draining,
     ...predictionOptions(v),
+    ...doorOptions(v),
     ...(jobs ? { jobs } : {}),
   }
   const app = createApp(gwo)
@@ -313,9 +341,10 @@ export async function serveCommand(args: string[]): Promise<void> {
     stopLimitMs(drainMs, timeoutMs),
   )
   const base = `${tls ? 'https' : 'http'}://${http.host}:${http.port}`
-  const names = worker.models().map((m) => m.name)
+  const names = [...new Set(worker.models().map((m) => m.name))]
   console.log(`cohort: serving ${names.join(', ')} on ${base} (${v.nats ? `NATS ${v.nats}` : 'embedded'})`)
-  console.log(`cohort: try  curl -s ${base}/v2/models/${names[0]}  and  POST ${base}/v2/models/${names[0]}/infer`)
+  const first = worker.models()[0]
+  console.log(`cohort: try  curl -s ${base}/v2/models/${names[0]}  and  POST ${base}${first?.kind === 'generative' ? '/v1/completions' : `/v2/models/${names[0]}/infer`}`)
   console.log(`cohort: ${describeSecurity(security, tls !== undefined)}`)
 }
 
@@ -331,18 +360,21 @@ export const GATEWAY_OPTIONS = {
   'admin-key': { type: 'string', multiple: true },
   ...PREDICTION_OPTIONS,
   'no-front-door': { type: 'boolean' },
+  ...DOOR_OPTIONS,
   ...GRPC_OPTIONS,
   ...SECURITY_OPTIONS,
   ...NATS_AUTH_OPTIONS,
+  ...PREFIX_OPTIONS,
   ...LARGE_OPTIONS,
   ...TELEMETRY_OPTIONS,
+  ...PROCESSES_OPTIONS,
 } as const
 
 export const GATEWAY_HELP = renderHelp({
   usage: 'cohort gateway [options]',
   about: 'The stateless HTTP gateway: publishes each request to NATS, where workers answer it.',
   sections: [
-    { title: 'HTTP', text: `${HTTP_HELP}\n${drainHelp(DEFAULT_DRAIN_MS)}` },
+    { title: 'HTTP', text: `${HTTP_HELP}\n${drainHelp(DEFAULT_DRAIN_MS)}\n${PROCESSES_HELP}` },
     {
       title: 'NATS',
       text: `  --nats URL             NATS server(s), comma-separated (default $NATS_URL or ${DEFAULT_NATS})
@@ -350,6 +382,7 @@ export const GATEWAY_HELP = renderHelp({
                          heartbeats (default 3; 0 turns worker-loss detection off)
   --accept-timeout-ms MS a request no worker accepted in this long is lost too, and resent once (default 3000)
 ${NATS_AUTH_HELP}
+${PREFIX_HELP}
 ${LARGE_HELP}`,
     },
     { title: 'Security', text: `${SECURITY_HELP}\n${ADMIN_HELP}` },
@@ -368,7 +401,13 @@ export async function gatewayCommand(args: string[]): Promise<void> {
     console.log(GATEWAY_HELP)
     return
   }
+  const processes = processesFlag(v)
+  if (processes > 1 && !isClusterChild()) {
+    // The primary: forks the gateway processes (each runs this command again) and serves nothing.
+    process.exit(await runPrimary(processes))
+  }
   const shutdown = installShutdown()
+  onPrimaryStop(shutdown.stop)
   const tel = setupTelemetry(v, 'cohort-gateway')
   const security = { ...bodyLimit(v), ...securityOptions(v) }
   const tls = tlsFiles(v)
@@ -380,7 +419,7 @@ export async function gatewayCommand(args: string[]): Promise<void> {
   const acceptTimeoutMs = intFlag('accept-timeout-ms', v['accept-timeout-ms'])
   let draining = false
   const nc = await connectNats(v.nats as string, 'cohort-gateway', natsAuth)
-  const transport = createNatsTransport(nc, { ownsConnection: true, kvReplicas: kvReplicas(v), ...largeMessageOptions(v) })
+  const transport = createNatsTransport(nc, { ownsConnection: true, kvReplicas: kvReplicas(v), ...largeMessageOptions(v), ...prefixOption(v) })
   const gatewayRegistry = processRegistry()
   const dashboard = new AbortController()
   const gwo: GatewayOptions = {
@@ -389,6 +428,7 @@ export async function gatewayCommand(args: string[]): Promise<void> {
     transport,
     adapter: gatewayAdapter(v),
     adminKeys: adminKeys(v),
+    ...prefixOption(v),
     ...security,
     ...(timeout ? { requestTimeoutMs: timeout } : {}),
     workerLoss:
@@ -399,7 +439,8 @@ export async function gatewayCommand(args: string[]): Promise<void> {
     logger: tel.logger,
     draining: () => draining,
     ...predictionOptions(v),
-    jobs: jobQueue(nc, kvReplicas(v)),
+    ...doorOptions(v),
+    jobs: jobQueue(nc, kvReplicas(v), v),
   }
   const app = createApp(gwo)
   const http = await listen(app, v.host as string, port, tls)
@@ -416,11 +457,13 @@ export async function gatewayCommand(args: string[]): Promise<void> {
   )
   console.log(`cohort: gateway on ${tls ? 'https' : 'http'}://${http.host}:${http.port} -> NATS ${v.nats as string}`)
   console.log(`cohort: ${describeSecurity(security, tls !== undefined)}`)
+  notifyListening()
 }
 
 /** Flags of `cohort worker`. */
 export const WORKER_OPTIONS = {
   ...MODEL_OPTIONS,
+  ...REPOSITORY_OPTIONS,
   ...PIPELINE_OPTIONS,
   nats: { type: 'string', default: DEFAULT_NATS },
   'metrics-port': { type: 'string' },
@@ -430,6 +473,7 @@ export const WORKER_OPTIONS = {
   'heartbeat-ms': { type: 'string' },
   ...JOB_OPTIONS,
   ...NATS_AUTH_OPTIONS,
+  ...PREFIX_OPTIONS,
   ...LARGE_OPTIONS,
   ...TELEMETRY_OPTIONS,
 } as const
@@ -438,7 +482,7 @@ export const WORKER_HELP = renderHelp({
   usage: 'cohort worker [DIR] [options]',
   about: 'A long-lived worker: serves its models from NATS in queue groups, batching requests.',
   sections: [
-    { title: 'Model', text: MODEL_HELP },
+    { title: 'Model', text: `${MODEL_HELP}\n${REPOSITORY_HELP}` },
     {
       title: 'Batching',
       text: `${BATCHING_HELP}
@@ -454,6 +498,7 @@ export const WORKER_HELP = renderHelp({
   --heartbeat-ms MS      publish a heartbeat this often, for the gateways' worker-loss detection
                          (default 1000; 0: none)
 ${NATS_AUTH_HELP}
+${PREFIX_HELP}
 ${LARGE_HELP}
 ${JOB_HELP}
 ${WEBHOOK_HELP}`,
@@ -483,11 +528,12 @@ export async function workerCommand(args: string[]): Promise<void> {
   const shutdown = installShutdown()
   const tel = setupTelemetry(v, 'cohort-worker')
   const natsAuth = natsAuthOptions(v)
-  const flags = modelFlags(v, false, positionals.length > 0)
+  const flags = modelFlags(v, false, positionals.length > 0 || v['model-repository'] !== undefined)
+  const repository = repositoryFromFlags(v, args, flags)
   const metricsPort = intFlag('metrics-port', v['metrics-port'], 0)
   const { runners, outputSchemas, modelBatching } = await buildRunners(flags)
   const nc = await connectNats(v.nats as string, 'cohort-worker', natsAuth)
-  const transport = createNatsTransport(nc, { ownsConnection: true, kvReplicas: kvReplicas(v), ...largeMessageOptions(v) })
+  const transport = createNatsTransport(nc, { ownsConnection: true, kvReplicas: kvReplicas(v), ...largeMessageOptions(v), ...prefixOption(v) })
   const registry = processRegistry()
   const piped = await pipelineRunners(positionals, v, { transport, registry, flags, batching: batching(v), allowStage: true })
   runners.push(...piped.runners)
@@ -503,12 +549,14 @@ export async function workerCommand(args: string[]): Promise<void> {
     capacityAware: v['distribution'] === 'capacity',
     batching: batching(v),
     modelBatching,
+    ...prefixOption(v),
     ...(flags.batchTimeoutMs !== undefined ? { batchTimeoutMs: flags.batchTimeoutMs } : {}),
     ...(v.id ? { id: v.id as string } : {}),
     ...(v['heartbeat-ms'] !== undefined ? { heartbeatMs: intFlag('heartbeat-ms', v['heartbeat-ms'], 0)! } : {}),
     tracer: tel.tracer,
     logger: tel.logger,
     jobs: workerJobs(v, jobQueue(nc, kvReplicas(v), v)),
+    ...(repository ? { repository } : {}),
   })
   await worker.start()
   let workerDraining = false
@@ -542,5 +590,5 @@ export async function workerCommand(args: string[]): Promise<void> {
     ],
     stopLimitMs(0, DEFAULT_REQUEST_TIMEOUT_MS),
   )
-  console.log(`cohort: worker ${worker.id} serving ${worker.models().map((m) => m.name).join(', ')} from NATS ${v.nats as string}`)
+  console.log(`cohort: worker ${worker.id} serving ${[...new Set(worker.models().map((m) => m.name))].join(', ')} from NATS ${v.nats as string}`)
 }

@@ -14,7 +14,7 @@ export const GRPC_HELP = `  --grpc-port N          also serve inference.GRPCInfe
 
 /**
  * Start the gRPC server when `--grpc-port` is given (same transport, deadline, body limit,
- * credentials (API keys and JWT), rate limit, worker-loss retry, admission, tracer, logger and
+ * credentials (API keys and JWT), rate limit, worker-loss retry, admission (both door checks), tracer, logger and
  * metrics registry as the HTTP gateway); prints `cohort: grpc on HOST:PORT`. Undefined when the flag is absent.
  */
 export async function startGrpcFromFlags(
@@ -37,6 +37,7 @@ export async function startGrpcFromFlags(
     ...(gw.jwt ? { jwt: gw.jwt } : {}),
     ...(gw.rateLimit ? { rateLimit: gw.rateLimit } : {}),
     ...(gw.workerLoss !== undefined ? { workerLoss: gw.workerLoss } : {}),
+    ...(gw.workerWait !== undefined ? { workerWait: gw.workerWait } : {}),
     ...(gw.adapter?.queueDelayMs ? { queueDelayMs: gw.adapter.queueDelayMs.bind(gw.adapter) } : {}),
     ...(gw.tracer ? { tracer: gw.tracer } : {}),
     ...(gw.logger ? { logger: gw.logger } : {}),

@@ -3,6 +3,7 @@ import { createNatsJobQueue, type JobQueue } from '@cohort/transport'
 import type { WorkerJobOptions } from '@cohort/worker'
 import type { WebhookOptions } from '@cohort/predictions'
 import { intFlag } from './args.ts'
+import { subjectPrefix } from './prefix-flags.ts'
 
 type Values = Record<string, string | boolean | string[] | undefined>
 
@@ -73,7 +74,8 @@ export function predictionOptions(v: Values): { defaultModel?: string; maxBulkIn
 /** The JetStream job queue on a NATS connection (its operations fail with 503 JOBS_UNAVAILABLE without JetStream). */
 export function jobQueue(nc: NatsConnection, replicas: number | undefined, v: Values = {}): JobQueue {
   const maxDeliver = intFlag('job-max-deliver', v['job-max-deliver'])
-  return createNatsJobQueue(nc, { ...(replicas ? { replicas } : {}), ...(maxDeliver ? { maxDeliver } : {}) })
+  const prefix = subjectPrefix(v)
+  return createNatsJobQueue(nc, { ...(replicas ? { replicas } : {}), ...(maxDeliver ? { maxDeliver } : {}), ...(prefix ? { prefix } : {}) })
 }
 
 /** Worker-side job options from the flags. */

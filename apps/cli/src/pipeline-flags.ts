@@ -6,6 +6,7 @@ import type { TSchema } from '@sinclair/typebox'
 import { intFlag } from './args.ts'
 import { CliError } from './cli-error.ts'
 import type { ModelFlags } from './runners.ts'
+import { prefixOption } from './prefix-flags.ts'
 
 /** Pipeline flags of `serve` and `worker` (with a config directory as the positional argument). */
 export const PIPELINE_OPTIONS = {
@@ -81,6 +82,7 @@ export async function pipelineRunners(
         intraOpNumThreads: ctx.flags.threads,
       },
       ...(rc !== undefined ? { remoteConcurrency: rc } : {}),
+      ...prefixOption(v),
     })
   } catch (e) {
     throw e instanceof CliError ? e : new CliError(e instanceof Error ? e.message : String(e))

@@ -1,6 +1,7 @@
-import { OnnxRunner, PredictorRunner, loadPredictors, type ExecutionProvider, type ModelRunner, type PaddingOptions } from '@cohort/worker'
+import { OnnxRunner, PredictorRunner, generativeRunner, loadPredictors, type ExecutionProvider, type ModelRunner, type PaddingOptions } from '@cohort/worker'
 import type { BatchingConfig } from '@cohort/batching'
 import type { TSchema } from '@sinclair/typebox'
+import { isValidModelName } from '@cohort/protocol'
 import { CliError } from './cli-error.ts'
 import { parseModelSpec } from './model-spec.ts'
 
@@ -8,6 +9,8 @@ import { parseModelSpec } from './model-spec.ts'
 export interface ModelFlags {
   model: string[]
   predictor: string[]
+  /** `--generative NAME=PATH` (docs/generative.md). */
+  generative?: string[] | undefined
   ep: string
   instances: number
   /** ORT instances in child processes (--ort-processes). */
@@ -64,6 +67,19 @@ export async function buildRunners(
         new PredictorRunner(p, { modulePath: path }),
       )
       outputSchemas[p.name] = p.output
+    }
+  }
+  for (const spec of f.generative ?? []) {
+    const eq = spec.indexOf('=')
+    const name = spec.slice(0, eq)
+    const path = spec.slice(eq + 1)
+    if (eq <= 0 || path === '' || !isValidModelName(name)) {
+      throw new CliError(`--generative must be NAME=PATH (a generator module or an ONNX decoder), got "${spec}"`)
+    }
+    try {
+      runners.push(generativeRunner(name, path))
+    } catch (e) {
+      throw new CliError(e instanceof Error ? e.message : String(e))
     }
   }
   const names = runners.map((r) => r.name)

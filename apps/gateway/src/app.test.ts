@@ -152,7 +152,7 @@ describe('gateway app with a real worker', () => {
   it('GET /v2 reports the server and its extensions, including binary_tensor_data', async () => {
     const r = await json(e.app.request('/v2'))
     expect(r.status).toBe(200)
-    expect(r.body).toEqual({ name: 'cohort', version: '0.1.0', extensions: ['binary_tensor_data', 'parameters', 'statistics', 'model_configuration'] })
+    expect(r.body).toEqual({ name: 'cohort', version: '0.1.0', extensions: ['binary_tensor_data', 'parameters', 'statistics', 'model_configuration', 'model_repository', 'generate'] })
     const named = createApp({ transport: e.transport, serverName: 'mine', serverVersion: '9.9.9' })
     expect((await json(named.request('/v2'))).body).toMatchObject({ name: 'mine', version: '9.9.9' })
     expect((await json(e.app.request('/v2/health/live'))).body).toEqual({ live: true })
@@ -215,7 +215,7 @@ describe('gateway app with a real worker', () => {
     expect(unknown.headers.get('retry-after')).toBeNull()
   })
 
-  it('serves version "1" only', async () => {
+  it('serves version "1" only for a model without versions (others are 404)', async () => {
     expect((await json(e.app.request('/v2/models/adder/versions/1'))).body).toMatchObject({ name: 'adder', versions: ['1'] })
     expect((await e.app.request('/v2/models/adder/versions/1/ready')).status).toBe(200)
     const ok = await json(post(e.app, '/v2/models/adder/versions/1/infer', x1([2, 3])))
@@ -225,7 +225,7 @@ describe('gateway app with a real worker', () => {
       const meta = await json(e.app.request(`/v2/models/adder/versions/${v}`))
       expect(meta.status, v).toBe(404)
       expect(meta.body).toEqual({
-        error: `model "adder" has no version "${v}" (each name serves version 1)`,
+        error: v === '2' ? 'model "adder" has no version "2" served right now' : `model "adder" has no version "${v}" (versions are positive integers: 1, 2, ...)`,
         code: 'MODEL_NOT_FOUND',
       })
       expect((await e.app.request(`/v2/models/adder/versions/${v}/ready`)).status).toBe(404)

@@ -14,6 +14,9 @@ import { responseIds } from './observe.ts'
 import { WorkerLiveness } from './liveness.ts'
 import { gatewayMiddleware } from './middleware/index.ts'
 import { registerDashboard } from './routes/dashboard.ts'
+import { registerRepository } from './routes/repository.ts'
+import { registerTritonGenerate } from './routes/generate.ts'
+import { registerOpenAi } from './routes/openai.ts'
 
 function oipMeta(m: ModelMeta) {
   return {
@@ -36,10 +39,9 @@ export function createApp(options: GatewayOptions): Hono {
   const registry = o.registry ?? new Registry()
   const metrics = gatewayMetrics(registry)
   const subjects = makeSubjects(o.subjectPrefix)
-  const liveness =
-    o.workerLoss === false
-      ? undefined
-      : new WorkerLiveness(o.transport, subjects, o.gatewayId ?? `g-${crypto.randomUUID().slice(0, 8)}`, o.workerLoss)
+  const gatewayId = o.gatewayId ?? `g-${crypto.randomUUID().slice(0, 8)}`
+  metrics.info.set({ gateway: gatewayId }, 1)
+  const liveness = o.workerLoss === false ? undefined : new WorkerLiveness(o.transport, subjects, gatewayId, o.workerLoss)
   const up = new Upstream(o.transport, subjects, o.metaTimeoutMs, liveness)
   // Authentication and rate limits run as middleware over HTTP; the door owns the rest.
   const door = new InferenceDoor({
@@ -47,6 +49,7 @@ export function createApp(options: GatewayOptions): Hono {
     metrics,
     requestTimeoutMs: o.requestTimeoutMs,
     queueDelayMs: o.adapter?.queueDelayMs,
+    workerWait: o.workerWait,
     tracer: o.tracer,
     logger: o.logger,
     onUnexpectedError: o.onUnexpectedError,
@@ -80,7 +83,7 @@ export function createApp(options: GatewayOptions): Hono {
   })
   app.get('/v2/workers', async (c) => c.json({ workers: await up.workers() }))
   app.get('/v2', (c) =>
-    c.json({ name: o.serverName, version: o.serverVersion, extensions: ['binary_tensor_data', 'parameters', 'statistics', 'model_configuration'] }),
+    c.json({ name: o.serverName, version: o.serverVersion, extensions: ['binary_tensor_data', 'parameters', 'statistics', 'model_configuration', 'model_repository', 'generate'] }),
   )
   app.get('/v2/models', async (c) => {
     const { models } = await up.discover()
@@ -89,19 +92,22 @@ export function createApp(options: GatewayOptions): Hono {
 
   const modelMeta = async (c: Context) => {
     const model = c.req.param('model') ?? ''
-    checkModelPath(model, c.req.param('version'))
-    return c.json(oipMeta(await up.meta(model)))
+    const version = c.req.param('version')
+    checkModelPath(model, version)
+    return c.json(oipMeta(await up.meta(model, version)))
   }
   const modelReady = async (c: Context) => {
     const model = c.req.param('model') ?? ''
-    checkModelPath(model, c.req.param('version'))
-    const m = await up.meta(model)
+    const version = c.req.param('version')
+    checkModelPath(model, version)
+    const m = await up.meta(model, version)
     return c.json({ name: model, ready: m.ready }, m.ready ? 200 : 503)
   }
   const modelConfig = async (c: Context) => {
     const model = c.req.param('model') ?? ''
-    checkModelPath(model, c.req.param('version'))
-    return c.json(tritonConfig(await up.meta(model)))
+    const version = c.req.param('version')
+    checkModelPath(model, version)
+    return c.json(tritonConfig(await up.meta(model, version)))
   }
   // Before `/v2/models/:model`: Triton's statistics of every model.
   app.get('/v2/models/stats', async (c) => c.json(await modelStats(up)))
@@ -114,11 +120,15 @@ export function createApp(options: GatewayOptions): Hono {
     app.post(`${base}/infer`, infer)
   }
   registerPredictions(app, o, door)
+  // Generative models (docs/generative.md): Triton's generate extension and the OpenAI-compatible API.
+  registerTritonGenerate(app, o, door)
+  registerOpenAi(app, o, door, up)
 
   const admin = adminRoutes(o, up)
   app.get('/admin/models/:model/batching', admin.get)
   app.put('/admin/models/:model/batching', admin.put)
   app.delete('/admin/models/:model/batching', admin.delete)
+  registerRepository(app, o, up)
 
   registerDashboard(app, o, up, registry)
 

@@ -1,13 +1,14 @@
 /**
  * The inference door: the one place every inference call passes through, whatever its codec (REST
  * OIP, bulk, Cog predictions, gRPC, async jobs, the Redis bridge). It owns the deadline, admission
- * at the door (event-loop delay against the request's budget), the request id and the gateway span,
+ * at the door (two checks before the body is read: the event-loop-lag check, deadline.ts, and the
+ * worker-wait check, door-wait.ts), the request id and the gateway span,
  * authentication and rate limiting for codecs without middleware (gRPC), the retry flag, the reply
  * grace, item errors and the metrics labels. Codecs only decode a request and encode a reply.
  * See docs/architecture.md#the-inference-door.
  * @module
  */
-import { CohortError, fromWire, isValidModelName, type InferReply, type InferRequest, type WireError, type WireTensor } from '@cohort/protocol'
+import { CohortError, fromWire, isValidModelName, type GenerateInput, type InferReply, type InferRequest, type TokenStep, type WireError, type WireTensor } from '@cohort/protocol'
 import type { GatewayMetrics } from '@cohort/metrics'
 import type { AbortSignalLike } from '@cohort/transport'
 import type { TraceCarrier } from '@cohort/observability'
@@ -17,6 +18,7 @@ import type { JwtAuthOptions, RateLimitOptions } from './options.ts'
 import type { Upstream } from './upstream.ts'
 import { Authenticator } from './middleware/auth/credentials.ts'
 import { ModelSlos } from './slo.ts'
+import { DOOR_CHECKS, WorkerWaitCheck, type DoorCheck, type WorkerWaitOptions } from './door-wait.ts'
 import { TokenBuckets } from './middleware/rate-limit/index.ts'
 
 /** Grace after the deadline before the gateway stops waiting: the worker's own 504 usually wins. */
@@ -36,8 +38,15 @@ export interface DoorOptions extends ObservationOptions {
    * requests whose client sends none (docs/batching.md#server-side-slo). @default true
    */
   serverSlo?: boolean
-  /** The runtime's queueing delay now (Node: event-loop delay), ms; see {@link admitAtDoor}. */
+  /** The runtime's queueing delay now (Node: event-loop delay), ms; see {@link admitAtDoor} (the event-loop-lag check). */
   queueDelayMs?: (() => number) | undefined
+  /**
+   * The worker-wait check at the door (door-wait.ts; docs/batching.md#admission-at-the-door):
+   * refuse before reading the body when no worker's queue-wait estimate meets the deadline. Needs
+   * worker-loss detection (the estimates come with heartbeats and v2 accept notices); `false`
+   * turns it off. @default {} (on, with the defaults of {@link WorkerWaitOptions})
+   */
+  workerWait?: WorkerWaitOptions | false | undefined
   /** Credentials checked by {@link InferenceDoor.authorize} (codecs without HTTP middleware). */
   apiKeys?: string[] | undefined
   jwt?: JwtAuthOptions | undefined
@@ -99,6 +108,10 @@ export interface DoorPayload {
   items?: unknown[]
   outputs?: string[]
   priority?: number
+  /** The model version asked for (`/v2/models/{m}/versions/{v}/...`); absent: the bare name. */
+  version?: string
+  /** A generation (generative models; docs/generative.md). */
+  generate?: GenerateInput
 }
 
 /** How a call waits: its budget, whether it may be resent on worker loss, the client's abort. */
@@ -110,6 +123,8 @@ export interface SendOptions {
   /** Safe to resend to another worker if the one holding it is lost. @default false */
   retryable?: boolean
   signal?: AbortSignalLike | undefined
+  /** A streamed generation's token deltas, in order, before the reply. */
+  onDelta?: ((s: TokenStep) => void) | undefined
 }
 
 /**
@@ -117,7 +132,7 @@ export interface SendOptions {
  * `Upstream.infer` for inference (door passages, async jobs, the Redis bridge).
  */
 export function doorSend(up: Upstream, req: InferRequest, o: Omit<SendOptions, 'deadline' | 'id'> = {}): Promise<InferReply> {
-  return up.infer(req, Math.max(1, req.deadline - Date.now()) + REPLY_GRACE_MS, o.signal, { retryable: o.retryable === true })
+  return up.infer(req, Math.max(1, req.deadline - Date.now()) + REPLY_GRACE_MS, o.signal, { retryable: o.retryable === true, onDelta: o.onDelta })
 }
 
 /**
@@ -208,11 +223,39 @@ export class Passage {
   }
 
   /**
-   * Admission at the door: 503 OVERLOADED when the runtime's queueing delay already exceeds this
-   * call's budget (before its body is read); otherwise the delay is taken off its deadline.
+   * Admission at the door, before the body is read, two checks: the event-loop-lag check (503
+   * OVERLOADED when the runtime's queueing delay already exceeds this call's budget; otherwise the
+   * delay is taken off its deadline), then the worker-wait check (503 OVERLOADED when no worker's
+   * queue-wait estimate meets the deadline; {@link WorkerWaitCheck}). Each refusal counts in
+   * `cohort_door_refusals_total{check}`. `paramUs`: a timeout the codec already read (gRPC's
+   * `timeout` parameter); over HTTP the budget is the header's (a `parameters.timeout` in the body
+   * is not seen yet).
    */
-  admit(): void {
-    this.#lag = admitAtDoor(this.door.o.requestTimeoutMs, this.arrival.timeoutHeader, this.door.o.queueDelayMs)
+  admit(paramUs?: unknown): void {
+    try {
+      this.#lag = admitAtDoor(this.door.o.requestTimeoutMs, this.arrival.timeoutHeader, this.door.o.queueDelayMs)
+    } catch (e) {
+      this.#refused(e, DOOR_CHECKS.eventLoopLag)
+      throw e
+    }
+    const ww = this.door.workerWait
+    if (ww === undefined || this.model === '') {
+      return
+    }
+    const v = ww.judge(this.model, this.arrival.tenant?.slice(0, 128) ?? '', this.timeoutMs(paramUs) - this.#lag)
+    if (!v.admit) {
+      this.#refused(v.error, DOOR_CHECKS.workerWait)
+      throw v.error
+    }
+    if (v.probe) {
+      this.door.o.metrics.doorProbes.inc({ model: metricModel(this.model, 'OK') })
+    }
+  }
+
+  #refused(e: unknown, check: DoorCheck): void {
+    if (e instanceof CohortError && e.code === 'OVERLOADED') {
+      this.door.o.metrics.doorRefusals.inc({ model: metricModel(this.model, e.code), check })
+    }
   }
 
   /**
@@ -319,9 +362,13 @@ export class InferenceDoor {
   readonly #buckets: TokenBuckets | undefined
   /** The SLOs the workers announce, unless `serverSlo` is false. */
   readonly slos: ModelSlos | undefined
+  /** The worker-wait check, unless `workerWait` is false or there is no worker-loss detection (no estimates). */
+  readonly workerWait: WorkerWaitCheck | undefined
 
   constructor(readonly o: DoorOptions) {
     this.slos = o.serverSlo === false ? undefined : new ModelSlos((m) => o.upstream.meta(m))
+    const lv = o.upstream.liveness
+    this.workerWait = o.workerWait === false || lv === undefined ? undefined : new WorkerWaitCheck(lv.waits, o.workerWait)
     this.#auth = Authenticator.of(o)
     this.#buckets = o.rateLimit ? new TokenBuckets(o.rateLimit) : undefined
   }

@@ -1,4 +1,5 @@
-import { decodeAccept, decodeHeartbeat, type Subjects } from '@cohort/protocol'
+import { decodeAccept, decodeHeartbeat, type Subjects, type WaitEstimate } from '@cohort/protocol'
+import { WorkerWaits } from './worker-waits.ts'
 import { consume, type AbortSignalLike, type Transport, type TransportSubscription } from '@cohort/transport'
 
 /**
@@ -95,6 +96,8 @@ export class WorkerLiveness {
   #closed = false
   /** Requests declared lost so far. */
   lostCount = 0
+  /** The workers' queue-wait estimates per model (heartbeats, v2 accept notices): the door's worker-wait check reads them. */
+  readonly waits: WorkerWaits
 
   constructor(transport: Transport, subjects: Subjects, gatewayId: string, o: WorkerLossOptions = {}) {
     this.missedHeartbeats = o.missedHeartbeats ?? DEFAULT_MISSED_HEARTBEATS
@@ -102,6 +105,7 @@ export class WorkerLiveness {
     this.#acceptTimeoutMs = o.acceptTimeoutMs ?? DEFAULT_ACCEPT_TIMEOUT_MS
     this.#checkMs = o.checkIntervalMs ?? 250
     this.#now = o.now ?? Date.now
+    this.waits = new WorkerWaits(this.#now)
     if (!(this.missedHeartbeats >= 1) || !(this.maxRetries >= 0) || !(this.#acceptTimeoutMs > 0) || !(this.#checkMs > 0)) {
       throw new RangeError('workerLoss: missedHeartbeats >= 1, maxRetries >= 0, acceptTimeoutMs > 0 and checkIntervalMs > 0')
     }
@@ -173,10 +177,11 @@ export class WorkerLiveness {
   }
 
   /** A worker's heartbeat; `bye` (drained) forgets it without failing anything. */
-  heartbeat(h: { id: string; intervalMs: number; bye?: boolean; proto?: number }): void {
+  heartbeat(h: { id: string; intervalMs: number; bye?: boolean; proto?: number; models?: Record<string, WaitEstimate> }): void {
     const now = this.#now()
     this.#lastHeartbeat = now
     if (h.bye) {
+      this.waits.forget(h.id)
       const w = this.#workers.get(h.id)
       if (w && w.requests.size === 0) {
         this.#workers.delete(h.id)
@@ -187,6 +192,7 @@ export class WorkerLiveness {
     w.lastSeen = now
     w.intervalMs = h.intervalMs
     w.proto = h.proto ?? 1
+    this.waits.heartbeat(h.id, h.intervalMs, h.models)
   }
 
   /**

@@ -4,6 +4,7 @@ import type { AbortSignalLike, InflightLimits, JobQueue, Transport } from '@coho
 import type { Tracer } from '@opentelemetry/api'
 import { consoleErrorLogger, defaultTracer, type LogFields, type Logger } from '@cohort/observability'
 import type { WorkerLossOptions } from './liveness.ts'
+import type { WorkerWaitOptions } from './door-wait.ts'
 import type { PredictionJobOptions } from './jobs/types.ts'
 
 /** Default server-side request deadline: 30 s. A request may shorten it, never extend it. */
@@ -94,6 +95,14 @@ export interface GatewayOptions {
    * @default {} (3 missed heartbeats, 1 retry for requests marked safe to retry)
    */
   workerLoss?: WorkerLossOptions | false
+  /**
+   * The door's worker-wait check (docs/batching.md#admission-at-the-door): a request no worker can
+   * finish before its deadline, by the workers' queue-wait estimates, is refused 503 OVERLOADED
+   * with `Retry-After` before its body is read, without a NATS round trip. Needs `workerLoss` (the
+   * estimates come with heartbeats and accept notices). `false` turns it off (`--no-worker-wait`).
+   * @default {} (probe every 100 ms, estimates stale after 2 heartbeat intervals)
+   */
+  workerWait?: WorkerWaitOptions | false
   /** Id of this gateway instance (its acceptance-notice subject). @default random */
   gatewayId?: string
   /**
@@ -182,7 +191,7 @@ export type ResolvedGatewayOptions = Required<Omit<GatewayOptions, 'registry' | 
 type JobOptionKeys = 'jobs' | 'predictions'
 
 /** Worker-loss settings: their defaults are applied where the detector is built (liveness.ts). */
-type LivenessOptionKeys = 'workerLoss' | 'gatewayId'
+type LivenessOptionKeys = 'workerLoss' | 'gatewayId' | 'workerWait'
 
 /** The optional security settings (authentication, rate limit, CORS): no defaults to apply. */
 type SecurityOptionKeys = 'apiKeys' | 'jwt' | 'metricsOpen' | 'rateLimit' | 'cors' | 'inflight'

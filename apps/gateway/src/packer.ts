@@ -5,8 +5,10 @@ import {
   packEncoded,
   type InferReply,
   type Subjects,
+  type TokenStep,
 } from '@cohort/protocol'
 import { consume, type AbortSignalLike, type Transport, type TransportMessage } from '@cohort/transport'
+import { Deadlines, monotonicNow } from './deadlines.ts'
 import type { WorkerLiveness } from './liveness.ts'
 
 /** Options of {@link Packer}. */
@@ -18,6 +20,8 @@ export interface PackerOptions {
   maxRequests?: number
   /** Most bytes in one pack; larger requests travel alone (protocol v1). @default 262144 (256 KiB) */
   maxBytes?: number
+  /** The clock of the requests' deadlines (ms; tests). @default `performance.now` ({@link monotonicNow}) */
+  now?: () => number
 }
 
 /** After this event-loop turn's I/O callbacks (setImmediate where the runtime has it: Node, Bun). */
@@ -34,18 +38,27 @@ export const DEFAULT_PACK_BYTES = 256 * 1024
 interface Entry {
   id: string
   bytes: Uint8Array
+  model: string
   resolve: (r: InferReply) => void
   reject: (e: CohortError) => void
-  timer: ReturnType<typeof setTimeout> | undefined
+  /** False once settled (replied, expired, cancelled or failed). */
+  live: boolean
+  /** When it expires (the packer's clock, ms) and its place in the packer's {@link Deadlines}. */
+  deadline: number
+  heapIndex: number
+  timeoutMs: number
   signal: AbortSignalLike | undefined
   onAbort: (() => void) | undefined
   pack: Pack | undefined
   /** Date.now() when its pack was published. */
   sentAt: number
+  /** A streamed generation's token deltas (`tokens` notices), before its reply. */
+  onDelta: ((s: TokenStep) => void) | undefined
 }
 
 interface Pack {
   seq: string
+  /** The target: the model name, or `<model>\n<version>` for one version. */
   model: string
   entries: Entry[]
   open: number
@@ -72,6 +85,9 @@ export class Packer {
   readonly #turn = new Map<string, Entry[]>()
   readonly #byId = new Map<string, Entry>()
   readonly #packs = new Map<string, Pack>()
+  /** Every request's deadline, on one timer for the packer (no timer per request). */
+  readonly #deadlines: Deadlines<Entry>
+  readonly #now: () => number
   #seq = 0
   #scheduled = false
   #listening: boolean | undefined
@@ -88,6 +104,11 @@ export class Packer {
     this.#s = subjects
     this.#lv = liveness
     this.#inbox = `${subjects.inbox(liveness.gatewayId)}.`
+    this.#now = o.now ?? monotonicNow
+    this.#deadlines = new Deadlines<Entry>(
+      (e) => this.#settle(e, new CohortError('DEADLINE_EXCEEDED', `no reply for request ${e.id} of model "${e.model}" within ${e.timeoutMs} ms`)),
+      { now: this.#now },
+    )
     // Replies published while this gateway's connection was between servers are dropped by NATS:
     // the requests in flight at the move that got no reply within the grace fail REPLY_LOST (503,
     // retried like a lost worker by Upstream) instead of waiting for their deadline.
@@ -126,28 +147,50 @@ export class Packer {
    * Send one request (already encoded, without `ack`) in this turn's pack for `model`; resolves with
    * its reply. Rejects with CohortError: DEADLINE_EXCEEDED after `timeoutMs`, CANCELLED when
    * `signal` aborts, NO_WORKER when no worker listens on the model's subjects, INTERNAL when the
-   * worker's answer is unreadable.
+   * worker's answer is unreadable. `onDelta` receives a streamed generation's token deltas, in
+   * order, before the reply resolves.
    */
-  send(model: string, id: string, bytes: Uint8Array, timeoutMs: number, signal: AbortSignalLike | undefined): Promise<InferReply> {
+  send(
+    model: string,
+    id: string,
+    bytes: Uint8Array,
+    timeoutMs: number,
+    signal: AbortSignalLike | undefined,
+    version?: string,
+    onDelta?: (s: TokenStep) => void,
+  ): Promise<InferReply> {
+    const target = version === undefined ? model : `${model}\n${version}`
     return new Promise<InferReply>((resolve, reject) => {
       if (signal?.aborted) {
         reject(new CohortError('CANCELLED', 'request aborted'))
         return
       }
-      const e: Entry = { id, bytes, resolve, reject, timer: undefined, signal, onAbort: undefined, pack: undefined, sentAt: 0 }
-      e.timer = setTimeout(
-        () => this.#settle(e, new CohortError('DEADLINE_EXCEEDED', `no reply for request ${id} of model "${model}" within ${timeoutMs} ms`)),
-        Math.max(1, timeoutMs),
-      )
+      const e: Entry = {
+        id,
+        bytes,
+        model,
+        resolve,
+        reject,
+        live: true,
+        deadline: this.#now() + Math.max(1, timeoutMs),
+        heapIndex: -1,
+        timeoutMs,
+        signal,
+        onAbort: undefined,
+        pack: undefined,
+        sentAt: 0,
+        onDelta,
+      }
+      this.#deadlines.add(e)
       if (signal) {
         e.onAbort = () => this.#settle(e, new CohortError('CANCELLED', 'request aborted'))
         signal.addEventListener('abort', e.onAbort, { once: true })
       }
       this.#byId.set(id, e)
-      let q = this.#turn.get(model)
+      let q = this.#turn.get(target)
       if (!q) {
         q = []
-        this.#turn.set(model, q)
+        this.#turn.set(target, q)
       }
       q.push(e)
       if (!this.#scheduled) {
@@ -168,7 +211,7 @@ export class Packer {
       let pack: Entry[] = []
       let size = 0
       for (const e of q) {
-        if (e.timer === undefined) {
+        if (!e.live) {
           continue // settled (aborted) before the turn ended
         }
         if (pack.length >= this.maxRequests || (pack.length > 0 && size + e.bytes.byteLength > this.maxBytes)) {
@@ -197,7 +240,7 @@ export class Packer {
     }
     this.sent.packs++
     this.sent.requests += entries.length
-    const subject = overflow ? this.#s.overflow(model) : this.#s.infer(model)
+    const subject = this.#subject(model, overflow)
     try {
       this.#t.publish(subject, packEncoded(entries.map((e) => e.bytes)), { reply: this.#inbox + seq })
     } catch (err) {
@@ -209,6 +252,14 @@ export class Packer {
     }
   }
 
+  /** The subject of a target (`model` or `model\nversion`). */
+  #subject(target: string, overflow: boolean): string {
+    const nl = target.indexOf('\n')
+    const model = nl < 0 ? target : target.slice(0, nl)
+    const version = nl < 0 ? undefined : target.slice(nl + 1)
+    return overflow ? this.#s.overflow(model, version) : this.#s.infer(model, version)
+  }
+
   #onMessage(m: TransportMessage): void {
     const seq = m.subject.slice(this.#inbox.length)
     const p = this.#packs.get(seq)
@@ -217,7 +268,7 @@ export class Packer {
     }
     if (m.noResponders) {
       this.#packs.delete(seq)
-      const left = p.entries.filter((e) => e.timer !== undefined && e.pack === p)
+      const left = p.entries.filter((e) => e.live && e.pack === p)
       if (left.length === 0) {
         return
       }
@@ -228,7 +279,7 @@ export class Packer {
         return
       }
       for (const e of left) {
-        this.#settle(e, new CohortError('NO_WORKER', `no responders on ${this.#s.overflow(p.model)}`))
+        this.#settle(e, new CohortError('NO_WORKER', `no responders on ${this.#subject(p.model, true)}`))
       }
       return
     }
@@ -249,10 +300,22 @@ export class Packer {
       for (const id of n.ids) {
         this.#lv.accepted({ id, worker: n.worker })
       }
+      this.#lv.waits.accepted(p.model, n.worker, n) // the door's worker-wait check (door-wait.ts)
       return
     }
     if (n.t === 'tokens') {
-      return // streamed generations: not built yet (docs/generative.md)
+      if (m.reply !== undefined) {
+        // A worker asking whether this gateway still listens for the pack's generations (its
+        // probe, docs/generative.md#streaming-over-nats): any answer says yes.
+        m.respond(new Uint8Array(0))
+      }
+      for (const step of n.steps) {
+        const e = this.#byId.get(step.id)
+        if (e && e.pack === p) {
+          e.onDelta?.(step)
+        }
+      }
+      return
     }
     for (const r of n.replies) {
       const e = this.#byId.get(r.id)
@@ -263,11 +326,11 @@ export class Packer {
   }
 
   #settle(e: Entry, err: CohortError | undefined, reply?: InferReply): void {
-    if (e.timer === undefined) {
+    if (!e.live) {
       return
     }
-    clearTimeout(e.timer)
-    e.timer = undefined
+    e.live = false
+    this.#deadlines.remove(e)
     if (e.onAbort) {
       e.signal?.removeEventListener('abort', e.onAbort)
     }

@@ -13,6 +13,7 @@ import {
   type InferRequest,
   type ModelMeta,
   type Subjects,
+  type TokenStep,
 } from '@cohort/protocol'
 import type { AbortSignalLike, Transport } from '@cohort/transport'
 import type { WorkerLiveness } from './liveness.ts'
@@ -46,11 +47,19 @@ export class Upstream {
     req: InferRequest,
     timeoutMs: number,
     signal: AbortSignalLike | undefined,
-    opts: { retryable?: boolean } = {},
+    opts: { retryable?: boolean; onDelta?: ((s: TokenStep) => void) | undefined } = {},
   ): Promise<InferReply> {
     const lv = this.liveness
+    // A streamed generation that sent the client any delta cannot be resent: its output has begun.
+    let streamed = false
+    const onDelta = opts.onDelta
+      ? (s: TokenStep) => {
+          streamed = true
+          opts.onDelta!(s)
+        }
+      : undefined
     if (!lv) {
-      return this.#inferOnce(req, timeoutMs, signal)
+      return this.#inferOnce(req, timeoutMs, signal, onDelta)
     }
     const started = Date.now()
     for (let attempt = 0; ; attempt++) {
@@ -59,7 +68,7 @@ export class Upstream {
       const t = lv.track(id, signal)
       try {
         const left = Math.max(1, timeoutMs - (Date.now() - started))
-        return await this.#inferOnce({ ...req, id }, left, t.signal)
+        return await this.#inferOnce({ ...req, id }, left, t.signal, onDelta)
       } catch (e) {
         // REPLY_LOST: the gateway's own connection moved to another NATS server and the reply did
         // not come (@cohort/transport's reconnect guard); as retryable as a lost worker.
@@ -68,7 +77,7 @@ export class Upstream {
           throw e
         }
         // Never accepted: it never reached a worker, so it is safe to resend whatever the client said.
-        const safe = opts.retryable || t.unaccepted
+        const safe = (opts.retryable || t.unaccepted) && !streamed
         if (safe && attempt < lv.maxRetries && timeoutMs - (Date.now() - started) > 1 && !signal?.aborted) {
           continue
         }
@@ -78,7 +87,9 @@ export class Upstream {
         const tried = attempt + 1
         throw new CohortError(
           'WORKER_LOST',
-          `${t.lost}; the request may or may not have run (${tried} attempt${tried > 1 ? 's' : ''}${opts.retryable ? '' : ', not marked safe to retry: send an Idempotency-Key header'})`,
+          streamed
+            ? `${t.lost} while streaming a generation; the stream ended early (its deltas so far were sent); retry the request`
+            : `${t.lost}; the request may or may not have run (${tried} attempt${tried > 1 ? 's' : ''}${opts.retryable ? '' : ', not marked safe to retry: send an Idempotency-Key header'})`,
           { retryAfterS: 1 },
         )
       } finally {
@@ -87,15 +98,49 @@ export class Upstream {
     }
   }
 
-  async #inferOnce(req: InferRequest, timeoutMs: number, signal: AbortSignalLike | undefined): Promise<InferReply> {
+  /**
+   * One attempt. A request for version "1" that finds no worker on the version's subjects goes to
+   * the bare subjects with `version` kept in the envelope: a model without versions serves "1"
+   * there, and a repository model whose newest is another version answers MODEL_NOT_FOUND
+   * (docs/protocol.md#subjects-and-who-may-publish-where).
+   */
+  async #inferOnce(
+    req: InferRequest,
+    timeoutMs: number,
+    signal: AbortSignalLike | undefined,
+    onDelta?: (s: TokenStep) => void,
+  ): Promise<InferReply> {
+    if (req.version !== '1') {
+      return this.#inferOn(req, req.version, timeoutMs, signal, onDelta)
+    }
+    const started = Date.now()
+    try {
+      return await this.#inferOn(req, '1', timeoutMs, signal, onDelta)
+    } catch (e) {
+      if (!(e instanceof CohortError && (e.code === 'NO_WORKER' || e.code === 'MODEL_NOT_FOUND') && e.cause !== undefined)) {
+        throw e
+      }
+      return this.#inferOn(req, undefined, Math.max(1, timeoutMs - (Date.now() - started)), signal, onDelta)
+    }
+  }
+
+  async #inferOn(
+    req: InferRequest,
+    version: string | undefined,
+    timeoutMs: number,
+    signal: AbortSignalLike | undefined,
+    onDelta?: (s: TokenStep) => void,
+  ): Promise<InferReply> {
     const pk = this.packer
     const lv = this.liveness
-    if (pk && lv && lv.protocol >= 2) {
+    // A generation goes in a pack even before any heartbeat was heard: only workers that speak v2
+    // serve generative models, and its deltas need the pack's reply subject.
+    if (pk && lv && (lv.protocol >= 2 || req.generate !== undefined)) {
       const bytes = encodeRequest(req)
       if (pk.accepts(req.id, bytes)) {
         let reply: InferReply
         try {
-          reply = await pk.send(req.model, req.id, bytes, timeoutMs, signal)
+          reply = await pk.send(req.model, req.id, bytes, timeoutMs, signal, version, onDelta)
         } catch (e) {
           throw await this.#failed(req, e)
         }
@@ -117,7 +162,7 @@ export class Upstream {
     const opts = { timeoutMs, ...(signal ? { signal } : {}) }
     try {
       try {
-        raw = await this.transport.request(this.subjects.infer(req.model), bytes, opts)
+        raw = await this.transport.request(this.subjects.infer(req.model, version), bytes, opts)
       } catch (e) {
         if (!(e instanceof CohortError && e.code === 'NO_WORKER')) {
           throw e
@@ -125,7 +170,7 @@ export class Upstream {
         // No worker with spare capacity listens on the main subject: every worker listens on
         // the overflow subject and queues there (up to its bound).
         opts.timeoutMs = Math.max(1, timeoutMs - (Date.now() - started))
-        raw = await this.transport.request(this.subjects.overflow(req.model), bytes, opts)
+        raw = await this.transport.request(this.subjects.overflow(req.model, version), bytes, opts)
       }
     } catch (e) {
       throw await this.#failed(req, e)
@@ -137,18 +182,37 @@ export class Upstream {
     return reply
   }
 
-  /** Metadata of a model from any of its workers; 404 if unknown, 503 if known but unserved. */
-  async meta(model: string): Promise<ModelMeta> {
-    try {
-      const raw = await this.transport.request(this.subjects.meta(model), new Uint8Array(0), {
+  /**
+   * Metadata of a model (of one version, with `version`) from any of its workers; 404 if unknown
+   * (or that version is not served), 503 if known but unserved. Version "1" falls back to the
+   * bare subject as {@link infer} does.
+   */
+  async meta(model: string, version?: string): Promise<ModelMeta> {
+    const ask = async (v: string | undefined) => {
+      const raw = await this.transport.request(this.subjects.meta(model, v), new Uint8Array(0), {
         timeoutMs: this.metaTimeoutMs,
       })
       return fromWorker(() => decodeValue(raw) as ModelMeta)
+    }
+    try {
+      return await ask(version)
     } catch (e) {
-      if (e instanceof CohortError && e.code === 'NO_WORKER') {
-        throw await this.#noWorker(model, e)
+      if (!(e instanceof CohortError && e.code === 'NO_WORKER')) {
+        throw e
       }
-      throw e
+      if (version === '1') {
+        const m = await ask(undefined).catch(() => undefined)
+        if (m && (m.version === undefined || m.version === '1')) {
+          return m
+        }
+      }
+      if (version !== undefined) {
+        const known = await this.transport.directory.known(model).catch(() => undefined)
+        throw known === false
+          ? new CohortError('MODEL_NOT_FOUND', `model "${model}" is not served by any worker`, { cause: e })
+          : new CohortError('MODEL_NOT_FOUND', `model "${model}" has no version "${version}" served right now`, { cause: e })
+      }
+      throw await this.#noWorker(model, e)
     }
   }
 
@@ -170,7 +234,11 @@ export class Upstream {
           continue
         }
         const prev = byName.get(m.name)
-        byName.set(m.name, prev ? { ...prev, ready: prev.ready || m.ready } : m)
+        // A repository model's versions, served by one or more workers, merge into one list.
+        const versions = [...new Set([...(prev?.versions ?? []), ...(Array.isArray(m.versions) ? m.versions : [])])].sort(
+          (a, b) => b.length - a.length || (b < a ? -1 : b > a ? 1 : 0),
+        )
+        byName.set(m.name, prev ? { ...prev, ready: prev.ready || m.ready, versions } : { ...m, versions })
       }
     }
     return { models: [...byName.values()].sort((a, b) => a.name.localeCompare(b.name)), workers: replies.length }
@@ -287,6 +355,10 @@ export class Upstream {
       this.transport.publish(this.subjects.cancel(req.model), encodeCancel({ v: 1, id: req.id }))
     }
     if (e instanceof CohortError && e.code === 'NO_WORKER') {
+      if (req.version !== undefined) {
+        // No worker serves that version (even on its overflow subject): not a matter of retrying.
+        return new CohortError('MODEL_NOT_FOUND', `model "${req.model}" has no version "${req.version}" served right now`, { cause: e })
+      }
       return this.#noWorker(req.model, e)
     }
     return e

@@ -1,6 +1,7 @@
 import { resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { isPredictor, type Predictor } from '@cohort/predictor'
+import { moduleExports } from './module-exports.ts'
 
 /**
  * Import a predictor module (`.ts` through tsx, or `.js`) and return its predictors: the default
@@ -10,7 +11,7 @@ export async function loadPredictors(path: string): Promise<Predictor[]> {
   const url = pathToFileURL(resolve(path)).href
   let mod: Record<string, unknown>
   try {
-    mod = (await import(url)) as Record<string, unknown>
+    mod = moduleExports((await import(url)) as Record<string, unknown>)
   } catch (e) {
     throw new Error(`cannot load predictor module ${path}: ${e instanceof Error ? e.message : String(e)}`)
   }

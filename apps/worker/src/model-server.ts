@@ -1,13 +1,14 @@
 import { BatchEngine, type BatchingConfig, type LayeredBatching } from '@cohort/batching'
 import { decodeReply, encodeRequest, encodeValue, type InferReply, type InferRequest, type Subjects } from '@cohort/protocol'
 import type { WorkerMetrics } from '@cohort/metrics'
-import type { Transport } from '@cohort/transport'
+import type { Transport, TransportMessage } from '@cohort/transport'
 import type { TSchema } from '@sinclair/typebox'
 import type { Tracer } from '@opentelemetry/api'
 import { consoleErrorLogger, defaultTracer, type Logger } from '@cohort/observability'
 import type { InferStats } from './infer-stats.ts'
 import { ModelTelemetry } from './tracing.ts'
 import type { ModelRunner } from './runners/types.ts'
+import { GenerativeRunner } from './runners/generative-runner.ts'
 import { JobRunner, type WorkerJobOptions } from './jobs.ts'
 import { checkBatchTimeoutMs } from './batch-limit.ts'
 import { runnerEvents } from './runner-events.ts'
@@ -28,6 +29,14 @@ export interface ModelServerOptions {
   batching?: Partial<BatchingConfig>
   /** This model's own flags (`--model NAME=PATH,max-batch-size=4`), over `batching`. */
   modelBatching?: Partial<BatchingConfig>
+  /** The model repository's `config.json` batching (the `file` layer, under every flag). */
+  fileBatching?: Partial<BatchingConfig>
+  /**
+   * The repository version this server serves (docs/repository.md): its subjects (`subjects`) are
+   * then the version's, its metadata and replies name it, and a request for another version is
+   * MODEL_NOT_FOUND. Absent: the model's only version, "1".
+   */
+  version?: string
   outputSchema?: TSchema | undefined
   /**
    * Capacity-aware distribution: listen on the model's main subject only while fewer than
@@ -92,6 +101,7 @@ export class ModelServer {
       logger: this.#tel.logger,
       batching: o.batching,
       modelBatching: o.modelBatching,
+      fileBatching: o.fileBatching,
       onConfigError: o.onConfigError,
     })
     this.engine = new BatchEngine<QItem>({
@@ -131,10 +141,38 @@ export class ModelServer {
       tel: this.#tel,
       stats: this.#stats,
       signal: this.#abort.signal,
-      regulate: () => this.#listening.regulate(),
+      version: o.version,
+      regulate: () => {
+        this.#listening.regulate()
+        this.onQueueChange?.()
+      },
+      generator: o.runner instanceof GenerativeRunner ? () => (o.runner as GenerativeRunner).generator : undefined,
     })
     checkBatchTimeoutMs(o.batchTimeoutMs)
     o.runner.observe?.(runnerEvents(o.runner.name, o.workerId, o.metrics, this.#tel.logger))
+  }
+
+  /** Called whenever the queue depth may have changed (a repository's bare-name listener regulates on it). */
+  onQueueChange: (() => void) | undefined
+
+  /** The repository version served (docs/repository.md); undefined for a model without versions. */
+  get version(): string | undefined {
+    return this.#o.version
+  }
+
+  /** True once draining: no new work may be handed to it. */
+  get closing(): boolean {
+    return this.#closing !== undefined
+  }
+
+  /** Take an inference message received elsewhere (a repository model's bare subjects). */
+  take(m: TransportMessage): void {
+    this.#requests.onInfer(m)
+  }
+
+  /** Take a cancel notice received elsewhere (a repository model's bare subjects). */
+  cancel(m: TransportMessage): void {
+    this.#requests.onCancel(m)
   }
 
   /**
@@ -149,6 +187,11 @@ export class ModelServer {
   /** Triton-style inference statistics (`$SRV.STATS` data, the gateway's `/v2/models/{m}/stats`). */
   get inferStats(): InferStats {
     return this.#stats.infer
+  }
+
+  /** Generations running now (generative models; 0 for others). */
+  get runningGenerations(): number {
+    return this.#requests.generations?.running ?? 0
   }
 
   /** Items in batches running now. */
@@ -244,9 +287,11 @@ export class ModelServer {
     return batchingSummary(this.engine, this.runner)
   }
 
-  /** Model metadata with the live batching config. */
+  /** Model metadata with the live batching config (and the version, for a repository model). */
   meta() {
-    return serverMeta(this.runner, this.engine, this.#config.sources)
+    const m = serverMeta(this.runner, this.engine, this.#config.sources)
+    const v = this.#o.version
+    return v === undefined ? m : { ...m, versions: [v], version: v }
   }
 
   /** Stop taking requests, finish every one already received, then release the model. */
@@ -256,6 +301,8 @@ export class ModelServer {
       await this.#jobs?.close()
       await this.#listening.drainInfer()
       await this.engine.idle()
+      // Generations end on their own (stop condition or deadline); runner.close ends any left.
+      await this.#requests.generations?.idle()
       this.#listening.unsubscribe()
       this.engine.close()
       this.#abort.abort()

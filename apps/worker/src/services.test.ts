@@ -271,8 +271,8 @@ describe('worker services protocol ($SRV)', () => {
     const info = await one<ServiceInfoResponse>(transport, '$SRV.INFO')
     expect(info.endpoints[0]).toMatchObject({
       name: 'resnet_v1',
-      subject: 'cohort.infer.resnet.v1',
-      queue_group: 'cohort.q.resnet.v1',
+      subject: 'cohort.infer.resnet%2Ev1', // one token (docs/protocol.md)
+      queue_group: 'cohort.q.resnet%2Ev1',
       metadata: { model: 'resnet.v1' },
     })
     expect((await one<ServiceStatsResponse>(transport, '$SRV.STATS')).endpoints[0]!.name).toBe('resnet_v1')

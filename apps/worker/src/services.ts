@@ -144,7 +144,10 @@ export class WorkerServices {
           ready: String(Boolean(meta.ready) && !draining),
           kind: meta.kind,
           platform: meta.platform,
-          overflow_subject: this.#o.subjects.overflow(s.runner.name),
+          overflow_subject: this.#o.subjects.overflow(s.runner.name, s.version),
+        }
+        if (s.version !== undefined) {
+          metadata['version'] = s.version
         }
         if (meta.maxBatchCost !== null && meta.maxBatchCost !== undefined) {
           metadata['max_batch_cost'] = String(meta.maxBatchCost)
@@ -189,9 +192,10 @@ export class WorkerServices {
     return {
       // ADR-32 endpoint names are [A-Za-z0-9_-]+ (the nats CLI rejects others); model names may
       // hold dots, so those become '_' here and INFO's metadata.model keeps the real name.
-      name: model.replace(/[^A-Za-z0-9_-]/g, '_'),
-      subject: this.#o.subjects.infer(model),
-      queue_group: this.#o.subjects.queue(model),
+      // A repository version's endpoint is `<model>-v<version>` (metadata.version holds it).
+      name: model.replace(/[^A-Za-z0-9_-]/g, '_') + (s.version !== undefined ? `-v${s.version}` : ''),
+      subject: this.#o.subjects.infer(model, s.version),
+      queue_group: this.#o.subjects.queue(model, s.version),
     }
   }
 }

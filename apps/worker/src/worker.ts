@@ -1,5 +1,5 @@
 import type { BatchingConfig } from '@cohort/batching'
-import { encodeHeartbeat, PROTOCOL_VERSION, encodeValue, subjects as makeSubjects, DEFAULT_SUBJECT_PREFIX, type ModelMeta } from '@cohort/protocol'
+import { encodeHeartbeat, PROTOCOL_VERSION, encodeValue, subjects as makeSubjects, DEFAULT_SUBJECT_PREFIX, type ModelMeta, type WaitEstimate } from '@cohort/protocol'
 import { Registry, workerMetrics, type WorkerMetrics } from '@cohort/metrics'
 import { consume, type Transport, type TransportSubscription } from '@cohort/transport'
 import type { Tracer } from '@opentelemetry/api'
@@ -9,6 +9,11 @@ import { ModelServer } from './model-server.ts'
 import type { WorkerJobOptions } from './jobs.ts'
 import { WorkerServices } from './services.ts'
 import type { ModelRunner } from './runners/types.ts'
+import { heartbeatWait } from './model-server/wait.ts'
+import { ModelRepository, type ModelRepositoryOptions } from './repository/repository.ts'
+
+/** A worker's model repository (docs/repository.md): the folder, polling, the flags over config.json. */
+export type WorkerRepositoryOptions = Pick<ModelRepositoryOptions, 'dir' | 'pollMs' | 'flags' | 'runner'>
 
 /** Options of {@link CohortWorker}. */
 export interface CohortWorkerOptions {
@@ -53,6 +58,11 @@ export interface CohortWorkerOptions {
   jobs?: WorkerJobOptions
   /** Per-batch time limit of every model, ms (0: none); see ModelServerOptions.batchTimeoutMs. */
   batchTimeoutMs?: number
+  /**
+   * Serve the models of a repository folder too (`--model-repository DIR`; docs/repository.md):
+   * versions under their version policy, load and unload at runtime, polling when `pollMs` > 0.
+   */
+  repository?: WorkerRepositoryOptions
 }
 
 /** Default interval of worker heartbeats, ms. */
@@ -74,6 +84,8 @@ export class CohortWorker {
   #heartbeat: ReturnType<typeof setInterval> | undefined
   /** The NATS services protocol responder ($SRV.PING/INFO/STATS); set once started. */
   services: WorkerServices | undefined
+  /** The model repository (with `repository`); set once started. */
+  repository: ModelRepository | undefined
 
   constructor(o: CohortWorkerOptions) {
     this.#o = o
@@ -92,31 +104,53 @@ export class CohortWorker {
     await Promise.all(this.#o.runners.map((r) => r.start()))
     for (const runner of this.#o.runners) {
       const s = new ModelServer({
-        runner,
-        transport: this.#o.transport,
+        ...this.#serverOptions(runner),
         subjects: runner.subjects?.(subjects) ?? subjects,
-        metrics: this.metrics,
-        workerId: this.id,
-        outputSchema: this.#o.outputSchemas?.[runner.name],
-        capacityAware: this.#o.capacityAware ?? true,
-        ...(this.#o.batching ? { batching: this.#o.batching } : {}),
-        ...(this.#o.tenantWeights ? { tenantWeights: this.#o.tenantWeights } : {}),
         ...(this.#o.modelBatching?.[runner.name] ? { modelBatching: this.#o.modelBatching[runner.name] } : {}),
-        tracer: this.#o.tracer ?? defaultTracer(),
-        logger: this.#log,
         ...(this.#o.jobs ? { jobs: this.#o.jobs } : {}),
-        ...(this.#o.batchTimeoutMs !== undefined ? { batchTimeoutMs: this.#o.batchTimeoutMs } : {}),
       })
       await s.start()
       this.servers.push(s)
     }
-    this.metrics.queueDepth.collect(() => this.servers.map((s) => [{ model: s.runner.name }, s.engine.queued]))
-    this.metrics.costA.collect(() => this.servers.map((s) => [{ model: s.runner.name }, s.engine.costModel.a / 1000]))
-    this.metrics.costC.collect(() => this.servers.map((s) => [{ model: s.runner.name }, s.engine.costModel.c / 1000]))
-    this.metrics.costSamples.collect(() => this.servers.map((s) => [{ model: s.runner.name }, s.engine.costModel.samples]))
-    this.metrics.batchCap.collect(() => this.servers.map((s) => [{ model: s.runner.name }, s.engine.batchCap]))
-    this.metrics.batchLimit.collect(() => this.servers.map((s) => [{ model: s.runner.name }, s.engine.config.maxBatchSize]))
-    this.metrics.pending.collect(() => this.servers.map((s) => [{ model: s.runner.name }, s.engine.queued + s.runningItems]))
+    if (this.#o.repository) {
+      this.repository = new ModelRepository({
+        ...this.#o.repository,
+        transport: this.#o.transport,
+        subjects,
+        workerId: this.id,
+        logger: this.#log,
+        capacityAware: this.#o.capacityAware ?? true,
+        host: {
+          // Every version pulls the model's async jobs (a job names no version: any version served runs it).
+          server: (runner, x) => new ModelServer({ ...this.#serverOptions(runner), ...x, ...(this.#o.jobs ? { jobs: this.#o.jobs } : {}) }),
+          add: (s) => this.servers.push(s),
+          remove: (s) => {
+            const i = this.servers.indexOf(s)
+            if (i >= 0) {
+              this.servers.splice(i, 1)
+            }
+          },
+        },
+      })
+      await this.repository.start()
+    }
+    // One series per model: a repository model's versions add up (queues) or show the largest (caps).
+    const sum = (a: number, b: number) => a + b
+    const byModel = (value: (s: ModelServer) => number, combine: (a: number, b: number) => number) => () => {
+      const out = new Map<string, number>()
+      for (const s of this.servers) {
+        const prev = out.get(s.runner.name)
+        out.set(s.runner.name, prev === undefined ? value(s) : combine(prev, value(s)))
+      }
+      return [...out].map(([model, v]): [{ model: string }, number] => [{ model }, v])
+    }
+    this.metrics.queueDepth.collect(byModel((s) => s.engine.queued, sum))
+    this.metrics.costA.collect(byModel((s) => s.engine.costModel.a / 1000, Math.max))
+    this.metrics.costC.collect(byModel((s) => s.engine.costModel.c / 1000, Math.max))
+    this.metrics.costSamples.collect(byModel((s) => s.engine.costModel.samples, sum))
+    this.metrics.batchCap.collect(byModel((s) => s.engine.batchCap, Math.max))
+    this.metrics.batchLimit.collect(byModel((s) => s.engine.config.maxBatchSize, Math.max))
+    this.metrics.pending.collect(byModel((s) => s.engine.queued + s.runningItems, sum))
     this.#discover = this.#o.transport.subscribe(subjects.discover())
     // Only announced models: pipeline stages served here (`--stage`) are not models (docs/pipelines.md).
     const announced = () => this.servers.filter((s) => s.runner.announce !== false).map((s) => s.meta())
@@ -145,6 +179,23 @@ export class CohortWorker {
     )
   }
 
+  /** The options every model server of this worker shares. */
+  #serverOptions(runner: ModelRunner): Omit<ConstructorParameters<typeof ModelServer>[0], 'subjects'> {
+    return {
+      runner,
+      transport: this.#o.transport,
+      metrics: this.metrics,
+      workerId: this.id,
+      outputSchema: this.#o.outputSchemas?.[runner.name],
+      capacityAware: this.#o.capacityAware ?? true,
+      ...(this.#o.batching ? { batching: this.#o.batching } : {}),
+      ...(this.#o.tenantWeights ? { tenantWeights: this.#o.tenantWeights } : {}),
+      tracer: this.#o.tracer ?? defaultTracer(),
+      logger: this.#log,
+      ...(this.#o.batchTimeoutMs !== undefined ? { batchTimeoutMs: this.#o.batchTimeoutMs } : {}),
+    }
+  }
+
   /** Heartbeats from now until drained; the first one at once. */
   #startHeartbeat(subject: string): void {
     const intervalMs = this.#o.heartbeatMs ?? DEFAULT_HEARTBEAT_MS
@@ -153,7 +204,8 @@ export class CohortWorker {
     }
     const beat = (bye?: true) => {
       try {
-        this.#o.transport.publish(subject, encodeHeartbeat({ v: 1, id: this.id, intervalMs, proto: PROTOCOL_VERSION, ...(bye ? { bye } : {}) }))
+        const models = bye ? undefined : this.#waits()
+        this.#o.transport.publish(subject, encodeHeartbeat({ v: 1, id: this.id, intervalMs, proto: PROTOCOL_VERSION, ...(bye ? { bye } : {}), ...(models ? { models } : {}) }))
       } catch {
         // A closed connection: the next beat (or none) will tell.
       }
@@ -169,6 +221,20 @@ export class CohortWorker {
   }
 
   #stopHeartbeat: (() => void) | undefined
+
+  /** Each announced model's queue-wait estimate, for the gateways' doors (docs/batching.md#admission-at-the-door). */
+  #waits(): Record<string, WaitEstimate> | undefined {
+    const out: Record<string, WaitEstimate> = {}
+    let any = false
+    for (const s of this.servers) {
+      const w = s.runner.announce !== false ? heartbeatWait(s.engine) : undefined
+      if (w) {
+        out[s.runner.name] = w
+        any = true
+      }
+    }
+    return any ? out : undefined
+  }
 
   /** Metadata of every served model. */
   models(): ModelMeta[] {
@@ -192,10 +258,13 @@ export class CohortWorker {
       const queued = this.servers.reduce((a, s) => a + s.engine.queued + s.runningItems, 0)
       this.#log.info({ workerId: this.id, pendingItems: queued }, 'worker draining')
       this.#discover?.unsubscribe()
-      const settled = await Promise.allSettled(this.servers.map((s) => s.drain()))
+      // The repository first: no more loads, and its bare-name subjects hand on what they hold.
+      await this.repository?.close()
+      const servers = [...this.servers]
+      const settled = await Promise.allSettled(servers.map((s) => s.drain()))
       settled.forEach((r, i) => {
         if (r.status === 'rejected') {
-          this.#log.error({ workerId: this.id, model: this.servers[i]?.runner.name, err: r.reason }, 'model drain failed')
+          this.#log.error({ workerId: this.id, model: servers[i]?.runner.name, err: r.reason }, 'model drain failed')
         }
       })
       this.#log.info({ workerId: this.id, ms: Date.now() - t0 }, 'worker drained')

@@ -39,8 +39,26 @@ export interface Arrival {
 export interface AdmissionEstimate {
   /** Estimated finish of the new item (engine clock, upper cost estimates). */
   finish: number
+  /** Estimated start of the new item's batch (engine clock): `finish` less that batch's upper cost. */
+  start: number
   /** Items of its group that run before it. */
   ahead: number
+}
+
+/**
+ * The estimated queue wait of a new item (cost 1, priority 0) for the gateway's admission at the
+ * door (docs/batching.md#admission-at-the-door): what `estimateFinish` would judge, split into the
+ * wait before its batch starts and that batch's run. Ms, upper cost estimates.
+ */
+export interface QueueWait {
+  /** Items queued now. */
+  queued: number
+  /** Ms until the batch of a new item of a tenant with nothing queued would start. */
+  waitMs: number
+  /** Ms that batch would run. */
+  serviceMs: number
+  /** `waitMs` of a new item of each asked-for tenant (fair shares queue it behind its own items; `waitMs` when it has none). */
+  tenants: Map<string, number>
 }
 
 /** Items (count, summed cost) of `list` that run before the arrival under the policy. */
@@ -98,7 +116,7 @@ export function estimateFinish(s: AdmissionState, a: Arrival): AdmissionEstimate
   for (let i = 0; i < free.length; i++) {
     start = Math.min(start, (free[i] as number) + (rounds + (i < extra ? 1 : 0)) * full)
   }
-  return { finish: start + own, ahead: ahead.n }
+  return { finish: start + own, start, ahead: ahead.n }
 }
 
 /**

@@ -3,12 +3,12 @@
  * Pure: all time and scheduling goes through the injected `Clock`; all execution through `run`.
  * @module
  */
-import { estimateFinish, shouldJudge, type Arrival } from './admission.ts'
+import { estimateFinish, shouldJudge, type Arrival, type QueueWait } from './admission.ts'
 import { realClock, type Clock } from './clock.ts'
 import { resolveBatchingConfig, type BatchingConfig, type ResolvedBatchingConfig } from './config.ts'
 import { BatchTuner, type CapChange } from './batch-tuner.ts'
 import { CostModel } from './cost-model.ts'
-import { sumCost, type PlannedBatch } from './fill.ts'
+import { EARLY_DROP_MIN_SAMPLES, sumCost, type PlannedBatch } from './fill.ts'
 import { serverSlo, type Slo } from './slo.ts'
 import { nextWake, plan } from './policy.ts'
 import { GroupedQueue, type Queued } from './queue.ts'
@@ -273,6 +273,45 @@ export class BatchEngine<T> {
       list: this.#queue.items(group),
       listCost: this.#queue.cost(group),
     }
+  }
+
+  /**
+   * The estimated queue wait of a new item (cost 1, priority 0), for admission at the gateway's
+   * door (docs/batching.md#admission-at-the-door), and for each of `tenants`.
+   * Judged as `offer` would judge it (`admission.ts`), in the group where it waits least (the door
+   * cannot know the item's group; the estimate errs towards admitting, as admission does); under the
+   * `'deadline'` policy an arrival may overtake every later deadline, so only running batches and
+   * higher priorities count (a lower bound). `undefined` whenever `offer` would not judge at all
+   * (admission off, the `'timer'` policy, fewer than `EARLY_DROP_MIN_SAMPLES` cost samples, closed):
+   * then the door must admit. O(queue) per tenant asked for.
+   */
+  waitEstimate(tenants: Iterable<string> = []): QueueWait | undefined {
+    const c = this.#config
+    if (this.#closed || !c.admission || c.policy === 'timer' || this.costModel.samples < EARLY_DROP_MIN_SAMPLES) {
+      return undefined
+    }
+    const now = this.#clock.now()
+    const groups = this.#queue.groupNames()
+    const states = (groups.length > 0 ? groups : ['']).map((g) => this.#admissionState(g, now))
+    const deadline = c.policy === 'deadline' ? now : Infinity
+    const judge = (tag: number) => {
+      let best = { waitMs: Infinity, serviceMs: 0 }
+      for (const s of states) {
+        const e = estimateFinish(s, { deadline, priority: 0, cost: 1, tag })
+        if (e.start - now < best.waitMs) {
+          best = { waitMs: Math.max(0, e.start - now), serviceMs: e.finish - e.start }
+        }
+      }
+      return best
+    }
+    const fresh = judge(this.#queue.virtualTime)
+    const byTenant = new Map<string, number>()
+    for (const t of tenants) {
+      if (!byTenant.has(t)) {
+        byTenant.set(t, this.#queue.queuedOf(t) > 0 ? judge(this.#queue.tagFor(t)).waitMs : fresh.waitMs)
+      }
+    }
+    return { queued: this.#queue.size, ...fresh, tenants: byTenant }
   }
 
   /** Rough time (ms) to work off the whole queue: a hint for `Retry-After`. */

@@ -51,6 +51,6 @@ export {
   type QueueEntry,
   type RefuseReason,
 } from './types.ts'
-export { estimateFinish, type AdmissionEstimate, type AdmissionState, type Arrival } from './admission.ts'
+export { estimateFinish, type AdmissionEstimate, type AdmissionState, type Arrival, type QueueWait } from './admission.ts'
 export { BatchEngine } from './engine.ts'
 export { FakeClock, type FakeTimer } from './fake-clock.ts'

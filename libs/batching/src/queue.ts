@@ -60,6 +60,11 @@ export class GroupedQueue<T> {
   /** Virtual time: the largest tag dispatched so far. */
   #vtime = 0
 
+  /** The tag an arrival of a tenant with nothing queued gets now: the virtual time. */
+  get virtualTime(): number {
+    return this.#vtime
+  }
+
   /** The tag an arrival of `tenant` would get now (see the module comment); nothing changes. */
   tagFor(tenant: string): number {
     const t = this.#tenants.get(tenant)
@@ -200,6 +205,11 @@ export class GroupedQueue<T> {
   /** The items of `group` in (priority desc, arrival) order (empty when none). Do not mutate. */
   items(group: string): readonly Queued<T>[] {
     return this.#groups.get(group) ?? []
+  }
+
+  /** The names of the groups holding items. */
+  groupNames(): string[] {
+    return [...this.#groups].filter(([, l]) => l.length > 0).map(([g]) => g)
   }
 
   /** The items of each non-empty group, in (priority desc, arrival) order. Do not mutate. */

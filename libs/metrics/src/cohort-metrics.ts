@@ -9,6 +9,15 @@ export function gatewayMetrics(r: Registry) {
       'End-to-end HTTP inference request duration.',
       DURATION_BUCKETS_S,
     ),
+    info: r.gauge('cohort_gateway_info', 'Always 1; the gateway id of each gateway in this process (HTTP, gRPC) in the gateway label.'),
+    doorRefusals: r.counter(
+      'cohort_door_refusals_total',
+      "Inference requests refused at the gateway's door before their body was read (503 OVERLOADED, nothing sent to a worker), by model and check (event_loop_lag: the gateway's own event loop is later than the request's budget; worker_wait: no worker's queue-wait estimate meets its deadline).",
+    ),
+    doorProbes: r.counter(
+      'cohort_door_probes_total',
+      "Requests the worker-wait check let through as probes although every estimate said they would be late (at most one per model every probeIntervalMs), by model.",
+    ),
   }
 }
 

@@ -120,6 +120,10 @@ export interface ModelOptions {
   readonly opset?: number
   /** Default `'cohort'`. */
   readonly producerName?: string
+  /** Further operator sets, e.g. `{ domain: 'com.microsoft', version: 1 }` for ORT contrib ops. Default none. */
+  readonly extraOpsets?: readonly { readonly domain: string; readonly version: number }[]
+  /** `ModelProto.metadata_props` (key -> value), written in key order. Default none. */
+  readonly metadata?: Readonly<Record<string, string>>
 }
 
 function normaliseAttribute(name: string, v: AttributeInput): AttributeValue {
@@ -212,12 +216,19 @@ export function model(g: GraphSpec, opts: ModelOptions = {}): Uint8Array {
     .string(1, '') // OperatorSetIdProto.domain: default ONNX domain
     .varint(2, opts.opset ?? 17) // OperatorSetIdProto.version
     .finish()
-  return new ProtoWriter()
+  const w = new ProtoWriter()
     .varint(1, opts.irVersion ?? 8) // ModelProto.ir_version
     .string(2, opts.producerName ?? 'cohort') // ModelProto.producer_name
     .message(7, encodeGraph(g)) // ModelProto.graph
     .message(8, opset) // ModelProto.opset_import
-    .finish()
+  for (const o of opts.extraOpsets ?? []) {
+    w.message(8, new ProtoWriter().string(1, o.domain).varint(2, o.version).finish())
+  }
+  const meta = opts.metadata ?? {}
+  for (const k of Object.keys(meta).sort()) {
+    w.message(14, new ProtoWriter().string(1, k).string(2, meta[k] as string).finish()) // metadata_props
+  }
+  return w.finish()
 }
 
 /** Encodes a GraphProto. */

@@ -16,6 +16,7 @@ import {
   type Stage,
   type StageBatchConfig,
   type StageContext,
+  type StageFlowConfig,
   type TsStage,
 } from './types.ts'
 
@@ -48,6 +49,17 @@ function batchOf(what: string, b: StageBatchConfig | undefined): Required<StageB
   return Object.freeze(out)
 }
 
+function flowOf(what: string, f: StageFlowConfig): { instances: number | undefined; maxInflight: number } {
+  if (f.instances !== undefined && !(Number.isInteger(f.instances) && f.instances >= 1)) {
+    throw new RangeError(`${what}: instances must be an integer >= 1`)
+  }
+  const maxInflight = f.maxInflight ?? Infinity
+  if (!(maxInflight === Infinity || (Number.isInteger(maxInflight) && maxInflight >= 1))) {
+    throw new RangeError(`${what}: maxInflight must be an integer >= 1 or Infinity`)
+  }
+  return { instances: f.instances, maxInflight }
+}
+
 function placementOf(what: string, p: Placement | undefined): Placement {
   if (p !== undefined && p !== 'fused' && p !== 'remote') {
     throw new TypeError(`${what}: placement must be 'fused' or 'remote'`)
@@ -56,7 +68,7 @@ function placementOf(what: string, p: Placement | undefined): Placement {
 }
 
 /** Definition of a TypeScript stage. */
-export interface StageDefinition<I, O> {
+export interface StageDefinition<I, O> extends StageFlowConfig {
   name: string
   /** One result per item, in order. An Error result (`itemError`) fails that item alone; a throw fails the batch. */
   run(items: I[], ctx: StageContext): (O | Error)[] | Promise<(O | Error)[]>
@@ -86,6 +98,7 @@ export function stage<I, O>(def: StageDefinition<I, O>): TsStage<I, O> {
     name,
     batch: batchOf(`stage(${name})`, def.batch),
     placement: placementOf(`stage(${name})`, def.placement),
+    ...flowOf(`stage(${name})`, def),
     run: def.run,
     ...(def.cost ? { cost: def.cost } : {}),
     ...(def.group ? { group: def.group } : {}),
@@ -94,7 +107,7 @@ export function stage<I, O>(def: StageDefinition<I, O>): TsStage<I, O> {
 }
 
 /** Definition of an ONNX stage. */
-export interface OnnxStageDefinition {
+export interface OnnxStageDefinition extends StageFlowConfig {
   name: string
   /** Path to the `.onnx` file: absolute, or relative to the config file's folder. */
   model: string
@@ -118,6 +131,7 @@ export function onnxStage(def: OnnxStageDefinition): OnnxStage {
     model: def.model,
     batch: batchOf(`onnxStage(${name})`, def.batch),
     placement: placementOf(`onnxStage(${name})`, def.placement),
+    ...flowOf(`onnxStage(${name})`, def),
   })
 }
 

@@ -367,7 +367,7 @@ describe('PipelineExecutor, fused pass-through', () => {
     ])
     for (const name of ['pre', 'model', 'post']) {
       const q = ex.stage(name)
-      expect(q.passes).toEqual({ direct: 1, queued: 0 })
+      expect(q.passes).toEqual({ direct: 1, queued: 0, held: 0 })
       expect(q.engine.stats.batches).toBe(1)
     }
     // The model stage got the very tensors pre made (no copy), and post the very tensors the model gave.
@@ -395,7 +395,7 @@ describe('PipelineExecutor, fused pass-through', () => {
     expect(g.calls).toEqual([[{ x: 1 }, { x: 2 }]]) // two requests of one turn: one direct batch
     const later = [3, 4, 5].map((x) => ex.run({ x }, Infinity)) // stage a busy: queued
     await new Promise((r) => setImmediate(r))
-    expect(ex.stage('a').passes).toEqual({ direct: 1, queued: 3 })
+    expect(ex.stage('a').passes).toEqual({ direct: 1, queued: 3, held: 0 })
     g.open()
     await Promise.all(first)
     await new Promise((r) => setImmediate(r))
@@ -403,6 +403,175 @@ describe('PipelineExecutor, fused pass-through', () => {
     await Promise.all(later)
     expect(g.calls.map((c) => c.length)).toEqual([2, 3])
     expect(sizes).toEqual([2, 3])
+    await ex.close()
+  })
+})
+
+describe('PipelineExecutor, backpressure and instances', () => {
+  /** a (fast) -> b (gated): each batch one item. */
+  function twoStages(bFlow: { maxInflight?: number }) {
+    const g = gatedRunner((xs) => xs)
+    const inflightSeen: number[] = []
+    const p = definePipeline({
+      name: 'p',
+      input,
+      stages: [
+        stage<{ x: number }, number>({ name: 'a', batch: { maxBatchSize: 1 }, run: (xs) => xs.map((i) => i.x) }),
+        stage<number, number>({ name: 'b', batch: { maxBatchSize: 1 }, ...bFlow, run: () => [] }),
+      ],
+    })
+    const ex: PipelineExecutor = new PipelineExecutor({
+      pipeline: p,
+      runnerFor: (s) =>
+        s.name === 'b'
+          ? { concurrency: 1, run: (items, ctx): Promise<unknown[]> => (inflightSeen.push(ex.stage('b').inflight), g.runner.run(items, ctx)) }
+          : undefined,
+    })
+    return { ex, g, inflightSeen }
+  }
+  const turns = async (n = 20) => {
+    for (let i = 0; i < n; i++) {
+      await new Promise((r) => setImmediate(r))
+    }
+  }
+
+  it('a stage waits to start its next batch while the next stage holds maxInflight batches; nothing is refused, and it resumes as that stage drains', async () => {
+    const { ex, g, inflightSeen } = twoStages({ maxInflight: 2 })
+    const all = Promise.all([1, 2, 3, 4, 5, 6].map((x) => ex.run({ x }, Infinity)))
+    await turns()
+    // b runs item 1 and holds item 2 queued: a has run 2 items and its third batch waits for room.
+    expect(ex.stage('a').ran).toBe(2)
+    expect(ex.stage('a').passes.held).toBe(1)
+    expect(ex.stage('b').inflight).toBe(2)
+    for (let i = 0; i < 6; i++) {
+      g.open()
+      await turns()
+    }
+    expect(await all).toEqual([1, 2, 3, 4, 5, 6])
+    expect(Math.max(...inflightSeen)).toBeLessThanOrEqual(2)
+    expect(ex.stage('b').inflight).toBe(0)
+    await ex.close()
+  })
+
+  it('without a bound (the default), the earlier stage runs ahead and the next stage queues everything', async () => {
+    const { ex, g } = twoStages({})
+    const all = Promise.all([1, 2, 3, 4, 5, 6].map((x) => ex.run({ x }, Infinity)))
+    await turns()
+    expect(ex.stage('a').ran).toBe(6)
+    expect(ex.stage('b').inflight).toBe(6)
+    for (let i = 0; i < 6; i++) {
+      g.open()
+      await turns()
+    }
+    expect(await all).toEqual([1, 2, 3, 4, 5, 6])
+    await ex.close()
+  })
+
+  it('an item waiting for room past its deadline is answered DEADLINE_EXCEEDED and never run by the waiting stage', async () => {
+    const seenByA: number[] = []
+    const g = gatedRunner((xs) => xs)
+    const p = definePipeline({
+      name: 'p',
+      input,
+      stages: [
+        stage<{ x: number }, number>({ name: 'a', batch: { maxBatchSize: 1 }, run: (xs) => xs.map((i) => (seenByA.push(i.x), i.x)) }),
+        stage<number, number>({ name: 'b', batch: { maxBatchSize: 1 }, maxInflight: 1, run: () => [] }),
+      ],
+    })
+    const ex = new PipelineExecutor({ pipeline: p, runnerFor: (s) => (s.name === 'b' ? g.runner : undefined) })
+    const first = ex.run({ x: 1 }, Infinity) // b runs it and never finishes until opened
+    await turns()
+    const late = await ex.run({ x: 2 }, Date.now() + 30)
+    expect((late as ItemError).code).toBe('DEADLINE_EXCEEDED')
+    expect((late as ItemError).message).toMatch(/waiting for room in stage b/)
+    expect(seenByA).toEqual([1])
+    g.open()
+    expect(await first).toBe(1)
+    await ex.close()
+  })
+
+  it('instances: a TS stage runs that many batches at once; bad instance and bound values are refused', async () => {
+    const gates: (() => void)[] = []
+    let running = 0
+    let most = 0
+    const p = definePipeline({
+      name: 'p',
+      input,
+      stages: [
+        stage<{ x: number }, number>({
+          name: 'io',
+          batch: { maxBatchSize: 1 },
+          instances: 2,
+          run: async (xs) => {
+            most = Math.max(most, ++running)
+            await new Promise<void>((r) => gates.push(r))
+            running--
+            return xs.map((i) => i.x)
+          },
+        }),
+      ],
+    })
+    const ex = new PipelineExecutor({ pipeline: p })
+    const all = Promise.all([1, 2, 3].map((x) => ex.run({ x }, Infinity)))
+    await turns()
+    expect(running).toBe(2)
+    while (gates.length > 0 || running > 0) {
+      gates.splice(0).forEach((r) => r())
+      await turns()
+    }
+    expect(await all).toEqual([1, 2, 3])
+    expect(most).toBe(2)
+    await ex.close()
+    expect(() => stage({ name: 's', instances: 0, run: () => [] })).toThrow(/instances must be an integer >= 1/)
+    expect(() => onnxStage({ name: 'm', model: 'm.onnx', maxInflight: 0 })).toThrow(/maxInflight must be/)
+    expect(() => new PipelineExecutor({ pipeline: p, maxInflight: { io: 1.5 } })).toThrow(/maxInflight must be/)
+  })
+})
+
+describe('PipelineExecutor, batch sizes that differ between stages', () => {
+  it('splits a batch larger than the next stage takes and merges smaller ones queued behind a busy stage; order kept, the deadline still enforced', async () => {
+    const sizes: Record<string, number[]> = { a: [], b: [], c: [] }
+    const gates = { b: gatedRunner((xs) => xs), c: gatedRunner((xs) => xs) }
+    const rec = (name: 'b' | 'c'): StageRunner => ({
+      concurrency: 1,
+      run: (items, ctx) => (sizes[name]!.push(items.length), gates[name].runner.run(items, ctx)),
+    })
+    const p = definePipeline({
+      name: 'p',
+      input,
+      stages: [
+        stage<{ x: number }, number>({ name: 'a', batch: { maxBatchSize: 8 }, run: (xs) => (sizes['a']!.push(xs.length), xs.map((i) => i.x)) }),
+        stage<number, number>({ name: 'b', batch: { maxBatchSize: 3 }, run: () => [] }),
+        stage<number, number>({ name: 'c', batch: { maxBatchSize: 16 }, run: () => [] }),
+      ],
+    })
+    const ex = new PipelineExecutor({ pipeline: p, runnerFor: (s) => (s.name === 'a' ? undefined : rec(s.name as 'b' | 'c')) })
+    const inputs = Array.from({ length: 20 }, (_, x) => ({ x }))
+    const all = ex.runMany(inputs, Infinity)
+    const turn = () => new Promise((r) => setImmediate(r))
+    await turn()
+    const sum = (xs: number[]) => xs.reduce((a, b) => a + b, 0)
+    // c is busy with b's first batch while b runs the rest of the request, 3 at a time.
+    for (let i = 0; i < 1000 && sum(sizes['b']!) < 20; i++) {
+      gates.b.open()
+      await turn()
+    }
+    // A second request whose deadline passes while it waits behind the busy c.
+    const late = ex.runMany([{ x: 100 }, { x: 101 }], Date.now() + 30)
+    await new Promise((r) => setTimeout(r, 60))
+    for (let i = 0; i < 50; i++) {
+      gates.c.open()
+      gates.b.open()
+      await turn()
+    }
+    expect(await all).toEqual(inputs.map(({ x }) => x))
+    expect(((await late) as ItemError[]).map((e) => e.code)).toEqual(['DEADLINE_EXCEEDED', 'DEADLINE_EXCEEDED'])
+    expect(sizes['a']).toEqual([8, 8, 4, 2])
+    expect(sizes['b']!.every((n) => n <= 3)).toBe(true)
+    expect(sum(sizes['b']!)).toBeGreaterThanOrEqual(20)
+    expect(sizes['c']!.every((n) => n <= 16)).toBe(true)
+    expect(Math.max(...sizes['c']!)).toBeGreaterThan(3) // b's batches merged in c
+    expect(sum(sizes['c']!)).toBe(20) // the late request never reached c
     await ex.close()
   })
 })

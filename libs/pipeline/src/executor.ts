@@ -21,6 +21,11 @@ export interface PipelineExecutorOptions {
   batching?: Partial<BatchingConfig>
   /** Batching overrides per stage name, over `batching`. */
   stageBatching?: Record<string, Partial<BatchingConfig>>
+  /**
+   * Backpressure bound per stage name, in batches (see `StageFlowConfig.maxInflight`), over the
+   * stage's own. @default each stage's `maxInflight` (Infinity: none)
+   */
+  maxInflight?: Record<string, number>
 }
 
 /**
@@ -53,9 +58,13 @@ export class PipelineExecutor {
           signal: this.#abort.signal,
           metrics: o.metrics,
           batching: { ...o.batching, ...o.stageBatching?.[s.name] },
+          maxInflight: o.maxInflight?.[s.name],
         }),
       )
     }
+    // Backpressure: each leaf stage's batches wait for room in the leaf stage after it.
+    const order = [...this.#queues.values()]
+    order.forEach((q, i) => (q.next = order[i + 1]))
     o.metrics?.queueDepth.collect(() => [...this.#queues].map(([stage, q]) => [{ pipeline: o.pipeline.name, stage }, q.engine.queued]))
   }
 

@@ -25,7 +25,7 @@ export function inProcessRunner(stage: LeafStage): StageRunner {
     throw new TypeError(`stage "${stage.name}" is an ONNX stage: the host must give its runner`)
   }
   return {
-    concurrency: 1,
+    concurrency: stage.instances ?? 1,
     start: async () => {
       await stage.setup?.()
     },
@@ -75,6 +75,8 @@ export interface StageQueueOptions {
   signal: AbortSignal
   metrics?: PipelineMetrics | undefined
   batching?: Partial<BatchingConfig> | undefined
+  /** Backpressure bound in batches (× maxBatchSize items), over the stage's `maxInflight`. @default stage.maxInflight */
+  maxInflight?: number | undefined
 }
 
 /**
@@ -92,7 +94,17 @@ export class StageQueue {
    * idle and what arrived together fit one batch); `queued`, engine entries queued (the stage was
    * busy, or they did not fit one batch).
    */
-  readonly passes = { direct: 0, queued: 0 }
+  readonly passes = { direct: 0, queued: 0, held: 0 }
+  /** Items submitted to the stage and not answered yet (queued or running). */
+  inflight = 0
+  /**
+   * The stage after this one: each batch of this stage waits until that stage has room (its
+   * `inflight` below its bound) before it runs. Set by the executor.
+   */
+  next: StageQueue | undefined
+  /** Items this stage holds before the stage ahead of it waits: maxInflight × maxBatchSize. */
+  readonly maxInflightItems: number
+  #roomWaiters: (() => void)[] = []
   #pending: QueueEntry<Job>[] = []
   #flushQueued = false
   readonly #o: StageQueueOptions
@@ -106,6 +118,11 @@ export class StageQueue {
     const maxBatchSize = o.batching?.maxBatchSize ?? o.stage.batch.maxBatchSize
     const costed = o.stage.kind === 'ts' && o.stage.cost !== undefined
     this.#chunk = costed ? 1 : maxBatchSize
+    const maxInflight = o.maxInflight ?? o.stage.maxInflight
+    if (!(maxInflight === Infinity || (Number.isInteger(maxInflight) && maxInflight >= 1))) {
+      throw new RangeError(`stage ${o.stage.name}: maxInflight must be an integer >= 1 or Infinity, got ${maxInflight}`)
+    }
+    this.maxInflightItems = maxInflight * maxBatchSize
     this.engine = new BatchEngine<Job>({
       maxDelayMs: o.stage.batch.maxDelayMs,
       // Admission at enqueue judges each arrival against the whole queue: a burst of n entries
@@ -151,10 +168,12 @@ export class StageQueue {
         const piece = at === 0 && idx.length <= this.#chunk ? idx : idx.slice(at, at + this.#chunk)
         waits.push(
           new Promise<void>((resolve) => {
+            this.inflight += piece.length
             const job: Job = {
               values: piece.length === values.length ? values : piece.map((i) => values[i]),
               deadline,
               resolve: (rs) => {
+                this.#release(piece.length)
                 if (piece.length === out.length) {
                   // The whole submission, in order (one group, no invalid item).
                   for (let k = 0; k < rs.length; k++) {
@@ -177,6 +196,23 @@ export class StageQueue {
     this.#enqueue(entries)
     await (waits.length === 1 ? waits[0] : Promise.all(waits))
     return out
+  }
+
+  /** True while the stage holds fewer items than its backpressure bound. */
+  get hasRoom(): boolean {
+    return this.inflight < this.maxInflightItems
+  }
+
+  /** Resolves once the stage has room (at once when it has). */
+  room(): Promise<void> | undefined {
+    return this.hasRoom ? undefined : new Promise<void>((resolve) => this.#roomWaiters.push(resolve))
+  }
+
+  #release(n: number): void {
+    this.inflight -= n
+    while (this.#roomWaiters.length > 0 && this.hasRoom) {
+      this.#roomWaiters.shift()!()
+    }
   }
 
   /** Batch group (and cost) of each item; an item whose key or cost throws fails alone (`out`). */
@@ -254,7 +290,38 @@ export class StageQueue {
 
   async #run(batch: Batch<Job>): Promise<void> {
     const { runner, stage, clock, metrics } = this.#o
-    const jobs = batch.items
+    let jobs = batch.items
+    let queuedMs = batch.queuedMs
+    const next = this.next
+    if (next && !next.hasRoom) {
+      // Backpressure: the next stage holds its bound; this batch waits (holding its slot, so this
+      // stage starts nothing else) until it has room or the batch's last deadline has passed,
+      // and its items past their deadline meanwhile are not run.
+      this.passes.held++
+      const last = Math.max(...jobs.map((j) => j.deadline))
+      for (let wait = next.room(); wait && clock.now() < last; wait = next.room()) {
+        let timer: unknown
+        await (Number.isFinite(last)
+          ? Promise.race([wait, new Promise<void>((resolve) => (timer = clock.setTimeout(resolve, Math.max(1, last - clock.now()))))])
+          : wait)
+        clock.clearTimeout(timer)
+      }
+      const now = clock.now()
+      if (jobs.some((j) => j.deadline <= now)) {
+        const err = new ItemError(`stage ${stage.name}: ${EXPIRED.deadline.msg} (waiting for room in stage ${next.#o.stage.name})`, 'DEADLINE_EXCEEDED')
+        for (const j of jobs) {
+          if (j.deadline <= now) {
+            this.#count(err.code, j.values.length)
+            j.resolve(j.values.map(() => err))
+          }
+        }
+        queuedMs = queuedMs.filter((_, k) => jobs[k]!.deadline > now)
+        jobs = jobs.filter((j) => j.deadline > now)
+        if (jobs.length === 0) {
+          return
+        }
+      }
+    }
     const values = jobs.length === 1 ? jobs[0]!.values : jobs.flatMap((j) => j.values)
     const deadlines = jobs.length === 1 ? new Array<number>(values.length).fill(jobs[0]!.deadline) : jobs.flatMap((j) => j.values.map(() => j.deadline))
     const t0 = clock.now()
@@ -283,7 +350,7 @@ export class StageQueue {
       metrics.batchSize.observe(this.#labels, values.length)
       jobs.forEach((j, k) => {
         for (let n = 0; n < j.values.length; n++) {
-          metrics.queue.observe(this.#labels, (batch.queuedMs[k] ?? 0) / 1000)
+          metrics.queue.observe(this.#labels, (queuedMs[k] ?? 0) / 1000)
         }
       })
     }

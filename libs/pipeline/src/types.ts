@@ -42,12 +42,32 @@ export interface StageContext {
   signal: AbortSignal
 }
 
+/** Instances and backpressure of one stage. */
+export interface StageFlowConfig {
+  /**
+   * Batches of the stage that run at once where it runs: ORT sessions of an ONNX stage, concurrent
+   * `run` calls of a TS stage. @default the host's (ONNX: `--instances`, 1; TS: 1)
+   */
+  instances?: number
+  /**
+   * Backpressure: most batches' worth of items (`maxInflight` × `maxBatchSize`) the stage holds,
+   * queued or running, before the stage ahead of it waits to start its next batch (Triton's
+   * `max_inflight_requests`). Items wait in the earlier stage's queue instead, where their
+   * deadlines still apply. `Infinity`: no bound. @default Infinity
+   */
+  maxInflight?: number
+}
+
 /** What every stage has. */
 interface StageCommon {
   readonly name: string
   readonly batch: Readonly<Required<StageBatchConfig>>
   /** The placement in the definition; the host may override it (CLI flags). */
   readonly placement: Placement
+  /** Batches that run at once; undefined: the host's default. */
+  readonly instances: number | undefined
+  /** See {@link StageFlowConfig.maxInflight}. */
+  readonly maxInflight: number
 }
 
 /** A TypeScript batch function: one result per item, in order; an Error result fails that item. */

@@ -4,10 +4,12 @@
  * @module
  */
 import { Packr, type Options } from 'msgpackr'
-import { ENVELOPE_VERSION, type AcceptNotice, type GatewayNotice, type InferPack, type CancelNotice, type Heartbeat, type InferReply, type InferRequest, type ItemTiming, type WireError } from './envelope.ts'
+import { ENVELOPE_VERSION, MAX_WAIT_TENANTS, type WaitEstimate, type AcceptNotice, type GatewayNotice, type InferPack, type CancelNotice, type Heartbeat, type InferReply, type InferRequest, type ItemTiming, type WireError } from './envelope.ts'
 import { CohortError } from './errors.ts'
 import { checkTensor, safeString } from './tensor-data.ts'
+import { generateFrom, generatedFrom, tokenStepsFrom } from './generate-codec.ts'
 import type { WireTensor } from './tensor.ts'
+import { isValidVersion } from './subjects.ts'
 
 /**
  * Standard msgpack only: maps (no records), Uint8Array as `bin` (decoded as views of the input),
@@ -228,6 +230,16 @@ function requestFrom(o: Obj, what: string): InferRequest {
   if (items !== undefined) r.items = items
   const ack = optional<string>(o, 'ack', what, isString, 'a string')
   if (ack !== undefined) r.ack = ack
+  const version = optional<string>(o, 'version', what, (x) => typeof x === 'string' && isValidVersion(x), 'a version ("1", "2", ...)')
+  if (version !== undefined) r.version = version
+  if (o.generate !== undefined && o.generate !== null) {
+    // A generation carries its prompt in `generate`, never tensors or items.
+    if (r.tensors !== undefined || r.items !== undefined) {
+      throw bad(`${what} has generate and ${r.tensors !== undefined ? 'tensors' : 'items'}; a generation carries only generate`)
+    }
+    r.generate = generateFrom(o.generate, `${what}.generate`)
+    return r
+  }
   requestItemCount(r)
   return r
 }
@@ -290,6 +302,9 @@ function replyFrom(v: unknown): InferReply {
   }
   const worker = optional<string>(o, 'worker', what, isString, 'a string')
   if (worker !== undefined) r.worker = worker
+  const version = optional<string>(o, 'version', what, (x) => typeof x === 'string' && isValidVersion(x), 'a version ("1", "2", ...)')
+  if (version !== undefined) r.version = version
+  if (o.generated !== undefined && o.generated !== null) r.generated = generatedFrom(o.generated, `${what}.generated`)
   return r
 }
 
@@ -331,7 +346,42 @@ export function decodeHeartbeat(buf: Uint8Array): Heartbeat {
   const h: Heartbeat = { v: ENVELOPE_VERSION, id: o.id as string, intervalMs: o.intervalMs as number }
   if (o.bye === true) h.bye = true
   if (isNum(o.proto)) h.proto = o.proto as number
+  if (isObj(o.models)) {
+    const models: Record<string, WaitEstimate> = {}
+    for (const [m, e] of Object.entries(o.models as Obj)) {
+      const w = waitEstimateFrom(e)
+      if (w) models[m] = w
+    }
+    h.models = models
+  }
   return h
+}
+
+/** A {@link WaitEstimate} from a decoded value; undefined when malformed (old or foreign senders: ignored, never fatal). */
+function waitEstimateFrom(e: unknown): WaitEstimate | undefined {
+  if (!isObj(e) || !isNum(e.queued) || !isNum(e.waitMs) || !isNum(e.serviceMs)) {
+    return undefined
+  }
+  const w: WaitEstimate = { queued: e.queued as number, waitMs: e.waitMs as number, serviceMs: e.serviceMs as number }
+  const t = tenantWaits(e.tenants)
+  if (t) w.tenants = t
+  return w
+}
+
+/** Per-tenant waits (at most {@link MAX_WAIT_TENANTS}, numbers only). */
+function tenantWaits(v: unknown): Record<string, number> | undefined {
+  if (!isObj(v)) {
+    return undefined
+  }
+  const out: Record<string, number> = {}
+  let n = 0
+  for (const [k, ms] of Object.entries(v as Obj)) {
+    if (isNum(ms) && n < MAX_WAIT_TENANTS) {
+      out[k] = ms as number
+      n++
+    }
+  }
+  return out
 }
 
 /** Largest number of requests in one {@link InferPack}. */
@@ -421,10 +471,16 @@ export function decodeNotice(buf: Uint8Array): GatewayNotice {
     const n: GatewayNotice = { v: 2, t: 'accept', worker: o.worker, ids: o.ids as string[] }
     if (isNum(o.queued)) n.queued = o.queued as number
     if (isNum(o.waitMs)) n.waitMs = o.waitMs as number
+    if (isNum(o.serviceMs)) n.serviceMs = o.serviceMs as number
+    const t = tenantWaits(o.tenants)
+    if (t) n.tenants = t
     return n
   }
   if (o.t === 'replies' && Array.isArray(o.replies)) {
     return { v: 2, t: 'replies', replies: o.replies.map((r: unknown) => replyFrom(r)) }
   }
-  throw bad('notice.t must be accept or replies')
+  if (o.t === 'tokens') {
+    return { v: 2, t: 'tokens', steps: tokenStepsFrom(o.steps, 'notice.steps') }
+  }
+  throw bad('notice.t must be accept, replies or tokens')
 }

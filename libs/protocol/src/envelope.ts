@@ -1,4 +1,4 @@
-import type { GenerateInput, GenerateResult, TokenStep } from './generate.ts'
+import type { GenerateInput, GenerateResult, GenerativeInfo, TokenStep } from './generate.ts'
 import type { WireTensor } from './tensor.ts'
 import type { WireError } from './wire-error.ts'
 
@@ -49,6 +49,11 @@ export interface InferRequest {
    * knows which worker holds it and can fail or retry it when that worker's heartbeats stop.
    */
   ack?: string
+  /**
+   * The model version the request is for (`/v2/models/{m}/versions/{v}/...`); absent: whichever
+   * version serves the bare subject. A worker serving another version answers MODEL_NOT_FOUND.
+   */
+  version?: string
 }
 
 
@@ -79,6 +84,8 @@ export interface InferReply {
   timing?: ItemTiming[]
   /** Id of the worker that answered. */
   worker?: string
+  /** The model version that answered (a repository model's; absent: version "1"). */
+  version?: string
   /** The end of a generation (a request with `generate`). */
   generated?: GenerateResult
 }
@@ -99,12 +106,17 @@ export interface TensorMeta {
 /** Model metadata, answered on `cohort.meta.<model>`; OIP model metadata plus batching. */
 export interface ModelMeta {
   name: string
+  /** The versions served (a repository model's, merged over workers by the gateway; else `["1"]`). */
   versions: string[]
+  /** The version that answered this metadata request (repository models only). */
+  version?: string
   platform: string
   inputs: TensorMeta[]
   outputs: TensorMeta[]
-  /** Kind of predictor: an ONNX model or a TypeScript schema predictor. */
-  kind: 'onnx' | 'predictor'
+  /** Kind of predictor: an ONNX model, a TypeScript schema predictor, or a generative model (docs/generative.md). */
+  kind: 'onnx' | 'predictor' | 'generative'
+  /** A generative model's limits and chat template (`kind: 'generative'`). */
+  generative?: GenerativeInfo
   ready: boolean
   maxBatchSize: number
   maxDelayMs: number
@@ -156,7 +168,37 @@ export interface Heartbeat {
   bye?: boolean
   /** Highest gateway<->worker protocol version the worker speaks ({@link PROTOCOL_VERSION}); absent: 1. */
   proto?: number
+  /**
+   * The worker's queue-wait estimate per model it serves (admission at the gateway,
+   * docs/batching.md#admission-at-the-door), so an idle gateway learns it too. Optional: older
+   * gateways ignore it, older workers send none.
+   */
+  models?: Record<string, WaitEstimate>
 }
+
+/**
+ * A worker's estimate of how long a new item of one model would wait (docs/batching.md#admission-at-the-door):
+ * from its batch engine's backlog and learned cost t(b), upper estimates, for a new item of cost 1
+ * and priority 0. Sent only while the worker's own admission judges arrivals (admission on, an
+ * `eager` or `deadline` policy, enough cost samples): no estimate means the gateway admits.
+ */
+export interface WaitEstimate {
+  /** Items queued on the worker. */
+  queued: number
+  /** Ms until the batch of a new item of a tenant with nothing queued would start. */
+  waitMs: number
+  /** Ms that batch would run (the cost model's upper estimate). */
+  serviceMs: number
+  /**
+   * `waitMs` per tenant (fair shares put a tenant's new item behind its own queued items): in a
+   * heartbeat the tenants with the most items queued, in an accept notice the pack's tenants; at
+   * most {@link MAX_WAIT_TENANTS}. A tenant not listed: `waitMs`.
+   */
+  tenants?: Record<string, number>
+}
+
+/** Most tenants in {@link WaitEstimate.tenants} (those with the most items queued). */
+export const MAX_WAIT_TENANTS = 16
 
 /**
  * Version of the gateway<->worker protocol (docs/protocol.md#protocol-v2). Version 1 is one NATS
@@ -190,8 +232,12 @@ export type GatewayNotice =
       ids: string[]
       /** Items queued on that worker after taking them (for admission at the gateway). */
       queued?: number
-      /** The worker's estimate of the queue wait of a new item, ms (for admission at the gateway). */
+      /** The worker's estimate of the queue wait of a new item, ms ({@link WaitEstimate.waitMs}; for admission at the gateway). */
       waitMs?: number
+      /** {@link WaitEstimate.serviceMs}; sent with `waitMs`. */
+      serviceMs?: number
+      /** {@link WaitEstimate.tenants}, for the tenants of the pack. */
+      tenants?: Record<string, number>
     }
   | {
       v: 2

@@ -13,6 +13,7 @@ export const ERROR_CODES = {
   UNAUTHORIZED: { status: 401, doc: 'Credentials are missing or wrong.' },
   FORBIDDEN: { status: 403, doc: 'Credentials are valid but not allowed to do this.' },
   MODEL_NOT_FOUND: { status: 404, doc: 'No model of that name is known.' },
+  MODEL_LOAD_FAILED: { status: 400, doc: 'A model repository load left no version of the model serving: every version it tried failed to load (a broken model file, a bad config.json); the message says why. Nothing that served before was stopped.' },
   NOT_FOUND: { status: 404, doc: 'No such route.' },
   PREDICTION_NOT_FOUND: { status: 404, doc: 'No async prediction with that id is known (never created, or expired).' },
   CONFLICT: { status: 409, doc: 'The id is taken by a different request (an idempotent PUT with another input).' },

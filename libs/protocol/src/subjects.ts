@@ -32,21 +32,53 @@ export function kvBuckets(prefix: string = DEFAULT_SUBJECT_PREFIX): { models: st
   return { models: `${base}-models`, config: `${base}-config` }
 }
 
-/** Subject builder for one prefix. */
+/** A model version: a positive integer without leading zeros, as in Triton's repository layout. */
+export const VERSION_RE = /^[1-9][0-9]{0,17}$/
+
+/** True when `v` is a valid model version (`"1"`, `"2"`, ...). */
+export function isValidVersion(v: string): boolean {
+  return VERSION_RE.test(v)
+}
+
+/**
+ * A model name as one subject token (docs/protocol.md#subjects-and-who-may-publish-where): `%`
+ * written `%25` and `.` written `%2E`, so a dotted name never spans tokens and a version can
+ * follow as its own token. Names without `.` or `%` are unchanged, so their subjects are the v1
+ * subjects.
+ */
+export function modelToken(model: string): string {
+  return model.includes('.') || model.includes('%') ? model.replaceAll('%', '%25').replaceAll('.', '%2E') : model
+}
+
+/** The inverse of {@link modelToken}. */
+export function modelFromToken(token: string): string {
+  return token.includes('%') ? token.replaceAll('%2E', '.').replaceAll('%25', '%') : token
+}
+
+/** `<model token>` or `<model token>.<version>`. */
+function target(model: string, version?: string): string {
+  return version === undefined ? modelToken(model) : `${modelToken(model)}.${version}`
+}
+
+/**
+ * Subject builder for one prefix. The per-model subjects take an optional version: without one
+ * they are the model's bare subjects (served by the version policy's newest version, or by a model
+ * that has no versions), with one the subjects of that version only (`cohort.infer.<model>.<version>`).
+ */
 export function subjects(prefix: string = DEFAULT_SUBJECT_PREFIX) {
   return {
     /** Inference requests for a model (queue group {@link queue}). */
-    infer: (model: string) => `${prefix}.infer.${model}`,
+    infer: (model: string, version?: string) => `${prefix}.infer.${target(model, version)}`,
     /**
      * Overflow for a model's requests: every worker always listens here (queue group), while it
      * listens on {@link infer} only when it has spare capacity. The gateway falls back to it when
      * no worker has capacity.
      */
-    overflow: (model: string) => `${prefix}.overflow.${model}`,
+    overflow: (model: string, version?: string) => `${prefix}.overflow.${target(model, version)}`,
     /** Model metadata requests (queue group {@link queue}). */
-    meta: (model: string) => `${prefix}.meta.${model}`,
+    meta: (model: string, version?: string) => `${prefix}.meta.${target(model, version)}`,
     /** Cancellation notices for a model, to every worker (no queue group). */
-    cancel: (model: string) => `${prefix}.cancel.${model}`,
+    cancel: (model: string, version?: string) => `${prefix}.cancel.${target(model, version)}`,
     /** Discovery: every worker answers with the models it serves. */
     discover: () => `${prefix}.discover`,
     /** Worker heartbeats (every worker publishes, every gateway listens; see {@link Heartbeat}). */
@@ -60,11 +92,16 @@ export function subjects(prefix: string = DEFAULT_SUBJECT_PREFIX) {
     /** Acceptance notices for one gateway instance (the request's `ack` field). */
     accept: (gatewayId: string) => `${prefix}.accept.${gatewayId}`,
     /** The queue group of a model's workers. */
-    queue: (model: string) => `${prefix}.q.${model}`,
+    queue: (model: string, version?: string) => `${prefix}.q.${target(model, version)}`,
     /** Requests for one stage of a pipeline served on its own workers (remote placement). */
-    stage: (pipeline: string, stage: string) => `${prefix}.stage.${pipeline}.${stage}`,
+    stage: (pipeline: string, stage: string) => `${prefix}.stage.${modelToken(pipeline)}.${stage}`,
     /** The queue group of a pipeline stage's workers. */
-    stageQueue: (pipeline: string, stage: string) => `${prefix}.q.stage.${pipeline}.${stage}`,
+    stageQueue: (pipeline: string, stage: string) => `${prefix}.q.stage.${modelToken(pipeline)}.${stage}`,
+    /**
+     * Model repository control (docs/repository.md): `index`, `load` and `unload` requests from a
+     * gateway to every worker holding a repository (no queue group; each answers).
+     */
+    repository: (op: 'index' | 'load' | 'unload') => `${prefix}.repo.${op}`,
   }
 }
 

@@ -1,5 +1,5 @@
 import type { Context } from 'hono'
-import { CohortError, isValidModelName, type WireTensor } from '@cohort/protocol'
+import { CohortError, isValidModelName, isValidVersion, type WireTensor } from '@cohort/protocol'
 import { bodyOf, clientGone } from '../body.ts'
 import type { InferenceDoor } from '../door.ts'
 import { outputJson, parseInferBody } from '../oip.ts'
@@ -14,8 +14,8 @@ export function checkModelPath(model: string, version: string | undefined): void
   if (!isValidModelName(model)) {
     throw new CohortError('MODEL_NOT_FOUND', `"${model}" is not a valid model name`)
   }
-  if (version !== undefined && version !== '1') {
-    throw new CohortError('MODEL_NOT_FOUND', `model "${model}" has no version "${version}" (each name serves version 1)`)
+  if (version !== undefined && !isValidVersion(version)) {
+    throw new CohortError('MODEL_NOT_FOUND', `model "${model}" has no version "${version}" (versions are positive integers: 1, 2, ...)`)
   }
 }
 
@@ -23,8 +23,9 @@ export function checkModelPath(model: string, version: string | undefined): void
 export function inferHandler(o: ResolvedGatewayOptions, door: InferenceDoor) {
   return function infer(c: Context): Promise<Response> {
     const model = c.req.param('model') ?? ''
+    const version = c.req.param('version')
     return door.serve(httpArrival(c, model), async (p) => {
-      checkModelPath(model, c.req.param('version'))
+      checkModelPath(model, version)
       p.admit()
       const body = await bodyOf(c, o)
       const oip = parseInferBody(body, c.req.header('inference-header-content-length'))
@@ -36,6 +37,7 @@ export function inferHandler(o: ResolvedGatewayOptions, door: InferenceDoor) {
           tensors: oip.tensors,
           ...(typeof priority === 'number' ? { priority } : {}),
           ...(oip.outputs ? { outputs: oip.outputs.map((x) => x.name) } : {}),
+          ...(version !== undefined ? { version } : {}),
         },
         { timeoutMs: p.timeoutMs(oip.parameters['timeout']), retryable, signal: clientGone(c, o) },
       )
@@ -48,7 +50,7 @@ export function inferHandler(o: ResolvedGatewayOptions, door: InferenceDoor) {
       )
       const head = {
         model_name: model,
-        model_version: '1',
+        model_version: reply.version ?? version ?? '1',
         id: oip.id ?? requestId,
         outputs: [] as Record<string, unknown>[],
       }

@@ -1,4 +1,4 @@
-import { CohortError, type DurationStat, type InferenceStatsData, type ServiceStatsResponse } from '@cohort/protocol'
+import { CohortError, modelFromToken, type DurationStat, type InferenceStatsData, type ServiceStatsResponse } from '@cohort/protocol'
 import type { Upstream } from '../upstream.ts'
 import { checkModelPath } from './infer.ts'
 
@@ -24,10 +24,10 @@ const add = (a: DurationStat, b: DurationStat | undefined): void => {
 }
 
 /** Sum one model's statistics over the workers that reported them. */
-function aggregate(model: string, parts: InferenceStatsData[]): TritonModelStats {
+function aggregate(model: string, parts: InferenceStatsData[], version = '1'): TritonModelStats {
   const s: TritonModelStats = {
     name: model,
-    version: '1',
+    version,
     last_inference: 0,
     inference_count: 0,
     execution_count: 0,
@@ -77,27 +77,34 @@ export async function modelStats(up: Upstream, model?: string, version?: string)
   if (model !== undefined) {
     checkModelPath(model, version)
   }
-  let byModel = collect(up, await up.services('STATS'))
+  let byModel = collect(up, await up.services('STATS'), version)
   if (model !== undefined && !byModel.has(model)) {
     // A busy worker may miss the gather window once: ask again before answering 404/503.
-    byModel = collect(up, await up.services('STATS'))
+    byModel = collect(up, await up.services('STATS'), version)
   }
   if (model !== undefined) {
     const parts = byModel.get(model)
+    if (!parts && version !== undefined) {
+      await up.meta(model, version)
+      throw new CohortError('MODEL_NOT_FOUND', `no worker reported statistics for version "${version}" of model "${model}"`)
+    }
     if (!parts) {
       // Not in any worker's stats: 404 for an unknown model, 503 for a known one without workers.
       await up.meta(model)
       throw new CohortError('NO_WORKER', `no worker reported statistics for model "${model}"`, { retryAfterS: 1 })
     }
-    return { model_stats: [aggregate(model, parts)] }
+    return { model_stats: [aggregate(model, parts, version)] }
   }
   return {
     model_stats: [...byModel.entries()].sort((a, b) => a[0].localeCompare(b[0])).map(([m, parts]) => aggregate(m, parts)),
   }
 }
 
-/** Each model's statistics parts from the workers' `$SRV.STATS` answers (by infer subject). */
-function collect(up: Upstream, stats: ServiceStatsResponse[]): Map<string, InferenceStatsData[]> {
+/**
+ * Each model's statistics parts from the workers' `$SRV.STATS` answers (by infer subject); with
+ * `version`, that version's only (a model without versions serves "1" on its bare subject).
+ */
+function collect(up: Upstream, stats: ServiceStatsResponse[], version?: string): Map<string, InferenceStatsData[]> {
   const byModel = new Map<string, InferenceStatsData[]>()
   const prefix = up.subjects.infer('')
   for (const w of stats) {
@@ -105,7 +112,12 @@ function collect(up: Upstream, stats: ServiceStatsResponse[]): Map<string, Infer
       if (typeof e.subject !== 'string' || !e.subject.startsWith(prefix)) {
         continue
       }
-      const name = e.subject.slice(prefix.length)
+      // `<model token>` or `<model token>.<version>` (docs/protocol.md): versions add up per model.
+      const [token, v] = e.subject.slice(prefix.length).split('.')
+      if (version !== undefined && (v ?? '1') !== version) {
+        continue
+      }
+      const name = modelFromToken(token ?? '')
       const list = byModel.get(name) ?? []
       if (e.data?.inference) {
         list.push(e.data.inference)

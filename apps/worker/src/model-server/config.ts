@@ -20,6 +20,8 @@ export interface BatchingLayersOptions {
   batching?: Partial<BatchingConfig> | undefined
   /** This model's own flags (ModelServerOptions.modelBatching), over `batching`. */
   modelBatching?: Partial<BatchingConfig> | undefined
+  /** The model repository's `config.json` batching (the `file` layer). */
+  fileBatching?: Partial<BatchingConfig> | undefined
   /** Called with rejected runtime configuration (bad values). @default logger.error */
   onConfigError?: ((e: unknown) => void) | undefined
 }
@@ -54,6 +56,7 @@ export class BatchingLayers {
     }
     this.#layers = [
       { source: 'model', values: { ...o.runner.batchDefaults, ...(limit ? { maxBatchSize: Math.min(limit.maxBatchSize, o.runner.batchDefaults.maxBatchSize) } : {}) } },
+      { source: 'file', values: { ...o.fileBatching } },
       { source: 'flags', values: global },
       { source: 'flags', values: { ...o.modelBatching } },
     ]

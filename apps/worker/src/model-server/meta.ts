@@ -15,7 +15,9 @@ export function serverMeta<T>(runner: ModelRunner, engine: BatchEngine<T>, sourc
     ...m,
     ...(batchingToJson(c) as LiveBatching),
     ...batchCapMeta(engine),
-    slo: engine.slo,
+    // A generative model announces no SLO (its engine batches nothing): the deadline of a generation
+    // whose client sends none is the gateway's request timeout.
+    slo: m.kind === 'generative' ? undefined : engine.slo,
     configSources: { ...sources },
     ...(runner.batchLimit ? { batchLimit: runner.batchLimit } : {}),
     queued: engine.queued,

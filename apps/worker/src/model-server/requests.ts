@@ -11,6 +11,7 @@ import {
   toWireError,
   type InferReply,
   type InferRequest,
+  type Generator as ModelGenerator,
   type ItemTiming,
   type Subjects,
   type WireError,
@@ -23,6 +24,8 @@ import type { ModelTelemetry } from '../tracing.ts'
 import type { ItemResult, ModelRunner } from '../runners/types.ts'
 import { batchTimeLimitMs } from '../batch-limit.ts'
 import { ReplySink } from './reply-sink.ts'
+import { wireWait } from './wait.ts'
+import { Generations } from './generations.ts'
 import type { ServerStats } from './stats.ts'
 
 interface Pending {
@@ -72,6 +75,10 @@ export interface RequestsOptions {
   signal: AbortSignal
   /** Called whenever the queue depth may have changed (capacity regulation). */
   regulate: () => void
+  /** The repository version served (ModelServerOptions.version); undefined: "1". */
+  version?: string | undefined
+  /** A generative model's generator (started): requests with `generate` go to it (`generations.ts`). */
+  generator?: (() => ModelGenerator) | undefined
 }
 
 /**
@@ -82,9 +89,23 @@ export class Requests {
   readonly #o: RequestsOptions
   /** Items in batches running now. */
   runningItems = 0
+  /** The generations of a generative model (absent for other models). */
+  readonly generations: Generations | undefined
 
   constructor(o: RequestsOptions) {
     this.#o = o
+    const g = o.generator
+    this.generations = g
+      ? new Generations({
+          name: o.runner.name,
+          generator: g,
+          workerId: o.workerId,
+          tel: o.tel,
+          stats: o.stats,
+          transport: o.transport,
+          respond: (m, reply, t0, sink) => this.#respond(m, reply, t0, undefined, sink),
+        })
+      : undefined
   }
 
   get #name(): string {
@@ -123,12 +144,17 @@ export class Requests {
         this.#onRequest(m, r, t0, sink)
       }
     }
-    // One acceptance notice for the pack (before any reply: replies leave in a later microtask).
-    sink.publish(encodeNotice({ v: 2, t: 'accept', worker: this.#o.workerId, ids, queued: this.#o.engine.queued }))
+    // One acceptance notice for the pack (before any reply: replies leave in a later microtask),
+    // with the queue-wait estimate for the gateway's door (docs/batching.md#admission-at-the-door).
+    const wait = wireWait(this.#o.engine, tenantsOf(msg.reqs))
+    sink.publish(encodeNotice({ v: 2, t: 'accept', worker: this.#o.workerId, ids, queued: this.#o.engine.queued, ...(wait ? { waitMs: wait.waitMs, serviceMs: wait.serviceMs, ...(wait.tenants ? { tenants: wait.tenants } : {}) } : {}) }))
   }
 
   onCancel(m: TransportMessage): void {
     const { id } = decodeCancel(m.data)
+    if (this.generations?.cancel(id)) {
+      return
+    }
     this.#o.engine.cancel((v) => v.p.req.id === id)
   }
 
@@ -185,10 +211,27 @@ export class Requests {
       this.#respond(m, { v: 1, id: req.id, error }, t0, undefined, sink)
       return
     }
+    const own = this.#o.version ?? '1'
+    if (req.version !== undefined && req.version !== own) {
+      const error = { code: 'MODEL_NOT_FOUND' as const, message: `model "${this.#name}" has no version "${req.version}" on this worker (it serves version ${own})` }
+      this.#respond(m, { v: 1, id: req.id, error }, t0, undefined, sink)
+      return
+    }
     if (req.ack) {
       // Tell the gateway at once which worker holds the request (it fails or retries the request
       // when this worker's heartbeats stop; see docs/architecture.md#worker-loss).
       this.#o.transport.publish(req.ack, encodeAccept({ v: 1, id: req.id, worker: this.#o.workerId }))
+    }
+    if (req.generate !== undefined) {
+      if (this.generations) {
+        this.generations.submit(m, req, t0, sink)
+      } else {
+        const kind = this.#o.runner.meta().kind
+        const error = { code: 'BAD_REQUEST' as const, message: `model "${this.#name}" is not generative (kind ${kind}): generate requests need a generative model; send POST /v2/models/${this.#name}/infer` }
+        stats.item(error.code)
+        this.#respond(m, { v: 1, id: req.id, error }, t0, undefined, sink)
+      }
+      return
     }
     const span = this.#o.tel.startRequest(req)
     let items
@@ -290,6 +333,9 @@ export class Requests {
 
   /** Send a reply (RESPONSE_TOO_LARGE instead when it exceeds the bus limit); returns what was sent. */
   #respond(m: TransportMessage, reply: InferReply, t0?: number, timing?: ItemTiming[], sink?: ReplySink): InferReply {
+    if (this.#o.version !== undefined && reply.version === undefined) {
+      reply = { ...reply, version: this.#o.version }
+    }
     if (sink) {
       // The pack's reply message is checked against the bus limit as a whole (ReplySink.flush).
       this.#o.stats.replied(reply, t0, timing)
@@ -320,6 +366,15 @@ export class Requests {
       return undefined
     }
     return m.outputs.map((o) => o.name)
+  }
+}
+
+/** The tenants of a pack's requests ('' for the anonymous one), first seen first. */
+function* tenantsOf(reqs: readonly ({ tenant?: string } | { error: unknown })[]): Generator<string> {
+  for (const r of reqs) {
+    if (!('error' in r)) {
+      yield r.tenant ?? ''
+    }
   }
 }
 

@@ -429,7 +429,7 @@ function loadError(ep: ExecutionProvider, message: string): Error {
   if (ep !== 'cpu' && /provider|backend|webgpu|cuda|not (found|supported|available)/i.test(message)) {
     return new Error(
       `execution provider "${ep}" is not available: ${message}` +
-        (ep === 'cuda' ? ' (the CUDA EP libraries are not installed by default: see "CPU by default, CUDA on request" in docs/repository.md)' : ''),
+        (ep === 'cuda' ? ' (the CUDA EP libraries are not installed by default: see "CPU by default, CUDA on request" in docs/packages.md)' : ''),
     )
   }
   return new Error(`cannot load model: ${message}`)

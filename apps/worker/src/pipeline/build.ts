@@ -29,7 +29,7 @@ export interface PipelineRunnersOptions {
   remote?: string[]
   /** Run every stage in process, whatever the config says. @default false */
   fused?: boolean
-  /** ONNX stages: execution provider, sessions, intra-op threads. */
+  /** ONNX stages: execution provider, sessions (a stage's own `instances` wins), intra-op threads. */
   onnx?: { ep?: ExecutionProvider; instances?: number; intraOpNumThreads?: number | undefined }
   /** Per-stage metrics go here. */
   registry?: Registry
@@ -52,7 +52,8 @@ export function localStageRunner(p: Pipeline, s: LeafStage, o: PipelineRunnersOp
     name: `${p.name}.${s.name}`,
     path,
     ep: o.onnx?.ep ?? 'cpu',
-    instances: o.onnx?.instances ?? 1,
+    // The stage's own instance count wins over the host's default (--instances).
+    instances: s.instances ?? o.onnx?.instances ?? 1,
     ...(o.onnx?.intraOpNumThreads !== undefined ? { intraOpNumThreads: o.onnx.intraOpNumThreads } : {}),
     maxBatchSize: s.batch.maxBatchSize,
     maxDelayMs: s.batch.maxDelayMs,

@@ -2,6 +2,7 @@ import { existsSync, statSync } from 'node:fs'
 import { dirname, resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { isConfig, type CohortConfig } from '@cohort/pipeline'
+import { moduleExports } from '../module-exports.ts'
 
 /** Config file names looked up in a directory, in order. */
 export const CONFIG_FILES = ['cohort.config.ts', 'cohort.config.js', 'cohort.config.mjs'] as const
@@ -33,7 +34,7 @@ export async function loadConfig(path: string): Promise<LoadedConfig> {
   }
   let mod: Record<string, unknown>
   try {
-    mod = (await import(pathToFileURL(file).href)) as Record<string, unknown>
+    mod = moduleExports((await import(pathToFileURL(file).href)) as Record<string, unknown>)
   } catch (e) {
     throw new Error(`cannot load ${file}: ${e instanceof Error ? e.message : String(e)}`)
   }

@@ -1,10 +1,12 @@
-import { CohortError, decodeReply, encodeRequest, isErrorCode, type InferRequest, type Subjects } from '@cohort/protocol'
-import { fromWireValue, toWireValue, type StageContext, type StageRunner } from '@cohort/pipeline'
+import { CohortError, decodeReply, encodeRequest, isErrorCode, type InferReply, type InferRequest, type Subjects } from '@cohort/protocol'
+import { decodeStageResults, encodeStagePart, type StageContext, type StageRunner } from '@cohort/pipeline'
 import { ItemError } from '@cohort/predictor'
 import type { Transport } from '@cohort/transport'
 
 /** Default in-flight batches from one host to a remote stage. */
 export const DEFAULT_REMOTE_CONCURRENCY = 4
+/** Default most stage batches coalesced into one message. */
+export const DEFAULT_REMOTE_MAX_PARTS = 16
 /** Request timeout when an item has no deadline, ms. */
 const NO_DEADLINE_TIMEOUT_MS = 30_000
 
@@ -16,49 +18,95 @@ export interface RemoteStageRunnerOptions {
   stage: string
   /** Batches in flight at once (overlap across processes). @default 4 */
   concurrency?: number
+  /**
+   * Most stage batches sent in one message: batches handed to the runner in the same run of
+   * microtasks travel together, one part each. @default 16
+   */
+  maxParts?: number
 }
 
-/** One item of a stage request: its deadline (`d`, epoch ms, 0 for none) and value (`v`, wire form). */
-export interface StageWireItem {
-  d: number
-  v: unknown
+interface Waiting {
+  items: unknown[]
+  ctx: StageContext
+  resolve(rs: (unknown | Error)[]): void
+  reject(e: unknown): void
 }
 
 /**
- * Runs a stage on another worker (`cohort worker <dir> --stage <name>`): each batch the host's
- * stage engine forms goes as one request on `cohort.stage.<pipeline>.<stage>` carrying every
- * item's remaining deadline; the remote worker batches across hosts and answers per item.
+ * Runs a stage on another worker (`cohort worker <dir> --stage <name>`). Each batch the host's
+ * stage engine forms is ONE part of a request on `cohort.stage.<pipeline>.<stage>`: the batch
+ * columnar (`encodeStagePart`: one typed array per tensor field, row offsets for ragged ones)
+ * with its items' deadlines; batches handed over in the same run of microtasks share one message
+ * (up to `maxParts`). The stage worker queues each part as one entry and answers each part with
+ * one columnar result (`decodeStageResults`), so nothing is encoded, queued or answered per item.
  */
 export class RemoteStageRunner implements StageRunner {
   readonly concurrency: number
   readonly #o: RemoteStageRunnerOptions
+  readonly #maxParts: number
   #seq = 0
+  #waiting: Waiting[] = []
+  #flushQueued = false
 
   constructor(o: RemoteStageRunnerOptions) {
     this.#o = o
     this.concurrency = o.concurrency ?? DEFAULT_REMOTE_CONCURRENCY
+    this.#maxParts = Math.max(1, o.maxParts ?? DEFAULT_REMOTE_MAX_PARTS)
   }
 
-  async run(items: unknown[], ctx: StageContext): Promise<(unknown | Error)[]> {
+  run(items: unknown[], ctx: StageContext): Promise<(unknown | Error)[]> {
+    if (items.length === 0) {
+      return Promise.resolve([])
+    }
+    return new Promise((resolve, reject) => {
+      this.#waiting.push({ items, ctx, resolve, reject })
+      if (!this.#flushQueued) {
+        this.#flushQueued = true
+        void Promise.resolve().then(() => this.#flush())
+      }
+    })
+  }
+
+  #flush(): void {
+    this.#flushQueued = false
+    const all = this.#waiting
+    this.#waiting = []
+    for (let at = 0; at < all.length; at += this.#maxParts) {
+      const parts = all.slice(at, at + this.#maxParts)
+      this.#send(parts).catch((e: unknown) => parts.forEach((w) => w.reject(e)))
+    }
+  }
+
+  async #send(parts: Waiting[]): Promise<void> {
     const { transport: t, subjects: s, pipeline, stage } = this.#o
     const now = Date.now()
-    const finite = ctx.deadlines.filter((d) => Number.isFinite(d))
-    const deadline = finite.length === ctx.deadlines.length && finite.length > 0 ? Math.max(...finite) : now + NO_DEADLINE_TIMEOUT_MS
-    if (deadline <= now) {
-      return items.map(() => new ItemError(`deadline passed before stage ${stage}`, 'DEADLINE_EXCEEDED'))
+    // The message lives until the latest deadline of its items (any item without one: the default).
+    let deadline = 0
+    for (const w of parts) {
+      for (const d of w.ctx.deadlines) {
+        deadline = Math.max(deadline, Number.isFinite(d) ? d : now + NO_DEADLINE_TIMEOUT_MS)
+      }
+    }
+    const live: Waiting[] = []
+    for (const w of parts) {
+      if (w.ctx.deadlines.every((d) => d <= now)) {
+        w.resolve(w.items.map(() => new ItemError(`deadline passed before stage ${stage}`, 'DEADLINE_EXCEEDED')))
+      } else {
+        live.push(w)
+      }
+    }
+    if (live.length === 0) {
+      return
     }
     const req: InferRequest = {
       v: 1,
       id: `${pipeline}.${stage}.${(this.#seq++).toString(36)}.${Math.random().toString(36).slice(2, 8)}`,
       model: `${pipeline}.${stage}`,
       deadline,
-      items: items.map((v, i): StageWireItem => {
-        const d = ctx.deadlines[i] ?? 0
-        return { d: Number.isFinite(d) ? d : 0, v: toWireValue(v) }
-      }),
+      items: live.map((w) => encodeStagePart(w.items, w.ctx.deadlines)),
     }
     const bytes = encodeRequest(req)
-    const opts = { timeoutMs: deadline - now, signal: ctx.signal }
+    const opts = { timeoutMs: deadline - now, signal: live[0]!.ctx.signal }
     let raw: Uint8Array
     try {
       raw = await t.request(s.stage(pipeline, stage), bytes, opts)
@@ -77,13 +125,26 @@ export class RemoteStageRunner implements StageRunner {
     if (reply.error) {
       throw new CohortError(isErrorCode(reply.error.code) ? reply.error.code : 'INTERNAL', `stage ${stage}: ${reply.error.message}`)
     }
-    const out = reply.items ?? []
-    return items.map((_, i) => {
-      const err = reply.errors?.[i]
-      if (err) {
-        return new ItemError(err.message, isErrorCode(err.code) ? err.code : 'PREDICTOR_FAILED')
+    live.forEach((w, k) => {
+      try {
+        w.resolve(partResults(reply, k, w.items.length, stage))
+      } catch (e) {
+        w.reject(e)
       }
-      return fromWireValue(out[i])
     })
+  }
+}
+
+/** The results of part `k` of a stage reply: its columnar results, or its failure for each item. */
+function partResults(reply: InferReply, k: number, n: number, stage: string): (unknown | Error)[] {
+  const err = reply.errors?.[k]
+  if (err) {
+    const e = new ItemError(err.message, isErrorCode(err.code) ? err.code : 'PREDICTOR_FAILED')
+    return new Array<unknown>(n).fill(e)
+  }
+  try {
+    return decodeStageResults(reply.items?.[k], n)
+  } catch (e) {
+    throw new CohortError('INTERNAL', `stage ${stage} answered a part it was not asked: ${e instanceof Error ? e.message : String(e)}`)
   }
 }

@@ -1,11 +1,30 @@
 import { CohortError, toWireError, type InferRequest, type ModelMeta, type Subjects } from '@cohort/protocol'
-import { fromWireValue, tensorGroupKey, toWireValue, type LeafStage, type StageRunner } from '@cohort/pipeline'
+import { decodeStagePart, encodeStageResults, fromWireValue, sameTensorLayout, tensorGroupKey, toWireValue, type LeafStage, type StageRunner } from '@cohort/pipeline'
 import { ItemError } from '@cohort/predictor'
 import type { ItemResult, ModelRunner, PreparedItem } from '../runners/types.ts'
 
+/** One queued part: a host's stage batch (or, `legacy`, one `{d, v}` item of an older host). */
 interface StagePayload {
-  d: number
-  v: unknown
+  items: unknown[]
+  /** Per item, epoch ms (Infinity: none). */
+  deadlines: number[]
+  legacy: boolean
+}
+
+/** A request item as a part: `{d, b}` (a columnar batch, `decodeStagePart`) or `{d, v}` (one item). */
+function stagePayload(raw: unknown): StagePayload {
+  const it = raw as { d?: unknown; v?: unknown; b?: unknown } | null
+  if (typeof it === 'object' && it !== null && 'b' in it) {
+    try {
+      return { ...decodeStagePart(it), legacy: false }
+    } catch (e) {
+      throw new CohortError('BAD_REQUEST', e instanceof Error ? e.message : String(e))
+    }
+  }
+  if (typeof it !== 'object' || it === null || typeof it.d !== 'number' || !('v' in it)) {
+    throw new CohortError('BAD_REQUEST', 'a stage part is {d: deadline(s), b: batch} (or one item, {d: deadline, v: value})')
+  }
+  return { items: [fromWireValue(it.v)], deadlines: [it.d === 0 ? Infinity : it.d], legacy: true }
 }
 
 /** Stage subjects of one pipeline stage, in the shape of a model's subjects. */
@@ -29,7 +48,12 @@ export function stageSubjects(base: Subjects, pipeline: string, stage: string): 
  */
 export class StageServerRunner implements ModelRunner {
   readonly name: string
-  readonly batchDefaults: { maxBatchSize: number; maxDelayMs: number }
+  /**
+   * Batching of the stage: `maxBatchSize` items per batch. A queue entry is a part (one host's
+   * stage batch) whose cost is its item count, so `maxBatchCost` = `maxBatchSize` bounds the items
+   * of a batch of parts.
+   */
+  readonly batchDefaults: { maxBatchSize: number; maxDelayMs: number; maxBatchCost: number }
   readonly announce = false
   readonly #pipeline: string
   readonly #stage: LeafStage
@@ -43,7 +67,8 @@ export class StageServerRunner implements ModelRunner {
     this.#stage = stage
     this.#inner = inner
     this.name = `${pipeline}.${stage.name}`
-    this.batchDefaults = { ...stage.batch, ...batch }
+    const b = { ...stage.batch, ...batch }
+    this.batchDefaults = { ...b, maxBatchCost: b.maxBatchSize }
   }
 
   get concurrency(): number {
@@ -79,15 +104,22 @@ export class StageServerRunner implements ModelRunner {
     }
     return req.items.map((raw) => {
       try {
-        const it = raw as Partial<StagePayload> | null
-        if (typeof it !== 'object' || it === null || typeof it.d !== 'number' || !('v' in it)) {
-          throw new CohortError('BAD_REQUEST', 'a stage item is {d: deadline, v: value}')
-        }
-        const v = fromWireValue(it.v)
+        const part = stagePayload(raw)
         const s = this.#stage
-        const group = s.kind === 'onnx' ? tensorGroupKey(v) : (s.group?.(v) ?? '')
-        const cost = s.kind === 'ts' && s.cost ? s.cost(v) : 1
-        return { group, cost, payload: { d: it.d, v } satisfies StagePayload }
+        // A part is one batch of the host's stage engine: one group (the host grouped it).
+        let group = ''
+        let cost = 0
+        let prev: unknown
+        part.items.forEach((v, i) => {
+          const g = s.kind === 'onnx' ? (i > 0 && sameTensorLayout(v, prev) ? group : tensorGroupKey(v)) : (s.group?.(v) ?? '')
+          if (i > 0 && g !== group) {
+            throw new CohortError('BAD_REQUEST', `a stage part mixes batch groups (${JSON.stringify(group)}, ${JSON.stringify(g)}); send one part per group`)
+          }
+          group = g
+          prev = v
+          cost += s.kind === 'ts' && s.cost ? s.cost(v) : 1
+        })
+        return { group, cost: Math.max(1, cost), payload: part }
       } catch (e) {
         return { group: '', payload: undefined, error: toWireError(e, 'BAD_REQUEST') }
       }
@@ -95,40 +127,63 @@ export class StageServerRunner implements ModelRunner {
   }
 
   async runBatch(payloads: unknown[]): Promise<ItemResult[]> {
-    const items = payloads as StagePayload[]
+    const parts = payloads as StagePayload[]
     const now = Date.now()
-    const out: ItemResult[] = new Array(items.length)
-    const live: number[] = []
-    items.forEach((it, i) => {
-      if (it.d !== 0 && it.d <= now) {
-        out[i] = { error: { code: 'DEADLINE_EXCEEDED', message: `deadline passed before stage ${this.#stage.name}; not run` } }
-      } else {
-        live.push(i)
-      }
+    // Per part, its items' results; items already past their own deadline are not run.
+    const results = parts.map((p) => new Array<unknown>(p.items.length))
+    const live: { part: number; index: number }[] = []
+    parts.forEach((p, k) => {
+      p.deadlines.forEach((d, i) => {
+        if (d <= now) {
+          results[k]![i] = new ItemError(`deadline passed before stage ${this.#stage.name}; not run`, 'DEADLINE_EXCEEDED')
+        } else {
+          live.push({ part: k, index: i })
+        }
+      })
     })
-    if (live.length > 0) {
+    // The parts of a batch run as one stage batch; one larger than the stage's batch size is
+    // split into batches of at most maxBatchSize, run one after the other, and merged back.
+    const max = this.batchDefaults.maxBatchSize
+    for (let at = 0; at < live.length; at += max) {
+      // Items whose deadline passed while earlier batches of the split ran are not run either.
+      const t = Date.now()
+      const chunk = live.slice(at, at + max).filter(({ part, index }) => {
+        if (parts[part]!.deadlines[index]! > t) {
+          return true
+        }
+        results[part]![index] = new ItemError(`deadline passed before stage ${this.#stage.name}; not run`, 'DEADLINE_EXCEEDED')
+        return false
+      })
+      if (chunk.length === 0) {
+        continue
+      }
       const rs = await this.#inner.run(
-        live.map((i) => items[i]!.v),
+        chunk.map(({ part, index }) => parts[part]!.items[index]),
         {
           pipeline: this.#pipeline,
           stage: this.#stage.name,
-          batchSize: live.length,
-          deadlines: live.map((i) => (items[i]!.d === 0 ? Infinity : items[i]!.d)),
+          batchSize: chunk.length,
+          deadlines: chunk.map(({ part, index }) => parts[part]!.deadlines[index]!),
           signal: this.#abort.signal,
         },
       )
-      if (!Array.isArray(rs) || rs.length !== live.length) {
-        throw new CohortError('PREDICTOR_FAILED', `stage ${this.#stage.name} returned ${Array.isArray(rs) ? rs.length : typeof rs} results for ${live.length} items`)
+      if (!Array.isArray(rs) || rs.length !== chunk.length) {
+        throw new CohortError('PREDICTOR_FAILED', `stage ${this.#stage.name} returned ${Array.isArray(rs) ? rs.length : typeof rs} results for ${chunk.length} items`)
       }
-      live.forEach((i, k) => {
-        const r = rs[k]
-        out[i] =
-          r instanceof Error
-            ? { error: { code: r instanceof ItemError ? r.code : 'PREDICTOR_FAILED', message: r.message } }
-            : { json: toWireValue(r) }
+      chunk.forEach(({ part, index }, k) => {
+        results[part]![index] = rs[k]
       })
     }
-    return out
+    return parts.map((p, k): ItemResult => {
+      const rs = results[k]!
+      if (!p.legacy) {
+        return { json: encodeStageResults(rs) }
+      }
+      const r = rs[0]
+      return r instanceof Error
+        ? { error: { code: r instanceof ItemError ? r.code : 'PREDICTOR_FAILED', message: r.message } }
+        : { json: toWireValue(r) }
+    })
   }
 
   async close(): Promise<void> {

@@ -27,10 +27,18 @@ function messageOf(e) {
 
 async function find(path, name) {
   if (/\.[cm]?ts$/.test(path)) {
+    // Both hooks, as bin/cohort.js registers them: a .ts file in a package that is not
+    // "type": "module" is compiled to CommonJS and requires its imports.
     const { register } = await import('tsx/esm/api')
     register()
+    const cjs = await import('tsx/cjs/api')
+    cjs.register()
   }
-  const mod = await import(pathToFileURL(resolve(path)).href)
+  let mod = await import(pathToFileURL(resolve(path)).href)
+  // CommonJS-compiled TypeScript: the author's exports are in `default` (module-exports.ts).
+  if (mod.default && typeof mod.default === 'object' && mod.default.__esModule === true) {
+    mod = mod.default
+  }
   for (const v of Object.values(mod)) {
     for (const x of Array.isArray(v) ? v : [v]) {
       if (x && typeof x === 'object' && x[BRAND] === true && x.name === name) {

@@ -23,9 +23,10 @@ export interface ModelRunner {
   readonly concurrency: number
   /**
    * The model's own batching defaults. `autoBatchSize`: tune the batch cap within
-   * `[1, maxBatchSize]` (@default false).
+   * `[1, maxBatchSize]` (@default false). `maxBatchCost`: the batch cost budget of the model's
+   * items (@default the engine's, unlimited).
    */
-  readonly batchDefaults: { maxBatchSize: number; maxDelayMs: number; autoBatchSize?: boolean }
+  readonly batchDefaults: { maxBatchSize: number; maxDelayMs: number; autoBatchSize?: boolean; maxBatchCost?: number }
   /**
    * A hard batch limit of the model itself (known once started), e.g. a leading dimension fixed at
    * 1: flags and runtime overrides may not exceed it. Absent: only `@cohort/batching`'s bound.

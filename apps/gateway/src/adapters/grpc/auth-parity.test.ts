@@ -1,6 +1,7 @@
 // gRPC and REST through the same inference door: the same credentials (API key, JWT) accepted and
 // refused with the same codes, the same rate limit (429 over REST is RESOURCE_EXHAUSTED over gRPC),
-// and the gateway span parented by the caller's `traceparent` metadata. Real gRPC client and server
+// the same tenant on the envelope (fair shares), and the gateway span parented by the caller's
+// `traceparent` metadata. Real gRPC client and server
 // on a local port, a real CohortWorker (TypeScript predictor) over an InProcessTransport.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import * as grpc from '@grpc/grpc-js'
@@ -142,6 +143,24 @@ describe('gRPC auth parity with REST (one inference door)', () => {
     // Another client has its own bucket; health RPCs are never limited.
     expect((await outcome(call('ModelInfer', inferReq, 'Bearer k2')))[0]).toBe(grpc.status.OK)
     expect(await call('ServerLive', {}, 'Bearer k1')).toEqual({ live: true })
+  })
+
+  it('bills a gRPC call to its tenant (API key index, JWT subject) exactly as REST does', async () => {
+    const { call, rest } = await pair({ apiKeys: ['k1', 'k2'], jwt: { secret: SECRET, scope: 'infer' } })
+    /** Items the worker answered for `tenant` (its per-tenant fair-share metric, labelled from the envelope's `tenant`). */
+    const items = (tenant: string) =>
+      worker.registry
+        .render()
+        .split('\n')
+        .filter((l) => l.startsWith('cohort_tenant_items_total{') && l.includes(`tenant="${tenant}"`))
+        .reduce((n, l) => n + Number(l.split(' ').pop()), 0)
+    const before = { key: items('key:1'), jwt: items('jwt:bob'), anon: items('_anonymous') }
+    await call('ModelInfer', inferReq, 'Bearer k2')
+    await call('ModelInfer', inferReq, `Bearer ${await token({ sub: 'bob' })}`)
+    expect({ key: items('key:1') - before.key, jwt: items('jwt:bob') - before.jwt }).toEqual({ key: 1, jwt: 1 })
+    expect((await rest('Bearer k2')).status).toBe(200)
+    expect((await rest(`Bearer ${await token({ sub: 'bob' })}`)).status).toBe(200)
+    expect({ key: items('key:1') - before.key, jwt: items('jwt:bob') - before.jwt, anon: items('_anonymous') - before.anon }).toEqual({ key: 2, jwt: 2, anon: 0 })
   })
 
   it('parents the gateway span on the traceparent metadata of a gRPC call', async () => {

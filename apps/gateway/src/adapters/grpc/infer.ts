@@ -43,8 +43,10 @@ export function deadlineAt(deadline: grpc.Deadline | undefined): number | undefi
  */
 export async function modelInfer(p: Passage, r: ModelInferRequestMsg, signal: AbortSignal, idempotent: boolean): Promise<Record<string, unknown>> {
   const model = r.model_name
-  checkModelPath(model, r.model_version === '' ? undefined : r.model_version)
-  p.admit()
+  const version = r.model_version === '' || r.model_version === undefined ? undefined : r.model_version
+  checkModelPath(model, version)
+  // Both door checks before the inputs are decoded; the `timeout` parameter is already known here.
+  p.admit(paramValue(r.parameters?.['timeout']))
   const { tensors } = grpcInputs(r.inputs ?? [], r.raw_input_contents ?? [])
   const priority = paramValue(r.parameters?.['priority'])
   const outputs = (r.outputs ?? []).map((o) => o.name)
@@ -53,6 +55,7 @@ export async function modelInfer(p: Passage, r: ModelInferRequestMsg, signal: Ab
       tensors,
       ...(typeof priority === 'number' ? { priority } : {}),
       ...(outputs.length > 0 ? { outputs } : {}),
+      ...(version !== undefined ? { version } : {}),
     },
     { timeoutMs: p.timeoutMs(paramValue(r.parameters?.['timeout'])), signal, retryable: idempotent || (r.id ?? '') !== '' },
   )
@@ -60,7 +63,7 @@ export async function modelInfer(p: Passage, r: ModelInferRequestMsg, signal: Ab
   const order = outputs.length > 0 ? outputs : Object.keys(out)
   const res = {
     model_name: model,
-    model_version: '1',
+    model_version: reply.version ?? version ?? '1',
     id: r.id ?? '',
     parameters: {},
     outputs: [] as { name: string; datatype: string; shape: number[] }[],

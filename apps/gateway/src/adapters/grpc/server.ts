@@ -9,6 +9,7 @@ import type { Tracer } from '@opentelemetry/api'
 import { DEFAULT_MAX_BODY_BYTES, DEFAULT_META_TIMEOUT_MS, DEFAULT_REQUEST_TIMEOUT_MS, type JwtAuthOptions, type RateLimitOptions } from '../../options.ts'
 import { Upstream } from '../../upstream.ts'
 import { InferenceDoor, type Arrival } from '../../door.ts'
+import type { WorkerWaitOptions } from '../../door-wait.ts'
 import { WorkerLiveness, type WorkerLossOptions } from '../../liveness.ts'
 import { checkModelPath } from '../../routes/infer.ts'
 import { tritonConfig } from '../../routes/config.ts'
@@ -59,6 +60,8 @@ export interface GrpcServerOptions {
   gatewayId?: string
   /** Runtime queueing delay, ms (admission at the door, as over HTTP). @default none */
   queueDelayMs?: () => number
+  /** The door's worker-wait check, as over HTTP (`GatewayOptions.workerWait`); `false` turns it off. @default {} */
+  workerWait?: WorkerWaitOptions | false
   /** Tracer of the `cohort.gateway.infer` spans (parent: `traceparent` metadata). @default as HTTP */
   tracer?: Tracer
   /** Failed calls are logged at `warn`. @default errors to console.error */
@@ -139,16 +142,17 @@ const metaTensors = (ts: ModelMeta['inputs']) => ts.map((t) => ({ name: t.name, 
 export async function startGrpcServer(options: GrpcServerOptions): Promise<GrpcServerHandle> {
   const report = options.onUnexpectedError ?? ((e: unknown) => console.error('cohort: grpc: unexpected error', e))
   const subjects = makeSubjects(options.subjectPrefix ?? 'cohort')
-  const liveness =
-    options.workerLoss === false
-      ? undefined
-      : new WorkerLiveness(options.transport, subjects, options.gatewayId ?? `grpc-${crypto.randomUUID().slice(0, 8)}`, options.workerLoss)
+  const gatewayId = options.gatewayId ?? `grpc-${crypto.randomUUID().slice(0, 8)}`
+  const liveness = options.workerLoss === false ? undefined : new WorkerLiveness(options.transport, subjects, gatewayId, options.workerLoss)
   const up = new Upstream(options.transport, subjects, options.metaTimeoutMs ?? DEFAULT_META_TIMEOUT_MS, liveness)
+  const metrics = gatewayMetrics(options.registry ?? new Registry())
+  metrics.info.set({ gateway: gatewayId }, 1)
   const door = new InferenceDoor({
     upstream: up,
-    metrics: gatewayMetrics(options.registry ?? new Registry()),
+    metrics,
     requestTimeoutMs: options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS,
     queueDelayMs: options.queueDelayMs,
+    workerWait: options.workerWait,
     apiKeys: options.apiKeys,
     jwt: options.jwt,
     rateLimit: options.rateLimit,
@@ -164,17 +168,21 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<GrpcS
   /** Authenticate and rate-limit a call through the door (health RPCs are not rate-limited). */
   const authorize = (call: { metadata: grpc.Metadata; getPeer(): string }, limited = true) =>
     door.authorize(first(call.metadata, 'authorization'), call.getPeer().replace(/:\d+$/, ''), limited)
-  /** The door's arrival of one inference request. */
-  const arrival = (call: { metadata: grpc.Metadata; getDeadline(): grpc.Deadline }, method: string, model: string): Arrival => ({
+  /**
+   * The door's arrival of one inference request. `tenant`: the authenticated client (`key:<i>`,
+   * `jwt:<sub>`), the envelope's tenant for fair shares, as over HTTP (none when auth is off).
+   */
+  const arrival = (call: { metadata: grpc.Metadata; getDeadline(): grpc.Deadline }, method: string, model: string, tenant: string | undefined): Arrival => ({
     method: 'POST',
     route: `/inference.GRPCInferenceService/${method}`,
     model,
     traceparent: first(call.metadata, TRACEPARENT),
     tracestate: first(call.metadata, TRACESTATE),
     deadlineAt: deadlineAt(call.getDeadline()),
+    tenant,
   })
-  const infer = (call: Parameters<typeof arrival>[0], method: string, r: ModelInferRequestMsg, signal: AbortSignal) =>
-    door.serve(arrival(call, method, r.model_name), (p) => modelInfer(p, r, signal, first(call.metadata, 'idempotency-key') !== undefined))
+  const infer = (call: Parameters<typeof arrival>[0], method: string, r: ModelInferRequestMsg, signal: AbortSignal, tenant: string | undefined) =>
+    door.serve(arrival(call, method, r.model_name, tenant), (p) => modelInfer(p, r, signal, first(call.metadata, 'idempotency-key') !== undefined))
 
   /** A unary handler: authorize, run, answer or map the error. */
   const unary =
@@ -194,8 +202,9 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<GrpcS
     ServerReady: unary(async () => ({ ready: (await up.readiness()).ready }), false),
     ModelReady: unary(async (r: { name: string; version: string }) => {
       try {
-        checkModelPath(r.name, r.version === '' ? undefined : r.version)
-        return { ready: (await up.meta(r.name)).ready }
+        const version = r.version === '' ? undefined : r.version
+        checkModelPath(r.name, version)
+        return { ready: (await up.meta(r.name, version)).ready }
       } catch (e) {
         if (e instanceof CohortError && (e.code === 'MODEL_NOT_FOUND' || e.code === 'NO_WORKER')) {
           return { ready: false }
@@ -209,13 +218,15 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<GrpcS
       extensions: ['binary_tensor_data', 'parameters', 'statistics', 'model_configuration'],
     })),
     ModelMetadata: unary(async (r: { name: string; version: string }) => {
-      checkModelPath(r.name, r.version === '' ? undefined : r.version)
-      const m = await up.meta(r.name)
+      const version = r.version === '' ? undefined : r.version
+      checkModelPath(r.name, version)
+      const m = await up.meta(r.name, version)
       return { name: m.name, versions: m.versions, platform: m.platform, inputs: metaTensors(m.inputs), outputs: metaTensors(m.outputs) }
     }),
     ModelConfig: unary(async (r: { name: string; version: string }) => {
-      checkModelPath(r.name, r.version === '' ? undefined : r.version)
-      return { config: tritonConfig(await up.meta(r.name)) }
+      const version = r.version === '' ? undefined : r.version
+      checkModelPath(r.name, version)
+      return { config: tritonConfig(await up.meta(r.name, version)) }
     }),
     ModelStatistics: unary(async (r: { name: string; version: string }) =>
       modelStats(up, r.name === '' ? undefined : r.name, r.version === '' ? undefined : r.version),
@@ -225,7 +236,7 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<GrpcS
       call.on('cancelled', () => ac.abort())
       Promise.resolve()
         .then(() => authorize(call))
-        .then(() => infer(call, 'ModelInfer', call.request, ac.signal))
+        .then((tenant) => infer(call, 'ModelInfer', call.request, ac.signal, tenant))
         .then(
           (res) => cb(null, res),
           (e) => cb(toServiceError(e, report)),
@@ -252,7 +263,7 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<GrpcS
         pending++
         authorized
           .then(() => authorize(call))
-          .then(() => infer(call, 'ModelStreamInfer', r, ac.signal))
+          .then((tenant) => infer(call, 'ModelStreamInfer', r, ac.signal, tenant))
           .then(
             (res) => call.write({ error_message: '', infer_response: res }),
             (e) => {

@@ -30,7 +30,25 @@ export function grpcCode(httpStatus: number): status {
 }
 
 /**
- * A CohortError as a gRPC error: the mapped status code, the message as details, and the stable
+ * gRPC status of an error code, as Triton answers the same condition: a refusal for capacity
+ * (OVERLOADED: a full queue, admission, either door check; RATE_LIMITED) is RESOURCE_EXHAUSTED,
+ * a missing or lost server (NO_WORKER, WORKER_LOST, REPLY_LOST, SHUTTING_DOWN, NOT_READY, ...)
+ * UNAVAILABLE, a passed deadline DEADLINE_EXCEEDED; other codes by their HTTP status ({@link grpcCode}).
+ */
+export function grpcStatusOf(e: Pick<CohortError, 'code' | 'status'>): status {
+  switch (e.code) {
+    case 'OVERLOADED':
+    case 'RATE_LIMITED':
+      return status.RESOURCE_EXHAUSTED
+    case 'DEADLINE_EXCEEDED':
+      return status.DEADLINE_EXCEEDED
+    default:
+      return grpcCode(e.status)
+  }
+}
+
+/**
+ * A CohortError as a gRPC error: the status code of {@link grpcStatusOf}, the message as details, and the stable
  * code (plus Retry-After when known) as trailing metadata `cohort-code` / `retry-after`.
  */
 export function toServiceError(e: unknown, report: (e: unknown) => void): Partial<ServiceError> {
@@ -40,5 +58,5 @@ export function toServiceError(e: unknown, report: (e: unknown) => void): Partia
   if (err.retryAfterS !== undefined) {
     metadata.set('retry-after', String(Math.max(1, Math.ceil(err.retryAfterS))))
   }
-  return { code: grpcCode(err.status), details: err.message, metadata }
+  return { code: grpcStatusOf(err), details: err.message, metadata }
 }

@@ -26,9 +26,12 @@ export const OPEN_PATHS: ReadonlySet<string> = new Set([
   '/dashboard/app.css',
 ])
 
-/** True for the admin routes, which check `adminKeys` themselves (routes/admin.ts). */
+/**
+ * True for the admin routes, which check `adminKeys` themselves (routes/admin.ts): `/admin/...`
+ * and the model repository extension `/v2/repository/...` (routes/repository.ts).
+ */
 export function isAdminPath(path: string): boolean {
-  return path === '/admin' || path.startsWith('/admin/')
+  return path === '/admin' || path.startsWith('/admin/') || path.startsWith('/v2/repository/')
 }
 
 /**

@@ -1,0 +1,127 @@
+// The door's worker-wait check and the admission state it reads (worker-waits.ts), on a fake clock:
+// the refusal decision, stale expiry, the bounded-rate probe, per-tenant waits, and the feed from
+// heartbeats and v2 accept notices.
+import { describe, expect, it } from 'vitest'
+import { FakeClock } from '@cohort/batching'
+import { WorkerWaitCheck } from './door-wait.ts'
+import { WorkerWaits } from './worker-waits.ts'
+
+function setup(o: { probeIntervalMs?: number; staleHeartbeats?: number } = {}) {
+  const clock = new FakeClock(1_000_000)
+  const waits = new WorkerWaits(() => clock.now())
+  const check = new WorkerWaitCheck(waits, { probeIntervalMs: o.probeIntervalMs ?? 100, ...(o.staleHeartbeats ? { staleHeartbeats: o.staleHeartbeats } : {}) })
+  return { clock, waits, check }
+}
+
+/** The verdict's kind: 'admit', 'probe' or the refusal's code. */
+const kind = (v: ReturnType<WorkerWaitCheck['judge']>) => (v.admit ? (v.probe ? 'probe' : 'admit') : v.error.code)
+
+describe('WorkerWaitCheck (the door refuses what no worker can finish in time)', () => {
+  it('admits while nothing is known of the model', () => {
+    const { check } = setup()
+    expect(kind(check.judge('m', '', 1))).toBe('admit')
+  })
+
+  it('refuses 503 OVERLOADED with Retry-After when the best worker wait plus service exceeds the time left, after one probe', () => {
+    const { waits, check } = setup()
+    waits.heartbeat('w1', 1000, { m: { queued: 40, waitMs: 900, serviceMs: 20 } })
+    waits.heartbeat('w2', 1000, { m: { queued: 10, waitMs: 300, serviceMs: 20 } })
+    expect(kind(check.judge('m', '', 320))).toBe('admit') // w2 finishes at 320: just in time
+    expect(kind(check.judge('m', '', 319))).toBe('probe') // the first late one goes through as a probe
+    const v = check.judge('m', '', 319)
+    expect(kind(v)).toBe('OVERLOADED')
+    if (!v.admit) {
+      expect(v.error.status).toBe(503)
+      expect(v.error.retryAfterS).toBe(1)
+      expect(v.error.message).toMatch(/worker-wait check/)
+      expect(v.error.message).toMatch(/best of 2 workers: about 300 ms of queued work and 20 ms to run it, 319 ms left/)
+    }
+    // Another model is not affected.
+    expect(kind(check.judge('other', '', 1))).toBe('admit')
+  })
+
+  it('admits what even an idle worker cannot finish (less time than the service estimate): the worker answers that exactly, a retry would not help', () => {
+    const { waits, check } = setup()
+    waits.heartbeat('w1', 1000, { m: { queued: 40, waitMs: 900, serviceMs: 50 } })
+    check.judge('m', '', 100) // the probe
+    expect(kind(check.judge('m', '', 49))).toBe('admit')
+    expect(kind(check.judge('m', '', 100))).toBe('OVERLOADED')
+  })
+
+  it('lets one probe through per probeIntervalMs while every estimate says late (never a permanent lockout)', () => {
+    const { clock, waits, check } = setup({ probeIntervalMs: 100 })
+    const verdicts: string[] = []
+    for (let t = 0; t < 300; t += 10) {
+      // Keep the estimate fresh and late the whole time (the worker's queue stays long).
+      waits.accepted('m', 'w1', { waitMs: 5000, serviceMs: 10 })
+      verdicts.push(kind(check.judge('m', '', 200)))
+      clock.advance(10)
+    }
+    expect(verdicts.filter((v) => v === 'probe')).toHaveLength(3) // at t = 0, 100, 200
+    expect(verdicts.filter((v) => v === 'OVERLOADED')).toHaveLength(27)
+    expect(verdicts.filter((v) => v === 'admit')).toHaveLength(0)
+  })
+
+  it('ages an estimate by the time since it came: the known queued work drains', () => {
+    const { clock, waits, check } = setup()
+    waits.heartbeat('w1', 1000, { m: { queued: 40, waitMs: 500, serviceMs: 10 } })
+    check.judge('m', '', 100) // the probe
+    expect(kind(check.judge('m', '', 100))).toBe('OVERLOADED')
+    clock.advance(420) // 80 ms of the estimate left + 10 ms service < 100 ms
+    expect(kind(check.judge('m', '', 100))).toBe('admit')
+  })
+
+  it('drops an estimate older than staleHeartbeats heartbeat intervals of its worker: the door admits again', () => {
+    const { clock, waits, check } = setup({ staleHeartbeats: 2, probeIntervalMs: 60_000 })
+    waits.heartbeat('w1', 1000, { m: { queued: 40, waitMs: 60_000, serviceMs: 10 } })
+    check.judge('m', '', 100) // the probe
+    clock.advance(1999)
+    expect(kind(check.judge('m', '', 100))).toBe('OVERLOADED')
+    clock.advance(2)
+    expect(kind(check.judge('m', '', 100))).toBe('admit')
+    expect(waits.best('m', '', 2)).toBeUndefined()
+  })
+
+  it('a heartbeat without the model (the engine stopped judging) or a bye forgets that worker', () => {
+    const { waits, check } = setup()
+    waits.heartbeat('w1', 1000, { m: { queued: 40, waitMs: 60_000, serviceMs: 10 } })
+    check.judge('m', '', 100) // the probe
+    expect(kind(check.judge('m', '', 100))).toBe('OVERLOADED')
+    waits.heartbeat('w1', 1000, undefined)
+    expect(kind(check.judge('m', '', 100))).toBe('admit')
+    waits.accepted('m', 'w2', { waitMs: 60_000, serviceMs: 10 })
+    expect(kind(check.judge('m', '', 100))).toBe('OVERLOADED')
+    waits.forget('w2')
+    expect(kind(check.judge('m', '', 100))).toBe('admit')
+  })
+
+  it('a fresh worker that does not judge arrivals (an accept notice without waitMs) makes the door admit', () => {
+    const { waits, check } = setup()
+    waits.accepted('m', 'w1', { waitMs: 60_000, serviceMs: 10 })
+    check.judge('m', '', 100) // the probe
+    expect(kind(check.judge('m', '', 100))).toBe('OVERLOADED')
+    waits.accepted('m', 'w2', {})
+    expect(kind(check.judge('m', '', 100))).toBe('admit')
+  })
+
+  it("per tenant: a flooding tenant is refused by its own wait while a quiet tenant's fresh wait admits it", () => {
+    const { waits, check } = setup()
+    waits.heartbeat('w1', 1000, { m: { queued: 400, waitMs: 5, serviceMs: 10, tenants: { 'key:0': 4000 } } })
+    expect(kind(check.judge('m', 'key:1', 100))).toBe('admit')
+    check.judge('m', 'key:0', 100) // the probe
+    expect(kind(check.judge('m', 'key:0', 100))).toBe('OVERLOADED')
+    expect(kind(check.judge('m', 'key:1', 100))).toBe('admit')
+    // An accept notice updates the tenants it names and keeps the others.
+    waits.accepted('m', 'w1', { waitMs: 5, serviceMs: 10, tenants: { 'key:2': 3000 } })
+    expect(kind(check.judge('m', 'key:0', 100))).toBe('OVERLOADED')
+    expect(kind(check.judge('m', 'key:2', 100))).toBe('OVERLOADED')
+    waits.accepted('m', 'w1', { waitMs: 5, serviceMs: 10, tenants: { 'key:0': 5 } })
+    expect(kind(check.judge('m', 'key:0', 100))).toBe('admit')
+  })
+
+  it('rejects invalid options', () => {
+    const waits = new WorkerWaits()
+    expect(() => new WorkerWaitCheck(waits, { probeIntervalMs: -1 })).toThrow(RangeError)
+    expect(() => new WorkerWaitCheck(waits, { staleHeartbeats: 0 })).toThrow(RangeError)
+  })
+})

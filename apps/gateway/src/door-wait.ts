@@ -1,0 +1,88 @@
+/**
+ * The door's worker-wait check (docs/batching.md#admission-at-the-door): refuse a request before
+ * its body is read, without a NATS round trip, when no worker can finish it before its deadline by
+ * the workers' own queue-wait estimates ({@link WorkerWaits}). The second of the door's two checks;
+ * the first, the event-loop-lag check, is `admitAtDoor` in deadline.ts. The worker's admission
+ * stays the exact check: this one refuses only what it would refuse, by estimates it sent.
+ * @module
+ */
+import { CohortError } from '@cohort/protocol'
+import type { WorkerWaits } from './worker-waits.ts'
+
+/** The door's checks, as named in code, in the `check` label of `cohort_door_refusals_total` and in the docs. */
+export const DOOR_CHECKS = { eventLoopLag: 'event_loop_lag', workerWait: 'worker_wait' } as const
+/** One of {@link DOOR_CHECKS}. */
+export type DoorCheck = (typeof DOOR_CHECKS)[keyof typeof DOOR_CHECKS]
+
+/** Options of the worker-wait check (`GatewayOptions.workerWait`; `false` turns it off). All durations in ms. */
+export interface WorkerWaitOptions {
+  /**
+   * While every fresh estimate says a model's requests would be late, still let one through every
+   * this many ms (per model and gateway), so the worker's exact check judges it and the estimates
+   * refresh. @default 100
+   */
+  probeIntervalMs?: number
+  /** An estimate is used for this many of its worker's heartbeat intervals after it came, then dropped. @default 2 */
+  staleHeartbeats?: number
+}
+
+/** Default {@link WorkerWaitOptions.probeIntervalMs}. */
+export const DEFAULT_PROBE_INTERVAL_MS = 100
+/** Default {@link WorkerWaitOptions.staleHeartbeats}. */
+export const DEFAULT_STALE_HEARTBEATS = 2
+
+/** What the check decided for one request. */
+export type WaitVerdict =
+  | { admit: true; probe?: true }
+  | { admit: false; error: CohortError }
+
+/** The worker-wait check of one door. */
+export class WorkerWaitCheck {
+  readonly probeIntervalMs: number
+  readonly staleHeartbeats: number
+  /** Last probe per model (clock ms); bounded by the models the state knows. */
+  readonly #probes = new Map<string, number>()
+
+  constructor(
+    readonly waits: WorkerWaits,
+    o: WorkerWaitOptions = {},
+  ) {
+    this.probeIntervalMs = o.probeIntervalMs ?? DEFAULT_PROBE_INTERVAL_MS
+    this.staleHeartbeats = o.staleHeartbeats ?? DEFAULT_STALE_HEARTBEATS
+    if (!(this.probeIntervalMs >= 0) || !(this.staleHeartbeats > 0)) {
+      throw new RangeError('workerWait: probeIntervalMs >= 0 and staleHeartbeats > 0')
+    }
+  }
+
+  /**
+   * Judge a request of `tenant` ('' anonymous) for `model` with `leftMs` to its deadline: refused
+   * (503 OVERLOADED, Retry-After: retrying can help) when the best worker's wait plus its service
+   * estimate exceeds `leftMs`. Admitted when nothing fresh is known, when even an idle worker could
+   * not finish it (`leftMs` below the service estimate: the worker answers that exactly, a retry
+   * would not help), and as a probe once per `probeIntervalMs` per model.
+   */
+  judge(model: string, tenant: string, leftMs: number): WaitVerdict {
+    const best = this.waits.best(model, tenant, this.staleHeartbeats)
+    if (best === undefined || leftMs < best.serviceMs || leftMs >= best.waitMs + best.serviceMs) {
+      return { admit: true }
+    }
+    const now = this.waits.now()
+    const last = this.#probes.get(model)
+    if (last === undefined || now - last >= this.probeIntervalMs || now < last) {
+      this.#probes.delete(model)
+      this.#probes.set(model, now)
+      if (this.#probes.size > 1024) {
+        this.#probes.delete(this.#probes.keys().next().value as string)
+      }
+      return { admit: true, probe: true }
+    }
+    return {
+      admit: false,
+      error: new CohortError(
+        'OVERLOADED',
+        `model "${model}": no worker can finish this request within its deadline (best of ${best.workers} worker${best.workers === 1 ? '' : 's'}: about ${Math.ceil(best.waitMs)} ms of queued work and ${Math.ceil(best.serviceMs)} ms to run it, ${Math.floor(leftMs)} ms left); refused at the door (worker-wait check), retry after Retry-After`,
+        { retryAfterS: Math.max(1, Math.ceil(best.waitMs / 1000)) },
+      ),
+    }
+  }
+}

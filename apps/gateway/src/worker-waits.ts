@@ -1,0 +1,142 @@
+/**
+ * The gateway's per-model admission state: each worker's latest estimate of the queue wait of a
+ * new item (`WaitEstimate`, from its v2 accept notices and its heartbeats), for the door's
+ * worker-wait check (door-wait.ts; docs/batching.md#admission-at-the-door). Pure: an injected clock.
+ * @module
+ */
+import type { WaitEstimate } from '@cohort/protocol'
+
+/** Most models remembered (older ones are forgotten first: bounded memory). */
+export const WAIT_MAX_MODELS = 1024
+/** Most tenant waits remembered per worker and model (the wire sends at most 16 per message). */
+export const WAIT_MAX_TENANTS = 64
+/** Heartbeat interval assumed for a worker whose heartbeat was not seen yet (the workers' default), ms. */
+const ASSUMED_INTERVAL_MS = 1000
+
+interface Entry {
+  /** When it arrived (clock ms). */
+  at: number
+  /** Undefined: the worker serves the model but does not judge arrivals (it admits everything). */
+  waitMs: number | undefined
+  serviceMs: number
+  tenants: Map<string, { waitMs: number; at: number }>
+}
+
+/** What {@link WorkerWaits.best} answers: the worker that would finish a new item first. */
+export interface BestWait {
+  /** Its wait before the item's batch starts, ms from now (the estimate less the time since it came). */
+  waitMs: number
+  /** That batch's run, ms. */
+  serviceMs: number
+  /** Workers with a fresh estimate for the model. */
+  workers: number
+}
+
+/** Per model and worker, the last queue-wait estimate heard, aged by the time since it came. */
+export class WorkerWaits {
+  readonly #models = new Map<string, Map<string, Entry>>()
+  /** Each worker's heartbeat interval (ms), from its heartbeats. */
+  readonly #intervals = new Map<string, number>()
+
+  constructor(readonly now: () => number = Date.now) {}
+
+  /**
+   * A worker's heartbeat: its estimates replace what was known of it; a model it no longer lists
+   * (its engine stopped judging, or it stopped serving it) is forgotten for that worker.
+   */
+  heartbeat(worker: string, intervalMs: number, models: Record<string, WaitEstimate> | undefined): void {
+    this.#intervals.set(worker, intervalMs)
+    const now = this.now()
+    for (const [model, byWorker] of this.#models) {
+      if (models?.[model] === undefined && byWorker.delete(worker) && byWorker.size === 0) {
+        this.#models.delete(model)
+      }
+    }
+    for (const [model, w] of Object.entries(models ?? {})) {
+      this.#set(model, worker, { at: now, waitMs: w.waitMs, serviceMs: w.serviceMs, tenants: tenantMap(w.tenants, now) })
+    }
+  }
+
+  /**
+   * A v2 accept notice of `worker` for a pack of `model`: its fresh estimate (tenant waits are
+   * merged: the notice names only the pack's tenants). Without `waitMs` the worker does not judge
+   * arrivals: it counts as one that admits.
+   */
+  accepted(model: string, worker: string, n: { waitMs?: number | undefined; serviceMs?: number | undefined; tenants?: Record<string, number> | undefined }): void {
+    const now = this.now()
+    const old = this.#models.get(model)?.get(worker)
+    const tenants = old?.tenants ?? new Map<string, { waitMs: number; at: number }>()
+    for (const [t, ms] of Object.entries(n.tenants ?? {})) {
+      tenants.delete(t)
+      tenants.set(t, { waitMs: ms, at: now })
+    }
+    while (tenants.size > WAIT_MAX_TENANTS) {
+      tenants.delete(tenants.keys().next().value as string)
+    }
+    this.#set(model, worker, { at: now, waitMs: n.waitMs, serviceMs: n.serviceMs ?? 0, tenants })
+  }
+
+  /** A worker left (drained: `bye`): forget its estimates. */
+  forget(worker: string): void {
+    this.#intervals.delete(worker)
+    for (const [model, byWorker] of this.#models) {
+      if (byWorker.delete(worker) && byWorker.size === 0) {
+        this.#models.delete(model)
+      }
+    }
+  }
+
+  /**
+   * The worker that would finish a new item of `tenant` ('' : anonymous) for `model` first,
+   * among estimates younger than `staleHeartbeats` of their worker's heartbeat intervals (older
+   * ones are dropped: never a permanent lockout). `undefined` when no fresh estimate exists, or a
+   * fresh worker does not judge arrivals: nothing is known that could refuse.
+   */
+  best(model: string, tenant: string, staleHeartbeats: number): BestWait | undefined {
+    const byWorker = this.#models.get(model)
+    if (byWorker === undefined) {
+      return undefined
+    }
+    const now = this.now()
+    let best: BestWait | undefined
+    let workers = 0
+    let unjudged = false
+    for (const [worker, e] of byWorker) {
+      const age = now - e.at
+      if (age > staleHeartbeats * (this.#intervals.get(worker) ?? ASSUMED_INTERVAL_MS)) {
+        byWorker.delete(worker)
+        continue
+      }
+      workers++
+      if (e.waitMs === undefined) {
+        unjudged = true
+        continue
+      }
+      const t = e.tenants.get(tenant)
+      const waitMs = Math.max(0, t !== undefined ? t.waitMs - (now - t.at) : e.waitMs - age)
+      if (best === undefined || waitMs + e.serviceMs < best.waitMs + best.serviceMs) {
+        best = { waitMs, serviceMs: e.serviceMs, workers: 0 }
+      }
+    }
+    if (byWorker.size === 0) {
+      this.#models.delete(model)
+    }
+    return best === undefined || unjudged ? undefined : { ...best, workers }
+  }
+
+  #set(model: string, worker: string, e: Entry): void {
+    let byWorker = this.#models.get(model)
+    if (byWorker === undefined) {
+      if (this.#models.size >= WAIT_MAX_MODELS) {
+        this.#models.delete(this.#models.keys().next().value as string)
+      }
+      byWorker = new Map()
+      this.#models.set(model, byWorker)
+    }
+    byWorker.set(worker, e)
+  }
+}
+
+function tenantMap(t: Record<string, number> | undefined, at: number): Map<string, { waitMs: number; at: number }> {
+  return new Map(Object.entries(t ?? {}).map(([k, waitMs]) => [k, { waitMs, at }]))
+}

@@ -1,0 +1,116 @@
+import { describe, expect, it } from 'vitest'
+import { decodeNotice, encodeCancel, encodeValue, subjects, type GatewayNotice, type GenerateInput, type Generator, type GenerationSink, type InferRequest } from '@cohort/protocol'
+import { Registry, workerMetrics } from '@cohort/metrics'
+import { InProcessTransport } from '@cohort/transport'
+import { ModelServer } from '../model-server.ts'
+import { GenerativeRunner } from '../runners/generative-runner.ts'
+
+const s = subjects()
+
+/**
+ * A step-loop generator: each step (one macrotask) gives every running sequence one token ("x"),
+ * ending each at its maxTokens. Counts steps and running sequences.
+ */
+function stepper() {
+  const running = new Set<{ left: number; out: number[]; sink: GenerationSink; cancelled: boolean; prompt: number }>()
+  const stats = { steps: 0, running: () => running.size }
+  let scheduled = false
+  const step = () => {
+    scheduled = false
+    stats.steps++
+    for (const q of [...running]) {
+      if (q.cancelled) {
+        running.delete(q)
+        q.sink.done({ text: 'x'.repeat(q.out.length), tokens: q.out, finishReason: 'cancelled', usage: { promptTokens: q.prompt, completionTokens: q.out.length } })
+        continue
+      }
+      q.out.push(120)
+      q.sink.delta({ tokens: [120], text: 'x' })
+      if (--q.left === 0) {
+        running.delete(q)
+        q.sink.done({ text: 'x'.repeat(q.out.length), tokens: q.out, finishReason: 'length', usage: { promptTokens: q.prompt, completionTokens: q.out.length } })
+      }
+    }
+    if (running.size > 0 && !scheduled) {
+      scheduled = true
+      setTimeout(step, 1)
+    }
+  }
+  const g: Generator = {
+    info: { maxContext: 100, vocabSize: 128 },
+    submit(input: GenerateInput, _deadline: number, sink: GenerationSink) {
+      const q = { left: input.params.maxTokens, out: [] as number[], sink, cancelled: false, prompt: String(input.prompt).length }
+      running.add(q)
+      if (!scheduled) {
+        scheduled = true
+        setTimeout(step, 1)
+      }
+      return { cancel: () => void (q.cancelled = true) }
+    },
+    close: async () => undefined,
+  }
+  return { g, stats }
+}
+
+async function serve() {
+  const transport = new InProcessTransport()
+  const { g, stats } = stepper()
+  const server = new ModelServer({ runner: new GenerativeRunner('gen', () => g), transport, subjects: s, metrics: workerMetrics(new Registry()), workerId: 'w1' })
+  await server.runner.start()
+  await server.start()
+  const notices: GatewayNotice[] = []
+  const sub = transport.subscribe(`${s.inbox('gw1')}.>`)
+  void (async () => {
+    for await (const m of sub) {
+      notices.push(decodeNotice(m.data))
+    }
+  })()
+  const gen = (id: string, maxTokens: number, stream = true): InferRequest => ({ v: 1, id, model: 'gen', deadline: Date.now() + 10_000, generate: { prompt: 'hi', params: { maxTokens }, stream } })
+  const send = (reqs: InferRequest[]) => transport.publish(s.infer('gen'), encodeValue({ v: 2, reqs }), { reply: `${s.inbox('gw1')}.0` })
+  return { transport, server, stats, notices, gen, send }
+}
+
+const until = async (cond: () => boolean) => {
+  while (!cond()) await new Promise((r) => setTimeout(r, 2))
+}
+
+describe('generations on the worker', () => {
+  it('sends one tokens message per step per pack, each request\'s deltas before its reply', async () => {
+    const { server, stats, notices, gen, send } = await serve()
+    send([gen('a', 5), gen('b', 3), gen('c', 4), gen('quiet', 4, false)])
+    await until(() => notices.filter((n) => n.t === 'replies').flatMap((n) => (n.t === 'replies' ? n.replies : [])).length === 4)
+    const tokens = notices.filter((n) => n.t === 'tokens')
+    // One message per step (5 steps: the longest request), not one per token (12 deltas).
+    expect(stats.steps).toBe(5)
+    expect(tokens).toHaveLength(5)
+    expect(tokens.map((n) => (n.t === 'tokens' ? n.steps.map((x) => x.id).sort().join() : ''))).toEqual(['a,b,c', 'a,b,c', 'a,b,c', 'a,c', 'a'])
+    // Order on the wire: every token of a request comes before its reply.
+    for (const id of ['a', 'b', 'c']) {
+      const lastDelta = notices.findLastIndex((n) => n.t === 'tokens' && n.steps.some((x) => x.id === id))
+      const reply = notices.findIndex((n) => n.t === 'replies' && n.replies.some((r) => r.id === id))
+      expect(lastDelta).toBeLessThan(reply)
+    }
+    const replies = notices.flatMap((n) => (n.t === 'replies' ? n.replies : []))
+    expect(replies.find((r) => r.id === 'quiet')?.generated).toMatchObject({ text: 'xxxx', finishReason: 'length' })
+    expect(replies.find((r) => r.id === 'a')?.generated?.usage).toEqual({ promptTokens: 2, completionTokens: 5 })
+    expect(server.meta()).toMatchObject({ kind: 'generative', generative: { maxContext: 100, vocabSize: 128 } })
+    expect(server.meta().slo).toBeUndefined()
+    await server.drain()
+  })
+
+  it('a cancel notice frees the slot at the next step; a non-generate request is refused naming the APIs', async () => {
+    const { transport, server, stats, notices, gen, send } = await serve()
+    send([gen('long', 90)])
+    await until(() => notices.some((n) => n.t === 'tokens'))
+    expect(stats.running()).toBe(1)
+    transport.publish(s.cancel('gen'), encodeCancel({ v: 1, id: 'long' }))
+    await until(() => stats.running() === 0)
+    expect(server.runningGenerations).toBe(0)
+    send([{ v: 1, id: 'tensor', model: 'gen', deadline: Date.now() + 1000, items: [1] }])
+    await until(() => notices.some((n) => n.t === 'replies' && n.replies.some((r) => r.id === 'tensor')))
+    const refused = notices.flatMap((n) => (n.t === 'replies' ? n.replies : [])).find((r) => r.id === 'tensor')
+    expect(refused?.error?.code).toBe('BAD_REQUEST')
+    expect(refused?.error?.message).toMatch(/is generative: send POST \/v2\/models\/gen\/generate/)
+    await server.drain()
+  })
+})

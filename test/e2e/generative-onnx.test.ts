@@ -1,0 +1,108 @@
+// An ONNX decoder served end to end: `cohort serve --generative tiny=<decoder>.onnx` runs the
+// builder's seeded test decoder (GroupQueryAttention KV cache) under the continuous-batching engine,
+// behind the OpenAI-compatible routes. Greedy outputs over HTTP, alone or concurrent, must equal the
+// same prompts decoded alone by the engine in this process.
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { buildDecoder, TINY_DECODER } from '@cohort/onnx-builder'
+import type { GenerateResult } from '@cohort/protocol'
+import { createOnnxGenerator } from '@cohort/worker/generative'
+import { postJson, spawnCohort, type CliProcess } from '@cohort/test-support'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+
+const PROMPTS = ['hello there', 'a', 'the quick brown fox jumps', 'batching!']
+const MAX_TOKENS = 12
+const PATIENT = { 'x-cohort-timeout-ms': '60000' }
+
+describe('an ONNX decoder behind the OpenAI-compatible API (cohort serve --generative x.onnx)', () => {
+  let dir: string
+  let serve: CliProcess
+  let base: string
+  const alone = new Map<string, GenerateResult>()
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'cohort-gen-onnx-'))
+    const file = join(dir, 'tiny.onnx')
+    writeFileSync(file, buildDecoder(TINY_DECODER))
+    // The reference: each prompt decoded alone, greedy, by the engine in this process.
+    const gen = await createOnnxGenerator(file, { intraOpNumThreads: 1 })
+    try {
+      for (const p of PROMPTS) {
+        alone.set(
+          p,
+          await new Promise<GenerateResult>((resolve, reject) => {
+            gen.submit({ prompt: p, params: { maxTokens: MAX_TOKENS, temperature: 0 }, stream: false }, Date.now() + 60_000, {
+              delta: () => undefined,
+              done: resolve,
+              error: (e) => reject(new Error(`${e.code}: ${e.message}`)),
+            })
+          }),
+        )
+      }
+    } finally {
+      await gen.close()
+    }
+    serve = spawnCohort(['serve', '--port', '0', '--threads', '1', '--generative', `tiny=${file}`])
+    const [, port] = await serve.waitFor(/on http:\/\/127\.0\.0\.1:(\d+)/, 90_000)
+    base = `http://127.0.0.1:${port}`
+  }, 120_000)
+
+  afterAll(async () => {
+    await serve?.stop('SIGKILL')
+    rmSync(dir, { recursive: true, force: true })
+  })
+
+  const complete = (prompt: string) =>
+    postJson(`${base}/v1/completions`, { model: 'tiny', prompt, max_tokens: MAX_TOKENS, temperature: 0 }, PATIENT)
+
+  it('lists the decoder as a model', async () => {
+    const r = await fetch(`${base}/v1/models`)
+    expect(r.status).toBe(200)
+    const body = (await r.json()) as { data: { id: string }[] }
+    expect(body.data.map((m) => m.id)).toContain('tiny')
+  })
+
+  it('answers a greedy completion with exactly the tokens the engine gives that prompt alone', async () => {
+    const r = await complete(PROMPTS[0]!)
+    expect(r.status, JSON.stringify(r.body)).toBe(200)
+    const want = alone.get(PROMPTS[0]!)!
+    expect(r.body.choices[0].text).toBe(want.text)
+    expect(r.body.usage.completion_tokens).toBe(want.usage.completionTokens)
+    expect(r.body.choices[0].finish_reason).toBe(want.finishReason === 'length' ? 'length' : 'stop')
+  })
+
+  it('gives concurrent prompts (batched per step) each its own greedy output', async () => {
+    const rs = await Promise.all(PROMPTS.map((p) => complete(p)))
+    rs.forEach((r, i) => {
+      expect(r.status, JSON.stringify(r.body)).toBe(200)
+      expect(r.body.choices[0].text, PROMPTS[i]).toBe(alone.get(PROMPTS[i]!)!.text)
+    })
+  })
+
+  it('streams deltas that add up to the same text', async () => {
+    const r = await fetch(`${base}/v1/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...PATIENT },
+      body: JSON.stringify({ model: 'tiny', prompt: PROMPTS[2], max_tokens: MAX_TOKENS, temperature: 0, stream: true }),
+    })
+    expect(r.status).toBe(200)
+    const events = (await r.text())
+      .split('\n')
+      .filter((l) => l.startsWith('data: '))
+      .map((l) => l.slice(6))
+    expect(events.at(-1)).toBe('[DONE]')
+    const text = events
+      .slice(0, -1)
+      .map((e) => JSON.parse(e) as { choices: { text?: string }[] })
+      .map((c) => c.choices[0]?.text ?? '')
+      .join('')
+    expect(text).toBe(alone.get(PROMPTS[2]!)!.text)
+  })
+
+  it('refuses a prompt past the model context with a 400 naming the limit', async () => {
+    const r = await postJson(`${base}/v1/completions`, { model: 'tiny', prompt: 'x'.repeat(1100), max_tokens: 4 }, PATIENT)
+    expect(r.status).toBe(400)
+    expect(JSON.stringify(r.body)).toMatch(/context|1024/)
+  })
+})

@@ -1,0 +1,72 @@
+"""The official OpenAI Python client, unmodified, against Cohort's OpenAI-compatible API
+(docs/generative.md): /v1/models, /v1/completions and /v1/chat/completions, streamed and not.
+Prints one JSON line per check ({"check", "ok", ...}) and {"done": true} at the end."""
+import argparse
+import json
+
+import openai
+from openai import OpenAI
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--base-url", required=True)
+    ap.add_argument("--model", default="chars")
+    a = ap.parse_args()
+    client = OpenAI(base_url=a.base_url, api_key="unused", max_retries=0, timeout=60)
+
+    def check(name: str, ok: bool, **extra) -> None:
+        print(json.dumps({"check": name, "ok": bool(ok), **extra}), flush=True)
+
+    ids = [m.id for m in client.models.list()]
+    check("models.list", a.model in ids, ids=ids)
+
+    kw = dict(model=a.model, max_tokens=24, temperature=0, extra_body={"ignore_eos": True})
+    c = client.completions.create(prompt="once upon a time", **kw)
+    text = c.choices[0].text
+    check("completions", c.object == "text_completion" and len(text) == 24 and c.choices[0].finish_reason == "length"
+          and c.usage.completion_tokens == 24 and c.usage.total_tokens == c.usage.prompt_tokens + 24, text=text)
+
+    chunks = list(client.completions.create(prompt="once upon a time", stream=True, stream_options={"include_usage": True}, **kw))
+    streamed = "".join(ch.choices[0].text for ch in chunks if ch.choices)
+    finish = [ch.choices[0].finish_reason for ch in chunks if ch.choices and ch.choices[0].finish_reason]
+    check("completions stream", streamed == text and finish == ["length"] and chunks[-1].choices == []
+          and chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == 24, streamed=streamed)
+
+    msgs = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hello there"}]
+    r = client.chat.completions.create(messages=msgs, **kw)
+    content = r.choices[0].message.content
+    check("chat.completions", r.object == "chat.completion" and r.choices[0].message.role == "assistant"
+          and len(content) == 24 and r.choices[0].finish_reason == "length", content=content)
+
+    stream = client.chat.completions.create(messages=msgs, stream=True, **kw)
+    parts, roles, reasons = [], [], []
+    for ch in stream:
+        for choice in ch.choices:
+            if choice.delta.role:
+                roles.append(choice.delta.role)
+            if choice.delta.content:
+                parts.append(choice.delta.content)
+            if choice.finish_reason:
+                reasons.append(choice.finish_reason)
+    check("chat.completions stream", "".join(parts) == content and roles == ["assistant"] and reasons == ["length"])
+
+    stop = client.chat.completions.create(messages=msgs, model=a.model, max_tokens=200, temperature=0, stop=["e", "a"])
+    check("chat.completions stop", stop.choices[0].finish_reason in ("stop", "length")
+          and "e" not in stop.choices[0].message.content and "a" not in stop.choices[0].message.content)
+
+    try:
+        client.completions.create(model=a.model, prompt="x", max_tokens=0)
+        check("bad max_tokens is a 400", False)
+    except openai.BadRequestError as e:
+        check("bad max_tokens is a 400", e.status_code == 400 and "max_tokens" in str(e), message=str(e))
+    try:
+        client.chat.completions.create(model="no-such-model", messages=msgs)
+        check("unknown model is a 404", False)
+    except openai.NotFoundError as e:
+        check("unknown model is a 404", e.status_code == 404 and "no-such-model" in str(e))
+    print(json.dumps({"done": True}))
+
+
+if __name__ == "__main__":
+    main()
