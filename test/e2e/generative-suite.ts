@@ -21,6 +21,8 @@ export interface GenState {
   running: number
   submitted: number
   cancelled: number
+  /** Steps the generator has run. */
+  steps: number
 }
 
 /** The state of every generator process (one file each). */

@@ -471,6 +471,7 @@ export const WORKER_OPTIONS = {
   id: { type: 'string' },
   distribution: { type: 'string', default: 'capacity' },
   'heartbeat-ms': { type: 'string' },
+  'generation-probe-ms': { type: 'string' },
   ...JOB_OPTIONS,
   ...NATS_AUTH_OPTIONS,
   ...PREFIX_OPTIONS,
@@ -497,6 +498,10 @@ export const WORKER_HELP = renderHelp({
   --id ID                worker id in replies and discovery (default random)
   --heartbeat-ms MS      publish a heartbeat this often, for the gateways' worker-loss detection
                          (default 1000; 0: none)
+  --generation-probe-ms MS
+                         generative models: a gateway's pack of generations that sent no tokens
+                         message this long gets an empty one, to notice a gateway gone (streamed
+                         generations are watched at every step; default 1000; 0: none)
 ${NATS_AUTH_HELP}
 ${PREFIX_HELP}
 ${LARGE_HELP}
@@ -553,6 +558,7 @@ export async function workerCommand(args: string[]): Promise<void> {
     ...(flags.batchTimeoutMs !== undefined ? { batchTimeoutMs: flags.batchTimeoutMs } : {}),
     ...(v.id ? { id: v.id as string } : {}),
     ...(v['heartbeat-ms'] !== undefined ? { heartbeatMs: intFlag('heartbeat-ms', v['heartbeat-ms'], 0)! } : {}),
+    ...(v['generation-probe-ms'] !== undefined ? { generationProbeMs: intFlag('generation-probe-ms', v['generation-probe-ms'], 0)! } : {}),
     tracer: tel.tracer,
     logger: tel.logger,
     jobs: workerJobs(v, jobQueue(nc, kvReplicas(v), v)),

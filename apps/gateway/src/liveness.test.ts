@@ -120,6 +120,34 @@ describe('WorkerLiveness', () => {
     expect(t.lost).toBeDefined()
   })
 
+  it('does not count the time its own check ran late as a worker\'s silence (a gateway paused for longer than a 250 ms worker\'s loss window)', () => {
+    let now = 0
+    const transport = new InProcessTransport()
+    const lv = new WorkerLiveness(transport, subj, 'g1', { now: () => now, checkIntervalMs: 250 })
+    cleanups.push(() => lv.close(), () => transport.close())
+    lv.heartbeat({ id: 'w1', intervalMs: 250 })
+    const t = lv.track('r1')
+    lv.accepted({ id: 'r1', worker: 'w1' })
+    now += 250
+    lv.check()
+    now += 1450 // the next check comes 1.2 s late: the gateway was paused; w1's heartbeats sit unread
+    lv.check()
+    expect(t.lost).toBeUndefined()
+    lv.heartbeat({ id: 'w1', intervalMs: 250 }) // read once the gateway runs again
+    for (let i = 0; i < 3; i++) {
+      now += 250
+      lv.check()
+      lv.heartbeat({ id: 'w1', intervalMs: 250 })
+    }
+    expect(t.lost).toBeUndefined()
+    // A worker that really went silent is lost after its window of checks on time.
+    for (let i = 0; i < 4; i++) {
+      now += 250
+      lv.check()
+    }
+    expect(t.lost).toMatch(/worker w1 sent no heartbeat for 1000 ms/)
+  })
+
   it('follows notices from the transport; a client abort aborts without "lost"', async () => {
     const { lv, transport } = detector()
     transport.publish(subj.heartbeat(), encodeHeartbeat({ v: 1, id: 'w9', intervalMs: 1000 }))

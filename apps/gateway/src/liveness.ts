@@ -212,8 +212,22 @@ export class WorkerLiveness {
   /** Fail the lost requests now (the timer calls it every `checkIntervalMs`). */
   check(): void {
     const now = this.#now()
-    const stalled = this.#lastCheck !== undefined && now - this.#lastCheck > this.missedHeartbeats * ASSUMED_INTERVAL_MS
+    const gap = this.#lastCheck === undefined ? 0 : now - this.#lastCheck
+    const stalled = gap > this.missedHeartbeats * ASSUMED_INTERVAL_MS
     this.#lastCheck = now
+    // A check that runs late (this gateway's event loop was blocked or starved of CPU) was deaf
+    // meanwhile: the heartbeats and notices of that time may still sit unread in its socket. That
+    // deaf time does not count as the workers' silence (nor as waiting for an accept), so a gateway
+    // paused for longer than a worker's loss window (3 x a 250 ms heartbeat) does not lose it.
+    const deaf = gap - this.#checkMs
+    if (!stalled && deaf > 0) {
+      for (const w of this.#workers.values()) {
+        w.lastSeen = Math.min(now, w.lastSeen + deaf)
+      }
+      for (const t of this.#requests.values()) {
+        t.sentAt = Math.min(now, t.sentAt + deaf)
+      }
+    }
     if (stalled) {
       // This gateway's own event loop stalled: heartbeats may sit unread. Judge nobody this round.
       for (const w of this.#workers.values()) {

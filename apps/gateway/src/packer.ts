@@ -304,11 +304,8 @@ export class Packer {
       return
     }
     if (n.t === 'tokens') {
-      if (m.reply !== undefined) {
-        // A worker asking whether this gateway still listens for the pack's generations (its
-        // probe, docs/generative.md#streaming-over-nats): any answer says yes.
-        m.respond(new Uint8Array(0))
-      }
+      // Never answered: its reply subject is the worker's watch inbox, where NATS sends a
+      // no-responders status once this gateway no longer subscribes (docs/generative.md#streaming-over-nats).
       for (const step of n.steps) {
         const e = this.#byId.get(step.id)
         if (e && e.pack === p) {

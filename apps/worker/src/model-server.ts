@@ -68,6 +68,11 @@ export interface ModelServerOptions {
    * not named weigh 1. See docs/batching.md#fair-shares-between-tenants.
    */
   tenantWeights?: Readonly<Record<string, number>>
+  /**
+   * Generative models: the slow fallback of gone-gateway detection, ms (`GenerationsOptions.probeMs`;
+   * streamed generations are watched at every step). @default 1000
+   */
+  generationProbeMs?: number
 }
 
 /**
@@ -147,6 +152,7 @@ export class ModelServer {
         this.onQueueChange?.()
       },
       generator: o.runner instanceof GenerativeRunner ? () => (o.runner as GenerativeRunner).generator : undefined,
+      generationProbeMs: o.generationProbeMs,
     })
     checkBatchTimeoutMs(o.batchTimeoutMs)
     o.runner.observe?.(runnerEvents(o.runner.name, o.workerId, o.metrics, this.#tel.logger))
@@ -307,6 +313,7 @@ export class ModelServer {
       this.engine.close()
       this.#abort.abort()
       await this.runner.close()
+      this.#requests.generations?.close()
     })()
     return this.#closing
   }

@@ -52,6 +52,12 @@ export interface CohortWorkerOptions {
    */
   heartbeatMs?: number
   /**
+   * Generative models: how long a pack of generations may send no `tokens` message before it gets
+   * an empty one, the slow fallback of gone-gateway detection (streamed generations are watched at
+   * every step; docs/generative.md#streaming-over-nats). 0: no fallback. @default 1000
+   */
+  generationProbeMs?: number
+  /**
    * Async prediction jobs (NATS JetStream): every model pulls its jobs into its batch engine while
    * the engine has room. Off when absent (the embedded gateway then runs async predictions itself).
    */
@@ -193,6 +199,7 @@ export class CohortWorker {
       tracer: this.#o.tracer ?? defaultTracer(),
       logger: this.#log,
       ...(this.#o.batchTimeoutMs !== undefined ? { batchTimeoutMs: this.#o.batchTimeoutMs } : {}),
+      ...(this.#o.generationProbeMs !== undefined ? { generationProbeMs: this.#o.generationProbeMs } : {}),
     }
   }
 

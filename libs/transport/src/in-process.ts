@@ -33,6 +33,7 @@ export class InProcessTransport implements Transport {
   readonly #configs = new Map<string, ModelConfig>()
   readonly #watchers = new Map<string, Set<(v: ModelConfig) => void>>()
   #closed = false
+  #inboxes = 0
 
   constructor(opts: { maxMessageBytes?: number } = {}) {
     this.maxMessageBytes = opts.maxMessageBytes ?? IN_PROCESS_MAX_MESSAGE_BYTES
@@ -125,6 +126,10 @@ export class InProcessTransport implements Transport {
     }
     await new Promise((r) => setTimeout(r, opts.timeoutMs))
     return replies
+  }
+
+  newInbox(): string {
+    return `_INBOX.local${(this.#inboxes++).toString(36)}`
   }
 
   publish(subject: string, data: Uint8Array, opts: PublishOptions = {}): void {

@@ -1,5 +1,5 @@
 import type { Msg, NatsConnection } from '@nats-io/nats-core'
-import { NoRespondersError, RequestError, TimeoutError } from '@nats-io/nats-core'
+import { createInbox, NoRespondersError, RequestError, TimeoutError } from '@nats-io/nats-core'
 import { Kvm, type KV } from '@nats-io/kv'
 import { CohortError, DEFAULT_INBOX_PREFIX, DEFAULT_SUBJECT_PREFIX, isInboxSubject, kvBuckets } from '@cohort/protocol'
 import { AsyncQueue } from './async-queue.ts'
@@ -258,6 +258,8 @@ export function createNatsTransport(nc: NatsConnection, opts: NatsTransportOptio
       return out
     },
     onRepliesLost: (fn) => guard.onMoved(fn),
+    // Under replyInboxPrefix: what the other side accepts as a reply subject.
+    newInbox: () => createInbox(inbox),
     publish(subject, data, po) {
       const reply = po?.reply
       if (large.isLarge(data) && data.byteLength <= large.maxBytes) {

@@ -78,8 +78,20 @@ export interface Transport {
   request(subject: string, data: Uint8Array, opts: RequestOptions): Promise<Uint8Array>
   /** Gather every reply that arrives within `timeoutMs` (discovery). */
   requestAll(subject: string, data: Uint8Array, opts: { timeoutMs: number }): Promise<Uint8Array[]>
-  /** Fire and forget (with `reply`, receivers answer on that subject). */
+  /**
+   * Fire and forget (with `reply`, receivers answer on that subject, and when nobody subscribes to
+   * `subject` a {@link TransportMessage.noResponders} message arrives there: a sender that
+   * subscribes to `reply` learns that its receiver went away, at no cost while it is there).
+   */
   publish(subject: string, data: Uint8Array, opts?: PublishOptions): void
+  /**
+   * A fresh subject, used by nobody else, under the deployment's inbox prefix (over NATS
+   * `replyInboxPrefix`, `_INBOX` by default: what every transport accepts as a reply subject, and
+   * what the least-privilege users may subscribe to).
+   * Subscribe to `<inbox>.>` and publish with `reply: <inbox>.<key>` to be told, per key, that a
+   * publication found no subscriber.
+   */
+  newInbox(): string
   subscribe(subject: string, opts?: SubscribeOptions): TransportSubscription
   /** Directory of models that were ever announced (to tell 404 from 503). */
   readonly directory: ModelDirectory

@@ -13,7 +13,7 @@ const s = subjects()
  */
 function stepper() {
   const running = new Set<{ left: number; out: number[]; sink: GenerationSink; cancelled: boolean; prompt: number }>()
-  const stats = { steps: 0, running: () => running.size }
+  const stats = { steps: 0, cancelled: 0, running: () => running.size }
   let scheduled = false
   const step = () => {
     scheduled = false
@@ -21,6 +21,7 @@ function stepper() {
     for (const q of [...running]) {
       if (q.cancelled) {
         running.delete(q)
+        stats.cancelled++
         q.sink.done({ text: 'x'.repeat(q.out.length), tokens: q.out, finishReason: 'cancelled', usage: { promptTokens: q.prompt, completionTokens: q.out.length } })
         continue
       }
@@ -111,6 +112,64 @@ describe('generations on the worker', () => {
     const refused = notices.flatMap((n) => (n.t === 'replies' ? n.replies : [])).find((r) => r.id === 'tensor')
     expect(refused?.error?.code).toBe('BAD_REQUEST')
     expect(refused?.error?.message).toMatch(/is generative: send POST \/v2\/models\/gen\/generate/)
+    await server.drain()
+  })
+})
+
+describe('a gateway that goes away', () => {
+  it('frees its streams\' slots at the next step: the step\'s tokens message finds no subscriber, NATS-style', async () => {
+    const transport = new InProcessTransport()
+    const { g, stats } = stepper()
+    // probeMs 0: only the per-step tokens messages can notice it.
+    const server = new ModelServer({ runner: new GenerativeRunner('gen', () => g), transport, subjects: s, metrics: workerMetrics(new Registry()), workerId: 'w1', generationProbeMs: 0 })
+    await server.runner.start()
+    await server.start()
+    const inbox = transport.subscribe(`${s.inbox('gw1')}.>`)
+    let tokens = 0
+    void (async () => {
+      for await (const m of inbox) {
+        if (decodeNotice(m.data).t === 'tokens') tokens++
+      }
+    })()
+    const gen = (id: string): InferRequest => ({ v: 1, id, model: 'gen', deadline: Date.now() + 60_000, generate: { prompt: 'hi', params: { maxTokens: 90 }, stream: true } })
+    transport.publish(s.infer('gen'), encodeValue({ v: 2, reqs: [gen('a'), gen('b')] }), { reply: `${s.inbox('gw1')}.0` })
+    await until(() => tokens >= 2)
+    expect(stats.running()).toBe(2)
+    inbox.unsubscribe() // the gateway is gone: nobody subscribes to its inbox any more
+    const at = stats.steps
+    await until(() => stats.running() === 0)
+    // Step `at` (or `at + 1`, if one was under way) published into the void; the no-responders status
+    // cancelled both, and the step after that one freed the slots.
+    expect(stats.steps - at).toBeLessThanOrEqual(3)
+    expect(stats.cancelled).toBe(2)
+    expect(server.runningGenerations).toBe(0)
+    await server.drain()
+  })
+
+  it('a non-streamed generation is watched by the slow probe (an empty tokens message)', async () => {
+    const transport = new InProcessTransport()
+    const { g, stats } = stepper()
+    const server = new ModelServer({ runner: new GenerativeRunner('gen', () => g), transport, subjects: s, metrics: workerMetrics(new Registry()), workerId: 'w1', generationProbeMs: 20 })
+    await server.runner.start()
+    await server.start()
+    const inbox = transport.subscribe(`${s.inbox('gw1')}.>`)
+    let accepted = false
+    let probes = 0
+    void (async () => {
+      for await (const m of inbox) {
+        const n = decodeNotice(m.data)
+        if (n.t === 'accept') accepted = true
+        if (n.t === 'tokens' && n.steps.length === 0 && m.reply !== undefined) probes++
+      }
+    })()
+    const req: InferRequest = { v: 1, id: 'quiet', model: 'gen', deadline: Date.now() + 60_000, generate: { prompt: 'hi', params: { maxTokens: 90 }, stream: false } }
+    transport.publish(s.infer('gen'), encodeValue({ v: 2, reqs: [req] }), { reply: `${s.inbox('gw1')}.0` })
+    await until(() => accepted && probes >= 1)
+    expect(stats.running()).toBe(1)
+    inbox.unsubscribe()
+    await until(() => stats.running() === 0)
+    expect(stats.cancelled).toBe(1) // cancelled, not ended at its maxTokens
+    expect(server.runningGenerations).toBe(0)
     await server.drain()
   })
 })

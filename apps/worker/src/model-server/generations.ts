@@ -10,7 +10,7 @@ import {
   type TokenStep,
   type WireError,
 } from '@cohort/protocol'
-import type { Transport, TransportMessage } from '@cohort/transport'
+import { consume, type Transport, type TransportMessage, type TransportSubscription } from '@cohort/transport'
 import type { ModelTelemetry } from '../tracing.ts'
 import type { ReplySink } from './reply-sink.ts'
 import type { ServerStats } from './stats.ts'
@@ -26,9 +26,12 @@ export interface GenerationsOptions {
   stats: ServerStats
   transport: Transport
   /**
-   * How often the gateways of running generations are asked whether they still listen (a `tokens`
-   * notice without steps, sent as a request on the pack's reply subject); a gateway that has no
-   * responder there any more (it went away) has its generations cancelled. 0: never. @default 1000
+   * The slow fallback of gone-gateway detection: a pack with running generations that sent no
+   * `tokens` message for this long (non-streamed generations, sequences still waiting for a slot)
+   * gets an empty one. Every `tokens` message carries this worker's watch subject as its reply
+   * subject, so NATS answers one that finds no subscriber (the gateway went away) with a
+   * no-responders status, and that pack's generations are cancelled (docs/generative.md#streaming-over-nats).
+   * 0: no fallback (streamed generations are still watched at every step). @default 1000
    */
   probeMs?: number | undefined
   /** Send a request's final reply (through its pack's {@link ReplySink} when it came in one). */
@@ -45,7 +48,11 @@ class StepSink {
   #steps: TokenStep[] = []
   #ends: [() => void][] = []
   #scheduled = false
-  constructor(readonly replies: ReplySink) {}
+  constructor(
+    readonly replies: ReplySink,
+    /** The reply subject of this pack's `tokens` messages (no-responders statuses come there). */
+    readonly watch: () => string | undefined,
+  ) {}
 
   delta(id: string, d: TokenDelta): void {
     const step: TokenStep = { id, tokens: d.tokens, text: d.text }
@@ -75,7 +82,7 @@ class StepSink {
     this.#scheduled = false
     const steps = this.#steps.splice(0)
     if (steps.length > 0) {
-      this.replies.publish(encodeNotice({ v: 2, t: 'tokens', steps }))
+      this.replies.publish(encodeNotice({ v: 2, t: 'tokens', steps }), this.watch())
     }
     for (const [end] of this.#ends.splice(0)) {
       end()
@@ -83,21 +90,43 @@ class StepSink {
   }
 }
 
+/** A pack's running generations, watched for its gateway going away. */
+interface Watched {
+  ids: Set<string>
+  /** Its watch subject is `<inbox>.<key>`. */
+  key: string
+  /** Date.now() of its last `tokens` message. */
+  sentAt: number
+  /** Its gateway was found gone (its generations are cancelled). */
+  gone?: boolean
+}
+
 /**
  * Requests with `generate` for a generative model: handed to the model's {@link Generator}, which
  * batches every running sequence per step itself (no BatchEngine). Streamed requests that came in a
  * pack get their deltas as `tokens` notices (one per step per pack, {@link StepSink}); every request
- * gets its final reply (`generated`, or `error`) once. Cancel notices free the slot at the next step.
+ * gets its final reply (`generated`, or `error`) once. Cancel notices free the slot at the next step,
+ * and so does a gateway that went away: each `tokens` message names this worker's watch inbox as its
+ * reply subject, and NATS answers one that finds no subscriber with a no-responders status there.
  * See docs/generative.md.
  */
 export class Generations {
   readonly #o: GenerationsOptions
   readonly #running = new Map<string, { cancel(): void }>()
   readonly #steps = new WeakMap<ReplySink, StepSink>()
-  /** Running generations by their pack's reply subject (for the gateway probe). */
-  readonly #byReply = new Map<string, Set<string>>()
+  /** Running generations by their pack's reply subject (a gateway inbox), watched for the gateway going away. */
+  readonly #packs = new Map<string, Watched>()
+  /** The pack reply subject of each watch key. */
+  readonly #byKey = new Map<string, string>()
+  /** This worker's watch inbox (`<inbox>.<key>` per pack), subscribed on first use. */
+  #inbox: string | undefined
+  #sub: TransportSubscription | undefined
+  #keys = 0
   #probe: ReturnType<typeof setInterval> | undefined
   #idle: (() => void)[] = []
+  #closed = false
+  /** Packs whose gateway was found gone (no-responders status), for tests and logs. */
+  gatewaysGone = 0
 
   constructor(o: GenerationsOptions) {
     this.#o = o
@@ -113,7 +142,7 @@ export class Generations {
     const { tel, stats, generator, workerId } = this.#o
     const span = tel.startRequest(req)
     const input = req.generate!
-    const steps = sink && input.stream ? this.#stepSink(sink) : undefined
+    const steps = sink && input.stream ? this.#stepSink(sink, m.reply) : undefined
     let ended = false
     const finish = (reply: InferReply) => {
       if (ended) {
@@ -123,7 +152,7 @@ export class Generations {
       if (this.#running.get(req.id) === handle) {
         this.#running.delete(req.id)
       }
-      this.#forget(m.reply, req.id)
+      this.#forget(sink ? m.reply : undefined, req.id)
       const send = () => {
         stats.item(reply.error ? reply.error.code : 'OK', req.tenant)
         tel.endRequest(span, this.#o.respond(m, reply, t0, sink), 1)
@@ -159,29 +188,85 @@ export class Generations {
     if (!ended) {
       this.#running.set(req.id, handle)
       if (sink && m.reply) {
-        let ids = this.#byReply.get(m.reply)
-        if (!ids) {
-          ids = new Set()
-          this.#byReply.set(m.reply, ids)
-        }
-        ids.add(req.id)
-        this.#startProbe()
+        this.#watchPack(m.reply).ids.add(req.id)
       }
     }
   }
 
+  /** The watch state of a pack reply subject (made on first use; the inbox subscribed then). */
+  #watchPack(reply: string): Watched {
+    let w = this.#packs.get(reply)
+    if (!w) {
+      const key = (this.#keys++).toString(36)
+      w = { ids: new Set(), key, sentAt: 0 }
+      this.#packs.set(reply, w)
+      this.#byKey.set(key, reply)
+      this.#listen()
+      this.#startProbe()
+    }
+    return w
+  }
+
+  /** The reply subject of a pack's `tokens` messages (undefined without a watch inbox). */
+  #watchSubject(reply: string | undefined): string | undefined {
+    const w = reply !== undefined ? this.#packs.get(reply) : undefined
+    if (!w || this.#inbox === undefined) {
+      return undefined
+    }
+    w.sentAt = Date.now()
+    return `${this.#inbox}.${w.key}`
+  }
+
   #forget(reply: string | undefined, id: string): void {
-    const ids = reply !== undefined ? this.#byReply.get(reply) : undefined
-    if (ids?.delete(id) && ids.size === 0) {
-      this.#byReply.delete(reply!)
-      if (this.#byReply.size === 0 && this.#probe !== undefined) {
+    const w = reply !== undefined ? this.#packs.get(reply) : undefined
+    if (w?.ids.delete(id) && w.ids.size === 0) {
+      this.#packs.delete(reply!)
+      this.#byKey.delete(w.key)
+      if (this.#packs.size === 0 && this.#probe !== undefined) {
         clearInterval(this.#probe)
         this.#probe = undefined
       }
     }
   }
 
-  /** Ask every gateway with running generations whether it still listens; cancel those of one gone. */
+  /** Subscribe to this worker's watch inbox: a no-responders status there names a pack whose gateway is gone. */
+  #listen(): void {
+    if (this.#sub !== undefined || this.#closed) {
+      return
+    }
+    const t = this.#o.transport
+    this.#inbox = t.newInbox()
+    const prefix = `${this.#inbox}.`
+    this.#sub = t.subscribe(`${prefix}>`)
+    void consume(
+      this.#sub,
+      (m) => {
+        // Anything else here (an older gateway answering its probe) says the gateway listens.
+        if (m.noResponders) {
+          this.#gone(m.subject.slice(prefix.length))
+        }
+      },
+      (e) => this.#o.tel.logger.warn({ model: this.#o.name, err: e instanceof Error ? e.message : String(e) }, 'the watch inbox of generations failed; gone gateways are no longer noticed'),
+    )
+  }
+
+  /** The gateway of pack `key` no longer subscribes to its reply subject: cancel its generations. */
+  #gone(key: string): void {
+    const reply = this.#byKey.get(key)
+    const w = reply !== undefined ? this.#packs.get(reply) : undefined
+    if (!w || w.gone) {
+      return
+    }
+    w.gone = true
+    this.gatewaysGone++
+    this.#o.tel.logger.warn({ model: this.#o.name, reply, generations: w.ids.size }, 'the gateway of these generations went away; cancelling them')
+    for (const id of w.ids) this.cancel(id)
+  }
+
+  /**
+   * The slow fallback: every `probeMs`, a pack that sent no `tokens` message since (non-streamed
+   * generations, sequences waiting for a slot) gets an empty one, with the watch reply subject.
+   */
   #startProbe(): void {
     const every = this.#o.probeMs ?? 1000
     if (this.#probe !== undefined || !(every > 0)) {
@@ -189,14 +274,12 @@ export class Generations {
     }
     const probe = encodeNotice({ v: 2, t: 'tokens', steps: [] })
     this.#probe = setInterval(() => {
-      for (const [reply, ids] of this.#byReply) {
-        this.#o.transport.request(reply, probe, { timeoutMs: Math.max(every * 5, 5000) }).catch((e: unknown) => {
-          // NO_WORKER: nobody subscribes to the gateway's inbox any more. A slow answer is no proof.
-          if ((e as { code?: unknown })?.code === 'NO_WORKER') {
-            this.#o.tel.logger.warn({ model: this.#o.name, reply, generations: ids.size }, 'the gateway of these generations went away; cancelling them')
-            for (const id of ids) this.cancel(id)
-          }
-        })
+      const now = Date.now()
+      for (const [reply, w] of this.#packs) {
+        const watch = !w.gone && now - w.sentAt >= every ? this.#watchSubject(reply) : undefined
+        if (watch !== undefined) {
+          this.#o.transport.publish(reply, probe, { reply: watch })
+        }
       }
     }, every)
     ;(this.#probe as { unref?: () => void }).unref?.()
@@ -217,10 +300,20 @@ export class Generations {
     return new Promise((resolve) => this.#idle.push(resolve))
   }
 
-  #stepSink(sink: ReplySink): StepSink {
+  /** Stop watching for gone gateways (after the generator closed). Idempotent. */
+  close(): void {
+    this.#closed = true
+    this.#sub?.unsubscribe()
+    if (this.#probe !== undefined) {
+      clearInterval(this.#probe)
+      this.#probe = undefined
+    }
+  }
+
+  #stepSink(sink: ReplySink, reply: string | undefined): StepSink {
     let s = this.#steps.get(sink)
     if (!s) {
-      s = new StepSink(sink)
+      s = new StepSink(sink, () => this.#watchSubject(reply))
       this.#steps.set(sink, s)
     }
     return s

@@ -20,10 +20,14 @@ export class ReplySink {
     this.#left = total
   }
 
-  /** Publish on the pack's reply subject without answering the message (accept notices, early replies). */
-  publish(bytes: Uint8Array): void {
+  /**
+   * Publish on the pack's reply subject without answering the message (accept notices, early
+   * replies, tokens). `watch`: this publication's own reply subject (a no-responders status comes
+   * there when the gateway no longer subscribes).
+   */
+  publish(bytes: Uint8Array, watch?: string): void {
     if (this.msg.reply) {
-      this.transport.publish(this.msg.reply, bytes)
+      this.transport.publish(this.msg.reply, bytes, watch !== undefined ? { reply: watch } : undefined)
     }
   }
 

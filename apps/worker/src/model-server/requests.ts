@@ -79,6 +79,8 @@ export interface RequestsOptions {
   version?: string | undefined
   /** A generative model's generator (started): requests with `generate` go to it (`generations.ts`). */
   generator?: (() => ModelGenerator) | undefined
+  /** See ModelServerOptions.generationProbeMs. */
+  generationProbeMs?: number | undefined
 }
 
 /**
@@ -103,6 +105,7 @@ export class Requests {
           tel: o.tel,
           stats: o.stats,
           transport: o.transport,
+          probeMs: o.generationProbeMs,
           respond: (m, reply, t0, sink) => this.#respond(m, reply, t0, undefined, sink),
         })
       : undefined
