@@ -17,14 +17,14 @@ interface Cluster {
   close(): Promise<void>
 }
 
-async function startCluster(stepMs = 5, workerFlags: string[] = []): Promise<Cluster> {
+async function startCluster(stepMs = 5, workerFlags: string[] = [], o: { workers?: number; env?: Record<string, string> } = {}): Promise<Cluster> {
   const stateDir = mkdtempSync(join(tmpdir(), 'cohort-gen-'))
   const nats = await startNatsServer()
   const workers: CliProcess[] = []
-  for (const id of ['w1', 'w2']) {
+  for (const id of ['w1', 'w2'].slice(0, o.workers ?? 2)) {
     const w = spawnCohort(
       ['worker', '--nats', nats.url, '--id', id, '--threads', '1', '--heartbeat-ms', '250', '--generative', `chars=${CHAR_GENERATOR}`, '--model', 'demo', ...workerFlags],
-      { CHARGEN_STATE: join(stateDir, `${id}.json`), CHARGEN_STEP_MS: String(stepMs) },
+      { CHARGEN_STATE: join(stateDir, `${id}.json`), CHARGEN_STEP_MS: String(stepMs), ...o.env },
     )
     workers.push(w)
   }
@@ -205,5 +205,60 @@ describe('generative streams over NATS when a process goes away', () => {
     }
     // The survivor's streams were cancelled by the reads above: its slots are freed too.
     await until(() => states(c.stateDir).every((s) => s.running === 0), 'the survivor\'s cancelled streams to leave')
+  })
+})
+
+describe('deadlines and the server SLO of generations over NATS (one slot, TTFT SLO 300 ms, generation SLO 3 s)', () => {
+  let c: Cluster
+  beforeAll(async () => {
+    c = await startCluster(20, [], { workers: 1, env: { CHARGEN_MAX_SEQS: '1', CHARGEN_TTFT_SLO_MS: '300', CHARGEN_GENERATION_MS: '3000' } })
+  }, 120_000)
+  afterAll(async () => {
+    await c?.close()
+  })
+
+  it('no slot by the TTFT SLO: 503 OVERLOADED with Retry-After before any token; the client\'s x-cohort-ttft-timeout-ms overrides it; past the generation SLO a stream ends with finish_reason length and the output so far', async () => {
+    // A holds the only slot; with no client deadline it gets the model's generation SLO (3 s).
+    const a = await post(c.baseUrl, '/v1/completions', { model: 'chars', prompt: 'holder', max_tokens: 8000, ignore_eos: true, stream: true })
+    expect(a.status).toBe(200)
+    const aData = sseData(a)
+    await until(() => running(c.stateDir) === 1 && states(c.stateDir)[0]!.waiting === 0, 'the holder to run')
+    // B waits for the slot: refused at its first-token deadline, before any token (an HTTP 503, not a stream).
+    const b = await post(c.baseUrl, '/v1/completions', { model: 'chars', prompt: 'refused', max_tokens: 5, stream: true })
+    expect(b.status).toBe(503)
+    expect(b.headers.get('retry-after')).toBe('1')
+    const be = (await b.json()) as { error: { code: string; message: string } }
+    expect(be.error.code).toBe('OVERLOADED')
+    expect(be.error.message).toMatch(/time-to-first-token/)
+    // C says it can wait 20 s for its first token: it gets the slot once A's generation SLO ends A.
+    const cRes = post(c.baseUrl, '/v1/completions', { model: 'chars', prompt: 'patient', max_tokens: 5, ignore_eos: true }, undefined, { 'x-cohort-ttft-timeout-ms': '20000' })
+    await until(() => states(c.stateDir)[0]!.waiting === 1, 'the patient request to wait')
+    const chunks = await aData
+    expect(chunks.at(-1)).toBe('[DONE]')
+    const last = chunks.at(-2) as { choices: { text: string; finish_reason: string | null }[] }
+    expect(last.choices[0]?.finish_reason).toBe('length') // cut by the deadline (docs/generative.md#deadlines-and-the-server-slo)
+    const text = (chunks.slice(0, -1) as { choices: { text: string }[] }[]).map((x) => x.choices[0]?.text ?? '').join('')
+    expect(text.length).toBeGreaterThan(0)
+    expect(text.length).toBeLessThan(8000)
+    const cr = await cRes
+    expect(cr.status).toBe(200)
+    expect(((await cr.json()) as { choices: { finish_reason: string }[] }).choices[0]?.finish_reason).toBe('length')
+    const bad = await post(c.baseUrl, '/v1/completions', { model: 'chars', prompt: 'x', max_tokens: 1 }, undefined, { 'x-cohort-ttft-timeout-ms': 'soon' })
+    expect(bad.status).toBe(400)
+    expect(((await bad.json()) as { error: { message: string } }).error.message).toMatch(/x-cohort-ttft-timeout-ms must be a positive number/)
+  })
+
+  it('Triton generate_stream: a client deadline (x-cohort-timeout-ms) overrides the generation SLO; past it the last event has finish_reason deadline', async () => {
+    await until(() => running(c.stateDir) === 0, 'no sequence running before the test')
+    const r = await post(c.baseUrl, '/v2/models/chars/generate_stream', { text_input: 'cut short', parameters: { max_tokens: 8000, ignore_eos: true } }, undefined, { 'x-cohort-timeout-ms': '600' })
+    expect(r.status).toBe(200)
+    const events = (await sseData(r)) as { text_output: string; finish_reason?: string; usage?: { completion_tokens: number } }[]
+    const end = events.at(-1)!
+    expect(end.finish_reason).toBe('deadline')
+    expect(end.usage!.completion_tokens).toBeGreaterThan(0)
+    expect(end.usage!.completion_tokens).toBeLessThan(8000)
+    const text = events.map((e) => e.text_output).join('')
+    expect(text.length).toBeGreaterThan(0) // the output so far (EOS tokens, kept by ignore_eos, have no text)
+    expect(text.length).toBeLessThanOrEqual(end.usage!.completion_tokens)
   })
 })

@@ -19,6 +19,8 @@ export interface GenState {
   file: string
   pid: number
   running: number
+  /** Of `running`, those waiting for a slot (CHARGEN_MAX_SEQS). */
+  waiting: number
   submitted: number
   cancelled: number
   /** Steps the generator has run. */
@@ -45,8 +47,8 @@ export async function until(cond: () => boolean, what: string, timeoutMs = 30_00
   }
 }
 
-export async function post(baseUrl: string, path: string, body: unknown, signal?: AbortSignal): Promise<Response> {
-  return fetch(`${baseUrl}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body), ...(signal ? { signal } : {}) })
+export async function post(baseUrl: string, path: string, body: unknown, signal?: AbortSignal, headers: Record<string, string> = {}): Promise<Response> {
+  return fetch(`${baseUrl}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body), ...(signal ? { signal } : {}) })
 }
 
 /** The `data:` payloads of an SSE body, in order (`[DONE]` kept as the string). */

@@ -8,7 +8,7 @@
  * See docs/architecture.md#the-inference-door.
  * @module
  */
-import { CohortError, fromWire, isValidModelName, type GenerateInput, type InferReply, type InferRequest, type TokenStep, type WireError, type WireTensor } from '@cohort/protocol'
+import { CohortError, fromWire, isValidModelName, type GenerateInput, type GenerativeSlo, type InferReply, type ModelMeta, type InferRequest, type TokenStep, type WireError, type WireTensor } from '@cohort/protocol'
 import type { GatewayMetrics } from '@cohort/metrics'
 import type { AbortSignalLike } from '@cohort/transport'
 import type { TraceCarrier } from '@cohort/observability'
@@ -17,12 +17,17 @@ import { RequestObservation, type ObservationOptions, type ObservedCall } from '
 import type { JwtAuthOptions, RateLimitOptions } from './options.ts'
 import type { Upstream } from './upstream.ts'
 import { Authenticator } from './middleware/auth/credentials.ts'
-import { ModelSlos } from './slo.ts'
+import { ModelSlos, SLO_TTL_MS } from './slo.ts'
 import { DOOR_CHECKS, WorkerWaitCheck, type DoorCheck, type WorkerWaitOptions } from './door-wait.ts'
 import { TokenBuckets } from './middleware/rate-limit/index.ts'
 
 /** Grace after the deadline before the gateway stops waiting: the worker's own 504 usually wins. */
 export const REPLY_GRACE_MS = 50
+/**
+ * The same for a generation: its generator ends it at its first step past the deadline (finish
+ * reason `deadline`, with the output so far), which may be a step and a round trip late.
+ */
+export const GENERATION_REPLY_GRACE_MS = 1000
 
 /** Options of {@link InferenceDoor}. */
 export interface DoorOptions extends ObservationOptions {
@@ -132,7 +137,8 @@ export interface SendOptions {
  * `Upstream.infer` for inference (door passages, async jobs, the Redis bridge).
  */
 export function doorSend(up: Upstream, req: InferRequest, o: Omit<SendOptions, 'deadline' | 'id'> = {}): Promise<InferReply> {
-  return up.infer(req, Math.max(1, req.deadline - Date.now()) + REPLY_GRACE_MS, o.signal, { retryable: o.retryable === true, onDelta: o.onDelta })
+  const grace = req.generate ? GENERATION_REPLY_GRACE_MS : REPLY_GRACE_MS
+  return up.infer(req, Math.max(1, req.deadline - Date.now()) + grace, o.signal, { retryable: o.retryable === true, onDelta: o.onDelta })
 }
 
 /**
@@ -175,6 +181,8 @@ export interface Arrival extends ObservedCall {
   model: string
   /** `x-cohort-timeout-ms` (or its equivalent): shortens the server deadline. */
   timeoutHeader?: string | undefined
+  /** `x-cohort-ttft-timeout-ms`: a generation's time-to-first-token budget (docs/generative.md#deadlines-and-the-server-slo). */
+  ttftHeader?: string | undefined
   /** A deadline the transport carries (a gRPC deadline), ms since the epoch. */
   deadlineAt?: number | undefined
   /**
@@ -289,6 +297,33 @@ export class Passage {
     return slo !== undefined ? Math.min(t, slo) : t
   }
 
+  /**
+   * A generation's budgets, ms (docs/generative.md#deadlines-and-the-server-slo). The whole
+   * generation: the client's timeout header as sent (up to `requestTimeoutMs`), else the model's
+   * announced `generationMs` (capped the same), else `requestTimeoutMs`. The first token: the
+   * client's `x-cohort-ttft-timeout-ms` as sent, else the model's `ttftMs`, within the whole
+   * budget; none when neither is set. Waits for the model's SLO the first time.
+   */
+  async generationBudget(): Promise<{ timeoutMs: number; ttftMs: number | undefined }> {
+    const server = this.door.o.requestTimeoutMs
+    const header = this.arrival.timeoutHeader ?? ''
+    const ttftHeader = this.arrival.ttftHeader ?? ''
+    let ttftClient: number | undefined
+    if (ttftHeader !== '') {
+      ttftClient = Number(ttftHeader)
+      if (!Number.isFinite(ttftClient) || ttftClient <= 0) {
+        throw new CohortError('BAD_REQUEST', `x-cohort-ttft-timeout-ms must be a positive number of milliseconds, got "${ttftHeader.slice(0, 64)}"`)
+      }
+    }
+    const slo = this.model !== '' && this.door.generationSlos ? await this.door.generationSlos.get(this.model) : undefined
+    let timeoutMs = effectiveTimeoutMs(server, header, undefined)
+    if (header === '' && slo?.generationMs !== undefined) {
+      timeoutMs = Math.min(server, slo.generationMs)
+    }
+    const ttft = ttftClient ?? slo?.ttftMs
+    return { timeoutMs, ttftMs: ttft === undefined ? undefined : Math.min(ttft, timeoutMs) }
+  }
+
   /** The absolute deadline of a budget, less the admission delay (503 when nothing is left). */
   deadline(timeoutMs: number): number {
     return deadlineAfter(timeoutMs, this.#lag)
@@ -362,11 +397,14 @@ export class InferenceDoor {
   readonly #buckets: TokenBuckets | undefined
   /** The SLOs the workers announce, unless `serverSlo` is false. */
   readonly slos: ModelSlos | undefined
+  /** The generative models' budgets the workers announce (`ModelMeta.generative.slo`), unless `serverSlo` is false. */
+  readonly generationSlos: ModelSlos<GenerativeSlo, ModelMeta> | undefined
   /** The worker-wait check, unless `workerWait` is false or there is no worker-loss detection (no estimates). */
   readonly workerWait: WorkerWaitCheck | undefined
 
   constructor(readonly o: DoorOptions) {
-    this.slos = o.serverSlo === false ? undefined : new ModelSlos((m) => o.upstream.meta(m))
+    this.slos = o.serverSlo === false ? undefined : new ModelSlos<number, Pick<ModelMeta, 'slo'>>((m) => o.upstream.meta(m))
+    this.generationSlos = o.serverSlo === false ? undefined : new ModelSlos((m) => o.upstream.meta(m), SLO_TTL_MS, Date.now, (m) => m.generative?.slo)
     const lv = o.upstream.liveness
     this.workerWait = o.workerWait === false || lv === undefined ? undefined : new WorkerWaitCheck(lv.waits, o.workerWait)
     this.#auth = Authenticator.of(o)

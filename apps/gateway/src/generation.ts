@@ -21,6 +21,7 @@ export interface Generation {
 
 /** How a generation is sent: its budget, the client's disconnect signal, whether it may be resent. */
 export interface GenerationOptions {
+  /** The whole generation's budget, ms. @default the passage's {@link Passage.generationBudget} */
   timeoutMs?: number
   signal?: AbortSignalLike | undefined
   retryable?: boolean
@@ -58,11 +59,15 @@ export function startGeneration(p: Passage, input: GenerateInput, o: GenerationO
   if (o.signal?.aborted) {
     abort.abort()
   }
-  void p
-    .infer(
-      { generate: input },
+  void (async () => {
+    // The budgets: the whole generation and its first token (docs/generative.md#deadlines-and-the-server-slo).
+    const b = await p.generationBudget()
+    const timeoutMs = o.timeoutMs ?? b.timeoutMs
+    const generate: GenerateInput = b.ttftMs === undefined ? input : { ...input, firstTokenDeadline: p.deadline(b.ttftMs) }
+    return p.infer(
+      { generate },
       {
-        ...(o.timeoutMs !== undefined ? { timeoutMs: o.timeoutMs } : {}),
+        timeoutMs,
         retryable: o.retryable === true,
         signal: abort.signal,
         onDelta: input.stream
@@ -73,6 +78,7 @@ export function startGeneration(p: Passage, input: GenerateInput, o: GenerationO
           : undefined,
       },
     )
+  })()
     .then(
       (reply) => {
         const r = reply.generated

@@ -81,7 +81,7 @@ describe('Engine (fake session)', () => {
     await e.close()
   })
 
-  it('deadlines on a fake clock: before the first token and mid-generation, others unaffected', async () => {
+  it('deadlines on a fake clock: no slot by the first-token deadline is 503 OVERLOADED; past the deadline mid-generation ends `deadline` with the output so far', async () => {
     let now = 1000
     const e = engine({ now: () => now, ttftTimeoutMs: 50, maxSequences: 1 })
     const late = sink()
@@ -94,16 +94,82 @@ describe('Engine (fake session)', () => {
     expect(late.got.deltas.length).toBeGreaterThan(0)
     now = 1060
     await e.step()
-    expect(slow.got.error?.code).toBe('DEADLINE_EXCEEDED')
-    expect(slow.got.error?.message).toContain('ttftTimeoutMs')
+    expect(slow.got.error).toMatchObject({ code: 'OVERLOADED', retryAfterS: 1 })
+    expect(slow.got.error?.message).toMatch(/no slot within the time-to-first-token budget of 50 ms \(1 sequences running, 0 waiting ahead\)/)
+    const before = e.metrics().generatedTokens
     now = 1100
     e.submit({ prompt: [3], params: P(2), stream: false }, FAR, ok)
     await drain(e)
-    expect(late.got.error?.code).toBe('DEADLINE_EXCEEDED')
-    expect(late.got.error?.message).toMatch(/after \d+ tokens/)
+    // The deadline ended `late` with what it had: its streamed deltas add up to the result.
+    expect(late.got.error).toBeUndefined()
+    expect(late.got.result?.finishReason).toBe('deadline')
+    expect(late.got.result?.tokens).toHaveLength(before)
+    expect(late.got.deltas.flatMap((d) => d.tokens)).toEqual(late.got.result?.tokens)
     expect(ok.got.result?.tokens).toEqual([4, 5])
-    expect(e.metrics().finished.error).toBe(2)
+    expect(e.metrics().finished).toMatchObject({ error: 1, deadline: 1, length: 1 })
     await e.close()
+  })
+
+  it('a request\'s firstTokenDeadline: a waiting sequence is refused 503 at it and frees nothing else; one with its first token is not judged by it', async () => {
+    let now = 0
+    const e = engine({ now: () => now, maxSequences: 2 })
+    const a = sink()
+    const b = sink()
+    const c = sink()
+    e.submit({ prompt: [1], params: P(100, { ignoreEos: true }), stream: true, firstTokenDeadline: 10 }, FAR, a)
+    e.submit({ prompt: [2], params: P(100, { ignoreEos: true }), stream: true, firstTokenDeadline: 10 }, FAR, b)
+    e.submit({ prompt: [3], params: P(5), stream: true, firstTokenDeadline: 10 }, FAR, c) // no slot
+    await e.step()
+    expect(e.counts).toMatchObject({ waiting: 1, freeSlots: 0 })
+    now = 10
+    await e.step()
+    expect(c.got.error?.code).toBe('OVERLOADED')
+    expect(c.got.deltas).toEqual([])
+    expect(e.counts).toMatchObject({ waiting: 0, decode: 2 })
+    now = 1000 // long past their first-token deadline: they have their first token
+    await e.step()
+    expect(a.got.error).toBeUndefined()
+    expect(b.got.error).toBeUndefined()
+    expect(e.counts.decode).toBe(2)
+    await e.close()
+  })
+
+  it('prefilling at its first-token deadline: 504 when its own prefill pace says it cannot make it alone, else 503', async () => {
+    // A session whose runs take 1 ms per token on the fake clock.
+    let now = 0
+    const base = fakeSession()
+    const timed: DecoderSession = {
+      async run(feeds, fetches) {
+        now += (feeds['input_ids'] as TensorLike).dims.reduce((x, y) => x * y, 1)
+        return base.run(feeds, fetches)
+      },
+    }
+    // 100-token prompt in 10-token chunks: 100 ms alone, against a 50 ms budget -> 504.
+    const e = new Engine({ session: timed, model: SPEC, tokenizer: byteTokenizer, now: () => now, maxStepTokens: 10 })
+    const long = sink()
+    e.submit({ prompt: Array.from({ length: 100 }, (_, i) => i), params: P(3), stream: true, firstTokenDeadline: 50 }, FAR, long)
+    await drain(e)
+    expect(long.got.error?.code).toBe('DEADLINE_EXCEEDED')
+    expect(long.got.error?.message).toMatch(/prompt of 100 tokens takes about 100 ms to prefill, not less than its time-to-first-token budget of 50 ms/)
+    await e.close()
+    // 40-token prompt (40 ms alone) behind a 100-token one sharing the step budget: late by overload -> 503.
+    now = 0
+    const f = new Engine({ session: timed, model: SPEC, tokenizer: byteTokenizer, now: () => now, maxStepTokens: 10 })
+    const first = sink()
+    const second = sink()
+    f.submit({ prompt: Array.from({ length: 100 }, (_, i) => i), params: P(3), stream: true }, FAR, first)
+    f.submit({ prompt: Array.from({ length: 40 }, (_, i) => i), params: P(3), stream: true, firstTokenDeadline: 60 }, FAR, second)
+    await drain(f)
+    expect(first.got.result?.finishReason).toBe('length')
+    expect(second.got.error?.code).toBe('OVERLOADED')
+    expect(second.got.error?.message).toMatch(/still prefilling \(0 of 40 prompt tokens\) at the end of the time-to-first-token budget of 60 ms/)
+    await f.close()
+  })
+
+  it('announces its server SLO in info (default: a TTFT SLO only); a bad one is a RangeError', () => {
+    expect(engine().info.slo).toEqual({ ttftMs: 10_000 })
+    expect(engine({ slo: { ttftMs: 500, generationMs: 60_000 } }).info.slo).toEqual({ ttftMs: 500, generationMs: 60_000 })
+    expect(() => engine({ slo: { ttftMs: 0 } })).toThrow(/slo.ttftMs must be a positive number of ms/)
   })
 
   it('stop strings match across token boundaries and are not sent; held text comes later', async () => {

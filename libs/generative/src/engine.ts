@@ -8,7 +8,7 @@
  * next step.
  * @module
  */
-import { CohortError, type FinishReason, type GenerateInput, type GenerateResult, type GenerationSink, type GenerativeInfo, type Generator, type WireError } from '@cohort/protocol'
+import { CohortError, type FinishReason, type GenerateInput, type GenerateResult, type GenerationSink, type GenerativeInfo, type GenerativeSlo, type Generator, type WireError } from '@cohort/protocol'
 import { KvSlab } from './kv-slab.ts'
 import { emptyMetrics, type EngineMetrics, type EngineObserver } from './metrics.ts'
 import { sampleToken } from './sampling.ts'
@@ -33,14 +33,28 @@ export interface EngineOptions {
    * @default 'continuous'
    */
   batching?: 'continuous' | 'request'
-  /** A sequence with no first token this long after submit fails with DEADLINE_EXCEEDED. @default undefined (only the deadline) */
+  /**
+   * A time-to-first-token budget from submit for every sequence, on top of each request's own
+   * `firstTokenDeadline` (the earlier one applies; the rule is the same, see {@link Engine}).
+   * @default undefined (only the request's)
+   */
   ttftTimeoutMs?: number
+  /**
+   * The server SLO announced in `info.slo` (model metadata): the gateway gives a generation whose
+   * client sets no budget `ttftMs` to its first token and `generationMs` in all. The engine enforces
+   * the deadlines requests carry, not these. @default { ttftMs: DEFAULT_TTFT_SLO_MS } (no generationMs:
+   * the gateway's request timeout)
+   */
+  slo?: GenerativeSlo
   /** Epoch ms with sub-ms resolution; deadlines are on this clock. @default performance.timeOrigin + performance.now() */
   now?: () => number
   observer?: EngineObserver
 }
 
 const defaultNow = (): number => performance.timeOrigin + performance.now()
+
+/** The default time-to-first-token SLO a generative model announces, ms. */
+export const DEFAULT_TTFT_SLO_MS = 10_000
 
 function fill(template: string, i: number): string {
   return template.replace('{i}', String(i))
@@ -93,7 +107,11 @@ export class Engine implements Generator {
     this.#slab = new KvSlab(this.#maxSeqs, 2 * o.model.layers, o.model.kvHeads, o.model.headDim, o.model.maxContext)
     this.#byRow = Array<Seq | undefined>(this.#maxSeqs).fill(undefined)
     this.#metrics = emptyMetrics(this.#budget)
-    this.info = { maxContext: o.model.maxContext, vocabSize: o.model.vocabSize }
+    const slo = o.slo ?? { ttftMs: DEFAULT_TTFT_SLO_MS }
+    for (const [k, v] of Object.entries(slo)) {
+      if (v !== undefined && !(typeof v === 'number' && v > 0)) throw new RangeError(`slo.${k} must be a positive number of ms, got ${String(v)}`)
+    }
+    this.info = { maxContext: o.model.maxContext, vocabSize: o.model.vocabSize, slo }
   }
 
   /** Starts a generation (sync); throws INVALID_INPUT for a request that can never run, SHUTTING_DOWN once closed. */
@@ -196,19 +214,63 @@ export class Engine implements Generator {
     return this.busy
   }
 
+  /**
+   * Drops cancelled sequences and applies the deadlines (docs/generative.md#deadlines-and-the-server-slo):
+   * past its deadline a sequence ends with finish reason `deadline` (its output so far) once it has
+   * a token, else fails 504 DEADLINE_EXCEEDED; with no first token at its first-token deadline, it
+   * fails 503 OVERLOADED (retryable) while waiting for a slot or while prefilling at a pace that
+   * would have made it alone, and 504 DEADLINE_EXCEEDED when its own prefill alone takes longer than
+   * that budget (a retry cannot help).
+   */
   #sweep(now: number): void {
     for (const s of [...this.#waiting, ...this.#decode, ...this.#prefill]) {
       if (s.cancelled) {
         this.#remove(s)
         this.#finish(s, 'cancelled')
-      } else if (now >= s.deadline) {
-        this.#remove(s)
-        const where = s.firstTokenAt === undefined ? 'before the first token' : `after ${generated(s)} tokens`
-        this.#fail(s, { code: 'DEADLINE_EXCEEDED', message: `the deadline passed ${where}` })
-      } else if (this.#ttft !== undefined && s.firstTokenAt === undefined && now - s.submittedAt >= this.#ttft) {
-        this.#remove(s)
-        this.#fail(s, { code: 'DEADLINE_EXCEEDED', message: `no first token within ttftTimeoutMs (${this.#ttft} ms)` })
+        continue
       }
+      if (now >= s.deadline) {
+        this.#remove(s)
+        if (s.firstTokenAt !== undefined) {
+          this.#finish(s, 'deadline')
+        } else {
+          this.#fail(s, { code: 'DEADLINE_EXCEEDED', message: 'the deadline passed before the first token' })
+        }
+        continue
+      }
+      if (s.firstTokenAt !== undefined) continue
+      const ttftAt = Math.min(s.firstTokenDeadline ?? Infinity, this.#ttft !== undefined ? s.submittedAt + this.#ttft : Infinity)
+      if (now >= ttftAt) {
+        const e = this.#ttftError(s, ttftAt - s.submittedAt)
+        this.#remove(s)
+        this.#fail(s, e)
+      }
+    }
+  }
+
+  /** The refusal of a sequence with no first token at its first-token deadline (`budget` ms after submit). */
+  #ttftError(s: Seq, budget: number): WireError {
+    const ms = Math.round(budget)
+    if (s.state === 'waiting') {
+      const ahead = this.#waiting.indexOf(s)
+      return {
+        code: 'OVERLOADED',
+        message: `no slot within the time-to-first-token budget of ${ms} ms (${this.#decode.length + this.#prefill.length} sequences running, ${ahead} waiting ahead); retry later or on another worker`,
+        retryAfterS: 1,
+      }
+    }
+    // Prefilling: its own runs so far tell how long its whole prompt takes alone.
+    const alone = s.cached > 0 ? (s.prefillMs / s.cached) * s.promptLen : 0
+    if (alone >= budget) {
+      return {
+        code: 'DEADLINE_EXCEEDED',
+        message: `the prompt of ${s.promptLen} tokens takes about ${Math.round(alone)} ms to prefill, not less than its time-to-first-token budget of ${ms} ms: shorten the prompt or raise the budget (x-cohort-ttft-timeout-ms)`,
+      }
+    }
+    return {
+      code: 'OVERLOADED',
+      message: `still prefilling (${s.cached} of ${s.promptLen} prompt tokens) at the end of the time-to-first-token budget of ${ms} ms; retry later or on another worker`,
+      retryAfterS: 1,
     }
   }
 
@@ -228,6 +290,7 @@ export class Engine implements Generator {
       this.#remove(victim)
       victim.state = 'waiting'
       victim.cached = 0
+      victim.prefillMs = 0
       victim.preemptions++
       this.#metrics.preemptions++
       const at = this.#waiting.findIndex((w) => w.id > victim.id)
@@ -371,6 +434,7 @@ export class Engine implements Generator {
     const { logits, ms } = await this.#run([s], feeds, fetches)
     if (logits === undefined || s.state !== 'prefill') return ms
     s.cached += chunk
+    s.prefillMs += ms
     this.#metrics.prefillTokens += chunk
     if (s.cached < target) return ms
     if (s.cached === s.tokens.length) {

@@ -67,7 +67,7 @@ export function emptyMetrics(budget: number): EngineMetrics {
     tpotMsSum: 0,
     stepMsSum: 0,
     runMsSum: 0,
-    finished: { stop: 0, length: 0, cancelled: 0, error: 0 },
+    finished: { stop: 0, length: 0, cancelled: 0, deadline: 0, error: 0 },
   }
 }
 

@@ -28,7 +28,11 @@ export interface Seq {
   readonly sink: GenerationSink
   readonly stream: boolean
   readonly deadline: number
+  /** When the first token must have come (`GenerateInput.firstTokenDeadline`), if set. */
+  readonly firstTokenDeadline: number | undefined
   readonly submittedAt: number
+  /** `session.run` time of its prefill chunks so far, ms (to tell overload from a prompt too long for its TTFT budget). */
+  prefillMs: number
   state: SeqState
   /** Tokens in the KV cache. */
   cached: number
@@ -90,6 +94,8 @@ export function makeSeq(
   check(Array.isArray(stopIds) && stopIds.every((t) => Number.isInteger(t)), 'stopTokenIds must be an array of token ids')
   check(p.seed === undefined || Number.isFinite(p.seed), `seed must be a number, got ${String(p.seed)}`)
   check(Number.isFinite(deadline), 'the deadline must be a time in ms')
+  const ftd = input.firstTokenDeadline
+  check(ftd === undefined || Number.isFinite(ftd), 'firstTokenDeadline must be a time in ms')
   const seed = p.seed ?? Math.floor(Math.random() * 2 ** 32)
   return {
     id,
@@ -104,7 +110,9 @@ export function makeSeq(
     sink,
     stream: input.stream,
     deadline,
+    firstTokenDeadline: ftd,
     submittedAt: now,
+    prefillMs: 0,
     state: 'waiting',
     cached: 0,
     row: -1,

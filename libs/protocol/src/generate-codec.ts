@@ -105,10 +105,18 @@ export function generateFrom(v: unknown, what = 'generate', names: GenerateField
     }
     params.ignoreEos = p.ignoreEos
   }
-  return { prompt: Array.isArray(prompt) ? [...(prompt as number[])] : prompt, params, stream: v.stream === true }
+  const ftd = v.firstTokenDeadline
+  if (ftd !== undefined && (typeof ftd !== 'number' || !Number.isFinite(ftd))) {
+    throw bad(`${what}.firstTokenDeadline must be a time in ms`)
+  }
+  const out: GenerateInput = { prompt: Array.isArray(prompt) ? [...(prompt as number[])] : prompt, params, stream: v.stream === true }
+  if (ftd !== undefined) {
+    out.firstTokenDeadline = ftd
+  }
+  return out
 }
 
-const FINISH: readonly FinishReason[] = ['stop', 'length', 'cancelled']
+const FINISH: readonly FinishReason[] = ['stop', 'length', 'cancelled', 'deadline']
 
 function logprobsFrom(v: unknown, what: string): TokenLogprob[] {
   const one = (x: unknown): { token: number; logprob: number } => {

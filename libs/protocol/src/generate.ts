@@ -34,10 +34,21 @@ export interface GenerateInput {
   params: SamplingParams
   /** Send token deltas ({@link TokenStep}) while generating, before the final reply. */
   stream: boolean
+  /**
+   * When the first token must have come (epoch ms; the gateway sets it from the model's TTFT SLO
+   * or the client's `x-cohort-ttft-timeout-ms`). A generation still waiting for a slot then is
+   * refused, before any token, with 503 OVERLOADED (retrying can help); one whose prompt alone takes
+   * longer to prefill than this budget, with 504 DEADLINE_EXCEEDED. Absent: only the deadline.
+   * See docs/generative.md#deadlines-and-the-server-slo.
+   */
+  firstTokenDeadline?: number
 }
 
-/** Why a generation ended. */
-export type FinishReason = 'stop' | 'length' | 'cancelled'
+/**
+ * Why a generation ended: `deadline` = its whole-generation deadline passed after its first token
+ * (the output so far is the result; before the first token it fails DEADLINE_EXCEEDED instead).
+ */
+export type FinishReason = 'stop' | 'length' | 'cancelled' | 'deadline'
 
 /** Log-probabilities of one generated token. */
 export interface TokenLogprob {
@@ -85,6 +96,20 @@ export interface GenerativeInfo {
   vocabSize: number
   /** The chat template's name (docs/generative.md#chat-template), when the model has one. */
   chatTemplate?: string
+  /** The model's server SLO: the budgets of a generation whose client sets none. */
+  slo?: GenerativeSlo
+}
+
+/**
+ * The budgets a generative model gives a generation whose client sets none
+ * (docs/generative.md#deadlines-and-the-server-slo), ms. The gateway turns them into the request's
+ * `firstTokenDeadline` and `deadline`; its `requestTimeoutMs` caps both.
+ */
+export interface GenerativeSlo {
+  /** Time to first token. */
+  ttftMs?: number
+  /** The whole generation. */
+  generationMs?: number
 }
 
 /**

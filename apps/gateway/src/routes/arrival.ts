@@ -8,6 +8,7 @@ export function httpArrival(c: Context, model: string): Arrival {
     ...httpCall(c),
     model,
     timeoutHeader: c.req.header('x-cohort-timeout-ms'),
+    ttftHeader: c.req.header('x-cohort-ttft-timeout-ms'),
     tenant: c.get('cohortClient'),
     entered: (p) => c.set('cohortTraceparent', p.trace?.traceparent),
   }

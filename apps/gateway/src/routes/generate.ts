@@ -80,7 +80,7 @@ export function registerTritonGenerate(app: Hono, o: ResolvedGatewayOptions, doo
       checkModelPath(model, c.req.param('version'))
       p.admit()
       const input = tritonGenerateInput(parseJson(await bodyOf(c, o)), stream)
-      const g = startGeneration(p, input, { timeoutMs: p.timeoutMs(), signal: clientGone(c, o), retryable: c.req.header('idempotency-key') !== undefined })
+      const g = startGeneration(p, input, { signal: clientGone(c, o), retryable: c.req.header('idempotency-key') !== undefined })
       if (!stream) {
         const r = await collect(g)
         return c.json({ model_name: model, model_version: '1', text_output: r.text, finish_reason: r.finishReason, usage: usageOf(r.usage) })

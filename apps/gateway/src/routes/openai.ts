@@ -116,7 +116,8 @@ function completionInput(b: Body): GenerateInput {
   return common(b, prompt as string | number[], b['max_tokens'], 'max_tokens')
 }
 
-const finishReason = (r: GenerateResult) => (r.finishReason === 'length' ? 'length' : 'stop')
+/** OpenAI's finish_reason: `length` when the output was cut (max_tokens, or the deadline: finish reason `deadline`), else `stop`. */
+const finishReason = (r: GenerateResult) => (r.finishReason === 'length' || r.finishReason === 'deadline' ? 'length' : 'stop')
 const usageOf = (r: GenerateResult) => ({
   prompt_tokens: r.usage.promptTokens,
   completion_tokens: r.usage.completionTokens,
@@ -151,7 +152,7 @@ const CHAT: Shape = {
 
 async function serveGeneration(c: Context, p: Passage, b: Body, input: GenerateInput, shape: Shape, o: ResolvedGatewayOptions): Promise<Response> {
   const model = b['model'] as string
-  const g = startGeneration(p, input, { timeoutMs: p.timeoutMs(), signal: clientGone(c, o), retryable: c.req.header('idempotency-key') !== undefined })
+  const g = startGeneration(p, input, { signal: clientGone(c, o), retryable: c.req.header('idempotency-key') !== undefined })
   const id = `${shape.idPrefix}${p.requestId}`
   const created = Math.floor(Date.now() / 1000)
   const head = { id, object: shape.object, created, model, system_fingerprint: null }

@@ -24,7 +24,7 @@ export interface ThreadConfig {
   eosId?: number
   names?: Partial<DecoderNames>
   intraOpNumThreads: number
-  engine: Pick<EngineOptions, 'maxSequences' | 'kvBudgetTokens' | 'maxStepTokens' | 'batching' | 'ttftTimeoutMs'>
+  engine: Pick<EngineOptions, 'maxSequences' | 'kvBudgetTokens' | 'maxStepTokens' | 'batching' | 'ttftTimeoutMs' | 'slo'>
 }
 
 export type ThreadEvent = { id: number; delta: TokenDelta } | { id: number; done: GenerateResult } | { id: number; error: WireError }
@@ -90,7 +90,7 @@ async function load(): Promise<void> {
   port!.postMessage({ type: 'ready', info: engine.info, spec, tokenizer })
 }
 
-port.on('message', (m: { type: string; id?: number; prompt?: number[]; params?: SamplingParams; stream?: boolean; deadline?: number }) => {
+port.on('message', (m: { type: string; id?: number; prompt?: number[]; params?: SamplingParams; stream?: boolean; deadline?: number; firstTokenDeadline?: number }) => {
   if (m.type === 'submit' && engine) {
     const id = m.id as number
     const sink = {
@@ -105,7 +105,8 @@ port.on('message', (m: { type: string; id?: number; prompt?: number[]; params?: 
       },
     }
     try {
-      handles.set(id, engine.submit({ prompt: m.prompt as number[], params: m.params as SamplingParams, stream: m.stream === true }, m.deadline as number, sink))
+      const input = { prompt: m.prompt as number[], params: m.params as SamplingParams, stream: m.stream === true, ...(m.firstTokenDeadline !== undefined ? { firstTokenDeadline: m.firstTokenDeadline } : {}) }
+      handles.set(id, engine.submit(input, m.deadline as number, sink))
     } catch (e) {
       const err = e as { code?: string; message?: string }
       outbox.push({ id, error: { code: err.code ?? 'INTERNAL', message: err.message ?? String(e) } })

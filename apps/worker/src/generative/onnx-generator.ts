@@ -15,7 +15,7 @@ import { tokenizerByName, type TokenizerName } from './tokenizers.ts'
 const HOST_URL = new URL('./gen-host.mjs', import.meta.url)
 
 /** Options of {@link createOnnxGenerator}; engine options are documented on `EngineOptions` (@cohort/generative). */
-export interface OnnxGeneratorOptions extends Pick<EngineOptions, 'maxSequences' | 'kvBudgetTokens' | 'maxStepTokens' | 'batching' | 'ttftTimeoutMs'> {
+export interface OnnxGeneratorOptions extends Pick<EngineOptions, 'maxSequences' | 'kvBudgetTokens' | 'maxStepTokens' | 'batching' | 'ttftTimeoutMs' | 'slo'> {
   /** `'gpt2'` (gpt-tokenizer) or `'bytes'` (the tiny test decoder's). @default 'gpt2' when the model's vocabulary is 50257, else 'bytes' */
   tokenizer?: TokenizerName
   /** Longest prompt + output. @default the model's `cohort.max_context` metadata (required otherwise) */
@@ -55,6 +55,7 @@ export async function createOnnxGenerator(path: string, options: OnnxGeneratorOp
       ...(options.maxStepTokens !== undefined ? { maxStepTokens: options.maxStepTokens } : {}),
       ...(options.batching !== undefined ? { batching: options.batching } : {}),
       ...(options.ttftTimeoutMs !== undefined ? { ttftTimeoutMs: options.ttftTimeoutMs } : {}),
+      ...(options.slo !== undefined ? { slo: options.slo } : {}),
     },
   }
   return startThread(cfg, options.chatTemplate)
@@ -134,7 +135,7 @@ async function startThread(cfg: ThreadConfig, chatTemplate?: string): Promise<On
       const prompt = checkRequest(input, deadline, ctx)
       const id = ++seq
       live.set(id, { sink })
-      w.postMessage({ type: 'submit', id, prompt, params: input.params, stream: input.stream, deadline })
+      w.postMessage({ type: 'submit', id, prompt, params: input.params, stream: input.stream, deadline, ...(input.firstTokenDeadline !== undefined ? { firstTokenDeadline: input.firstTokenDeadline } : {}) })
       return {
         cancel: () => {
           if (live.has(id) && !dead) w.postMessage({ type: 'cancel', id })

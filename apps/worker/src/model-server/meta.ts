@@ -15,8 +15,8 @@ export function serverMeta<T>(runner: ModelRunner, engine: BatchEngine<T>, sourc
     ...m,
     ...(batchingToJson(c) as LiveBatching),
     ...batchCapMeta(engine),
-    // A generative model announces no SLO (its engine batches nothing): the deadline of a generation
-    // whose client sends none is the gateway's request timeout.
+    // A generative model announces no batch SLO (its engine batches nothing): its budgets are in
+    // `generative.slo` (docs/generative.md#deadlines-and-the-server-slo).
     slo: m.kind === 'generative' ? undefined : engine.slo,
     configSources: { ...sources },
     ...(runner.batchLimit ? { batchLimit: runner.batchLimit } : {}),

@@ -3,7 +3,7 @@ import { cors } from 'hono/cors'
 import type { ResolvedGatewayOptions } from '../../options.ts'
 
 /** Request headers a browser client of the gateway may send. */
-export const CORS_ALLOW_HEADERS = ['authorization', 'content-type', 'accept', 'inference-header-content-length', 'x-cohort-timeout-ms']
+export const CORS_ALLOW_HEADERS = ['authorization', 'content-type', 'accept', 'inference-header-content-length', 'x-cohort-timeout-ms', 'x-cohort-ttft-timeout-ms']
 /** Response headers a browser client may read. */
 export const CORS_EXPOSE_HEADERS = ['retry-after', 'inference-header-content-length', 'www-authenticate']
 
