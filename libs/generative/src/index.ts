@@ -4,7 +4,7 @@
  * Runtime-agnostic: the app passes a {@link DecoderSession} (onnxruntime) and a {@link Tokenizer}.
  * @module
  */
-export { Engine, type EngineOptions } from './engine.ts'
+export { DEFAULT_TTFT_SLO_MS, Engine, type EngineOptions } from './engine.ts'
 export { KvSlab, SLAB_BUCKET } from './kv-slab.ts'
 export { emptyMetrics, type EngineMetrics, type EngineObserver, type FinishedInfo, type StepInfo } from './metrics.ts'
 export { seededPrng, type Prng } from './prng.ts'
