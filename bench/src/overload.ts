@@ -488,7 +488,7 @@ async function runTenantsMulti(
       quiet: { ...summariseOverloadStep(spec(`tenant B ${quietM * 100}%`, quietM), qr), ...cpu },
     }
     const sh = tenantShares(result)
-    log(`${tag} quiet tenant: ${result.quiet.goodShare.toFixed(2)} of ${result.quiet.sent} within ${d} ms; shares of 200s flood ${sh.floodShare.toFixed(3)} (fair ${sh.floodFair.toFixed(3)}), quiet ${sh.quietShare.toFixed(3)} (fair ${sh.quietFair.toFixed(3)})`)
+    log(`${tag} quiet tenant: ${result.quiet.goodShare.toFixed(2)} of ${result.quiet.sent} within ${d} ms; shares of the good answers: flood ${sh.floodShare.toFixed(3)} (fair ${sh.floodFair.toFixed(3)}), quiet ${sh.quietShare.toFixed(3)} (fair ${sh.quietFair.toFixed(3)})`)
     return result
   } catch (e) {
     const msg = e instanceof Error ? e.message.split('\n')[0]! : String(e)
@@ -539,7 +539,7 @@ export function formatOverload(r: OverloadResult): string {
       out.push(stepTable(m))
     }
     if (m.tenantsMulti) {
-      out.push(`\nTwo tenants, ${layoutLabel({ workers: 1, gateways: 1 })} vs ${layoutLabel(m.tenantsMulti)} (share of 200s, fair share in brackets; ${m.describe}, not CPU-bound on the workers)`)
+      out.push(`\nTwo tenants, ${layoutLabel({ workers: 1, gateways: 1 })} vs ${layoutLabel(m.tenantsMulti)} (each tenant's share of the good answers, 200s within the deadline, and its max-min fair share in brackets; ${m.describe}, so the workers are not CPU-bound)`)
       out.push(tenantShareTable(m))
     }
   }
