@@ -2,7 +2,7 @@
 // predict() never block the worker's main thread (NATS I/O, heartbeats, other models).
 // Plain JS so it needs no TypeScript loader itself; it registers tsx to import the module.
 // Protocol (structured clone):
-//   workerData:     {path, name}
+//   workerData:     {path, name, servedAs}  (name: the predictor's own; servedAs: the model name it serves as)
 //   host -> parent: {type:'ready'} | {type:'setup-error', message}
 //                   {type:'result', id, items: [{v} | {e: {code, message}}]}
 //                   {type:'run-error', id, code, message}
@@ -80,7 +80,7 @@ function post(id, out) {
 let predictor
 try {
   predictor = await find(workerData.path, workerData.name)
-  await predictor.setup({ name: workerData.name, signal: ac.signal })
+  await predictor.setup({ name: workerData.servedAs ?? workerData.name, signal: ac.signal })
   port.postMessage({ type: 'ready' })
 } catch (e) {
   port.postMessage({ type: 'setup-error', message: messageOf(e) })
