@@ -39,10 +39,10 @@ function addModel(k: number): Uint8Array {
   )
 }
 
-/** A predictor module: y = x + k, declared under a name that is not its folder's. */
-function addPredictor(k: number): string {
+/** A predictor module: y = x + k, declared under a name that is not its folder's (TypeScript unless `js`). */
+function addPredictor(k: number, js = false): string {
   return `import { Type, definePredictor } from '@cohort/predictor'
-export default definePredictor({
+${js ? '' : `const typed: number = ${k}\nvoid typed\n`}export default definePredictor({
   name: 'declared-${k}',
   input: Type.Object({ x: Type.Number() }),
   output: Type.Object({ y: Type.Number() }),
@@ -91,7 +91,8 @@ beforeAll(async () => {
   mkdirSync(repo)
   mkdirSync(gates)
   putVersion('onnx', '1', { 'model.onnx': addModel(100) })
-  putVersion('pred', '1', { 'model.ts': addPredictor(1000) })
+  // Version 1 plain JavaScript (model.mjs), version 2 TypeScript (model.ts).
+  putVersion('pred', '1', { 'model.mjs': addPredictor(1000, true) })
   putVersion('pred', '2', { 'model.ts': addPredictor(2000) })
   writeFileSync(
     join(repo, 'pred', 'config.ts'),

@@ -15,7 +15,7 @@ import { listModels, scanModel, ENTRY_FILES_TEXT, type ScannedModel, type Scanne
 import { checkConfigFor, importConfig, pipelineVersion, predictorVersion, type VersionRunner } from './modules.ts'
 import { BareName } from './bare-name.ts'
 
-/** Flags of the command line that apply to every repository model, over its `config.json`. */
+/** Flags of the command line that apply to every repository model, over its `config.json` or `config.ts` (ONNX flags: ONNX models only). */
 export interface RepositoryFlags {
   ep?: ExecutionProvider
   instances?: number
@@ -36,7 +36,7 @@ export interface RepositoryHost {
 
 /** Options of {@link ModelRepository}. */
 export interface ModelRepositoryOptions {
-  /** The repository folder: `DIR/<model>/<version>/model.onnx`, `DIR/<model>/config.json`. */
+  /** The repository folder: `DIR/<model>/<version>/model.onnx` (or `model.ts`, `pipeline.ts`), `DIR/<model>/config.json` (or `config.ts`). */
   dir: string
   /**
    * Scan the repository this often for new, changed and removed versions (0: never; load and
@@ -96,7 +96,7 @@ interface ModelState {
   scan: ScannedModel | undefined
   /** The signatures seen by the previous poll (a version loads once two polls agree). */
   seen: Map<string, string>
-  /** Versions with a model.onnx whose folder changed since the previous poll. */
+  /** Versions with an entry file whose folder changed since the previous poll. */
   waiting: Set<string>
   config: RepositoryModelConfig | undefined
   configSignature: string | undefined

@@ -26,14 +26,13 @@ function messageOf(e) {
 }
 
 async function find(path, name) {
-  if (/\.[cm]?ts$/.test(path)) {
-    // Both hooks, as bin/cohort.js registers them: a .ts file in a package that is not
-    // "type": "module" is compiled to CommonJS and requires its imports.
-    const { register } = await import('tsx/esm/api')
-    register()
-    const cjs = await import('tsx/cjs/api')
-    cjs.register()
-  }
+  // Both hooks, as bin/cohort.js registers them, whatever the module's own extension: a .js or
+  // .mjs module imports @cohort/predictor, whose package ships TypeScript sources; a .ts file in
+  // a package that is not "type": "module" is compiled to CommonJS and requires its imports.
+  const { register } = await import('tsx/esm/api')
+  register()
+  const cjs = await import('tsx/cjs/api')
+  cjs.register()
   let mod = await import(pathToFileURL(resolve(path)).href)
   // CommonJS-compiled TypeScript: the author's exports are in `default` (module-exports.ts).
   if (mod.default && typeof mod.default === 'object' && mod.default.__esModule === true) {
