@@ -112,7 +112,7 @@ export class ThreadExec implements PredictorExec {
   run(inputs: unknown[]): Promise<ExecItem[]> {
     const w = this.#w
     if (!w || this.#ended) {
-      return Promise.reject(new CohortError('NOT_READY', `predictor ${this.#name}: its thread is not running`))
+      return Promise.reject(new CohortError('NOT_READY', `predictor ${this.#servedAs}: its thread is not running`))
     }
     const id = ++this.#seq
     return new Promise<ExecItem[]>((resolve, reject) => {
@@ -159,7 +159,7 @@ export class ThreadExec implements PredictorExec {
         this.#ready = undefined
         return
       case 'setup-error':
-        this.#ready?.reject(new Error(`predictor ${this.#name}: setup failed: ${String(m['message'])}`))
+        this.#ready?.reject(new Error(`predictor ${this.#servedAs}: setup failed: ${String(m['message'])}`))
         this.#ready = undefined
         void this.kill()
         return
@@ -184,7 +184,7 @@ export class ThreadExec implements PredictorExec {
       return
     }
     this.#ended = true
-    const err = new CohortError('INTERNAL', `predictor ${this.#name}: ${why}`)
+    const err = new CohortError('INTERNAL', `predictor ${this.#servedAs}: ${why}`)
     this.#ready?.reject(err)
     this.#ready = undefined
     for (const p of this.#pending.values()) {
