@@ -60,6 +60,8 @@ export const MODEL_OPTIONS = {
   model: { type: 'string', multiple: true },
   predictor: { type: 'string', multiple: true },
   generative: { type: 'string', multiple: true },
+  'ttft-slo-ms': { type: 'string' },
+  'generation-slo-ms': { type: 'string' },
   ep: { type: 'string', default: 'cpu' },
   instances: { type: 'string' },
   'ort-processes': { type: 'boolean' },
@@ -88,6 +90,10 @@ export const MODEL_HELP = `  --model SPEC[,K=V...]  ONNX model: demo | heavy | N
   --predictor FILE       TypeScript/JS module exporting definePredictor(...) (repeatable)
   --generative NAME=PATH generative model (docs/generative.md): PATH a module (.ts/.js) whose default
                          export makes a Generator, or an ONNX decoder (.onnx) (repeatable)
+  --ttft-slo-ms MS       ONNX decoders: the time-to-first-token SLO they announce, the budget of a
+                         generation whose client sets none (default 10000)
+  --generation-slo-ms MS ONNX decoders: the whole-generation SLO they announce (default none: the
+                         gateway's request timeout)
   --ep cpu|webgpu|cuda   ONNX Runtime execution provider (default cpu)
   --instances N          ORT sessions per model: threads on cpu, processes on GPU EPs (default 1)
   --ort-processes        run every ORT instance in a child process, even on cpu (a stuck

@@ -20,6 +20,7 @@ import { DOOR_HELP, DOOR_OPTIONS, doorOptions } from './door-flags.ts'
 import { gatewayAdapter } from './node-adapter.ts'
 import { PROCESSES_HELP, PROCESSES_OPTIONS, isClusterChild, notifyListening, onPrimaryStop, processesFlag, runPrimary } from './cluster.ts'
 import { buildRunners, type ModelFlags } from './runners.ts'
+import type { GenerativeSlo } from '@cohort/protocol'
 import { PIPELINE_HELP, PIPELINE_OPTIONS, SERVE_PIPELINE_HELP, SERVE_PIPELINE_OPTIONS, pipelineRunners } from './pipeline-flags.ts'
 import { TELEMETRY_HELP, TELEMETRY_OPTIONS, setupTelemetry } from './telemetry.ts'
 import { JOB_HELP, JOB_OPTIONS, PREDICTION_HELP, PREDICTION_OPTIONS, WEBHOOK_HELP, jobQueue, predictionOptions, workerJobs } from './jobs-flags.ts'
@@ -63,7 +64,23 @@ function modelFlags(v: Values, defaultDemo: boolean, hasConfig = false): ModelFl
     maxDelayMs: batchingFlag('maxDelayMs', numFlag('max-delay-ms', v['max-delay-ms'])),
     batchTimeoutMs: numFlag('batch-timeout-ms', v['batch-timeout-ms']),
     padding: paddingFlags(v),
+    ...generativeSloFlags(v),
   }
+}
+
+function generativeSloFlags(v: Values): { generativeSlo?: GenerativeSlo } {
+  const ttftMs = numFlag('ttft-slo-ms', v['ttft-slo-ms'])
+  const generationMs = numFlag('generation-slo-ms', v['generation-slo-ms'])
+  for (const [flag, ms] of [['ttft-slo-ms', ttftMs], ['generation-slo-ms', generationMs]] as const) {
+    if (ms !== undefined && !(ms > 0)) {
+      throw new CliError(`--${flag} must be a positive number of ms, got "${ms}"`)
+    }
+  }
+  if (ttftMs === undefined && generationMs === undefined) {
+    return {}
+  }
+  // The engine's default TTFT SLO stays when only the generation SLO is given.
+  return { generativeSlo: { ...(ttftMs !== undefined ? { ttftMs } : {}), ...(generationMs !== undefined ? { generationMs } : {}) } }
 }
 
 function paddingFlags(v: Values): PaddingOptions | undefined {

@@ -1,7 +1,7 @@
 import { OnnxRunner, PredictorRunner, generativeRunner, loadPredictors, type ExecutionProvider, type ModelRunner, type PaddingOptions } from '@cohort/worker'
 import type { BatchingConfig } from '@cohort/batching'
 import type { TSchema } from '@sinclair/typebox'
-import { isValidModelName } from '@cohort/protocol'
+import { isValidModelName, type GenerativeSlo } from '@cohort/protocol'
 import { CliError } from './cli-error.ts'
 import { parseModelSpec } from './model-spec.ts'
 
@@ -11,6 +11,8 @@ export interface ModelFlags {
   predictor: string[]
   /** `--generative NAME=PATH` (docs/generative.md). */
   generative?: string[] | undefined
+  /** `--ttft-slo-ms` and `--generation-slo-ms`: the SLO ONNX decoders announce (docs/generative.md#deadlines-and-the-server-slo). */
+  generativeSlo?: GenerativeSlo | undefined
   ep: string
   instances: number
   /** ORT instances in child processes (--ort-processes). */
@@ -77,7 +79,7 @@ export async function buildRunners(
       throw new CliError(`--generative must be NAME=PATH (a generator module or an ONNX decoder), got "${spec}"`)
     }
     try {
-      runners.push(generativeRunner(name, path))
+      runners.push(generativeRunner(name, path, f.generativeSlo))
     } catch (e) {
       throw new CliError(e instanceof Error ? e.message : String(e))
     }

@@ -1,6 +1,6 @@
 import { extname, resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
-import type { Generator } from '@cohort/protocol'
+import type { Generator, GenerativeSlo } from '@cohort/protocol'
 import { GenerativeRunner, type GeneratorFactory } from './runners/generative-runner.ts'
 
 /**
@@ -9,10 +9,10 @@ import { GenerativeRunner, type GeneratorFactory } from './runners/generative-ru
  * decoder (`.onnx`), run by `createOnnxGenerator` (`./generative`, the `@cohort/generative` engine).
  * The module is imported (and the factory called) at `start()`.
  */
-export function generativeRunner(name: string, path: string): GenerativeRunner {
+export function generativeRunner(name: string, path: string, slo?: GenerativeSlo): GenerativeRunner {
   const ext = extname(path).toLowerCase()
   if (ext === '.onnx') {
-    return new GenerativeRunner(name, () => onnxGenerator(name, path))
+    return new GenerativeRunner(name, () => onnxGenerator(name, path, slo))
   }
   if (!['.ts', '.mts', '.js', '.mjs'].includes(ext)) {
     throw new Error(`--generative ${name}=${path}: PATH must be a generator module (.ts, .js, .mjs) or an ONNX decoder (.onnx)`)
@@ -39,8 +39,8 @@ export async function loadGenerator(name: string, path: string): Promise<Generat
 }
 
 /** An ONNX decoder through `@cohort/generative`'s engine in an ORT worker thread (docs/generative.md). */
-async function onnxGenerator(_name: string, path: string): Promise<Generator> {
+async function onnxGenerator(_name: string, path: string, slo: GenerativeSlo | undefined): Promise<Generator> {
   // Imported on first use: gpt-tokenizer and the engine load only for generative models.
   const { createOnnxGenerator } = await import('./generative/index.ts')
-  return createOnnxGenerator(path, {})
+  return createOnnxGenerator(path, slo ? { slo } : {})
 }

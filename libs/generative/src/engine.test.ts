@@ -169,6 +169,7 @@ describe('Engine (fake session)', () => {
   it('announces its server SLO in info (default: a TTFT SLO only); a bad one is a RangeError', () => {
     expect(engine().info.slo).toEqual({ ttftMs: 10_000 })
     expect(engine({ slo: { ttftMs: 500, generationMs: 60_000 } }).info.slo).toEqual({ ttftMs: 500, generationMs: 60_000 })
+    expect(engine({ slo: { generationMs: 60_000 } }).info.slo).toEqual({ ttftMs: 10_000, generationMs: 60_000 })
     expect(() => engine({ slo: { ttftMs: 0 } })).toThrow(/slo.ttftMs must be a positive number of ms/)
   })
 

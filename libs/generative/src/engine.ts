@@ -42,8 +42,8 @@ export interface EngineOptions {
   /**
    * The server SLO announced in `info.slo` (model metadata): the gateway gives a generation whose
    * client sets no budget `ttftMs` to its first token and `generationMs` in all. The engine enforces
-   * the deadlines requests carry, not these. @default { ttftMs: DEFAULT_TTFT_SLO_MS } (no generationMs:
-   * the gateway's request timeout)
+   * the deadlines requests carry, not these. Fields not given keep their defaults: `ttftMs`
+   * {@link DEFAULT_TTFT_SLO_MS}, no `generationMs` (the gateway's request timeout).
    */
   slo?: GenerativeSlo
   /** Epoch ms with sub-ms resolution; deadlines are on this clock. @default performance.timeOrigin + performance.now() */
@@ -107,7 +107,7 @@ export class Engine implements Generator {
     this.#slab = new KvSlab(this.#maxSeqs, 2 * o.model.layers, o.model.kvHeads, o.model.headDim, o.model.maxContext)
     this.#byRow = Array<Seq | undefined>(this.#maxSeqs).fill(undefined)
     this.#metrics = emptyMetrics(this.#budget)
-    const slo = o.slo ?? { ttftMs: DEFAULT_TTFT_SLO_MS }
+    const slo: GenerativeSlo = { ttftMs: DEFAULT_TTFT_SLO_MS, ...o.slo }
     for (const [k, v] of Object.entries(slo)) {
       if (v !== undefined && !(typeof v === 'number' && v > 0)) throw new RangeError(`slo.${k} must be a positive number of ms, got ${String(v)}`)
     }
