@@ -13,6 +13,7 @@ interface Cluster {
   gateway: CliProcess
   baseUrl: string
   stateDir: string
+  metricsUrls: string[]
   close(): Promise<void>
 }
 
@@ -22,12 +23,13 @@ async function startCluster(stepMs = 5): Promise<Cluster> {
   const workers: CliProcess[] = []
   for (const id of ['w1', 'w2']) {
     const w = spawnCohort(
-      ['worker', '--nats', nats.url, '--id', id, '--threads', '1', '--heartbeat-ms', '250', '--generative', `chars=${CHAR_GENERATOR}`, '--model', 'demo'],
+      ['worker', '--nats', nats.url, '--id', id, '--threads', '1', '--heartbeat-ms', '250', '--generative', `chars=${CHAR_GENERATOR}`, '--model', 'demo', '--metrics-port', '0'],
       { CHARGEN_STATE: join(stateDir, `${id}.json`), CHARGEN_STEP_MS: String(stepMs) },
     )
     workers.push(w)
   }
   await Promise.all(workers.map((w) => w.waitFor(/serving/, 90_000)))
+  const metricsUrls = await Promise.all(workers.map(async (w) => (await w.waitFor(/worker metrics on (http:\/\/127\.0\.0\.1:\d+\/metrics)/, 30_000))[1]!))
   const gateway = spawnCohort(['gateway', '--nats', nats.url, '--port', '0'])
   const [, port] = await gateway.waitFor(/gateway on http:\/\/127\.0\.0\.1:(\d+)/, 60_000)
   return {
@@ -36,6 +38,7 @@ async function startCluster(stepMs = 5): Promise<Cluster> {
     gateway,
     baseUrl: `http://127.0.0.1:${port}`,
     stateDir,
+    metricsUrls,
     async close() {
       await Promise.all([...workers, gateway].map((p) => p.stop('SIGKILL')))
       await nats.stop()

@@ -8,6 +8,7 @@ import { join } from 'node:path'
 import { buildDecoder, TINY_DECODER } from '@cohort/onnx-builder'
 import type { GenerateResult } from '@cohort/protocol'
 import { createOnnxGenerator } from '@cohort/worker/generative'
+import { parsePrometheus } from '@cohort/metrics'
 import { postJson, spawnCohort, type CliProcess } from '@cohort/test-support'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 
@@ -98,6 +99,31 @@ describe('an ONNX decoder behind the OpenAI-compatible API (cohort serve --gener
       .map((c) => c.choices[0]?.text ?? '')
       .join('')
     expect(text).toBe(alone.get(PROMPTS[2]!)!.text)
+  })
+
+  it("exports the engine's metrics on /metrics: N generations, their tokens, TTFT and TPOT, gauges back at rest", async () => {
+    const scrape = async () => parsePrometheus(await (await fetch(`${base}/metrics`)).text())
+    const before = await scrape()
+    const d = (after: Map<string, number>, k: string) => (after.get(k) ?? 0) - (before.get(k) ?? 0)
+    const rs = await Promise.all(PROMPTS.map((p) => complete(p)))
+    for (const r of rs) expect(r.status, JSON.stringify(r.body)).toBe(200)
+    const m = await scrape()
+    const tokens = rs.reduce((n, r) => n + (r.body.usage.completion_tokens as number), 0)
+    const finished = (reason: string) => d(m, `cohort_generate_finished_total{model="tiny",reason="${reason}"}`)
+    expect(finished('length') + finished('stop')).toBe(PROMPTS.length)
+    expect(finished('length')).toBe(rs.filter((r) => r.body.choices[0].finish_reason === 'length').length)
+    expect(d(m, 'cohort_generate_tokens_total{model="tiny"}')).toBe(tokens)
+    expect(d(m, 'cohort_generate_prompt_tokens_total{model="tiny"}')).toBe(rs.reduce((n, r) => n + (r.body.usage.prompt_tokens as number), 0))
+    expect(d(m, 'cohort_generate_time_to_first_token_seconds_count{model="tiny"}')).toBe(PROMPTS.length)
+    expect(d(m, 'cohort_generate_time_to_first_token_seconds_sum{model="tiny"}')).toBeGreaterThan(0)
+    expect(d(m, 'cohort_generate_time_per_output_token_seconds_count{model="tiny"}')).toBe(rs.filter((r) => r.body.usage.completion_tokens > 1).length)
+    // Every generation has ended: nothing runs or waits, no KV held; the budget is the engine's default.
+    expect(m.get('cohort_generate_running_sequences{model="tiny"}')).toBe(0)
+    expect(m.get('cohort_generate_waiting_sequences{model="tiny"}')).toBe(0)
+    expect(m.get('cohort_generate_kv_cache_tokens{model="tiny"}')).toBe(0)
+    expect(m.get('cohort_generate_kv_cache_usage_ratio{model="tiny"}')).toBe(0)
+    expect(m.get('cohort_generate_kv_cache_budget_tokens{model="tiny"}')).toBe(16 * 1024)
+    expect(m.get('cohort_generate_preemptions_total{model="tiny"}')).toBe(0)
   })
 
   it('refuses a prompt past the model context with a 400 naming the limit', async () => {

@@ -3,6 +3,7 @@
 // generator (test/fixtures/char-generator.ts) whose CHARGEN_STATE files count running sequences.
 import { readFileSync, readdirSync } from 'node:fs'
 import { join } from 'node:path'
+import { parsePrometheus } from '@cohort/metrics'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 
 export const CHAR_GENERATOR = new URL('../fixtures/char-generator.ts', import.meta.url).pathname
@@ -11,6 +12,8 @@ export const CHAR_GENERATOR = new URL('../fixtures/char-generator.ts', import.me
 export interface GenStack {
   baseUrl: string
   stateDir: string
+  /** `/metrics` of every process that runs the generator (summed): the embedded server, or each worker's `--metrics-port`. */
+  metricsUrls: string[]
   close(): Promise<void>
 }
 
@@ -31,6 +34,18 @@ export function states(dir: string): GenState[] {
 }
 
 export const running = (dir: string) => states(dir).reduce((n, s) => n + s.running, 0)
+
+/** The `cohort_generate_*` series of every URL, summed by series name (`name{labels}`). */
+export async function generateMetrics(urls: string[]): Promise<Map<string, number>> {
+  const out = new Map<string, number>()
+  for (const u of urls) {
+    const text = await (await fetch(u)).text()
+    for (const [k, v] of parsePrometheus(text)) {
+      if (k.startsWith('cohort_generate_')) out.set(k, (out.get(k) ?? 0) + v)
+    }
+  }
+  return out
+}
 
 /** Poll `cond` every 50 ms until it holds (the test's own timeout bounds the wait). */
 export async function until(cond: () => boolean, what: string, timeoutMs = 30_000): Promise<void> {
@@ -147,6 +162,34 @@ export function defineGenerativeSuite(name: string, start: () => Promise<GenStac
       await reader.cancel().catch(() => undefined)
       await until(() => running(s.stateDir) === 0, 'the aborted sequence to leave the generator')
       expect(states(s.stateDir).reduce((n, x) => n + x.cancelled, 0)).toBe(before + 1)
+    })
+
+    it('counts N generations and the tokens their replies returned in cohort_generate_* (docs/metrics.md#generative-models)', async () => {
+      await until(() => running(s.stateDir) === 0, 'no sequence running before the test')
+      const before = await generateMetrics(s.metricsUrls)
+      const N = 5
+      const usage = await Promise.all(
+        Array.from({ length: N }, async (_, i) => {
+          const body = { model: 'chars', prompt: `count ${i}`, max_tokens: 6 + i, temperature: 0, ignore_eos: true, stream: i % 2 === 0 }
+          const r = await post(s.baseUrl, '/v1/completions', i % 2 === 0 ? { ...body, stream_options: { include_usage: true } } : body)
+          expect(r.status).toBe(200)
+          if (i % 2 === 0) {
+            const data = await sseData(r)
+            return (data.at(-2) as { usage: { prompt_tokens: number; completion_tokens: number } }).usage
+          }
+          return ((await r.json()) as { usage: { prompt_tokens: number; completion_tokens: number } }).usage
+        }),
+      )
+      const after = await generateMetrics(s.metricsUrls)
+      const d = (k: string) => (after.get(k) ?? 0) - (before.get(k) ?? 0)
+      expect(d('cohort_generate_finished_total{model="chars",reason="length"}')).toBe(N)
+      expect(d('cohort_generate_tokens_total{model="chars"}')).toBe(usage.reduce((n, u) => n + u.completion_tokens, 0))
+      expect(d('cohort_generate_tokens_total{model="chars"}')).toBe(6 + 7 + 8 + 9 + 10)
+      expect(d('cohort_generate_prompt_tokens_total{model="chars"}')).toBe(usage.reduce((n, u) => n + u.prompt_tokens, 0))
+      // The fixture streams deltas to the worker for every request: each has a TTFT and a TPOT.
+      expect(d('cohort_generate_time_to_first_token_seconds_count{model="chars"}')).toBe(N)
+      expect(d('cohort_generate_time_per_output_token_seconds_count{model="chars"}')).toBe(N)
+      expect(d('cohort_generate_time_to_first_token_seconds_sum{model="chars"}')).toBeGreaterThan(0)
     })
 
     it('GET /v1/models lists the generative models only', async () => {
