@@ -192,6 +192,18 @@ export function defineGenerativeSuite(name: string, start: () => Promise<GenStac
       expect(d('cohort_generate_time_to_first_token_seconds_sum{model="chars"}')).toBeGreaterThan(0)
     })
 
+    it('OpenAI logprobs travel with the stream: chat chunks carry each token, its logprob, bytes and top alternatives', async () => {
+      const body = { model: 'chars', messages: [{ role: 'user', content: prompt }], max_tokens: 12, temperature: 0, ignore_eos: true, logprobs: true, top_logprobs: 2 }
+      const one = (await (await post(s.baseUrl, '/v1/chat/completions', body)).json()) as { choices: { message: { content: string }; logprobs: { content: { token: string; logprob: number; bytes: number[]; top_logprobs: unknown[] }[] } }[] }
+      const content = one.choices[0]!.logprobs.content
+      expect(content).toHaveLength(12)
+      expect(content.map((c) => c.token).join('')).toBe(one.choices[0]!.message.content)
+      expect(content.every((c) => c.bytes.length <= 1 && c.top_logprobs.length === 2 && c.logprob === Math.log(1 / 3))).toBe(true)
+      const data = await sseData(await post(s.baseUrl, '/v1/chat/completions', { ...body, stream: true }))
+      const streamed = (data.slice(0, -1) as { choices: { logprobs: { content: unknown[] } | null }[] }[]).flatMap((c) => c.choices[0]?.logprobs?.content ?? [])
+      expect(streamed).toEqual(content)
+    })
+
     it('GET /v1/models lists the generative models only', async () => {
       const r = await fetch(`${s.baseUrl}/v1/models`)
       const b = (await r.json()) as { object: string; data: { id: string; object: string }[] }
@@ -207,6 +219,9 @@ export function defineGenerativeSuite(name: string, start: () => Promise<GenStac
       ['/v1/completions', { model: 'chars', prompt: 'x', temperature: 9, stream: true }, 400, 'temperature'],
       ['/v1/completions', { model: 'chars', prompt: 'x', n: 3 }, 400, 'n'],
       ['/v1/chat/completions', { model: 'chars', messages: [{ role: 'robot', content: 'x' }] }, 400, 'messages'],
+      ['/v1/completions', { model: 'chars', prompt: 'x', logprobs: 9 }, 400, 'logprobs'],
+      ['/v1/chat/completions', { model: 'chars', messages: [{ role: 'user', content: 'x' }], logprobs: true, top_logprobs: 9 }, 400, 'top_logprobs'],
+      ['/v1/chat/completions', { model: 'chars', messages: [{ role: 'user', content: 'x' }], top_logprobs: 2 }, 400, 'top_logprobs'],
     ])('%s %j -> %i naming %s (OpenAI error body)', async (path, body, status, param) => {
       const r = await post(s.baseUrl, path, body)
       expect(r.status).toBe(status)

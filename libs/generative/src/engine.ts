@@ -14,7 +14,7 @@ import { emptyMetrics, type EngineMetrics, type EngineObserver } from './metrics
 import { sampleToken } from './sampling.ts'
 import { generated, makeSeq, type Seq } from './sequence.ts'
 import { OPTIMUM_NAMES, type DecoderNames, type DecoderSession, type DecoderSpec, type TensorLike } from './session.ts'
-import type { Tokenizer } from './text.ts'
+import { tokenPiece, type Tokenizer } from './text.ts'
 
 /** Options of {@link Engine}. */
 export interface EngineOptions {
@@ -416,6 +416,8 @@ export class Engine implements Generator {
     s.tokens.push(token)
     s.newTokens.push(token)
     if (logprob) {
+      Object.assign(logprob, tokenPiece(this.#tok, token))
+      for (const t of logprob.top ?? []) Object.assign(t, tokenPiece(this.#tok, t.token))
       s.newLogprobs.push(logprob)
       s.logprobs?.push(logprob)
     }

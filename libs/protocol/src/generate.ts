@@ -39,12 +39,20 @@ export interface GenerateInput {
 /** Why a generation ended. */
 export type FinishReason = 'stop' | 'length' | 'cancelled'
 
-/** Log-probabilities of one generated token. */
-export interface TokenLogprob {
+/** A token and its log-probability; `text` and `bytes` when the generator knows them (the OpenAI routes show them). */
+export interface TokenChoice {
   token: number
   logprob: number
+  /** The token's text alone (an incomplete UTF-8 character decodes to U+FFFD). */
+  text?: string
+  /** The token's UTF-8 bytes. */
+  bytes?: number[]
+}
+
+/** Log-probabilities of one generated token. */
+export interface TokenLogprob extends TokenChoice {
   /** The most likely alternatives, best first (`SamplingParams.logprobs` of them). */
-  top?: { token: number; logprob: number }[]
+  top?: TokenChoice[]
 }
 
 /** New output of one generation since its last delta. */
