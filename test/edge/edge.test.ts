@@ -2,7 +2,7 @@
 // nats-server over websocket; a cohort worker serves the demo model over plain NATS. Each runtime
 // answers like the Node gateway: metadata, inference, 404, 400; generative streams (SSE) delivered
 // as they are made; and 503 fast once NATS is gone.
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -24,6 +24,24 @@ let worker: CliProcess
 let nodeGw: CliProcess
 let nodeBase = ''
 let outDir = ''
+/** Where the fixture generator writes {running, cancelled, ...} after every step. */
+let stateDir = ''
+const genState = (): { running: number; cancelled: number } => {
+  try {
+    return JSON.parse(readFileSync(join(stateDir, 'state.json'), 'utf8')) as { running: number; cancelled: number }
+  } catch {
+    return { running: 0, cancelled: 0 } // no step yet
+  }
+}
+async function until(cond: () => boolean, what: string, timeoutMs = 20_000): Promise<void> {
+  const end = Date.now() + timeoutMs
+  while (!cond()) {
+    if (Date.now() > end) {
+      throw new Error(`timed out waiting for ${what}`)
+    }
+    await new Promise((r) => setTimeout(r, 50))
+  }
+}
 const runtimes: Record<string, RuntimeProcess> = {}
 
 /** The char-level fixture generator (a real Generator: one token per step, CHARGEN_STEP_MS per step). */
@@ -102,8 +120,10 @@ beforeAll(async () => {
   const wsPort = await freePort()
   nats = await startNatsServer({ extraConfig: `websocket { listen: "127.0.0.1:${wsPort}", no_tls: true }` })
   fx = writeModelFixtures()
+  stateDir = mkdtempSync(join(tmpdir(), 'cohort-edge-gen-'))
   worker = spawnCohort(['worker', '--nats', nats.url, '--threads', '1', '--model', `demo=${fx.demo}`, '--generative', `chars=${CHAR_GENERATOR}`], {
     CHARGEN_STEP_MS: String(STEP_MS),
+    CHARGEN_STATE: join(stateDir, 'state.json'),
   })
   await worker.waitFor(/serving/, 60_000)
   nodeGw = spawnCohort(['gateway', '--nats', nats.url, '--port', '0'])
@@ -131,6 +151,9 @@ afterAll(async () => {
   await nats?.stop()
   if (outDir) {
     rmSync(outDir, { recursive: true, force: true })
+  }
+  if (stateDir) {
+    rmSync(stateDir, { recursive: true, force: true })
   }
   if (fx) {
     rmSync(fx.dir, { recursive: true, force: true })
@@ -242,6 +265,26 @@ describe.each(['workerd', 'bun'])('the gateway on %s over NATS websocket', (name
     expect(events.map((e) => e.text_output).join('')).toBe(want)
     expect(events.at(-1)?.finish_reason).toBe('length')
     expectIncremental(at, 30)
+  })
+
+  it('a client that disconnects mid-stream frees its sequence slot (counted by the generator)', async () => {
+    await until(() => genState().running === 0, 'no sequence running before the test')
+    const before = genState().cancelled
+    const ac = new AbortController()
+    const r = await fetch(`${base()}/v1/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'chars', prompt: `gone ${name}`, max_tokens: 8000, ignore_eos: true, stream: true }),
+      signal: ac.signal,
+    })
+    expect(r.status).toBe(200)
+    const reader = r.body!.getReader()
+    await reader.read() // the stream has begun: the sequence holds a slot
+    await until(() => genState().running === 1, 'the sequence to run')
+    ac.abort()
+    await reader.cancel().catch(() => undefined)
+    await until(() => genState().running === 0, 'the abandoned sequence to leave the generator')
+    expect(genState().cancelled).toBe(before + 1)
   })
 
   it('serves /metrics with the values of the requests above (one registry across request-scoped apps)', async () => {
