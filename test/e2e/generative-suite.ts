@@ -204,6 +204,19 @@ export function defineGenerativeSuite(name: string, start: () => Promise<GenStac
       expect(streamed).toEqual(content)
     })
 
+    it('logprobs off by their neutral values: completions logprobs false or null, chat top_logprobs 0 alone; logprobs null', async () => {
+      for (const [path, body] of [
+        ['/v1/completions', { model: 'chars', prompt, max_tokens: 3, logprobs: false }],
+        ['/v1/completions', { model: 'chars', prompt, max_tokens: 3, logprobs: null }],
+        ['/v1/chat/completions', { model: 'chars', messages: [{ role: 'user', content: prompt }], max_tokens: 3, top_logprobs: 0 }],
+        ['/v1/chat/completions', { model: 'chars', messages: [{ role: 'user', content: prompt }], max_tokens: 3, logprobs: false }],
+      ] as const) {
+        const r = await post(s.baseUrl, path, body)
+        expect(r.status, JSON.stringify(body)).toBe(200)
+        expect(((await r.json()) as { choices: { logprobs: unknown }[] }).choices[0]?.logprobs).toBeNull()
+      }
+    })
+
     it('GET /v1/models lists the generative models only', async () => {
       const r = await fetch(`${s.baseUrl}/v1/models`)
       const b = (await r.json()) as { object: string; data: { id: string; object: string }[] }

@@ -118,9 +118,9 @@ function completionInput(b: Body): GenerateInput {
     throw new CohortError('BAD_REQUEST', 'prompt must be a string, an array of token ids, or one of those in a one-element array (one prompt per request)')
   }
   unsupported(b, 'top_logprobs', (v) => v === 0)
-  // Completions' `logprobs` is the number of alternatives per token (0-5); absent or null: none.
+  // Completions' `logprobs` is the number of alternatives per token (0-5); absent, null or false: none.
   const lp = b['logprobs']
-  return common(b, prompt as string | number[], b['max_tokens'], 'max_tokens', lp === undefined || lp === null ? undefined : { value: lp, name: 'logprobs' })
+  return common(b, prompt as string | number[], b['max_tokens'], 'max_tokens', lp === undefined || lp === null || lp === false ? undefined : { value: lp, name: 'logprobs' })
 }
 
 /** Chat's `logprobs: true` with `top_logprobs` alternatives per token (default 0). */
@@ -131,7 +131,7 @@ function chatLogprobsAsk(b: Body): LogprobsAsk {
   }
   const top = b['top_logprobs']
   if (on !== true) {
-    if (top !== undefined && top !== null) {
+    if (top !== undefined && top !== null && top !== 0) {
       throw new CohortError('BAD_REQUEST', 'top_logprobs needs logprobs: true')
     }
     return undefined
