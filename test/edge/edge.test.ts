@@ -190,9 +190,8 @@ describe.each(['workerd', 'bun'])('the gateway on %s over NATS websocket', (name
     const rows = 1_200 // 1.2 MB of FP32 in the encoded request, past the 1 MiB default
     const body = { inputs: [{ name: 'input', datatype: 'FP32', shape: [rows, 256], data: input(rows, 9) }] }
     // A deadline of its own: under the model's derived SLO (1 s floor, libs/batching/src/slo.ts) the
-    // worker may refuse the second of two such
-    // requests as late (503 OVERLOADED) on a loaded machine, as it did on main; this test is about
-    // the chunking.
+    // worker may refuse the second of two such requests as late (503 OVERLOADED) on a loaded
+    // machine; this test is about the chunking.
     const patient = { 'x-cohort-timeout-ms': '30000' }
     const [edge, node] = await Promise.all([post(base(), '/v2/models/demo/infer', body, patient), post(nodeBase, '/v2/models/demo/infer', body, patient)])
     expect(edge.status, JSON.stringify(edge.body).slice(0, 300)).toBe(200)
