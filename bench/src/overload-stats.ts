@@ -191,6 +191,65 @@ export interface TenantFlood {
   quiet: MeasuredStep
 }
 
+/**
+ * Each tenant's share of the good answers (200s within its deadline) beside its fair share. The
+ * fair share is max-min fairness over what was served well (equal weights): the tenant that sent
+ * fewer than half of the good answers gets all it sent, the other the rest (never more than it
+ * sent). Good answers, not all 200s: when requests queue before any check (a saturated gateway)
+ * every request may end in a late 200, and shares of late answers say nothing about fairness.
+ */
+export interface TenantShares {
+  /** 200s of each tenant (any latency). */
+  floodOk: number
+  quietOk: number
+  /** 200s within the deadline of each tenant. */
+  floodGood: number
+  quietGood: number
+  /** Measured shares of the good answers (sum 1; NaN when none). */
+  floodShare: number
+  quietShare: number
+  /** Fair shares of the same good answers (max-min, equal weights). */
+  floodFair: number
+  quietFair: number
+  /** The quiet tenant's good answers / what it sent. */
+  quietGoodShare: number
+}
+
+/** {@link TenantShares} of a two-tenant flood. */
+export function tenantShares(t: Pick<TenantFlood, 'flood' | 'quiet'>): TenantShares {
+  const good = (s: OverloadStep) => (s.sent > 0 && Number.isFinite(s.goodShare) ? Math.round(s.goodShare * s.sent) : 0)
+  const floodGood = good(t.flood)
+  const quietGood = good(t.quiet)
+  const served = floodGood + quietGood
+  // Max-min fair split of `served` between demands `flood.sent` and `quiet.sent`.
+  const quietIsSmall = t.quiet.sent <= t.flood.sent
+  const smallFair = Math.min(Math.min(t.flood.sent, t.quiet.sent), served / 2)
+  const bigFair = Math.min(Math.max(t.flood.sent, t.quiet.sent), served - smallFair)
+  const total = smallFair + bigFair
+  return {
+    floodOk: t.flood.byStatus['200'] ?? 0,
+    quietOk: t.quiet.byStatus['200'] ?? 0,
+    floodGood,
+    quietGood,
+    floodShare: served > 0 ? floodGood / served : Number.NaN,
+    quietShare: served > 0 ? quietGood / served : Number.NaN,
+    floodFair: total > 0 ? (quietIsSmall ? bigFair : smallFair) / total : Number.NaN,
+    quietFair: total > 0 ? (quietIsSmall ? smallFair : bigFair) / total : Number.NaN,
+    quietGoodShare: t.quiet.goodShare,
+  }
+}
+
+/** The two-tenant flood again, with several worker and gateway processes (`--tenants-multi`). */
+export interface MultiTenantFlood extends TenantFlood {
+  workers: number
+  gateways: number
+  /** Closed-loop capacity of this layout (one wrk per gateway at once, summed), 200s/s. */
+  capacity: number
+  capacityRuns: number[]
+  /** Inference requests each worker received during the flood (`$SRV.STATS` `num_requests`), by worker id; NaN where unread. */
+  perWorker: Record<string, number>
+}
+
 /** Everything measured for one model. */
 export interface ModelOverload {
   model: string
@@ -212,6 +271,8 @@ export interface ModelOverload {
   modelBound: boolean
   steps: MeasuredStep[]
   tenants: TenantFlood | undefined
+  /** The same flood with several workers and gateways; undefined: not run. */
+  tenantsMulti?: MultiTenantFlood | undefined
   errors: string[]
 }
 
@@ -283,7 +344,18 @@ export function overloadTargets(models: ModelOverload[]): TargetRow[] {
         met: q.goodShare >= 0.9,
       })
     }
-    const all = [...m.steps, ...(m.tenants ? [m.tenants.flood, m.tenants.quiet] : [])]
+    const mt = m.tenantsMulti
+    if (mt) {
+      const q = mt.quiet
+      rows.push({
+        target: "quiet tenant's goodput >= 0.9 of offered",
+        model: m.model,
+        where: `${mt.flood.label} + ${q.label}, ${deadlineLabel(q)}, ${layoutLabel(mt)}`,
+        measured: `${f(q.goodShare)} (${k(q.goodShare * q.sent)} of ${k(q.sent)})`,
+        met: q.goodShare >= 0.9,
+      })
+    }
+    const all = [...m.steps, ...(m.tenants ? [m.tenants.flood, m.tenants.quiet] : []), ...(mt ? [mt.flood, mt.quiet] : [])]
     if (all.length > 0) {
       const over = Math.max(...all.map((s) => (Number.isFinite(s.overFromSendMaxMs) ? s.overFromSendMaxMs : Number.NEGATIVE_INFINITY)))
       const lost = all.reduce((a, s) => a + (s.byStatus['lost'] ?? 0), 0)
@@ -305,7 +377,7 @@ export function overloadTargets(models: ModelOverload[]): TargetRow[] {
 
 /** The per-step table of one model: rates, goodput, latencies of answers and refusals, counts. */
 export function stepTable(m: ModelOverload): string {
-  const rows = [...m.steps, ...(m.tenants ? [m.tenants.flood, m.tenants.quiet] : [])]
+  const rows = [...m.steps, ...(m.tenants ? [m.tenants.flood, m.tenants.quiet] : []), ...(m.tenantsMulti ? [m.tenantsMulti.flood, m.tenantsMulti.quiet] : [])]
   return table(
     ['step', 'deadline', 'offered/s', 'sent', 'goodput/cap', 'good/sent', 'ok p50/p99', 'refusal p50/p99', 'by status', 'over max (send)', 'gen lag p99/max', 'socket wait p99', 'mean client/gateway ms', 'CPU s/s (main thread runqueue wait s/s)'],
     rows.map((s) => [
@@ -324,6 +396,43 @@ export function stepTable(m: ModelOverload): string {
       `${f(s.meanAnsweredMs, 0)} / ${f(s.gatewayMeanMs, 0)}`,
       Object.entries(s.cpu).map(([p, c]) => `${p} ${f(c)} (${f(s.runqueueWait[p] ?? Number.NaN)})`).join(', '),
     ]),
+  )
+}
+
+/** `2 workers, 2 gateways`. */
+export function layoutLabel(l: { workers: number; gateways: number }): string {
+  return `${l.workers} worker${l.workers === 1 ? '' : 's'}, ${l.gateways} gateway${l.gateways === 1 ? '' : 's'}`
+}
+
+/**
+ * The two-tenant flood in each layout side by side: capacity, what each tenant sent, its 200s and
+ * good answers, its share of the good answers beside its fair share, and the quiet tenant's goodput.
+ */
+export function tenantShareTable(m: ModelOverload): string {
+  const layouts: { label: string; capacity: number; t: TenantFlood }[] = []
+  if (m.tenants) {
+    layouts.push({ label: layoutLabel({ workers: 1, gateways: 1 }), capacity: m.capacity, t: m.tenants })
+  }
+  if (m.tenantsMulti) {
+    layouts.push({ label: layoutLabel(m.tenantsMulti), capacity: m.tenantsMulti.capacity, t: m.tenantsMulti })
+  }
+  return table(
+    ['layout', 'capacity/s', 'sent flood / quiet', '200s flood / quiet', 'good flood / quiet', 'flood share (fair)', 'quiet share (fair)', 'quiet good/sent', 'requests per worker'],
+    layouts.map(({ label, capacity, t }) => {
+      const s = tenantShares(t)
+      const pw = 'perWorker' in t ? Object.values((t as MultiTenantFlood).perWorker).map((n) => k(n)).join(' / ') : ''
+      return [
+        label,
+        k(capacity),
+        `${k(t.flood.sent)} / ${k(t.quiet.sent)}`,
+        `${k(s.floodOk)} / ${k(s.quietOk)}`,
+        `${k(s.floodGood)} / ${k(s.quietGood)}`,
+        `${f(s.floodShare, 3)} (${f(s.floodFair, 3)})`,
+        `${f(s.quietShare, 3)} (${f(s.quietFair, 3)})`,
+        f(s.quietGoodShare),
+        pw,
+      ]
+    }),
   )
 }
 

@@ -1,13 +1,17 @@
 // The overload benchmark's arithmetic: goodput, refusal and answer percentiles, waits past the
-// deadline, and issue 14's target table.
+// deadline, tenant shares against their fair shares, and issue 14's target table.
 import { describe, expect, it } from 'vitest'
+import { layoutFlag } from './overload.ts'
 import {
   overloadTargets,
+  tenantShares,
+  tenantShareTable,
   REPLY_GRACE_MS,
   summariseOverloadStep,
   targetTable,
   type MeasuredStep,
   type ModelOverload,
+  type MultiTenantFlood,
   type StepRecords,
   type StepSpec,
 } from './overload-stats.ts'
@@ -183,5 +187,68 @@ describe('overloadTargets', () => {
     const unsent = overloadTargets([model({ steps: [step('2x', 2, { byStatus: { '200': 5, unsent: 2 } })] })]).find((r) => r.target.startsWith('no wait'))
     expect(unsent?.met).toBe(false)
     expect(unsent?.measured).toContain('2 never sent')
+  })
+})
+
+describe("tenantShares (each tenant's share of the good answers beside its max-min fair share)", () => {
+  const flood = (sent: number, ok: number, good: number) => step('tenant A 3x', 3, { sent, goodShare: good / sent, byStatus: { '200': ok, '503': sent - ok } })
+  const quiet = (sent: number, ok: number, good: number) => step('tenant B 15%', 0.15, { sent, goodShare: good / sent, byStatus: { '200': ok, '503': sent - ok } })
+
+  it('gives the tenant that sent fewer than half of the good answers all it sent, the flood the rest', () => {
+    // 900 good answers; the quiet tenant sent 50 (< 450): fair = 50 / 900 for it, 850 / 900 for the flood.
+    const s = tenantShares({ flood: flood(3000, 1200, 860), quiet: quiet(50, 45, 40) })
+    expect([s.floodOk, s.quietOk, s.floodGood, s.quietGood]).toEqual([1200, 45, 860, 40])
+    expect(s.quietShare).toBeCloseTo(40 / 900)
+    expect(s.floodShare).toBeCloseTo(860 / 900)
+    expect(s.quietFair).toBeCloseTo(50 / 900)
+    expect(s.floodFair).toBeCloseTo(850 / 900)
+    expect(s.quietGoodShare).toBeCloseTo(0.8)
+  })
+
+  it('counts only 200s within the deadline: late 200s are not a share of service', () => {
+    // Every request answered 200, most of them late: the shares follow the good ones.
+    const s = tenantShares({ flood: flood(1000, 1000, 600), quiet: quiet(100, 100, 0) })
+    expect(s.quietShare).toBe(0)
+    expect(s.quietFair).toBeCloseTo(100 / 600)
+  })
+
+  it('splits the good answers in half when both tenants sent more than half of them', () => {
+    const s = tenantShares({ flood: flood(3000, 800, 700), quiet: quiet(1000, 400, 300) })
+    expect(s.quietFair).toBeCloseTo(0.5)
+    expect(s.floodFair).toBeCloseTo(0.5)
+    expect(s.quietShare).toBeCloseTo(0.3)
+  })
+
+  it('is NaN, not a share, when nothing was served in time', () => {
+    const s = tenantShares({ flood: flood(10, 10, 0), quiet: quiet(5, 5, 0) })
+    expect(s.quietShare).toBeNaN()
+    expect(s.quietFair).toBeNaN()
+  })
+
+  it('prints the layouts side by side and adds the quiet-tenant target for the multi layout', () => {
+    const multi: MultiTenantFlood = { workers: 2, gateways: 2, capacity: 20, capacityRuns: [20], perWorker: { w1: 300, w2: 310 }, flood: flood(3000, 1200, 860), quiet: quiet(50, 45, 40) }
+    const m = model({ model: 'affine', sleepBased: true, tenantsMulti: multi })
+    const t = tenantShareTable(m)
+    expect(t).toContain('1 worker, 1 gateway')
+    expect(t).toContain('2 workers, 2 gateways')
+    expect(t).toContain('0.044 (0.056)') // the quiet tenant's share (fair share)
+    expect(t).toContain('860 / 40')
+    expect(t).toContain('300 / 310')
+    const rows = overloadTargets([m]).filter((r) => r.target.startsWith("quiet tenant's"))
+    expect(rows.map((r) => [r.where.endsWith('2 workers, 2 gateways'), r.met])).toEqual([
+      [false, true],
+      [true, false],
+    ])
+  })
+})
+
+describe('layoutFlag (--tenants-multi)', () => {
+  it('parses WxG, defaults to 2x2, turns off with none, and rejects anything else', () => {
+    expect(layoutFlag(undefined)).toEqual({ workers: 2, gateways: 2 })
+    expect(layoutFlag('3x1')).toEqual({ workers: 3, gateways: 1 })
+    expect(layoutFlag('none')).toBeUndefined()
+    for (const bad of ['2', '0x2', '2x9', 'axb']) {
+      expect(() => layoutFlag(bad)).toThrow(/--tenants-multi/)
+    }
   })
 })

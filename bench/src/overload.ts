@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { connect, type NatsConnection } from '@nats-io/transport-node'
-import { decodeValue, subjects } from '@cohort/protocol'
+import { decodeValue, SERVICE_NAME, serviceSubject, subjects } from '@cohort/protocol'
 import { COHORT_BIN } from '@cohort/test-support'
 import { intFlag, numFlag } from '@cohort/cli/args'
 import { CliError } from '@cohort/cli/cli-error'
@@ -15,9 +15,13 @@ import {
   stepTable,
   summariseOverloadStep,
   targetTable,
+  layoutLabel,
+  tenantShares,
+  tenantShareTable,
   type CpuShare,
   type MeasuredStep,
   type ModelOverload,
+  type MultiTenantFlood,
   type StepSpec,
 } from './overload-stats.ts'
 import type { LoadStep } from './poisson.ts'
@@ -33,7 +37,8 @@ Issue 14's overload targets in one run (docs/benchmarks.md#overload): per model,
 cohort worker (--threads 1) + cohort gateway (two API keys), each its own process; capacity =
 closed-loop wrk -c128; open-loop Poisson steps at 1.5x, 2x, 4x capacity and a 10x burst, each with
 a client deadline (x-cohort-timeout-ms) and with none (the server-side SLO); a two-tenant flood
-(one key at 3x, the other at 15%); then the targets, met or missed.
+(one key at 3x, the other at 15%), for sleep-based models also with several workers and gateways
+(--tenants-multi); then the targets, met or missed.
   --models LIST        heavy, demo, affine (default heavy,demo,affine): the heavy MLP
                        512->2560x3->16, the demo MLP 256->1024->1024->10, the sleep-based affine
                        predictor (test/fixtures/affine-predictor.ts, t(b) = 5 + 0.5 b ms)
@@ -42,6 +47,9 @@ a client deadline (x-cohort-timeout-ms) and with none (the server-side SLO); a t
   --tenant-s S         seconds of the two-tenant flood (default 4)
   --deadline-ms MS     client deadline of the "with deadline" steps (default 250)
   --tenant-deadline-ms MS  client deadline of both tenants (default 500)
+  --tenants-multi WxG  for sleep-based models (affine), the two-tenant flood again with W worker and
+                       G gateway processes (each tenant round robin over the gateways), beside the
+                       1x1 run (default 2x2; none: skip)
   --connections N      wrk connections of the capacity run (default 128)
   --capacity-s S       seconds of each of the 3 capacity runs, whose median is the capacity (default 2)
   --capacity-warm-s S  wrk warm-up before them (default 8: the self-tuned batch cap and the JIT settle)
@@ -108,6 +116,7 @@ const OVERLOAD_OPTIONS = {
   'tenant-s': { type: 'string' },
   'deadline-ms': { type: 'string' },
   'tenant-deadline-ms': { type: 'string' },
+  'tenants-multi': { type: 'string' },
   connections: { type: 'string' },
   'capacity-s': { type: 'string' },
   'capacity-warm-s': { type: 'string' },
@@ -124,6 +133,7 @@ function options(v: BenchValues) {
     tenantS: numFlag('tenant-s', v['tenant-s']) ?? 4,
     deadlineMs: numFlag('deadline-ms', v['deadline-ms']) ?? 250,
     tenantDeadlineMs: numFlag('tenant-deadline-ms', v['tenant-deadline-ms']) ?? 500,
+    tenantsMulti: layoutFlag(v['tenants-multi']),
     connections: intFlag('connections', v['connections']) ?? 128,
     capacityS: intFlag('capacity-s', v['capacity-s']) ?? 2,
     capacityWarmS: intFlag('capacity-warm-s', v['capacity-warm-s']) ?? 8,
@@ -133,6 +143,21 @@ function options(v: BenchValues) {
 }
 
 type Options = ReturnType<typeof options>
+
+/** `--tenants-multi WxG` (default 2x2; `none`: undefined). */
+export function layoutFlag(v: unknown): { workers: number; gateways: number } | undefined {
+  const text = String(v ?? '2x2').trim()
+  if (text === 'none') {
+    return undefined
+  }
+  const m = /^(\d+)x(\d+)$/.exec(text)
+  const workers = Number(m?.[1])
+  const gateways = Number(m?.[2])
+  if (!m || !(workers >= 1 && workers <= 8) || !(gateways >= 1 && gateways <= 8)) {
+    throw new CliError(`--tenants-multi: expected WxG with 1..8 workers and gateways (e.g. 2x2) or none, got "${text}"`)
+  }
+  return { workers, gateways }
+}
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 
@@ -366,6 +391,116 @@ async function runModel(m: OverloadModel, o: Options, dir: string, gens: [LoadGe
   return result
 }
 
+/** Inference requests each worker has received (`$SRV.STATS` of its instance: `num_requests` summed over endpoints); NaN where unread. */
+async function workerRequests(nc: NatsConnection, ids: string[]): Promise<Record<string, number>> {
+  const out: Record<string, number> = {}
+  for (const id of ids) {
+    try {
+      const m = await nc.request(serviceSubject('STATS', SERVICE_NAME, id), new Uint8Array(0), { timeout: 2000 })
+      const st = JSON.parse(new TextDecoder().decode(m.data)) as { endpoints?: { num_requests?: number }[] }
+      out[id] = (st.endpoints ?? []).reduce((a, e) => a + (e.num_requests ?? 0), 0)
+    } catch {
+      out[id] = Number.NaN
+    }
+  }
+  return out
+}
+
+/**
+ * The two-tenant flood with `workers` worker and `gateways` gateway processes on one nats-server
+ * (the same keys on every gateway, so a key is the same tenant everywhere): capacity = one wrk per
+ * gateway at once, summed (median of 3); then tenant A at 3x and tenant B at 15 % of that, each
+ * generator sending round robin over the gateways.
+ */
+async function runTenantsMulti(
+  m: OverloadModel,
+  o: Options,
+  layout: { workers: number; gateways: number },
+  dir: string,
+  gens: [LoadGenerator, LoadGenerator],
+  procs: Proc[],
+  log: (s: string) => void,
+): Promise<MultiTenantFlood | undefined> {
+  const tag = `[${m.name} ${layoutLabel(layout)}]`
+  let nc: NatsConnection | undefined
+  try {
+    log(`${tag} starting nats-server + ${layout.workers} workers + ${layout.gateways} gateways`)
+    const nats = await startNats(dir)
+    procs.push(nats.p)
+    const ids = Array.from({ length: layout.workers }, (_, i) => `bench-w${i + 1}`)
+    const workers = ids.map((id) => start(id, process.execPath, [COHORT_BIN, 'worker', '--nats', nats.url, '--id', id, ...m.workerArgs]))
+    procs.push(...workers)
+    await Promise.all(workers.map((w) => w.waitFor(/worker \S+ serving/, 120_000)))
+    const keys = KEYS.flatMap((k) => ['--api-key', k])
+    const gws = Array.from({ length: layout.gateways }, (_, i) =>
+      start(`gateway${i + 1}`, process.execPath, [COHORT_BIN, 'gateway', '--nats', nats.url, '--port', '0', '--drain-ms', '0', '--metrics-open', ...keys]),
+    )
+    procs.push(...gws)
+    const bases = await Promise.all(gws.map(async (g) => (await g.waitFor(/gateway on (http:\/\/\S+) ->/, 120_000))[1]!))
+    await Promise.all(bases.map((b) => waitReady(`${b}/v2/models/${m.name}`, KEYS[0])))
+    nc = await connect({ servers: nats.url })
+    const urls = bases.map((b) => b + m.path)
+    const script = writeWrkScript(dir, `${m.name}-multi`, m.body, { Authorization: `Bearer ${KEYS[0]}` })
+    const per = Math.max(1, Math.round(o.connections / layout.gateways))
+    log(`${tag} capacity: ${layout.gateways} x wrk -c${per} at once, ${o.capacityWarmS} s warm-up, then the median of 3 x ${o.capacityS} s`)
+    await Promise.all(urls.map((u) => runWrk(u, script, per, o.capacityWarmS, { allowNon2xx: true, timeoutS: 10 })))
+    const caps: number[] = []
+    for (let i = 0; i < 3; i++) {
+      const rs = await Promise.all(urls.map((u) => runWrk(u, script, per, o.capacityS, { allowNon2xx: true, timeoutS: 10 })))
+      caps.push(rs.reduce((a, r) => a + (r.requests - r.non2xx) / r.seconds, 0))
+    }
+    const C = [...caps].sort((a, b) => a - b)[1]!
+    log(`${tag} capacity ${Math.round(C)} req/s (runs ${caps.map(Math.round).join(', ')})`)
+    if (!(C > 0)) {
+      throw new Error('capacity run got no 2xx answers')
+    }
+    const floodM = 3
+    const quietM = 0.15
+    const d = o.tenantDeadlineMs
+    const sloMs = await serverSlo(nc, m.name)
+    const step = (label: string, rate: number, key: string): LoadStep => ({
+      url: urls[0]!,
+      urls,
+      body: m.body,
+      headers: { authorization: `Bearer ${key}`, 'x-cohort-timeout-ms': String(d) },
+      rate,
+      durationS: o.tenantS,
+      seed: seedOf(`${m.name} ${label} multi`),
+      maxSockets: o.maxSockets,
+      drainMs: d + 3000,
+    })
+    log(`${tag} two tenants: ${floodM}x and ${quietM * 100}% of capacity, ${d} ms deadlines, ${o.tenantS} s`)
+    const pids: Record<string, number | undefined> = { nats: nats.p.proc.pid, gen: gens[0].pid, gen2: gens[1].pid }
+    gws.forEach((g, i) => (pids[`gateway${i + 1}`] = g.proc.pid))
+    workers.forEach((w, i) => (pids[`worker${i + 1}`] = w.proc.pid))
+    const meter = cpuMeter(pids)
+    const r0 = await workerRequests(nc, ids)
+    const [fr, qr] = await Promise.all([gens[0].run(step('flood', floodM * C, KEYS[0])), gens[1].run(step('quiet', quietM * C, KEYS[1]))])
+    const cpu = { ...meter(), gatewayMeanMs: Number.NaN }
+    const r1 = await workerRequests(nc, ids)
+    const spec = (label: string, multiple: number): StepSpec => ({ label, multiple, rate: multiple * C, clientDeadlineMs: d, sloMs, capacity: C })
+    const result: MultiTenantFlood = {
+      ...layout,
+      capacity: C,
+      capacityRuns: caps,
+      perWorker: Object.fromEntries(ids.map((id) => [id, (r1[id] ?? Number.NaN) - (r0[id] ?? Number.NaN)])),
+      flood: { ...summariseOverloadStep(spec(`tenant A ${floodM}x`, floodM), fr), ...cpu },
+      quiet: { ...summariseOverloadStep(spec(`tenant B ${quietM * 100}%`, quietM), qr), ...cpu },
+    }
+    const sh = tenantShares(result)
+    log(`${tag} quiet tenant: ${result.quiet.goodShare.toFixed(2)} of ${result.quiet.sent} within ${d} ms; shares of the good answers: flood ${sh.floodShare.toFixed(3)} (fair ${sh.floodFair.toFixed(3)}), quiet ${sh.quietShare.toFixed(3)} (fair ${sh.quietFair.toFixed(3)})`)
+    return result
+  } catch (e) {
+    const msg = e instanceof Error ? e.message.split('\n')[0]! : String(e)
+    log(`${tag} failed: ${msg}`)
+    throw new Error(`${layoutLabel(layout)}: ${msg}`)
+  } finally {
+    await nc?.close().catch(() => undefined)
+    await stopAll(procs)
+    procs.length = 0
+  }
+}
+
 /** Everything one `cohort bench overload` run measured (the `--out` JSON). */
 export interface OverloadResult {
   startedAt: string
@@ -403,6 +538,10 @@ export function formatOverload(r: OverloadResult): string {
     if (m.steps.length > 0) {
       out.push(stepTable(m))
     }
+    if (m.tenantsMulti) {
+      out.push(`\nTwo tenants, ${layoutLabel({ workers: 1, gateways: 1 })} vs ${layoutLabel(m.tenantsMulti)} (each tenant's share of the good answers, 200s within the deadline, and its max-min fair share in brackets; ${m.describe}, so the workers are not CPU-bound)`)
+      out.push(tenantShareTable(m))
+    }
   }
   out.push('\nTargets (issue 14)')
   out.push(targetTable(overloadTargets(r.models)))
@@ -437,7 +576,15 @@ export const benchOverloadCommand = defineBenchCommand({
           gens[i] = LoadGenerator.start()
         }
       }
-      models.push(await runModel(m, o, dir, gens, procs, log))
+      const r = await runModel(m, o, dir, gens, procs, log)
+      if (m.sleepBased && o.tenantsMulti !== undefined && r.errors.length === 0) {
+        try {
+          r.tenantsMulti = await runTenantsMulti(m, o, o.tenantsMulti, dir, gens, procs, log)
+        } catch (e) {
+          r.errors.push(e instanceof Error ? e.message : String(e))
+        }
+      }
+      models.push(r)
     }
     const { models: _m, out, ...opts } = o
     const result: OverloadResult = {

@@ -5,6 +5,8 @@ import { mulberry32 } from '@cohort/onnx-builder'
 export interface LoadStep {
   /** Full URL to POST to. */
   url: string
+  /** Several URLs (one per gateway): request i goes to `urls[i % urls.length]`, round robin as a load balancer would, each with its own `maxSockets`; overrides `url`. */
+  urls?: string[]
   /** Request body (JSON text); encoded once into a Buffer. */
   body: string
   /** Extra request headers (e.g. `x-cohort-timeout-ms`). */
@@ -86,7 +88,7 @@ export function runOpenLoop(step: LoadStep): Promise<LoadRecords> {
   const sched = poissonSchedule(step.rate, step.durationS, step.seed, step.maxCount)
   const n = sched.length
   const body = Buffer.from(step.body)
-  const url = new URL(step.url)
+  const urls = (step.urls !== undefined && step.urls.length > 0 ? step.urls : [step.url]).map((u) => new URL(u))
   const agent = new Agent({ keepAlive: true, maxSockets: step.maxSockets ?? 256, maxFreeSockets: step.maxSockets ?? 256 })
   const headers = { 'content-type': 'application/json', 'content-length': String(body.length), ...(step.headers ?? {}) }
   const latency = new Float64Array(n).fill(Number.NaN)
@@ -133,7 +135,7 @@ export function runOpenLoop(step: LoadStep): Promise<LoadRecords> {
     }
     const send = (i: number) => {
       const called = performance.now()
-      const req = request(url, { method: 'POST', agent, headers }, (res) => {
+      const req = request(urls[i % urls.length] as URL, { method: 'POST', agent, headers }, (res) => {
         res.on('error', () => settle(i, -1))
         res.on('end', () => settle(i, res.statusCode ?? -1))
         res.resume()

@@ -9,10 +9,11 @@ export const REPOSITORY_OPTIONS = {
   'repository-poll-ms': { type: 'string' },
 } as const
 
-export const REPOSITORY_HELP = `  --model-repository DIR serve the models of a Triton-style folder: DIR/<model>/<version>/model.onnx,
-                         with DIR/<model>/config.json (batching, instances, threads, ep, padding,
-                         warmup, versionPolicy); see docs/repository.md. --ep, --instances,
-                         --threads, --ort-processes, --pad and the batching flags apply over config.json
+export const REPOSITORY_HELP = `  --model-repository DIR serve the models of a Triton-style folder: DIR/<model>/<version>/model.onnx
+                         (or a predictor's model.ts, a pipeline's pipeline.ts), with
+                         DIR/<model>/config.json or config.ts (batching, instances, threads, ep,
+                         padding, warmup, versionPolicy); see docs/repository.md. --ep, --instances,
+                         --threads, --ort-processes, --pad and the batching flags apply over it
   --repository-poll-ms MS  scan DIR this often for new, changed and removed versions (default 0: off;
                          load and unload then come from POST /v2/repository/models/{m}/load|unload)`
 

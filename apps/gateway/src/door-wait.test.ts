@@ -1,6 +1,6 @@
 // The door's worker-wait check and the admission state it reads (worker-waits.ts), on a fake clock:
-// the refusal decision, stale expiry, the bounded-rate probe, per-tenant waits, and the feed from
-// heartbeats and v2 accept notices.
+// the refusal decision, stale expiry, the bounded-rate probe, per-tenant waits, the feed from
+// heartbeats and v2 accept notices, and the work the door admitted since the last estimate.
 import { describe, expect, it } from 'vitest'
 import { FakeClock } from '@cohort/batching'
 import { WorkerWaitCheck } from './door-wait.ts'
@@ -117,6 +117,68 @@ describe('WorkerWaitCheck (the door refuses what no worker can finish in time)',
     expect(kind(check.judge('m', 'key:2', 100))).toBe('OVERLOADED')
     waits.accepted('m', 'w1', { waitMs: 5, serviceMs: 10, tenants: { 'key:0': 5 } })
     expect(kind(check.judge('m', 'key:0', 100))).toBe('admit')
+  })
+
+  /** Judge `n` requests at once; the verdict kinds in order. */
+  const burst = (check: WorkerWaitCheck, n: number, tenant = '', left = 100) => Array.from({ length: n }, () => kind(check.judge('m', tenant, left)))
+  const count = (vs: string[], k: string) => vs.filter((v) => v === k).length
+
+  it('a burst after one estimate is refused once the work it admitted would make the next request late, before any new estimate', () => {
+    const { waits, check } = setup({ probeIntervalMs: 60_000 })
+    // One idle worker: 10 ms to run a batch, each queued item adds 2 ms.
+    waits.heartbeat('w1', 1000, { m: { queued: 0, waitMs: 0, serviceMs: 10, itemMs: 2 } })
+    const vs = burst(check, 60)
+    // Request k sees (k - 1) x 2 ms of admitted work: it fits while (k - 1) x 2 + 10 <= 100, so 46 fit;
+    // the 47th is the probe, the rest are refused.
+    expect(vs.slice(0, 46).every((v) => v === 'admit')).toBe(true)
+    expect(vs[46]).toBe('probe')
+    expect(count(vs.slice(47), 'OVERLOADED')).toBe(13)
+    expect(waits.best('m', '', 2)!.waitMs).toBeCloseTo(92)
+  })
+
+  it('control: an estimate without itemMs (an older worker) adds nothing, so the same burst is all admitted until the next estimate', () => {
+    const { waits, check } = setup({ probeIntervalMs: 60_000 })
+    waits.heartbeat('w1', 1000, { m: { queued: 0, waitMs: 0, serviceMs: 10 } })
+    expect(count(burst(check, 60), 'admit')).toBe(60)
+  })
+
+  it('the admitted work drains with time, and a new estimate (heartbeat or accept notice) replaces it', () => {
+    const { clock, waits, check } = setup({ probeIntervalMs: 60_000 })
+    waits.heartbeat('w1', 1000, { m: { queued: 0, waitMs: 0, serviceMs: 10, itemMs: 2 } })
+    burst(check, 48) // 46 admitted (92 ms), a probe, a refusal
+    expect(kind(check.judge('m', '', 100))).toBe('OVERLOADED')
+    clock.advance(40) // 52 ms of it left
+    expect(waits.best('m', '', 2)!.waitMs).toBeCloseTo(52)
+    expect(kind(check.judge('m', '', 100))).toBe('admit') // now 54 ms
+    burst(check, 30)
+    expect(kind(check.judge('m', '', 100))).toBe('OVERLOADED')
+    waits.accepted('m', 'w1', { waitMs: 5, serviceMs: 10, itemMs: 2, tenants: { '': 5 } }) // the worker's own count
+    expect(waits.best('m', '', 2)!.waitMs).toBeCloseTo(5)
+    expect(kind(check.judge('m', '', 100))).toBe('admit')
+    burst(check, 60)
+    waits.heartbeat('w1', 1000, { m: { queued: 0, waitMs: 0, serviceMs: 10, itemMs: 2 } })
+    expect(waits.best('m', '', 2)!.waitMs).toBe(0)
+  })
+
+  it('with two workers each is charged half of what the door admitted (NATS picks the worker), so about twice the burst fits', () => {
+    const { waits, check } = setup({ probeIntervalMs: 60_000 })
+    waits.heartbeat('w1', 1000, { m: { queued: 0, waitMs: 0, serviceMs: 10, itemMs: 2 } })
+    waits.heartbeat('w2', 1000, { m: { queued: 0, waitMs: 0, serviceMs: 10, itemMs: 2 } })
+    // Request k sees (k - 1) ms on each worker: it fits while k - 1 <= 90.
+    const vs = burst(check, 100)
+    expect(count(vs.slice(0, 91), 'admit')).toBe(91)
+    expect(vs[91]).toBe('probe')
+    expect(count(vs.slice(92), 'OVERLOADED')).toBe(8)
+  })
+
+  it("per tenant: what the door admitted of a flooding tenant grows that tenant's wait, not a quiet tenant's", () => {
+    const { waits, check } = setup({ probeIntervalMs: 60_000 })
+    waits.heartbeat('w1', 1000, { m: { queued: 0, waitMs: 0, serviceMs: 10, itemMs: 2 } })
+    const flood = burst(check, 60, 'key:0')
+    expect(count(flood, 'admit')).toBe(46)
+    expect(count(flood, 'OVERLOADED')).toBe(13)
+    expect(kind(check.judge('m', 'key:1', 100))).toBe('admit')
+    expect(waits.best('m', 'key:1', 2)!.waitMs).toBeCloseTo(2) // its own one item
   })
 
   it('rejects invalid options', () => {

@@ -59,11 +59,17 @@ export class WorkerWaitCheck {
    * (503 OVERLOADED, Retry-After: retrying can help) when the best worker's wait plus its service
    * estimate exceeds `leftMs`. Admitted when nothing fresh is known, when even an idle worker could
    * not finish it (`leftMs` below the service estimate: the worker answers that exactly, a retry
-   * would not help), and as a probe once per `probeIntervalMs` per model.
+   * would not help), and as a probe once per `probeIntervalMs` per model. A request admitted
+   * because it fits is added to the waits (one item; {@link WorkerWaits.admitted}), so a burst
+   * between two estimates is refused once the work this door let in would make it late.
    */
   judge(model: string, tenant: string, leftMs: number): WaitVerdict {
     const best = this.waits.best(model, tenant, this.staleHeartbeats)
-    if (best === undefined || leftMs < best.serviceMs || leftMs >= best.waitMs + best.serviceMs) {
+    if (best === undefined || leftMs < best.serviceMs) {
+      return { admit: true }
+    }
+    if (leftMs >= best.waitMs + best.serviceMs) {
+      this.waits.admitted(model, tenant, 1)
       return { admit: true }
     }
     const now = this.waits.now()

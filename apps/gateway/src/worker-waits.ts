@@ -1,7 +1,8 @@
 /**
  * The gateway's per-model admission state: each worker's latest estimate of the queue wait of a
- * new item (`WaitEstimate`, from its v2 accept notices and its heartbeats), for the door's
- * worker-wait check (door-wait.ts; docs/batching.md#admission-at-the-door). Pure: an injected clock.
+ * new item (`WaitEstimate`, from its v2 accept notices and its heartbeats), plus the work this
+ * gateway admitted since that estimate came, for the door's worker-wait check (door-wait.ts;
+ * docs/batching.md#admission-at-the-door). Pure: an injected clock.
  * @module
  */
 import type { WaitEstimate } from '@cohort/protocol'
@@ -13,13 +14,28 @@ export const WAIT_MAX_TENANTS = 64
 /** Heartbeat interval assumed for a worker whose heartbeat was not seen yet (the workers' default), ms. */
 const ASSUMED_INTERVAL_MS = 1000
 
+/**
+ * A wait as a fluid queue: `waitMs` of work ahead at clock `at`, draining at one ms per ms (the
+ * worker keeps working); admitted work is added on top.
+ */
+interface Wait {
+  waitMs: number
+  at: number
+}
+
+/** A {@link Wait} at `now`. */
+const waitAt = (w: Wait, now: number) => Math.max(0, w.waitMs - (now - w.at))
+
 interface Entry {
-  /** When it arrived (clock ms). */
+  /** When the estimate arrived (clock ms). */
   at: number
   /** Undefined: the worker serves the model but does not judge arrivals (it admits everything). */
   waitMs: number | undefined
   serviceMs: number
-  tenants: Map<string, { waitMs: number; at: number }>
+  /** Ms each more queued item adds (0: the worker did not say; nothing is added). */
+  itemMs: number
+  /** Per tenant: its wait, from the estimate or grown by what this gateway admitted since. */
+  tenants: Map<string, Wait>
 }
 
 /** What {@link WorkerWaits.best} answers: the worker that would finish a new item first. */
@@ -53,7 +69,7 @@ export class WorkerWaits {
       }
     }
     for (const [model, w] of Object.entries(models ?? {})) {
-      this.#set(model, worker, { at: now, waitMs: w.waitMs, serviceMs: w.serviceMs, tenants: tenantMap(w.tenants, now) })
+      this.#set(model, worker, { at: now, waitMs: w.waitMs, serviceMs: w.serviceMs, itemMs: w.itemMs ?? 0, tenants: tenantMap(w.tenants, now) })
     }
   }
 
@@ -62,10 +78,14 @@ export class WorkerWaits {
    * merged: the notice names only the pack's tenants). Without `waitMs` the worker does not judge
    * arrivals: it counts as one that admits.
    */
-  accepted(model: string, worker: string, n: { waitMs?: number | undefined; serviceMs?: number | undefined; tenants?: Record<string, number> | undefined }): void {
+  accepted(
+    model: string,
+    worker: string,
+    n: { waitMs?: number | undefined; serviceMs?: number | undefined; itemMs?: number | undefined; tenants?: Record<string, number> | undefined },
+  ): void {
     const now = this.now()
     const old = this.#models.get(model)?.get(worker)
-    const tenants = old?.tenants ?? new Map<string, { waitMs: number; at: number }>()
+    const tenants = old?.tenants ?? new Map<string, Wait>()
     for (const [t, ms] of Object.entries(n.tenants ?? {})) {
       tenants.delete(t)
       tenants.set(t, { waitMs: ms, at: now })
@@ -73,7 +93,37 @@ export class WorkerWaits {
     while (tenants.size > WAIT_MAX_TENANTS) {
       tenants.delete(tenants.keys().next().value as string)
     }
-    this.#set(model, worker, { at: now, waitMs: n.waitMs, serviceMs: n.serviceMs ?? 0, tenants })
+    this.#set(model, worker, { at: now, waitMs: n.waitMs, serviceMs: n.serviceMs ?? 0, itemMs: n.itemMs ?? 0, tenants })
+  }
+
+  /**
+   * The door admitted `items` of `tenant` for `model` (it fits by the estimates): add them to the
+   * waits until the next estimate replaces them. NATS's queue group picks the worker, so the
+   * gateway does not know which one a request reaches until its accept notice: each worker with
+   * an estimate is charged an equal share, `items / workers`, times its `itemMs`. Under fair
+   * shares a tenant's new item waits behind its own queued items, not behind other tenants'
+   * newer ones, so only `tenant`'s wait grows (the anonymous tenant's, with auth off: every
+   * request). A worker that sent no `itemMs` is charged nothing.
+   */
+  admitted(model: string, tenant: string, items: number): void {
+    const byWorker = this.#models.get(model)
+    if (byWorker === undefined || byWorker.size === 0 || !(items > 0)) {
+      return
+    }
+    const now = this.now()
+    const share = items / byWorker.size
+    for (const e of byWorker.values()) {
+      if (e.waitMs === undefined || !(e.itemMs > 0)) {
+        continue
+      }
+      const t = e.tenants.get(tenant)
+      const from = t ?? { waitMs: e.waitMs, at: e.at }
+      e.tenants.delete(tenant)
+      e.tenants.set(tenant, { waitMs: waitAt(from, now) + share * e.itemMs, at: now })
+      while (e.tenants.size > WAIT_MAX_TENANTS) {
+        e.tenants.delete(e.tenants.keys().next().value as string)
+      }
+    }
   }
 
   /** A worker left (drained: `bye`): forget its estimates. */
@@ -113,7 +163,7 @@ export class WorkerWaits {
         continue
       }
       const t = e.tenants.get(tenant)
-      const waitMs = Math.max(0, t !== undefined ? t.waitMs - (now - t.at) : e.waitMs - age)
+      const waitMs = t !== undefined ? waitAt(t, now) : Math.max(0, e.waitMs - age)
       if (best === undefined || waitMs + e.serviceMs < best.waitMs + best.serviceMs) {
         best = { waitMs, serviceMs: e.serviceMs, workers: 0 }
       }
@@ -137,6 +187,6 @@ export class WorkerWaits {
   }
 }
 
-function tenantMap(t: Record<string, number> | undefined, at: number): Map<string, { waitMs: number; at: number }> {
+function tenantMap(t: Record<string, number> | undefined, at: number): Map<string, Wait> {
   return new Map(Object.entries(t ?? {}).map(([k, waitMs]) => [k, { waitMs, at }]))
 }

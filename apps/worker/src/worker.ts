@@ -120,6 +120,7 @@ export class CohortWorker {
         workerId: this.id,
         logger: this.#log,
         capacityAware: this.#o.capacityAware ?? true,
+        registry: this.registry,
         host: {
           // Every version pulls the model's async jobs (a job names no version: any version served runs it).
           server: (runner, x) => new ModelServer({ ...this.#serverOptions(runner), ...x, ...(this.#o.jobs ? { jobs: this.#o.jobs } : {}) }),

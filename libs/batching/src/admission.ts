@@ -57,6 +57,12 @@ export interface QueueWait {
   waitMs: number
   /** Ms that batch would run. */
   serviceMs: number
+  /**
+   * Ms each more queued item (cost 1) adds to the wait: a full batch's upper cost over its items
+   * and the executors (`upper(maxBatchSize) / maxBatchSize / concurrency`). The gateway's door
+   * adds it per request it admitted since the estimate came (docs/batching.md#admission-at-the-door).
+   */
+  itemMs: number
   /** `waitMs` of a new item of each asked-for tenant (fair shares queue it behind its own items; `waitMs` when it has none). */
   tenants: Map<string, number>
 }

@@ -75,4 +75,16 @@ describe('BatchEngine.waitEstimate (the queue wait the gateway door judges by)',
     for (let i = 0; i < 3; i++) h.engine.push({ value: `q${i}`, deadline: 1000 })
     expect(rounded(h.engine.waitEstimate())).toMatchObject({ queued: 3, waitMs: 3 })
   })
+
+  it('itemMs: each more queued item adds a full batch\'s upper cost per item over the executors', () => {
+    const one = harness({ maxBatchSize: 2 })
+    teach(one.engine)
+    expect(one.engine.waitEstimate()!.itemMs).toBeCloseTo(2) // t(2) = 4 over 2 items
+    const two = harness({ maxBatchSize: 4, concurrency: 2 })
+    teach(two.engine)
+    expect(two.engine.waitEstimate()!.itemMs).toBeCloseTo(0.75) // t(4) = 6 over 4 items and 2 executors
+    const costly = harness({ maxBatchSize: 4, maxBatchCost: 2 })
+    teach(costly.engine)
+    expect(costly.engine.waitEstimate()!.itemMs).toBeCloseTo(2) // the cost budget caps a batch at 2 items
+  })
 })

@@ -311,7 +311,9 @@ export class BatchEngine<T> {
         byTenant.set(t, this.#queue.queuedOf(t) > 0 ? judge(this.#queue.tagFor(t)).waitMs : fresh.waitMs)
       }
     }
-    return { queued: this.#queue.size, ...fresh, tenants: byTenant }
+    const cap = Math.max(1, Math.min(this.#eff.maxBatchSize, Math.floor(this.#eff.maxBatchCost)))
+    const itemMs = this.costModel.upper(cap) / cap / this.#concurrency
+    return { queued: this.#queue.size, ...fresh, itemMs, tenants: byTenant }
   }
 
   /** Rough time (ms) to work off the whole queue: a hint for `Retry-After`. */

@@ -8,23 +8,10 @@
 import { isErrorCode, type Datatype } from '@cohort/protocol'
 import { ItemError } from '@cohort/predictor'
 import { toItemError } from './stage-queue.ts'
-import { fromWireValue, toWireValue } from './wire.ts'
+import { fromWireValue, toWireValue, TYPED, type TypedName } from './wire.ts'
 
-const CTORS = {
-  Uint8Array,
-  Int8Array,
-  Uint8ClampedArray,
-  Int16Array,
-  Uint16Array,
-  Int32Array,
-  Uint32Array,
-  Float32Array,
-  Float64Array,
-  BigInt64Array,
-  BigUint64Array,
-} as const
-
-type CtorName = keyof typeof CTORS
+const CTORS = TYPED
+type CtorName = TypedName
 type Typed = InstanceType<(typeof CTORS)[CtorName]>
 
 /**

@@ -5,7 +5,9 @@
  * @module
  */
 
-const TYPED = {
+/** The typed-array constructors that cross the bus by name (`{ $ta: <name> }`, and wire-batch's columns). */
+export const TYPED = {
+  Uint8Array,
   Int8Array,
   Uint8ClampedArray,
   Int16Array,
@@ -18,7 +20,8 @@ const TYPED = {
   BigUint64Array,
 } as const
 
-type TypedName = keyof typeof TYPED
+/** A name of {@link TYPED}. */
+export type TypedName = keyof typeof TYPED
 
 const MARK = '$ta'
 

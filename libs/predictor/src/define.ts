@@ -2,7 +2,7 @@ import type { Static, TSchema } from '@sinclair/typebox'
 
 /** Context given to `setup`. */
 export interface SetupContext {
-  /** The predictor's name. */
+  /** The model name it is served as: the predictor's own, or its folder's in a model repository */
   name: string
   /** Aborted when the worker shuts down. */
   signal: AbortSignal

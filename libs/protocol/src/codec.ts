@@ -363,6 +363,7 @@ function waitEstimateFrom(e: unknown): WaitEstimate | undefined {
     return undefined
   }
   const w: WaitEstimate = { queued: e.queued as number, waitMs: e.waitMs as number, serviceMs: e.serviceMs as number }
+  if (isNum(e.itemMs)) w.itemMs = e.itemMs as number
   const t = tenantWaits(e.tenants)
   if (t) w.tenants = t
   return w
@@ -472,6 +473,7 @@ export function decodeNotice(buf: Uint8Array): GatewayNotice {
     if (isNum(o.queued)) n.queued = o.queued as number
     if (isNum(o.waitMs)) n.waitMs = o.waitMs as number
     if (isNum(o.serviceMs)) n.serviceMs = o.serviceMs as number
+    if (isNum(o.itemMs)) n.itemMs = o.itemMs as number
     const t = tenantWaits(o.tenants)
     if (t) n.tenants = t
     return n

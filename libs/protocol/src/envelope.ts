@@ -190,6 +190,12 @@ export interface WaitEstimate {
   /** Ms that batch would run (the cost model's upper estimate). */
   serviceMs: number
   /**
+   * Ms each more queued item adds to the wait (a full batch's upper cost per item over the
+   * executors): the gateway adds it per request it sent since the estimate came. Absent (older
+   * workers): nothing is added.
+   */
+  itemMs?: number
+  /**
    * `waitMs` per tenant (fair shares put a tenant's new item behind its own queued items): in a
    * heartbeat the tenants with the most items queued, in an accept notice the pack's tenants; at
    * most {@link MAX_WAIT_TENANTS}. A tenant not listed: `waitMs`.
@@ -236,6 +242,8 @@ export type GatewayNotice =
       waitMs?: number
       /** {@link WaitEstimate.serviceMs}; sent with `waitMs`. */
       serviceMs?: number
+      /** {@link WaitEstimate.itemMs}; sent with `waitMs`. */
+      itemMs?: number
       /** {@link WaitEstimate.tenants}, for the tenants of the pack. */
       tenants?: Record<string, number>
     }

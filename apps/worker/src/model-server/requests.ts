@@ -147,7 +147,7 @@ export class Requests {
     // One acceptance notice for the pack (before any reply: replies leave in a later microtask),
     // with the queue-wait estimate for the gateway's door (docs/batching.md#admission-at-the-door).
     const wait = wireWait(this.#o.engine, tenantsOf(msg.reqs))
-    sink.publish(encodeNotice({ v: 2, t: 'accept', worker: this.#o.workerId, ids, queued: this.#o.engine.queued, ...(wait ? { waitMs: wait.waitMs, serviceMs: wait.serviceMs, ...(wait.tenants ? { tenants: wait.tenants } : {}) } : {}) }))
+    sink.publish(encodeNotice({ v: 2, t: 'accept', worker: this.#o.workerId, ids, queued: this.#o.engine.queued, ...(wait ? { waitMs: wait.waitMs, serviceMs: wait.serviceMs, ...(wait.itemMs !== undefined ? { itemMs: wait.itemMs } : {}), ...(wait.tenants ? { tenants: wait.tenants } : {}) } : {}) }))
   }
 
   onCancel(m: TransportMessage): void {

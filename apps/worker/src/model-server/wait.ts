@@ -3,6 +3,8 @@ import { MAX_WAIT_TENANTS, type WaitEstimate } from '@cohort/protocol'
 
 /** Ms rounded to 0.1 (fewer msgpack bytes; the estimate is not that exact). */
 const ms = (x: number) => Math.round(x * 10) / 10
+/** Ms rounded to 0.001 (a per-item cost is often below 0.1 ms). */
+const fine = (x: number) => Math.round(x * 1000) / 1000
 
 /**
  * The engine's queue-wait estimate as the wire carries it (accept notices and heartbeats;
@@ -25,6 +27,9 @@ export function wireWait(engine: Pick<BatchEngine<unknown>, 'waitEstimate'>, ten
     return undefined
   }
   const out: WaitEstimate = { queued: w.queued, waitMs: ms(w.waitMs), serviceMs: ms(w.serviceMs) }
+  if (Number.isFinite(w.itemMs)) {
+    out.itemMs = fine(w.itemMs)
+  }
   if (w.tenants.size > 0) {
     out.tenants = Object.fromEntries([...w.tenants].map(([t, v]) => [t, ms(v)]))
   }

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest'
+import { defineModelConfig, type ModelConfig } from '@cohort/predictor'
 import { parseModelConfig, selectVersions } from './model-config.ts'
 
 describe('repository config.json', () => {
@@ -26,6 +27,18 @@ describe('repository config.json', () => {
     expect(parseModelConfig(undefined)).toEqual({ versionPolicy: { latest: 1 }, batching: {} })
     expect(parseModelConfig({ versionPolicy: 'all', warmup: 'off' })).toMatchObject({ versionPolicy: { all: true }, warmup: 'off' })
     expect(parseModelConfig({ versionPolicy: { specific: [3, '1'] } }).versionPolicy).toEqual({ specific: ['3', '1'] })
+  })
+
+  it('config.ts: defineModelConfig of @cohort/predictor types the same object, validated the same way', () => {
+    const c = defineModelConfig({ versionPolicy: { specific: [2, '1'] }, batching: { maxBatchSize: 8, policy: 'deadline', sloMs: 200 } })
+    expect(parseModelConfig(c, 'config.ts')).toEqual({ versionPolicy: { specific: ['2', '1'] }, batching: { maxBatchSize: 8, policy: 'deadline', sloMs: 200 } })
+    // The type refuses what the parser refuses by name (tsc checks this file).
+    // @ts-expect-error unknown field
+    const bad: ModelConfig = { maxBatchSize: 4 }
+    expect(() => parseModelConfig(bad, 'config.ts')).toThrow(/unknown field "maxBatchSize"/)
+    // @ts-expect-error unknown batching field
+    const badBatch: ModelConfig = { batching: { nope: 1 } }
+    expect(() => parseModelConfig(badBatch, 'config.ts')).toThrow(/batching: unknown batching setting "nope"/)
   })
 
   it('refuses bad values with the field, the value and what is expected', () => {

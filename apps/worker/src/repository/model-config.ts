@@ -1,4 +1,5 @@
-import { parseBatchingPatch, type BatchingConfig } from '@cohort/batching'
+import { parseBatchingPatch, type BatchingConfig, type BatchingKey } from '@cohort/batching'
+import type { ModelConfig, ModelConfigBatching } from '@cohort/predictor'
 import { isValidVersion } from '@cohort/protocol'
 import type { ExecutionProvider } from '../ort/ort-pool.ts'
 import type { PaddingOptions } from '../runners/padding.ts'
@@ -29,6 +30,13 @@ export interface RepositoryModelConfig {
   warmup?: 'off' | { count: number; sizes?: number[] }
 }
 
+// The type users write (`ModelConfig` of @cohort/predictor) names the same keys and batching fields.
+type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false
+const sameKeys: Same<keyof ModelConfig, (typeof CONFIG_KEYS)[number]> = true
+const sameBatching: Same<keyof ModelConfigBatching, BatchingKey> = true
+void sameKeys
+void sameBatching
+
 /** The keys `config.json` takes. */
 export const CONFIG_KEYS = ['versionPolicy', 'batching', 'instances', 'threads', 'ep', 'processes', 'padding', 'warmup'] as const
 
@@ -38,15 +46,16 @@ const isObj = (v: unknown): v is Record<string, unknown> => typeof v === 'object
 const isInt = (v: unknown, lo: number, hi: number): v is number => typeof v === 'number' && Number.isInteger(v) && v >= lo && v <= hi
 
 /**
- * Read and validate a `config.json` value (already JSON-parsed).
+ * Read and validate a `config.json` value (already JSON-parsed), or the default export of a
+ * `config.ts` (the same object, typed as `ModelConfig` of @cohort/predictor).
  * @throws RangeError naming the field, the bad value and what is expected.
  */
-export function parseModelConfig(raw: unknown): RepositoryModelConfig {
+export function parseModelConfig(raw: unknown, fileName = 'config.json'): RepositoryModelConfig {
   if (raw === undefined) {
     return { versionPolicy: DEFAULT_VERSION_POLICY, batching: {} }
   }
   if (!isObj(raw)) {
-    throw new RangeError('config.json must hold a JSON object')
+    throw new RangeError(fileName === 'config.json' ? 'config.json must hold a JSON object' : `${fileName} must export default an object`)
   }
   for (const k of Object.keys(raw)) {
     if (!(CONFIG_KEYS as readonly string[]).includes(k)) {

@@ -1,17 +1,21 @@
+import { basename } from 'node:path'
 import type { BatchingConfig } from '@cohort/batching'
 import { decodeValue, encodeValue, isValidModelName, type RepositoryAnswer, type RepositoryEntry, type RepositoryRequest, type Subjects } from '@cohort/protocol'
 import { consume, type Transport, type TransportMessage, type TransportSubscription } from '@cohort/transport'
 import type { Logger } from '@cohort/observability'
+import type { Registry } from '@cohort/metrics'
+import type { TSchema } from '@sinclair/typebox'
 import type { ModelServer } from '../model-server.ts'
 import type { ModelRunner } from '../runners/types.ts'
 import type { ExecutionProvider } from '../ort/ort-pool.ts'
 import type { PaddingOptions } from '../runners/padding.ts'
 import { OnnxRunner } from '../runners/onnx-runner.ts'
 import { describePolicy, newestFirst, parseModelConfig, selectVersions, type RepositoryModelConfig } from './model-config.ts'
-import { listModels, scanModel, MODEL_FILE, type ScannedModel } from './scan.ts'
+import { listModels, scanModel, ENTRY_FILES_TEXT, type ScannedModel, type ScannedVersion, type VersionKind } from './scan.ts'
+import { checkConfigFor, importConfig, pipelineVersion, predictorVersion, type VersionRunner } from './modules.ts'
 import { BareName } from './bare-name.ts'
 
-/** Flags of the command line that apply to every repository model, over its `config.json`. */
+/** Flags of the command line that apply to every repository model, over its `config.json` or `config.ts` (ONNX flags: ONNX models only). */
 export interface RepositoryFlags {
   ep?: ExecutionProvider
   instances?: number
@@ -23,7 +27,7 @@ export interface RepositoryFlags {
 /** What a repository needs from its worker to serve a version. */
 export interface RepositoryHost {
   /** Build (not start) the server of a started runner with the worker's shared options. */
-  server(runner: ModelRunner, o: { version: string; subjects: Subjects; fileBatching: Partial<BatchingConfig> }): ModelServer
+  server(runner: ModelRunner, o: { version: string; subjects: Subjects; fileBatching: Partial<BatchingConfig>; outputSchema?: TSchema | undefined }): ModelServer
   /** The server starts serving: count it among the worker's (discovery, $SRV, metrics). */
   add(s: ModelServer): void
   /** The server has drained. */
@@ -32,7 +36,7 @@ export interface RepositoryHost {
 
 /** Options of {@link ModelRepository}. */
 export interface ModelRepositoryOptions {
-  /** The repository folder: `DIR/<model>/<version>/model.onnx`, `DIR/<model>/config.json`. */
+  /** The repository folder: `DIR/<model>/<version>/model.onnx` (or `model.ts`, `pipeline.ts`), `DIR/<model>/config.json` (or `config.ts`). */
   dir: string
   /**
    * Scan the repository this often for new, changed and removed versions (0: never; load and
@@ -49,9 +53,32 @@ export interface ModelRepositoryOptions {
   flags?: RepositoryFlags
   /** Capacity-aware distribution on the bare subjects too (ModelServerOptions.capacityAware). @default true */
   capacityAware?: boolean
-  /** Build the runner of one version. @default an OnnxRunner of the version's model.onnx */
-  runner?: (name: string, file: string, config: RepositoryModelConfig, flags: RepositoryFlags) => ModelRunner
+  /** Pipeline versions' stage metrics go here. */
+  registry?: Registry
+  /**
+   * Build the runner of one version (not started).
+   * @default by its entry file: an OnnxRunner of `model.onnx`, a predictor thread of `model.ts`, a pipeline of `pipeline.ts`
+   */
+  runner?: (v: VersionToLoad) => Promise<VersionRunner>
 }
+
+/** One version to load, as {@link ModelRepositoryOptions.runner} gets it. */
+export interface VersionToLoad {
+  /** The repository's model name (what it is served as). */
+  name: string
+  version: string
+  /** The entry file (`model.onnx`, `model.ts`, `pipeline.ts`, ...). */
+  file: string
+  kind: VersionKind
+  config: RepositoryModelConfig
+  /** `config.json`, `config.ts`, ... (for messages). */
+  configName: string
+  flags: RepositoryFlags
+  /** Changes whenever the version's files or the config do (a module is imported afresh). */
+  tag: string
+}
+
+export type { VersionRunner }
 
 interface Loaded {
   server: ModelServer
@@ -69,11 +96,13 @@ interface ModelState {
   scan: ScannedModel | undefined
   /** The signatures seen by the previous poll (a version loads once two polls agree). */
   seen: Map<string, string>
-  /** Versions with a model.onnx whose folder changed since the previous poll. */
+  /** Versions with an entry file whose folder changed since the previous poll. */
   waiting: Set<string>
   config: RepositoryModelConfig | undefined
   configSignature: string | undefined
   configError: string | undefined
+  /** The configuration file's name (`config.json`, `config.ts`, ...), for messages. */
+  configName: string
   /** Unloaded by request: polling leaves it out until it is loaded again. */
   unloaded: boolean
   bare: BareName | undefined
@@ -216,6 +245,7 @@ export class ModelRepository {
         config: undefined,
         configSignature: undefined,
         configError: undefined,
+        configName: 'config.json',
         unloaded: false,
         bare: undefined,
         chain: Promise.resolve(),
@@ -256,15 +286,22 @@ export class ModelRepository {
       this.#retire(st, [...st.loaded.keys()])
       return
     }
-    // config.json: a bad one keeps what serves (with its old config) and loads nothing new.
-    if (scan.config?.signature !== st.configSignature || st.config === undefined) {
+    // config.json (or config.ts): a bad one keeps what serves (with its old config) and loads nothing new.
+    if (scan.configConflict !== undefined || scan.config?.signature !== st.configSignature || st.config === undefined) {
+      const cfgName = scan.config?.name ?? 'config.json'
       try {
-        st.config = parseModelConfig(scan.config ? JSON.parse(scan.config.text) : undefined)
+        if (scan.configConflict !== undefined) {
+          throw new RangeError(scan.configConflict)
+        }
+        const c = scan.config
+        const raw = c === undefined ? undefined : c.text !== undefined ? JSON.parse(c.text) : await importConfig(c.file, c.signature)
+        st.config = parseModelConfig(raw, cfgName)
         st.configSignature = scan.config?.signature
+        st.configName = cfgName
         st.configError = undefined
       } catch (e) {
-        st.configError = `${st.name}/config.json: ${e instanceof Error ? e.message : String(e)}`
-        this.#o.logger.error({ workerId: this.#o.workerId, model: st.name, err: st.configError }, 'model repository: config.json rejected')
+        st.configError = scan.configConflict ?? `${st.name}/${cfgName}: ${e instanceof Error ? e.message : String(e)}`
+        this.#o.logger.error({ workerId: this.#o.workerId, model: st.name, err: st.configError }, 'model repository: configuration rejected')
         if (mode !== 'poll' || st.seen.size === 0) {
           st.seen = new Map(scan.versions.map((v) => [v.version, v.signature]))
         }
@@ -278,11 +315,11 @@ export class ModelRepository {
     // changed since the previous poll (docs/repository.md#polling).
     const complete = new Map<string, string>()
     for (const v of scan.versions) {
-      if (v.file !== undefined && (mode !== 'poll' || prevSeen.get(v.version) === v.signature)) {
+      if (v.file !== undefined && v.kind !== undefined && (mode !== 'poll' || prevSeen.get(v.version) === v.signature)) {
         complete.set(v.version, sigOf(v.signature, st.configSignature))
       }
     }
-    st.waiting = new Set(scan.versions.filter((v) => v.file !== undefined && !complete.has(v.version)).map((v) => v.version))
+    st.waiting = new Set(scan.versions.filter((v) => v.kind !== undefined && !complete.has(v.version)).map((v) => v.version))
     const onDisk = new Set(scan.versions.map((v) => v.version))
     for (;;) {
       const candidates = new Set<string>()
@@ -308,24 +345,28 @@ export class ModelRepository {
         this.#point(st)
         return
       }
-      const file = scan.versions.find((x) => x.version === next)?.file as string
-      await this.#loadVersion(st, next, file, config, complete.get(next) as string)
+      const v = scan.versions.find((x) => x.version === next) as ScannedVersion & { file: string; kind: VersionKind }
+      await this.#loadVersion(st, v, config, complete.get(next) as string)
     }
   }
 
-  async #loadVersion(st: ModelState, version: string, file: string, config: RepositoryModelConfig, signature: string): Promise<void> {
+  async #loadVersion(st: ModelState, v: ScannedVersion & { file: string; kind: VersionKind }, config: RepositoryModelConfig, signature: string): Promise<void> {
     const log = this.#o.logger
     const flags = this.#o.flags ?? {}
+    const version = v.version
     st.loading.add(version)
     let runner: ModelRunner | undefined
     const t0 = Date.now()
     try {
-      runner = (this.#o.runner ?? onnxRunner)(st.name, file, config, flags)
+      const build = this.#o.runner ?? ((x: VersionToLoad) => defaultRunner(x, this.#o.registry))
+      const made = await build({ name: st.name, version, file: v.file, kind: v.kind, config, configName: st.configName, flags, tag: signature })
+      runner = made.runner
       await runner.start()
       const server = this.#o.host.server(runner, {
         version,
         subjects: versionSubjects(this.#o.subjects, version),
         fileBatching: config.batching,
+        ...(made.outputSchema !== undefined ? { outputSchema: made.outputSchema } : {}),
       })
       await server.start()
       this.#o.host.add(server)
@@ -337,7 +378,7 @@ export class ModelRepository {
       }
       log.info({ workerId: this.#o.workerId, model: st.name, version, ms: Date.now() - t0, reloaded: old !== undefined }, 'model repository: version loaded')
     } catch (e) {
-      const reason = `failed to load ${st.name}/${version}/${MODEL_FILE}: ${e instanceof Error ? e.message : String(e)}`
+      const reason = `failed to load ${st.name}/${version}/${basename(v.file)}: ${e instanceof Error ? e.message : String(e)}`
       st.failed.set(version, { signature, reason })
       log.error({ workerId: this.#o.workerId, model: st.name, version, err: reason }, 'model repository: version failed to load; what serves stays')
       await runner?.close().catch(() => undefined)
@@ -409,8 +450,10 @@ export class ModelRepository {
         reason = st.configError
       } else if (f) {
         reason = f.reason
+      } else if (v.conflict !== undefined) {
+        reason = `${name}/${v.version}: ${v.conflict}`
       } else if (v.file === undefined) {
-        reason = `incomplete: no ${MODEL_FILE} in ${name}/${v.version}`
+        reason = `incomplete: none of ${ENTRY_FILES_TEXT} in ${name}/${v.version}`
       } else if (st.unloaded) {
         reason = 'unloaded'
       } else if (st.waiting.has(v.version)) {
@@ -479,7 +522,29 @@ export function versionSubjects(base: Subjects, version: string): Subjects {
   }
 }
 
-/** The default runner of a version: its model.onnx with config.json's settings, flags over them. */
+/**
+ * The default runner of a version, by its entry file: `model.onnx` with the config's settings and
+ * the flags over them; a predictor module in a thread of its own; a pipeline with every stage in
+ * process. A predictor or pipeline whose config sets fields that do not apply to it is refused.
+ */
+export async function defaultRunner(v: VersionToLoad, registry?: Registry): Promise<VersionRunner> {
+  const { config: c, flags: f } = v
+  if (v.kind === 'onnx') {
+    return { runner: onnxRunner(v.name, v.file, c, f) }
+  }
+  checkConfigFor(v.kind, c, `${v.name}/${v.configName}`)
+  return v.kind === 'predictor'
+    ? predictorVersion(v.name, v.file, v.tag)
+    : pipelineVersion(v.name, v.file, v.tag, {
+          ...(registry ? { registry } : {}),
+          onnx: {
+            ...((f.ep ?? c.ep) !== undefined ? { ep: f.ep ?? c.ep } : {}),
+            ...((f.instances ?? c.instances) !== undefined ? { instances: f.instances ?? c.instances } : {}),
+            ...((f.threads ?? c.threads) !== undefined ? { threads: f.threads ?? c.threads } : {}),
+          },
+      })
+}
+
 function onnxRunner(name: string, file: string, c: RepositoryModelConfig, f: RepositoryFlags): ModelRunner {
   const instances = f.instances ?? c.instances
   const threads = f.threads ?? c.threads

@@ -2,18 +2,57 @@ import { readdir, readFile, stat } from 'node:fs/promises'
 import { join } from 'node:path'
 import { isValidModelName, isValidVersion } from '@cohort/protocol'
 
-/** The file of a version that makes it loadable. */
+/** The file of a version that makes it an ONNX model. */
 export const MODEL_FILE = 'model.onnx'
-/** A model's per-model configuration, beside its version folders. */
+/** The files of a version that make it a predictor (a module exporting one `definePredictor`). */
+export const PREDICTOR_FILES = ['model.ts', 'model.mts', 'model.js', 'model.mjs'] as const
+/** The files of a version that make it a pipeline (a module whose default export is `definePipeline` or a one-model `defineConfig`). */
+export const PIPELINE_FILES = ['pipeline.ts', 'pipeline.mts', 'pipeline.js', 'pipeline.mjs'] as const
+/** A model's per-model configuration, beside its version folders: `config.json`, or a module whose default export is the same object. */
+export const CONFIG_FILES = ['config.json', 'config.ts', 'config.mts', 'config.js', 'config.mjs'] as const
+/** The JSON form of the per-model configuration. */
 export const CONFIG_FILE = 'config.json'
+
+/** What a version folder serves. */
+export type VersionKind = 'onnx' | 'predictor' | 'pipeline'
+
+/** The kind of a version folder's entry file, or undefined for any other file. */
+export function kindOf(fileName: string): VersionKind | undefined {
+  if (fileName === MODEL_FILE) {
+    return 'onnx'
+  }
+  if ((PREDICTOR_FILES as readonly string[]).includes(fileName)) {
+    return 'predictor'
+  }
+  return (PIPELINE_FILES as readonly string[]).includes(fileName) ? 'pipeline' : undefined
+}
+
+/** Every entry file a version folder may hold, for messages. */
+export const ENTRY_FILES_TEXT = `${MODEL_FILE}, model.{ts,mts,js,mjs} (a predictor) or pipeline.{ts,mts,js,mjs} (a pipeline)`
 
 /** One version folder as found on disk. */
 export interface ScannedVersion {
   version: string
   dir: string
-  /** `DIR/<model>/<version>/model.onnx`, when present. */
+  /** The version's one entry file (`model.onnx`, `model.ts`, `pipeline.ts`, ...), when it holds exactly one. */
   file: string | undefined
+  /** What `file` is. */
+  kind: VersionKind | undefined
+  /** Set when the folder holds more than one entry file: the version is refused with this reason. */
+  conflict: string | undefined
   /** Names, sizes and modification times of the folder's files: changes when any file does. */
+  signature: string
+}
+
+/** A model's configuration file as found on disk. */
+export interface ScannedConfig {
+  /** The file's path. */
+  file: string
+  /** `config.json`, `config.ts`, ... */
+  name: string
+  /** The text of `config.json` (modules are imported, not read). */
+  text: string | undefined
+  /** Size and modification time. */
   signature: string
 }
 
@@ -22,8 +61,10 @@ export interface ScannedModel {
   name: string
   dir: string
   versions: ScannedVersion[]
-  /** The raw `config.json` text and its signature (absent: no config file). */
-  config: { text: string; signature: string } | undefined
+  /** The configuration file (absent: none, or more than one: see `configConflict`). */
+  config: ScannedConfig | undefined
+  /** Set when the folder holds more than one configuration file: the model loads nothing new. */
+  configConflict: string | undefined
   /** Folders and files that are no version (named in the index). */
   ignored: string[]
 }
@@ -45,18 +86,18 @@ export async function scanModel(repo: string, name: string): Promise<ScannedMode
   }
   const versions: ScannedVersion[] = []
   const ignored: string[] = []
-  let config: ScannedModel['config']
-  for (const e of entries) {
+  const configs: ScannedConfig[] = []
+  for (const e of entries.sort((a, b) => a.name.localeCompare(b.name))) {
     if (e.isDirectory() && isValidVersion(e.name)) {
       const v = await scanVersion(join(dir, e.name), e.name)
       if (v) {
         versions.push(v)
       }
-    } else if (e.isFile() && e.name === CONFIG_FILE) {
+    } else if (e.isFile() && (CONFIG_FILES as readonly string[]).includes(e.name)) {
       try {
         const p = join(dir, e.name)
-        const [text, st] = await Promise.all([readFile(p, 'utf8'), stat(p)])
-        config = { text, signature: `${st.size}:${st.mtimeMs}` }
+        const [text, st] = await Promise.all([e.name === CONFIG_FILE ? readFile(p, 'utf8') : undefined, stat(p)])
+        configs.push({ file: p, name: e.name, text, signature: `${e.name}:${st.size}:${st.mtimeMs}` })
       } catch {
         // Removed between readdir and read: as if absent.
       }
@@ -64,7 +105,9 @@ export async function scanModel(repo: string, name: string): Promise<ScannedMode
       ignored.push(e.name)
     }
   }
-  return { name, dir, versions, config, ignored }
+  const configConflict =
+    configs.length > 1 ? `${name} has ${configs.map((c) => c.name).join(' and ')}: keep one configuration file` : undefined
+  return { name, dir, versions, config: configs.length === 1 ? configs[0] : undefined, configConflict, ignored }
 }
 
 async function scanVersion(dir: string, version: string): Promise<ScannedVersion | undefined> {
@@ -75,17 +118,25 @@ async function scanVersion(dir: string, version: string): Promise<ScannedVersion
     return undefined
   }
   const parts: string[] = []
-  let file: string | undefined
+  const found: string[] = []
   for (const e of entries.sort((a, b) => a.name.localeCompare(b.name))) {
     try {
       const st = await stat(join(dir, e.name))
       parts.push(`${e.name}:${st.size}:${st.mtimeMs}`)
-      if (e.name === MODEL_FILE && st.isFile()) {
-        file = join(dir, e.name)
+      if (kindOf(e.name) !== undefined && st.isFile()) {
+        found.push(e.name)
       }
     } catch {
       // Removed meanwhile.
     }
   }
-  return { version, dir, file, signature: parts.join('|') }
+  const one = found.length === 1 ? found[0] : undefined
+  return {
+    version,
+    dir,
+    file: one === undefined ? undefined : join(dir, one),
+    kind: one === undefined ? undefined : kindOf(one),
+    conflict: found.length > 1 ? `${found.join(' and ')} in one version folder: a version holds one of ${ENTRY_FILES_TEXT}` : undefined,
+    signature: parts.join('|'),
+  }
 }

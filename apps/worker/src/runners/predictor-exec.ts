@@ -37,12 +37,15 @@ export class InlineExec implements PredictorExec {
   readonly #abort = new AbortController()
   onDied: ((why: string) => void) | undefined
 
-  constructor(p: Predictor) {
+  readonly #servedAs: string
+
+  constructor(p: Predictor, servedAs: string = p.name) {
     this.#p = p
+    this.#servedAs = servedAs
   }
 
   start(): Promise<void> {
-    return this.#p.setup({ name: this.#p.name, signal: this.#abort.signal })
+    return this.#p.setup({ name: this.#servedAs, signal: this.#abort.signal })
   }
 
   async run(inputs: unknown[]): Promise<ExecItem[]> {
@@ -71,7 +74,10 @@ export class InlineExec implements PredictorExec {
 
 const HOST_URL = new URL('./predictor-host.mjs', import.meta.url)
 
-/** Runs the predictor exported as `name` by the module at `path` in a worker thread of its own. */
+/**
+ * Runs the predictor exported as `name` by the module at `path` in a worker thread of its own,
+ * served as `servedAs` (its setup() gets that name; a repository serves a module under its folder's name).
+ */
 export class ThreadExec implements PredictorExec {
   readonly #path: string
   readonly #name: string
@@ -84,7 +90,10 @@ export class ThreadExec implements PredictorExec {
   #ending: Promise<void> | undefined
   onDied: ((why: string) => void) | undefined
 
-  constructor(path: string, name: string) {
+  readonly #servedAs: string
+
+  constructor(path: string, name: string, servedAs: string = name) {
+    this.#servedAs = servedAs
     this.#path = path
     this.#name = name
   }
@@ -92,7 +101,7 @@ export class ThreadExec implements PredictorExec {
   start(): Promise<void> {
     return new Promise<void>((resolve, reject) => {
       this.#ready = { resolve, reject }
-      const w = new Worker(HOST_URL, { workerData: { path: this.#path, name: this.#name } })
+      const w = new Worker(HOST_URL, { workerData: { path: this.#path, name: this.#name, servedAs: this.#servedAs } })
       this.#w = w
       w.on('message', (m: Record<string, unknown>) => this.#onMessage(m))
       w.on('error', (e) => this.#end(`predictor thread failed: ${e.message}`))
@@ -103,7 +112,7 @@ export class ThreadExec implements PredictorExec {
   run(inputs: unknown[]): Promise<ExecItem[]> {
     const w = this.#w
     if (!w || this.#ended) {
-      return Promise.reject(new CohortError('NOT_READY', `predictor ${this.#name}: its thread is not running`))
+      return Promise.reject(new CohortError('NOT_READY', `predictor ${this.#servedAs}: its thread is not running`))
     }
     const id = ++this.#seq
     return new Promise<ExecItem[]>((resolve, reject) => {
@@ -150,7 +159,7 @@ export class ThreadExec implements PredictorExec {
         this.#ready = undefined
         return
       case 'setup-error':
-        this.#ready?.reject(new Error(`predictor ${this.#name}: setup failed: ${String(m['message'])}`))
+        this.#ready?.reject(new Error(`predictor ${this.#servedAs}: setup failed: ${String(m['message'])}`))
         this.#ready = undefined
         void this.kill()
         return
@@ -175,7 +184,7 @@ export class ThreadExec implements PredictorExec {
       return
     }
     this.#ended = true
-    const err = new CohortError('INTERNAL', `predictor ${this.#name}: ${why}`)
+    const err = new CohortError('INTERNAL', `predictor ${this.#servedAs}: ${why}`)
     this.#ready?.reject(err)
     this.#ready = undefined
     for (const p of this.#pending.values()) {

@@ -2,7 +2,7 @@
 // predict() never block the worker's main thread (NATS I/O, heartbeats, other models).
 // Plain JS so it needs no TypeScript loader itself; it registers tsx to import the module.
 // Protocol (structured clone):
-//   workerData:     {path, name}
+//   workerData:     {path, name, servedAs}  (name: the predictor's own; servedAs: the model name it serves as)
 //   host -> parent: {type:'ready'} | {type:'setup-error', message}
 //                   {type:'result', id, items: [{v} | {e: {code, message}}]}
 //                   {type:'run-error', id, code, message}
@@ -26,14 +26,13 @@ function messageOf(e) {
 }
 
 async function find(path, name) {
-  if (/\.[cm]?ts$/.test(path)) {
-    // Both hooks, as bin/cohort.js registers them: a .ts file in a package that is not
-    // "type": "module" is compiled to CommonJS and requires its imports.
-    const { register } = await import('tsx/esm/api')
-    register()
-    const cjs = await import('tsx/cjs/api')
-    cjs.register()
-  }
+  // Both hooks, as bin/cohort.js registers them, whatever the module's own extension: a .js or
+  // .mjs module imports @cohort/predictor, whose package ships TypeScript sources; a .ts file in
+  // a package that is not "type": "module" is compiled to CommonJS and requires its imports.
+  const { register } = await import('tsx/esm/api')
+  register()
+  const cjs = await import('tsx/cjs/api')
+  cjs.register()
   let mod = await import(pathToFileURL(resolve(path)).href)
   // CommonJS-compiled TypeScript: the author's exports are in `default` (module-exports.ts).
   if (mod.default && typeof mod.default === 'object' && mod.default.__esModule === true) {
@@ -80,7 +79,7 @@ function post(id, out) {
 let predictor
 try {
   predictor = await find(workerData.path, workerData.name)
-  await predictor.setup({ name: workerData.name, signal: ac.signal })
+  await predictor.setup({ name: workerData.servedAs ?? workerData.name, signal: ac.signal })
   port.postMessage({ type: 'ready' })
 } catch (e) {
   port.postMessage({ type: 'setup-error', message: messageOf(e) })

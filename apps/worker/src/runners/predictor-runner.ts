@@ -28,6 +28,11 @@ export interface PredictorRunnerOptions {
    * cross by structured clone (docs/architecture.md#predictor-threads). @default run in the calling thread
    */
   modulePath?: string
+  /**
+   * The model name it is served as (a repository serves a module under its folder's name).
+   * @default the predictor's own name
+   */
+  name?: string
 }
 
 /** First wait before a replacement whose setup() failed is tried again, ms (doubles up to 30 s). */
@@ -53,7 +58,7 @@ export class PredictorRunner implements ModelRunner {
 
   constructor(p: Predictor, overrides: PredictorRunnerOptions = {}) {
     this.#p = p
-    this.name = p.name
+    this.name = overrides.name ?? p.name
     this.#modulePath = overrides.modulePath
     this.batchDefaults = {
       maxBatchSize: overrides.maxBatchSize ?? p.batch.maxBatchSize,
@@ -146,7 +151,7 @@ export class PredictorRunner implements ModelRunner {
   }
 
   #makeExec(): PredictorExec {
-    const exec = this.#modulePath ? new ThreadExec(this.#modulePath, this.name) : new InlineExec(this.#p)
+    const exec = this.#modulePath ? new ThreadExec(this.#modulePath, this.#p.name, this.name) : new InlineExec(this.#p, this.name)
     exec.onDied = (why) => void this.#restart(exec, 'died', why)
     return exec
   }
