@@ -14,6 +14,7 @@ interface Cluster {
   gateway: CliProcess
   baseUrl: string
   stateDir: string
+  metricsUrls: string[]
   close(): Promise<void>
 }
 
@@ -23,12 +24,13 @@ async function startCluster(stepMs = 5, workerFlags: string[] = [], o: { workers
   const workers: CliProcess[] = []
   for (const id of ['w1', 'w2'].slice(0, o.workers ?? 2)) {
     const w = spawnCohort(
-      ['worker', '--nats', nats.url, '--id', id, '--threads', '1', '--heartbeat-ms', '250', '--generative', `chars=${CHAR_GENERATOR}`, '--model', 'demo', ...workerFlags],
+      ['worker', '--nats', nats.url, '--id', id, '--threads', '1', '--heartbeat-ms', '250', '--generative', `chars=${CHAR_GENERATOR}`, '--model', 'demo', '--metrics-port', '0', ...workerFlags],
       { CHARGEN_STATE: join(stateDir, `${id}.json`), CHARGEN_STEP_MS: String(stepMs), ...o.env },
     )
     workers.push(w)
   }
   await Promise.all(workers.map((w) => w.waitFor(/serving/, 90_000)))
+  const metricsUrls = await Promise.all(workers.map(async (w) => (await w.waitFor(/worker metrics on (http:\/\/127\.0\.0\.1:\d+\/metrics)/, 30_000))[1]!))
   const gateway = spawnCohort(['gateway', '--nats', nats.url, '--port', '0'])
   const [, port] = await gateway.waitFor(/gateway on http:\/\/127\.0\.0\.1:(\d+)/, 60_000)
   return {
@@ -37,6 +39,7 @@ async function startCluster(stepMs = 5, workerFlags: string[] = [], o: { workers
     gateway,
     baseUrl: `http://127.0.0.1:${port}`,
     stateDir,
+    metricsUrls,
     async close() {
       await Promise.all([...workers, gateway].map((p) => p.stop('SIGKILL')))
       await nats.stop()

@@ -3,6 +3,7 @@
 // generator (test/fixtures/char-generator.ts) whose CHARGEN_STATE files count running sequences.
 import { readFileSync, readdirSync } from 'node:fs'
 import { join } from 'node:path'
+import { parsePrometheus } from '@cohort/metrics'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 
 export const CHAR_GENERATOR = new URL('../fixtures/char-generator.ts', import.meta.url).pathname
@@ -11,6 +12,8 @@ export const CHAR_GENERATOR = new URL('../fixtures/char-generator.ts', import.me
 export interface GenStack {
   baseUrl: string
   stateDir: string
+  /** `/metrics` of every process that runs the generator (summed): the embedded server, or each worker's `--metrics-port`. */
+  metricsUrls: string[]
   close(): Promise<void>
 }
 
@@ -35,6 +38,18 @@ export function states(dir: string): GenState[] {
 }
 
 export const running = (dir: string) => states(dir).reduce((n, s) => n + s.running, 0)
+
+/** The `cohort_generate_*` series of every URL, summed by series name (`name{labels}`). */
+export async function generateMetrics(urls: string[]): Promise<Map<string, number>> {
+  const out = new Map<string, number>()
+  for (const u of urls) {
+    const text = await (await fetch(u)).text()
+    for (const [k, v] of parsePrometheus(text)) {
+      if (k.startsWith('cohort_generate_')) out.set(k, (out.get(k) ?? 0) + v)
+    }
+  }
+  return out
+}
 
 /** Poll `cond` every 50 ms until it holds (the test's own timeout bounds the wait). */
 export async function until(cond: () => boolean, what: string, timeoutMs = 30_000): Promise<void> {
@@ -153,6 +168,59 @@ export function defineGenerativeSuite(name: string, start: () => Promise<GenStac
       expect(states(s.stateDir).reduce((n, x) => n + x.cancelled, 0)).toBe(before + 1)
     })
 
+    it('counts N generations and the tokens their replies returned in cohort_generate_* (docs/metrics.md#generative-models)', async () => {
+      await until(() => running(s.stateDir) === 0, 'no sequence running before the test')
+      const before = await generateMetrics(s.metricsUrls)
+      const N = 5
+      const usage = await Promise.all(
+        Array.from({ length: N }, async (_, i) => {
+          const body = { model: 'chars', prompt: `count ${i}`, max_tokens: 6 + i, temperature: 0, ignore_eos: true, stream: i % 2 === 0 }
+          const r = await post(s.baseUrl, '/v1/completions', i % 2 === 0 ? { ...body, stream_options: { include_usage: true } } : body)
+          expect(r.status).toBe(200)
+          if (i % 2 === 0) {
+            const data = await sseData(r)
+            return (data.at(-2) as { usage: { prompt_tokens: number; completion_tokens: number } }).usage
+          }
+          return ((await r.json()) as { usage: { prompt_tokens: number; completion_tokens: number } }).usage
+        }),
+      )
+      const after = await generateMetrics(s.metricsUrls)
+      const d = (k: string) => (after.get(k) ?? 0) - (before.get(k) ?? 0)
+      expect(d('cohort_generate_finished_total{model="chars",reason="length"}')).toBe(N)
+      expect(d('cohort_generate_tokens_total{model="chars"}')).toBe(usage.reduce((n, u) => n + u.completion_tokens, 0))
+      expect(d('cohort_generate_tokens_total{model="chars"}')).toBe(6 + 7 + 8 + 9 + 10)
+      expect(d('cohort_generate_prompt_tokens_total{model="chars"}')).toBe(usage.reduce((n, u) => n + u.prompt_tokens, 0))
+      // The fixture streams deltas to the worker for every request: each has a TTFT and a TPOT.
+      expect(d('cohort_generate_time_to_first_token_seconds_count{model="chars"}')).toBe(N)
+      expect(d('cohort_generate_time_per_output_token_seconds_count{model="chars"}')).toBe(N)
+      expect(d('cohort_generate_time_to_first_token_seconds_sum{model="chars"}')).toBeGreaterThan(0)
+    })
+
+    it('OpenAI logprobs travel with the stream: chat chunks carry each token, its logprob, bytes and top alternatives', async () => {
+      const body = { model: 'chars', messages: [{ role: 'user', content: prompt }], max_tokens: 12, temperature: 0, ignore_eos: true, logprobs: true, top_logprobs: 2 }
+      const one = (await (await post(s.baseUrl, '/v1/chat/completions', body)).json()) as { choices: { message: { content: string }; logprobs: { content: { token: string; logprob: number; bytes: number[]; top_logprobs: unknown[] }[] } }[] }
+      const content = one.choices[0]!.logprobs.content
+      expect(content).toHaveLength(12)
+      expect(content.map((c) => c.token).join('')).toBe(one.choices[0]!.message.content)
+      expect(content.every((c) => c.bytes.length <= 1 && c.top_logprobs.length === 2 && c.logprob === Math.log(1 / 3))).toBe(true)
+      const data = await sseData(await post(s.baseUrl, '/v1/chat/completions', { ...body, stream: true }))
+      const streamed = (data.slice(0, -1) as { choices: { logprobs: { content: unknown[] } | null }[] }[]).flatMap((c) => c.choices[0]?.logprobs?.content ?? [])
+      expect(streamed).toEqual(content)
+    })
+
+    it('logprobs off by their neutral values: completions logprobs false or null, chat top_logprobs 0 alone; logprobs null', async () => {
+      for (const [path, body] of [
+        ['/v1/completions', { model: 'chars', prompt, max_tokens: 3, logprobs: false }],
+        ['/v1/completions', { model: 'chars', prompt, max_tokens: 3, logprobs: null }],
+        ['/v1/chat/completions', { model: 'chars', messages: [{ role: 'user', content: prompt }], max_tokens: 3, top_logprobs: 0 }],
+        ['/v1/chat/completions', { model: 'chars', messages: [{ role: 'user', content: prompt }], max_tokens: 3, logprobs: false }],
+      ] as const) {
+        const r = await post(s.baseUrl, path, body)
+        expect(r.status, JSON.stringify(body)).toBe(200)
+        expect(((await r.json()) as { choices: { logprobs: unknown }[] }).choices[0]?.logprobs).toBeNull()
+      }
+    })
+
     it('GET /v1/models lists the generative models only', async () => {
       const r = await fetch(`${s.baseUrl}/v1/models`)
       const b = (await r.json()) as { object: string; data: { id: string; object: string }[] }
@@ -168,6 +236,9 @@ export function defineGenerativeSuite(name: string, start: () => Promise<GenStac
       ['/v1/completions', { model: 'chars', prompt: 'x', temperature: 9, stream: true }, 400, 'temperature'],
       ['/v1/completions', { model: 'chars', prompt: 'x', n: 3 }, 400, 'n'],
       ['/v1/chat/completions', { model: 'chars', messages: [{ role: 'robot', content: 'x' }] }, 400, 'messages'],
+      ['/v1/completions', { model: 'chars', prompt: 'x', logprobs: 9 }, 400, 'logprobs'],
+      ['/v1/chat/completions', { model: 'chars', messages: [{ role: 'user', content: 'x' }], logprobs: true, top_logprobs: 9 }, 400, 'top_logprobs'],
+      ['/v1/chat/completions', { model: 'chars', messages: [{ role: 'user', content: 'x' }], top_logprobs: 2 }, 400, 'top_logprobs'],
     ])('%s %j -> %i naming %s (OpenAI error body)', async (path, body, status, param) => {
       const r = await post(s.baseUrl, path, body)
       expect(r.status).toBe(status)

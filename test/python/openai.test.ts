@@ -28,7 +28,7 @@ describe('the openai Python client against the gateway', () => {
     await nats?.stop()
   })
 
-  it('models.list, completions and chat.completions, streamed (include_usage) and not, stop strings, 400 and 404 errors', async () => {
+  it('models.list, completions and chat.completions, streamed (include_usage) and not, stop strings, logprobs, 400 and 404 errors', async () => {
     const out = await python('openai_client.py', ['--base-url', base])
     const lines = out.trim().split('\n').map((l) => JSON.parse(l) as { check?: string; ok?: boolean; done?: boolean })
     expect(lines.at(-1)).toEqual({ done: true })
@@ -41,6 +41,9 @@ describe('the openai Python client against the gateway', () => {
       'chat.completions',
       'chat.completions stream',
       'chat.completions stop',
+      'completions logprobs',
+      'chat.completions logprobs',
+      'chat.completions stream logprobs',
       'bad max_tokens is a 400',
       'unknown model is a 404',
     ])

@@ -1,5 +1,6 @@
 """The official OpenAI Python client, unmodified, against Cohort's OpenAI-compatible API
-(docs/generative.md): /v1/models, /v1/completions and /v1/chat/completions, streamed and not.
+(docs/generative.md): /v1/models, /v1/completions and /v1/chat/completions, streamed and not,
+with logprobs.
 Prints one JSON line per check ({"check", "ok", ...}) and {"done": true} at the end."""
 import argparse
 import json
@@ -54,6 +55,25 @@ def main() -> None:
     stop = client.chat.completions.create(messages=msgs, model=a.model, max_tokens=200, temperature=0, stop=["e", "a"])
     check("chat.completions stop", stop.choices[0].finish_reason in ("stop", "length")
           and "e" not in stop.choices[0].message.content and "a" not in stop.choices[0].message.content)
+
+    lc = client.completions.create(prompt="once upon a time", logprobs=2, **kw)
+    lp = lc.choices[0].logprobs
+    offsets = [len("".join(lp.tokens[:i])) for i in range(len(lp.tokens))]
+    check("completions logprobs", lp is not None and "".join(lp.tokens) == lc.choices[0].text and len(lp.token_logprobs) == 24
+          and all(isinstance(x, float) and x <= 0 for x in lp.token_logprobs) and lp.text_offset == offsets
+          and all(1 <= len(t) <= 3 and all(v <= 0 for v in t.values()) for t in lp.top_logprobs), tokens=lp.tokens if lp else None)
+
+    lr = client.chat.completions.create(messages=msgs, logprobs=True, top_logprobs=2, **kw)
+    content_lp = lr.choices[0].logprobs.content
+    check("chat.completions logprobs", "".join(t.token for t in content_lp) == lr.choices[0].message.content and len(content_lp) == 24
+          and all(len(t.top_logprobs) == 2 and t.logprob <= 0 and bytes(t.bytes or []).decode() == t.token for t in content_lp))
+
+    streamed_lp = []
+    for ch in client.chat.completions.create(messages=msgs, logprobs=True, top_logprobs=2, stream=True, **kw):
+        for choice in ch.choices:
+            if choice.logprobs and choice.logprobs.content:
+                streamed_lp.extend((t.token, t.logprob) for t in choice.logprobs.content)
+    check("chat.completions stream logprobs", streamed_lp == [(t.token, t.logprob) for t in content_lp])
 
     try:
         client.completions.create(model=a.model, prompt="x", max_tokens=0)

@@ -16,4 +16,5 @@ const decoder = new TextDecoder()
 export const byteTokenizer: Tokenizer = {
   encode: (text: string): number[] => Array.from(encoder.encode(text)),
   decode: (tokens: readonly number[]): string => decoder.decode(Uint8Array.from(tokens.filter((t) => t >= 0 && t < 256))),
+  tokenBytes: (token: number): number[] => (token >= 0 && token < 256 ? [token] : []),
 }

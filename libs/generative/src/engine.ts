@@ -8,13 +8,13 @@
  * next step.
  * @module
  */
-import { CohortError, type FinishReason, type GenerateInput, type GenerateResult, type GenerationSink, type GenerativeInfo, type GenerativeSlo, type Generator, type WireError } from '@cohort/protocol'
+import { CohortError, type FinishReason, type GenerateInput, type GenerateResult, type GenerationSink, type GenerativeInfo, type GenerativeSlo, type Generator, type GeneratorGauges, type WireError } from '@cohort/protocol'
 import { KvSlab } from './kv-slab.ts'
 import { emptyMetrics, type EngineMetrics, type EngineObserver } from './metrics.ts'
 import { sampleToken } from './sampling.ts'
 import { generated, makeSeq, type Seq } from './sequence.ts'
 import { OPTIMUM_NAMES, type DecoderNames, type DecoderSession, type DecoderSpec, type TensorLike } from './session.ts'
-import type { Tokenizer } from './text.ts'
+import { tokenPiece, type Tokenizer } from './text.ts'
 
 /** Options of {@link Engine}. */
 export interface EngineOptions {
@@ -73,7 +73,8 @@ export class Engine implements Generator {
   readonly #mode: 'continuous' | 'request'
   readonly #ttft: number | undefined
   readonly #now: () => number
-  readonly #obs: EngineObserver | undefined
+  /** The `observer` option, then those added by `watch`. */
+  readonly #obs: EngineObserver[]
   readonly #slab: KvSlab
   readonly #metrics: EngineMetrics
   /** Waiting sequences, by id (arrival). */
@@ -99,7 +100,7 @@ export class Engine implements Generator {
     this.#mode = o.batching ?? 'continuous'
     this.#ttft = o.ttftTimeoutMs
     this.#now = o.now ?? defaultNow
-    this.#obs = o.observer
+    this.#obs = o.observer ? [o.observer] : []
     if (!(Number.isInteger(this.#maxSeqs) && this.#maxSeqs >= 1)) throw new RangeError(`maxSequences must be an integer >= 1, got ${this.#maxSeqs}`)
     if (!(this.#budget >= o.model.maxContext)) throw new RangeError(`kvBudgetTokens (${this.#budget}) must be at least maxContext (${o.model.maxContext})`)
     if (!(Number.isInteger(this.#stepTokens) && this.#stepTokens >= 1)) throw new RangeError(`maxStepTokens must be an integer >= 1, got ${this.#stepTokens}`)
@@ -132,6 +133,17 @@ export class Engine implements Generator {
         this.#wake?.()
       },
     }
+  }
+
+  /** Adds an observer (metrics exporters; the `observer` option is the first). */
+  watch(o: EngineObserver): void {
+    this.#obs.push(o)
+  }
+
+  /** The scheduler's state now, for metrics (the Generator hook; {@link metrics} has every figure). */
+  gauges(): GeneratorGauges {
+    const m = this.#metrics
+    return { running: m.running, waiting: m.waiting, kvTokens: m.kvTokens, kvBudgetTokens: m.kvBudgetTokens, preemptions: m.preemptions }
   }
 
   /** Counters and gauges, as plain numbers (a live object: read, do not keep). */
@@ -210,7 +222,7 @@ export class Engine implements Generator {
     this.#metrics.steps++
     this.#metrics.stepMsSum += stepMs
     this.#metrics.runMsSum += runMs
-    this.#obs?.step?.({ decodeRows, prefillTokens, runMs, stepMs })
+    for (const o of this.#obs) o.step?.({ decodeRows, prefillTokens, runMs, stepMs })
     return this.busy
   }
 
@@ -458,6 +470,7 @@ export class Engine implements Generator {
       s.firstTokenAt = now
       this.#metrics.ttftCount++
       this.#metrics.ttftMsSum += now - s.submittedAt
+      for (const o of this.#obs) o.firstToken?.(now - s.submittedAt)
     }
     s.lastTokenAt = now
     if (token === s.eos || s.stopIds.has(token)) {
@@ -467,6 +480,8 @@ export class Engine implements Generator {
     s.tokens.push(token)
     s.newTokens.push(token)
     if (logprob) {
+      Object.assign(logprob, tokenPiece(this.#tok, token))
+      for (const t of logprob.top ?? []) Object.assign(t, tokenPiece(this.#tok, t.token))
       s.newLogprobs.push(logprob)
       s.logprobs?.push(logprob)
     }
@@ -547,7 +562,7 @@ export class Engine implements Generator {
       m.tpotCount++
       m.tpotMsSum += tpot
     }
-    this.#obs?.finished?.({
+    const info = {
       reason,
       promptTokens: s.promptLen,
       completionTokens: s.sampled,
@@ -555,7 +570,8 @@ export class Engine implements Generator {
       tpotMs: tpot,
       e2eMs: now - s.submittedAt,
       preemptions: s.preemptions,
-    })
+    }
+    for (const o of this.#obs) o.finished?.(info)
   }
 
   #gauges(): void {

@@ -3,7 +3,7 @@
  * metrics), and hooks for per-step and per-generation figures (benchmarks).
  * @module
  */
-import type { FinishReason } from '@cohort/protocol'
+import type { FinishReason, GenerationTiming, GenerationWatcher } from '@cohort/protocol'
 
 export interface EngineMetrics {
   /** Sequences holding a slab row (prefilling or decoding). Gauge. */
@@ -82,18 +82,13 @@ export interface StepInfo {
 }
 
 /** One ended generation, for {@link EngineObserver.finished}. */
-export interface FinishedInfo {
-  reason: FinishReason | 'error'
-  promptTokens: number
-  completionTokens: number
-  ttftMs: number | undefined
-  tpotMs: number | undefined
+export interface FinishedInfo extends GenerationTiming {
   e2eMs: number
   preemptions: number
 }
 
-/** Synchronous hooks; must not throw. */
-export interface EngineObserver {
+/** Synchronous hooks; must not throw. `firstToken` is called as the token is sampled, `finished` before the sink's `done`/`error`. */
+export interface EngineObserver extends GenerationWatcher {
   step?(s: StepInfo): void
   finished?(f: FinishedInfo): void
 }

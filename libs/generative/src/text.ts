@@ -10,6 +10,16 @@ export interface Tokenizer {
   encode(text: string): number[]
   /** Text of a run of tokens; an incomplete UTF-8 sequence at the end decodes to U+FFFD. */
   decode(tokens: readonly number[]): string
+  /** The UTF-8 bytes of one token (logprobs). @default the UTF-8 encoding of `decode([token])` */
+  tokenBytes?(token: number): number[]
+}
+
+const utf8 = new TextEncoder()
+
+/** One token's text alone and its bytes, as logprobs show them. */
+export function tokenPiece(tok: Tokenizer, token: number): { text: string; bytes: number[] } {
+  const text = tok.decode([token])
+  return { text, bytes: tok.tokenBytes ? tok.tokenBytes(token) : Array.from(utf8.encode(text)) }
 }
 
 /** Tokens held at most while their text ends in U+FFFD (an incomplete character), before it is taken as is. */

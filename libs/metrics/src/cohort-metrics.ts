@@ -92,6 +92,37 @@ export function ortMetrics(r: Registry) {
   }
 }
 
+/**
+ * Metrics of generative models (continuous batching, docs/generative.md#metrics), by model: what the
+ * worker records from its generators' watcher calls and gauges.
+ */
+export function generateMetrics(r: Registry) {
+  return {
+    ttft: r.histogram(
+      'cohort_generate_time_to_first_token_seconds',
+      'Time from a generation reaching the generator to its first sampled token, by model.',
+      DURATION_BUCKETS_S,
+    ),
+    tpot: r.histogram(
+      'cohort_generate_time_per_output_token_seconds',
+      'Mean time between the tokens after the first of each ended generation with 2+ tokens, by model.',
+      DURATION_BUCKETS_S,
+    ),
+    tokens: r.counter('cohort_generate_tokens_total', 'Tokens generated (sampled; usage.completion_tokens summed), by model.'),
+    promptTokens: r.counter('cohort_generate_prompt_tokens_total', 'Prompt tokens of the generations ended, by model.'),
+    finished: r.counter('cohort_generate_finished_total', 'Generations ended, by model and reason (stop, length, cancelled, error).'),
+    running: r.gauge('cohort_generate_running_sequences', 'Sequences the generator runs now (prefilling or decoding), by model.'),
+    waiting: r.gauge('cohort_generate_waiting_sequences', 'Sequences waiting for admission (new or preempted), by model.'),
+    kvUsage: r.gauge('cohort_generate_kv_cache_usage_ratio', 'KV-cache tokens held by the running sequences over the KV budget (0-1), by model.'),
+    kvTokens: r.gauge('cohort_generate_kv_cache_tokens', 'KV-cache tokens held by the running sequences, by model.'),
+    kvBudget: r.gauge('cohort_generate_kv_cache_budget_tokens', 'KV-cache tokens the running sequences may hold together (kvBudgetTokens), by model.'),
+    preemptions: r.counter('cohort_generate_preemptions_total', 'Sequences preempted when the KV budget ran out (KV dropped, recomputed later), by model.'),
+  }
+}
+
+/** Typed handles of {@link generateMetrics}. */
+export type GenerateMetrics = ReturnType<typeof generateMetrics>
+
 /** Typed handles of {@link ortMetrics}. */
 export type OrtMetrics = ReturnType<typeof ortMetrics>
 

@@ -3,7 +3,7 @@
 import { readFileSync } from 'node:fs'
 import { describe, expect, it } from 'vitest'
 import { Registry } from './registry.ts'
-import { gatewayMetrics, ortMetrics, workerMetrics } from './cohort-metrics.ts'
+import { gatewayMetrics, generateMetrics, ortMetrics, workerMetrics } from './cohort-metrics.ts'
 import { runtimeMetrics, type RuntimeSource } from './runtime-metrics.ts'
 
 /** A source with every optional reading, so that every runtime metric registers. */
@@ -73,10 +73,10 @@ function documented(): Map<string, string> {
   return out
 }
 
-/** name -> type of what `gatewayMetrics`, `workerMetrics`, `ortMetrics` and `runtimeMetrics` register. */
+/** name -> type of what `gatewayMetrics`, `workerMetrics`, `ortMetrics`, `generateMetrics` and `runtimeMetrics` register. */
 function registered(): Map<string, string> {
   const out = new Map<string, string>()
-  for (const make of [gatewayMetrics, workerMetrics, ortMetrics, (r: Registry) => runtimeMetrics(r, FULL_SOURCE)]) {
+  for (const make of [gatewayMetrics, workerMetrics, ortMetrics, generateMetrics, (r: Registry) => runtimeMetrics(r, FULL_SOURCE)]) {
     const r = new Registry()
     make(r)
     for (const f of r.collect()) {

@@ -59,4 +59,12 @@ describe('generation envelopes', () => {
     expect(badMessage(() => decodeNotice(encodeValue({ v: 2, t: 'tokens', steps: [{ id: 1, tokens: [], text: '' }] })))).toMatch(/notice\.steps\[0\]/)
     expect(badMessage(() => decodeNotice(encodeValue({ v: 2, t: 'tokens', steps: [{ id: 'a', tokens: ['x'], text: '' }] })))).toMatch(/steps\[0\]\.tokens/)
   })
+
+  it('logprobs carry their tokens\' text and bytes, top alternatives too; bad bytes name the field', () => {
+    const logprobs = [{ token: 0xe2, logprob: -0.25, text: '\ufffd', bytes: [0xe2], top: [{ token: 0x61, logprob: -2, text: 'a', bytes: [0x61] }] }]
+    const steps = [{ id: 'a', tokens: [0xe2], text: '', logprobs }]
+    expect(decodeNotice(encodeNotice({ v: 2, t: 'tokens', steps }))).toEqual({ v: 2, t: 'tokens', steps })
+    const bad = [{ id: 'a', tokens: [1], text: '', logprobs: [{ token: 1, logprob: -1, bytes: [300] }] }]
+    expect(badMessage(() => decodeNotice(encodeValue({ v: 2, t: 'tokens', steps: bad })))).toMatch(/logprobs\[\]\.bytes/)
+  })
 })

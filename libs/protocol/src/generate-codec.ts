@@ -6,7 +6,7 @@
  * @module
  */
 import { CohortError } from './errors.ts'
-import type { FinishReason, GenerateInput, GenerateResult, SamplingParams, TokenLogprob, TokenStep } from './generate.ts'
+import type { FinishReason, GenerateInput, GenerateResult, SamplingParams, TokenChoice, TokenLogprob, TokenStep } from './generate.ts'
 
 /** Longest text prompt, characters (1 MiB of text at most). */
 export const MAX_PROMPT_CHARS = 1 << 20
@@ -119,11 +119,20 @@ export function generateFrom(v: unknown, what = 'generate', names: GenerateField
 const FINISH: readonly FinishReason[] = ['stop', 'length', 'cancelled', 'deadline']
 
 function logprobsFrom(v: unknown, what: string): TokenLogprob[] {
-  const one = (x: unknown): { token: number; logprob: number } => {
+  const one = (x: unknown): TokenChoice => {
     if (!isObj(x) || !isTokenId(x.token) || typeof x.logprob !== 'number') {
-      throw bad(`${what} must be an array of {token, logprob, top?}`)
+      throw bad(`${what} must be an array of {token, logprob, text?, bytes?, top?}`)
     }
-    return { token: x.token, logprob: x.logprob }
+    const c: TokenChoice = { token: x.token, logprob: x.logprob }
+    if (x.text !== undefined && x.text !== null) {
+      if (typeof x.text !== 'string') throw bad(`${what}[].text must be a string`)
+      c.text = x.text
+    }
+    if (x.bytes !== undefined && x.bytes !== null) {
+      if (!Array.isArray(x.bytes) || !x.bytes.every((b) => Number.isInteger(b) && b >= 0 && b < 256)) throw bad(`${what}[].bytes must be an array of bytes`)
+      c.bytes = [...(x.bytes as number[])]
+    }
+    return c
   }
   if (!Array.isArray(v)) {
     throw bad(`${what} must be an array of {token, logprob, top?}`)

@@ -50,12 +50,20 @@ export interface GenerateInput {
  */
 export type FinishReason = 'stop' | 'length' | 'cancelled' | 'deadline'
 
-/** Log-probabilities of one generated token. */
-export interface TokenLogprob {
+/** A token and its log-probability; `text` and `bytes` when the generator knows them (the OpenAI routes show them). */
+export interface TokenChoice {
   token: number
   logprob: number
+  /** The token's text alone (an incomplete UTF-8 character decodes to U+FFFD). */
+  text?: string
+  /** The token's UTF-8 bytes. */
+  bytes?: number[]
+}
+
+/** Log-probabilities of one generated token. */
+export interface TokenLogprob extends TokenChoice {
   /** The most likely alternatives, best first (`SamplingParams.logprobs` of them). */
-  top?: { token: number; logprob: number }[]
+  top?: TokenChoice[]
 }
 
 /** New output of one generation since its last delta. */
@@ -112,6 +120,39 @@ export interface GenerativeSlo {
   generationMs?: number
 }
 
+/** One ended generation, as a generator reports it for metrics ({@link Generator.watch}). */
+export interface GenerationTiming {
+  /** Why it ended; `error` for one ended by `GenerationSink.error`. */
+  reason: FinishReason | 'error'
+  promptTokens: number
+  /** Tokens sampled (`usage.completionTokens`). */
+  completionTokens: number
+  /** Submit to first token, ms; absent when no token came. */
+  ttftMs: number | undefined
+  /** Mean ms between its tokens after the first; absent below 2 tokens. */
+  tpotMs: number | undefined
+}
+
+/** Hooks a generator calls for metrics (synchronously, before the sink's call; they must not throw). */
+export interface GenerationWatcher {
+  /** A generation sampled its first token `ttftMs` after submit. */
+  firstToken?(ttftMs: number): void
+  finished?(t: GenerationTiming): void
+}
+
+/** The scheduler's state now, for metrics ({@link Generator.gauges}). */
+export interface GeneratorGauges {
+  /** Sequences being run (prefilling or decoding). */
+  running: number
+  /** Sequences waiting for admission (new or preempted). */
+  waiting: number
+  /** KV-cache tokens held by the running sequences, and the budget they share. */
+  kvTokens: number
+  kvBudgetTokens: number
+  /** Sequences preempted since start (only grows). */
+  preemptions: number
+}
+
 /**
  * A generation engine, as the worker's model server sees it: `submit` starts a generation (sync;
  * throws a CohortError for a request that can never run, e.g. a prompt past `maxContext`); the
@@ -122,4 +163,11 @@ export interface Generator {
   submit(input: GenerateInput, deadline: number, sink: GenerationSink): { cancel(): void }
   /** Idempotent: ends every running generation with `error` (WORKER_LOST-like, retryable) and frees the engine. */
   close(): Promise<void>
+  /**
+   * Optional: report first tokens and ends to `w` from now on (docs/metrics.md#generative-models).
+   * Without it the worker times a generation from its sink calls (streamed ones only for TTFT/TPOT).
+   */
+  watch?(w: GenerationWatcher): void
+  /** Optional: the scheduler's state now (running, waiting, KV cache, preemptions). */
+  gauges?(): GeneratorGauges
 }

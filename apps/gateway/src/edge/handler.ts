@@ -85,12 +85,17 @@ export function createEdgeGateway(o: EdgeGatewayOptions): EdgeGateway {
         } catch (e) {
           return unavailable(e)
         }
-        const res = await c.app.fetch(req)
-        // Read the body before the connection goes (a streamed response needs the connection).
-        const body = await res.arrayBuffer()
-        const done = c.close().catch(() => undefined)
-        waitUntil?.(done)
-        return new Response(body, { status: res.status, statusText: res.statusText, headers: res.headers })
+        let res: Response
+        try {
+          res = await c.app.fetch(req)
+        } catch (e) {
+          waitUntil?.(c.close().catch(() => undefined))
+          throw e
+        }
+        // The connection lives as long as the body: passed through as it is read (a streamed
+        // response, SSE or NDJSON, reaches the client as it is made) and closed at its end or
+        // when the client goes.
+        return closingAfterBody(res, () => waitUntil?.(c.close().catch(() => undefined)))
       }
       if (!shared) {
         const p = open()
@@ -126,4 +131,47 @@ export function createEdgeGateway(o: EdgeGatewayOptions): EdgeGateway {
       await s?.then((c) => c.close()).catch(() => undefined)
     },
   }
+}
+
+/**
+ * `res` with a body that calls `end` once (at the body's end, on a read error, or when the reader
+ * cancels); at once when there is no body.
+ */
+export function closingAfterBody(res: Response, end: () => void): Response {
+  let ended = false
+  const once = () => {
+    if (!ended) {
+      ended = true
+      end()
+    }
+  }
+  if (res.body === null) {
+    once()
+    return res
+  }
+  const reader = res.body.getReader()
+  const body = new ReadableStream<Uint8Array>({
+    async pull(ctrl) {
+      try {
+        const { done, value } = await reader.read()
+        if (done) {
+          ctrl.close()
+          once()
+        } else {
+          ctrl.enqueue(value)
+        }
+      } catch (e) {
+        ctrl.error(e)
+        once()
+      }
+    },
+    async cancel(reason) {
+      try {
+        await reader.cancel(reason)
+      } finally {
+        once()
+      }
+    },
+  })
+  return new Response(body, { status: res.status, statusText: res.statusText, headers: res.headers })
 }

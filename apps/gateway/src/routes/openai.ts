@@ -7,7 +7,7 @@
  * @module
  */
 import type { Context, Hono } from 'hono'
-import { CohortError, generateFrom, type GenerateInput, type GenerateResult } from '@cohort/protocol'
+import { CohortError, generateFrom, type GenerateInput, type GenerateResult, type TokenLogprob } from '@cohort/protocol'
 import { bodyOf, clientGone, parseJson } from '../body.ts'
 import { applyChatTemplate, chatMessages } from '../chat-template.ts'
 import type { InferenceDoor, Passage } from '../door.ts'
@@ -15,6 +15,7 @@ import { collect, sseResponse, startGeneration, type GenEvent } from '../generat
 import type { ResolvedGatewayOptions } from '../options.ts'
 import type { Upstream } from '../upstream.ts'
 import { httpArrival } from './arrival.ts'
+import { chatLogprobs, completionLogprobs } from './openai-logprobs.ts'
 import { DEFAULT_MAX_TOKENS } from './generate.ts'
 import { checkModelPath } from './infer.ts'
 
@@ -46,7 +47,10 @@ function unsupported(b: Body, key: string, neutral: (v: unknown) => boolean): vo
   }
 }
 
-function common(b: Body, prompt: string | number[], maxTokens: unknown, maxName: string): GenerateInput {
+/** Logprobs asked for: the alternatives per token (the engine's `logprobs`) and the field that named them. */
+type LogprobsAsk = { value: unknown; name: string } | undefined
+
+function common(b: Body, prompt: string | number[], maxTokens: unknown, maxName: string, logprobs: LogprobsAsk): GenerateInput {
   unsupported(b, 'n', (v) => v === 1)
   unsupported(b, 'best_of', (v) => v === 1)
   unsupported(b, 'echo', (v) => v === false)
@@ -54,8 +58,6 @@ function common(b: Body, prompt: string | number[], maxTokens: unknown, maxName:
   unsupported(b, 'frequency_penalty', (v) => v === 0)
   unsupported(b, 'presence_penalty', (v) => v === 0)
   unsupported(b, 'logit_bias', (v) => typeof v === 'object' && v !== null && Object.keys(v).length === 0)
-  unsupported(b, 'logprobs', (v) => v === false)
-  unsupported(b, 'top_logprobs', (v) => v === 0)
   unsupported(b, 'tools', (v) => Array.isArray(v) && v.length === 0)
   unsupported(b, 'tool_choice', (v) => v === 'none')
   unsupported(b, 'functions', (v) => Array.isArray(v) && v.length === 0)
@@ -78,6 +80,7 @@ function common(b: Body, prompt: string | number[], maxTokens: unknown, maxName:
     ...(stop !== undefined && stop !== null ? { stop: typeof stop === 'string' ? [stop] : stop } : {}),
     ...(b['stop_token_ids'] !== undefined && b['stop_token_ids'] !== null ? { stopTokenIds: b['stop_token_ids'] } : {}),
     ...(b['ignore_eos'] !== undefined && b['ignore_eos'] !== null ? { ignoreEos: b['ignore_eos'] } : {}),
+    ...(logprobs ? { logprobs: logprobs.value } : {}),
   }
   return generateFrom({ prompt, params, stream: b['stream'] === true }, 'body', {
     prompt: 'prompt',
@@ -89,6 +92,7 @@ function common(b: Body, prompt: string | number[], maxTokens: unknown, maxName:
     stop: 'stop',
     stopTokenIds: 'stop_token_ids',
     ignoreEos: 'ignore_eos',
+    logprobs: logprobs?.name ?? 'logprobs',
   })
 }
 
@@ -113,7 +117,26 @@ function completionInput(b: Body): GenerateInput {
   if (Array.isArray(prompt) && prompt.some((x) => typeof x !== 'number')) {
     throw new CohortError('BAD_REQUEST', 'prompt must be a string, an array of token ids, or one of those in a one-element array (one prompt per request)')
   }
-  return common(b, prompt as string | number[], b['max_tokens'], 'max_tokens')
+  unsupported(b, 'top_logprobs', (v) => v === 0)
+  // Completions' `logprobs` is the number of alternatives per token (0-5); absent, null or false: none.
+  const lp = b['logprobs']
+  return common(b, prompt as string | number[], b['max_tokens'], 'max_tokens', lp === undefined || lp === null || lp === false ? undefined : { value: lp, name: 'logprobs' })
+}
+
+/** Chat's `logprobs: true` with `top_logprobs` alternatives per token (default 0). */
+function chatLogprobsAsk(b: Body): LogprobsAsk {
+  const on = b['logprobs']
+  if (on !== undefined && on !== null && typeof on !== 'boolean') {
+    throw new CohortError('BAD_REQUEST', 'logprobs must be a boolean')
+  }
+  const top = b['top_logprobs']
+  if (on !== true) {
+    if (top !== undefined && top !== null && top !== 0) {
+      throw new CohortError('BAD_REQUEST', 'top_logprobs needs logprobs: true')
+    }
+    return undefined
+  }
+  return { value: top ?? 0, name: 'top_logprobs' }
 }
 
 /** OpenAI's finish_reason: `length` when the output was cut (max_tokens, or the deadline: finish reason `deadline`), else `stop`. */
@@ -132,22 +155,26 @@ interface Shape {
   choice(r: GenerateResult): Body
   /** The choice of a streamed chunk: a delta's text, or the end (`text` undefined). */
   chunkChoice(text: string | undefined, first: boolean): Body
+  /** The `logprobs` of some output tokens, the text before them having `offset` characters; and the offset after them. */
+  logprobs(lps: readonly TokenLogprob[], offset: number): { value: unknown; next: number }
 }
 
 const COMPLETION: Shape = {
   object: 'text_completion',
   chunkObject: 'text_completion',
   idPrefix: 'cmpl-',
-  choice: (r) => ({ index: 0, text: r.text, logprobs: null, finish_reason: finishReason(r) }),
+  choice: (r) => ({ index: 0, text: r.text, logprobs: r.logprobs ? completionLogprobs(r.logprobs, 0).value : null, finish_reason: finishReason(r) }),
   chunkChoice: (text) => ({ index: 0, text: text ?? '', logprobs: null, finish_reason: null }),
+  logprobs: completionLogprobs,
 }
 
 const CHAT: Shape = {
   object: 'chat.completion',
   chunkObject: 'chat.completion.chunk',
   idPrefix: 'chatcmpl-',
-  choice: (r) => ({ index: 0, message: { role: 'assistant', content: r.text }, logprobs: null, finish_reason: finishReason(r) }),
+  choice: (r) => ({ index: 0, message: { role: 'assistant', content: r.text }, logprobs: r.logprobs ? chatLogprobs(r.logprobs) : null, finish_reason: finishReason(r) }),
   chunkChoice: (text, first) => ({ index: 0, delta: text === undefined ? {} : first ? { role: 'assistant', content: text } : { content: text }, logprobs: null, finish_reason: null }),
+  logprobs: (lps, offset) => ({ value: chatLogprobs(lps), next: offset }),
 }
 
 async function serveGeneration(c: Context, p: Passage, b: Body, input: GenerateInput, shape: Shape, o: ResolvedGatewayOptions): Promise<Response> {
@@ -168,14 +195,22 @@ async function serveGeneration(c: Context, p: Passage, b: Body, input: GenerateI
   const chunk = { id, object: shape.chunkObject, created, model, system_fingerprint: null }
   const usageNull = includeUsage ? { usage: null } : {}
   let firstChunk = true
+  let offset = 0
   const frames = (e: GenEvent): string[] => {
     if (e.t === 'error') {
       return [JSON.stringify(errorBody(e.e))]
     }
     const out: string[] = []
     if (e.t === 'delta') {
-      if (e.d.text !== '' || firstChunk) {
-        out.push(JSON.stringify({ ...chunk, choices: [shape.chunkChoice(e.d.text, firstChunk)], ...usageNull }))
+      const lps = e.d.logprobs ?? []
+      if (e.d.text !== '' || firstChunk || lps.length > 0) {
+        const choice = shape.chunkChoice(e.d.text, firstChunk)
+        if (lps.length > 0) {
+          const l = shape.logprobs(lps, offset)
+          choice['logprobs'] = l.value
+          offset = l.next
+        }
+        out.push(JSON.stringify({ ...chunk, choices: [choice], ...usageNull }))
         firstChunk = false
       }
       return out
@@ -222,7 +257,7 @@ export function registerOpenAi(app: Hono, o: ResolvedGatewayOptions, door: Infer
         }
         const prompt = applyChatTemplate(meta.generative?.chatTemplate, messages)
         const max = b['max_completion_tokens'] ?? b['max_tokens']
-        const input = common(b, prompt, max, b['max_completion_tokens'] !== undefined && b['max_completion_tokens'] !== null ? 'max_completion_tokens' : 'max_tokens')
+        const input = common(b, prompt, max, b['max_completion_tokens'] !== undefined && b['max_completion_tokens'] !== null ? 'max_completion_tokens' : 'max_tokens', chatLogprobsAsk(b))
         return serveGeneration(c, p, b, input, CHAT, o)
       },
       onError(c),

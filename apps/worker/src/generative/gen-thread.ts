@@ -3,13 +3,13 @@
  * posts each step's events to the main thread in one message. Protocol (structured clone):
  *   workerData:     {@link ThreadConfig}
  *   main -> thread: {type:'submit', id, prompt: number[], params, stream, deadline} | {type:'cancel', id} | {type:'close'}
- *   thread -> main: {type:'ready', info, spec, tokenizer} | {type:'load-error', message}
- *                   {type:'events', events: ThreadEvent[], metrics} | {type:'closed'}
+ *   thread -> main: {type:'ready', info, spec, tokenizer, metrics} | {type:'load-error', message}
+ *                   {type:'events', events: ThreadEvent[], metrics, firstTokens: number[] (TTFT ms), finished: FinishedInfo[]} | {type:'closed'}
  * @module
  */
 import { readFileSync } from 'node:fs'
 import { parentPort, workerData } from 'node:worker_threads'
-import { Engine, OPTIMUM_NAMES, type DecoderNames, type DecoderSpec, type EngineMetrics, type EngineOptions } from '@cohort/generative'
+import { Engine, OPTIMUM_NAMES, type DecoderNames, type DecoderSpec, type EngineMetrics, type EngineOptions, type FinishedInfo } from '@cohort/generative'
 import type { GenerateResult, SamplingParams, TokenDelta, WireError } from '@cohort/protocol'
 import * as ort from 'onnxruntime-node'
 import { onnxMetadata, usesGroupQueryAttention } from './model-file.ts'
@@ -60,13 +60,18 @@ function detectSpec(session: ort.InferenceSession, bytes: Uint8Array): { spec: D
 }
 
 let outbox: ThreadEvent[] = []
+/** The engine's watcher calls since the last message (metrics, replayed on the main thread). */
+let firstTokens: number[] = []
+let finished: FinishedInfo[] = []
 let engine: Engine | undefined
 const handles = new Map<number, { cancel(): void }>()
 
 function flush(): void {
-  if (outbox.length === 0 || !engine) return
-  port!.postMessage({ type: 'events', events: outbox, metrics: engine.metrics() satisfies EngineMetrics })
+  if ((outbox.length === 0 && firstTokens.length === 0 && finished.length === 0) || !engine) return
+  port!.postMessage({ type: 'events', events: outbox, metrics: engine.metrics() satisfies EngineMetrics, firstTokens, finished })
   outbox = []
+  firstTokens = []
+  finished = []
 }
 
 async function load(): Promise<void> {
@@ -84,10 +89,10 @@ async function load(): Promise<void> {
     session: ortDecoderSession(session),
     model: spec,
     tokenizer: tokenizerByName(tokenizer).tokenizer,
-    observer: { step: flush },
+    observer: { step: flush, firstToken: (ms) => void firstTokens.push(ms), finished: (f) => void finished.push(f) },
   })
   engine.start()
-  port!.postMessage({ type: 'ready', info: engine.info, spec, tokenizer })
+  port!.postMessage({ type: 'ready', info: engine.info, spec, tokenizer, metrics: engine.metrics() })
 }
 
 port.on('message', (m: { type: string; id?: number; prompt?: number[]; params?: SamplingParams; stream?: boolean; deadline?: number; firstTokenDeadline?: number }) => {

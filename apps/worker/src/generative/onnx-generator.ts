@@ -6,8 +6,8 @@
  * @module
  */
 import { Worker } from 'node:worker_threads'
-import { checkRequest, emptyMetrics, type DecoderNames, type DecoderSpec, type EngineMetrics, type EngineOptions } from '@cohort/generative'
-import { CohortError, type GenerateInput, type GenerationSink, type GenerativeInfo, type Generator, type WireError } from '@cohort/protocol'
+import { checkRequest, emptyMetrics, type DecoderNames, type DecoderSpec, type EngineMetrics, type EngineOptions, type FinishedInfo } from '@cohort/generative'
+import { CohortError, type GenerateInput, type GenerationSink, type GenerationWatcher, type GenerativeInfo, type Generator, type GeneratorGauges, type WireError } from '@cohort/protocol'
 import { defaultIntraOpThreads } from '../ort/ort-pool.ts'
 import type { ThreadConfig, ThreadEvent } from './gen-thread.ts'
 import { tokenizerByName, type TokenizerName } from './tokenizers.ts'
@@ -34,6 +34,9 @@ export interface OnnxGeneratorOptions extends Pick<EngineOptions, 'maxSequences'
 export interface OnnxGenerator extends Generator {
   readonly spec: DecoderSpec
   metrics(): EngineMetrics
+  /** The engine's first tokens and ends, replayed from the thread's step messages before their sink calls. */
+  watch(w: GenerationWatcher): void
+  gauges(): GeneratorGauges
 }
 
 interface Live {
@@ -65,6 +68,7 @@ async function startThread(cfg: ThreadConfig, chatTemplate?: string): Promise<On
   const w = new Worker(HOST_URL, { workerData: cfg })
   const live = new Map<number, Live>()
   let metrics = emptyMetrics(0)
+  const watchers: GenerationWatcher[] = []
   let dead: WireError | undefined
   let closing: Promise<void> | undefined
   let seq = 0
@@ -82,11 +86,17 @@ async function startThread(cfg: ThreadConfig, chatTemplate?: string): Promise<On
 
   type Ready = { info: GenerativeInfo; spec: DecoderSpec; tokenizer: TokenizerName }
   const ready = new Promise<Ready>((resolve, reject) => {
-    w.on('message', (m: { type: string; events?: ThreadEvent[]; metrics?: EngineMetrics; message?: string } & Partial<Ready>) => {
-      if (m.type === 'ready') resolve({ info: m.info as GenerativeInfo, spec: m.spec as DecoderSpec, tokenizer: m.tokenizer as TokenizerName })
-      else if (m.type === 'load-error') reject(new Error(`generative model ${cfg.path}: ${m.message}`))
+    w.on('message', (m: { type: string; events?: ThreadEvent[]; metrics?: EngineMetrics; firstTokens?: number[]; finished?: FinishedInfo[]; message?: string } & Partial<Ready>) => {
+      if (m.type === 'ready') {
+        metrics = m.metrics ?? metrics
+        resolve({ info: m.info as GenerativeInfo, spec: m.spec as DecoderSpec, tokenizer: m.tokenizer as TokenizerName })
+      } else if (m.type === 'load-error') reject(new Error(`generative model ${cfg.path}: ${m.message}`))
       else if (m.type === 'events') {
         metrics = m.metrics ?? metrics
+        for (const x of watchers) {
+          for (const ms of m.firstTokens ?? []) x.firstToken?.(ms)
+          for (const f of m.finished ?? []) x.finished?.(f)
+        }
         for (const ev of m.events ?? []) {
           const l = live.get(ev.id)
           if (!l) continue
@@ -129,6 +139,8 @@ async function startThread(cfg: ThreadConfig, chatTemplate?: string): Promise<On
     info,
     spec: loaded.spec,
     metrics: () => metrics,
+    watch: (x) => void watchers.push(x),
+    gauges: () => ({ running: metrics.running, waiting: metrics.waiting, kvTokens: metrics.kvTokens, kvBudgetTokens: metrics.kvBudgetTokens, preemptions: metrics.preemptions }),
     submit(input: GenerateInput, deadline: number, sink: GenerationSink): { cancel(): void } {
       if (closing) throw new CohortError('SHUTTING_DOWN', 'the generator is closed')
       if (dead) throw new CohortError('WORKER_LOST', dead.message, { retryAfterS: 1 })

@@ -1,4 +1,6 @@
-import { CohortError, type Generator, type ModelMeta } from '@cohort/protocol'
+import { generateMetrics, type GenerateMetrics, type Registry } from '@cohort/metrics'
+import { CohortError, type Generator, type GeneratorGauges, type ModelMeta } from '@cohort/protocol'
+import { measuredGenerator } from './generation-metrics.ts'
 import type { ItemResult, ModelRunner, PreparedItem } from './types.ts'
 
 /** Makes a model's {@link Generator}: the default export of a generator module (`--generative NAME=PATH`). */
@@ -14,6 +16,7 @@ export class GenerativeRunner implements ModelRunner {
   readonly concurrency = 1
   readonly batchDefaults = { maxBatchSize: 1, maxDelayMs: 0 }
   #generator: Generator | undefined
+  #metrics: GenerateMetrics | undefined
   #closed = false
 
   constructor(
@@ -29,8 +32,28 @@ export class GenerativeRunner implements ModelRunner {
     return this.#generator
   }
 
+  /** Registers the `cohort_generate_*` metrics; the generator, once started, feeds them. */
+  instrument(registry: Registry): void {
+    const m = generateMetrics(registry)
+    this.#metrics = m
+    const model = this.name
+    const gauge = (pick: (g: GeneratorGauges) => number) => (): [{ model: string }, number][] => {
+      const g = this.#generator?.gauges?.()
+      return g ? [[{ model }, pick(g)]] : []
+    }
+    m.running.collect(gauge((g) => g.running))
+    m.waiting.collect(gauge((g) => g.waiting))
+    m.kvTokens.collect(gauge((g) => g.kvTokens))
+    m.kvBudget.collect(gauge((g) => g.kvBudgetTokens))
+    m.kvUsage.collect(gauge((g) => (g.kvBudgetTokens > 0 ? g.kvTokens / g.kvBudgetTokens : 0)))
+    m.preemptions.collect(gauge((g) => g.preemptions))
+  }
+
   async start(): Promise<void> {
-    this.#generator ??= await this.make()
+    if (!this.#generator) {
+      const g = await this.make()
+      this.#generator = this.#metrics ? measuredGenerator(g, this.#metrics, this.name) : g
+    }
   }
 
   meta(): ModelMeta {
