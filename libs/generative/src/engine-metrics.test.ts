@@ -74,7 +74,7 @@ describe('Engine metrics (fake clock, fake decoder)', () => {
     await e.close()
   })
 
-  it('calls finished before the sink hears of the end, also for errors (deadline) and cancels', async () => {
+  it('calls finished before the sink hears of the end, also for deadlines (after a token: finish reason deadline; before one: an error) and cancels', async () => {
     const { e, clock, ends } = watched({})
     const seen: string[] = []
     const s = (name: string): GenerationSink => ({
@@ -87,9 +87,12 @@ describe('Engine metrics (fake clock, fake decoder)', () => {
     await e.step()
     h.cancel()
     clock.now = 30
+    e.submit({ prompt: [3], params: { maxTokens: 100, temperature: 0, ignoreEos: true }, stream: true }, 30, s('never'))
     await e.step()
-    expect(seen.sort()).toEqual(['gone:cancelled:2', 'late:DEADLINE_EXCEEDED:1'])
-    expect(ends.map((t) => t.reason).sort()).toEqual(['cancelled', 'error'])
+    expect(seen.map((x) => x.replace(/:\d+$/, '')).sort()).toEqual(['gone:cancelled', 'late:deadline', 'never:DEADLINE_EXCEEDED'])
+    // Each sink heard of its end right after its own finished call (1, 2, 3 in the order the sweep took them).
+    expect(seen.map((x) => Number(x.split(':')[2])).sort()).toEqual([1, 2, 3])
+    expect(ends.map((t) => t.reason).sort()).toEqual(['cancelled', 'deadline', 'error'])
     await e.close()
   })
 
