@@ -8,10 +8,10 @@
  * next step.
  * @module
  */
-import { CohortError, type FinishReason, type GenerateInput, type GenerateResult, type GenerationSink, type GenerativeInfo, type GenerativeSlo, type Generator, type GeneratorGauges, type WireError } from '@cohort/protocol'
+import { CohortError, type FinishReason, type GenerateInput, type GenerateResult, type GenerationSink, type GenerativeInfo, type GenerativeSlo, type Generator, type GeneratorGauges, type TokenLogprob, type WireError } from '@cohort/protocol'
 import { KvSlab } from './kv-slab.ts'
 import { emptyMetrics, type EngineMetrics, type EngineObserver } from './metrics.ts'
-import { sampleToken } from './sampling.ts'
+import { argmax, sampleToken } from './sampling.ts'
 import { generated, makeSeq, type Seq } from './sequence.ts'
 import { OPTIMUM_NAMES, type DecoderNames, type DecoderSession, type DecoderSpec, type TensorLike } from './session.ts'
 import { tokenPiece, type Tokenizer } from './text.ts'
@@ -84,6 +84,15 @@ export class Engine implements Generator {
   /** Prefilling sequences in admission order; rows [decode.length, decode.length + n). */
   #prefill: Seq[] = []
   #byRow: (Seq | undefined)[]
+  /** Past and present names per layer: [pastKey, pastValue, presentKey, presentValue]. */
+  readonly #kvNames: [string, string, string, string][]
+  /** Feed buffers reused every step (grown as needed; a session reads them only during its run). */
+  #ids: BigInt64Array = new BigInt64Array(0)
+  #pos: BigInt64Array = new BigInt64Array(0)
+  #mask: BigInt64Array = new BigInt64Array(0)
+  /** maxContext ones and zeros: mask rows are copied from them (a memcpy, not an element loop). */
+  readonly #ones: BigInt64Array
+  readonly #zeros: BigInt64Array
   #nextId = 1
   #closed = false
   #loop: Promise<void> | undefined
@@ -107,6 +116,10 @@ export class Engine implements Generator {
     if (o.model.layout !== 'gqa-shared') throw new RangeError(`KV layout ${String(o.model.layout)} is not served (only gqa-shared)`)
     this.#slab = new KvSlab(this.#maxSeqs, 2 * o.model.layers, o.model.kvHeads, o.model.headDim, o.model.maxContext)
     this.#byRow = Array<Seq | undefined>(this.#maxSeqs).fill(undefined)
+    this.#ones = new BigInt64Array(o.model.maxContext).fill(1n)
+    this.#zeros = new BigInt64Array(o.model.maxContext)
+    const n = this.#names
+    this.#kvNames = Array.from({ length: o.model.layers }, (_, i) => [fill(n.pastKey, i), fill(n.pastValue, i), fill(n.presentKey, i), fill(n.presentValue, i)])
     this.#metrics = emptyMetrics(this.#budget)
     const slo: GenerativeSlo = { ttftMs: DEFAULT_TTFT_SLO_MS, ...o.slo }
     for (const [k, v] of Object.entries(slo)) {
@@ -375,26 +388,42 @@ export class Engine implements Generator {
     s.state = 'decode'
   }
 
-  #feeds(ids: number[], positions: number[], maskRows: number[], rows: number, first: number): { feeds: Record<string, TensorLike>; fetches: Record<string, TensorLike | null> } {
+  /** `buf` if it holds `n` values, else a larger one (the old values are not kept). */
+  static #room(buf: BigInt64Array, n: number): BigInt64Array {
+    return buf.length >= n ? buf : new BigInt64Array(Math.max(n, 2 * buf.length))
+  }
+
+  /**
+   * Feeds and fetches of one run over slab rows `[first, first + rows)`, `seqLen` tokens each:
+   * `input_ids` and `position_ids` are in `this.#ids` / `this.#pos` (filled by the caller), the
+   * mask has `lens[r]` ones in row r of `width` columns. The tensors are views of buffers reused
+   * every step; past and present are the same slab views.
+   */
+  #feeds(rows: number, seqLen: number, width: number, lens: (r: number) => number, first: number): { feeds: Record<string, TensorLike>; fetches: Record<string, TensorLike | null> } {
     const n = this.#names
-    const seqLen = ids.length / rows
-    const width = Math.max(...maskRows)
-    const mask = new BigInt64Array(rows * width)
-    maskRows.forEach((len, r) => mask.fill(1n, r * width, r * width + len))
+    const count = rows * seqLen
+    this.#mask = Engine.#room(this.#mask, rows * width)
+    const mask = this.#mask.subarray(0, rows * width)
+    for (let r = 0; r < rows; r++) {
+      const len = lens(r)
+      mask.set(this.#ones.subarray(0, len), r * width)
+      mask.set(this.#zeros.subarray(0, width - len), r * width + len)
+    }
     const feeds: Record<string, TensorLike> = {
-      [n.inputIds]: { type: 'int64', data: BigInt64Array.from(ids, BigInt), dims: [rows, seqLen] },
+      [n.inputIds]: { type: 'int64', data: this.#ids.subarray(0, count), dims: [rows, seqLen] },
       [n.attentionMask]: { type: 'int64', data: mask, dims: [rows, width] },
     }
-    if (n.positionIds !== '') feeds[n.positionIds] = { type: 'int64', data: BigInt64Array.from(positions, BigInt), dims: [rows, seqLen] }
+    if (n.positionIds !== '') feeds[n.positionIds] = { type: 'int64', data: this.#pos.subarray(0, count), dims: [rows, seqLen] }
     const fetches: Record<string, TensorLike | null> = { [n.logits]: null }
     const views = this.#slab.views(first, rows)
-    for (let i = 0; i < this.#m.layers; i++) {
+    for (let i = 0; i < this.#kvNames.length; i++) {
+      const [pk, pv, ck, cv] = this.#kvNames[i] as [string, string, string, string]
       const k = views[2 * i] as TensorLike
       const v = views[2 * i + 1] as TensorLike
-      feeds[fill(n.pastKey, i)] = k
-      feeds[fill(n.pastValue, i)] = v
-      fetches[fill(n.presentKey, i)] = k
-      fetches[fill(n.presentValue, i)] = v
+      feeds[pk] = k
+      feeds[pv] = v
+      fetches[ck] = k
+      fetches[cv] = v
     }
     return { feeds, fetches }
   }
@@ -419,20 +448,32 @@ export class Engine implements Generator {
 
   async #decodeStep(): Promise<number> {
     // batch row r is slab row r (the decode array is not in row order after a removal)
-    const seqs = Array.from({ length: this.#decode.length }, (_, r) => this.#byRow[r] as Seq)
-    this.#slab.fit(Math.max(...seqs.map((s) => s.cached + 1)), this.#lens())
-    const ids = seqs.map((s) => s.tokens[s.cached] as number)
-    const pos = seqs.map((s) => s.cached)
-    const { feeds, fetches } = this.#feeds(ids, pos, seqs.map((s) => s.cached + 1), seqs.length, 0)
+    const rows = this.#decode.length
+    const seqs = this.#byRow.slice(0, rows) as Seq[]
+    let need = 0
+    for (let r = 0; r < rows + this.#prefill.length; r++) need = Math.max(need, (this.#byRow[r] as Seq).cached + (r < rows ? 1 : 0))
+    if (!this.#slab.fits(need)) this.#slab.fit(need, this.#lens())
+    this.#ids = Engine.#room(this.#ids, rows)
+    this.#pos = Engine.#room(this.#pos, rows)
+    let width = 0
+    for (let r = 0; r < rows; r++) {
+      const s = seqs[r] as Seq
+      this.#ids[r] = BigInt(s.tokens[s.cached] as number)
+      this.#pos[r] = BigInt(s.cached)
+      width = Math.max(width, s.cached + 1)
+    }
+    const { feeds, fetches } = this.#feeds(rows, 1, width, (r) => (seqs[r] as Seq).cached + 1, 0)
     const { logits, ms } = await this.#run(seqs, feeds, fetches)
     if (logits === undefined) return ms
     const v = this.#m.vocabSize
+    const now = this.#now()
     const ended: Seq[] = []
-    seqs.forEach((s, r) => {
-      if (s.state !== 'decode') return
+    for (let r = 0; r < rows; r++) {
+      const s = seqs[r] as Seq
+      if (s.state !== 'decode') continue
       s.cached++
-      if (this.#sample(s, logits.subarray(r * v, (r + 1) * v))) ended.push(s)
-    })
+      if (this.#sample(s, logits, r * v, now)) ended.push(s)
+    }
     for (const s of ended) this.#end(s)
     return ms
   }
@@ -440,9 +481,14 @@ export class Engine implements Generator {
   async #prefillStep(s: Seq, chunk: number, target: number): Promise<number> {
     if (s.state !== 'prefill') return 0
     this.#slab.fit(s.cached + chunk, this.#lens())
-    const ids = s.tokens.slice(s.cached, s.cached + chunk)
-    const pos = ids.map((_, i) => s.cached + i)
-    const { feeds, fetches } = this.#feeds(ids, pos, [s.cached + chunk], 1, s.row)
+    this.#ids = Engine.#room(this.#ids, chunk)
+    this.#pos = Engine.#room(this.#pos, chunk)
+    for (let i = 0; i < chunk; i++) {
+      this.#ids[i] = BigInt(s.tokens[s.cached + i] as number)
+      this.#pos[i] = BigInt(s.cached + i)
+    }
+    const width = s.cached + chunk
+    const { feeds, fetches } = this.#feeds(1, chunk, width, () => width, s.row)
     const { logits, ms } = await this.#run([s], feeds, fetches)
     if (logits === undefined || s.state !== 'prefill') return ms
     s.cached += chunk
@@ -451,7 +497,7 @@ export class Engine implements Generator {
     if (s.cached < target) return ms
     if (s.cached === s.tokens.length) {
       const v = this.#m.vocabSize
-      if (this.#sample(s, logits.subarray((chunk - 1) * v, chunk * v))) {
+      if (this.#sample(s, logits, (chunk - 1) * v, this.#now())) {
         this.#end(s)
         return ms
       }
@@ -460,10 +506,15 @@ export class Engine implements Generator {
     return ms
   }
 
-  /** Samples the next token of `s`; returns true when the generation is over. */
-  #sample(s: Seq, row: Float32Array): boolean {
-    const now = this.#now()
-    const { token, logprob } = sampleToken(row, s.sampler, s.rng)
+  /** Samples the next token of `s` from the row of `logits` at `at`, produced at `now`; returns true when the generation is over. */
+  #sample(s: Seq, logits: Float32Array, at: number, now: number): boolean {
+    const v = this.#m.vocabSize
+    // Greedy without logprobs needs no row view nor result object.
+    const greedy = s.sampler.temperature <= 0 && s.sampler.logprobs === undefined
+    let token: number
+    let logprob: TokenLogprob | undefined
+    if (greedy) token = argmax(logits, at, v)
+    else ({ token, logprob } = sampleToken(logits.subarray(at, at + v), s.sampler, s.rng))
     s.sampled++
     this.#metrics.generatedTokens++
     if (s.firstTokenAt === undefined) {

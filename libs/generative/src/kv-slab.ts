@@ -18,6 +18,8 @@ export class KvSlab {
   readonly #maxCap: number
   #cap = 0
   #bufs: Float32Array[] = []
+  /** {@link views} by `first * (rows + 1) + count`, until the next resize. */
+  #views = new Map<number, TensorLike[]>()
   /** Row moves so far (metrics). */
   moves = 0
   /** Capacity changes so far (metrics). */
@@ -44,11 +46,12 @@ export class KvSlab {
    */
   fit(need: number, lens: readonly number[]): void {
     for (const l of lens) need = Math.max(need, l)
-    const want = Math.min(this.#maxCap, Math.max(SLAB_BUCKET, Math.ceil(need / SLAB_BUCKET) * SLAB_BUCKET))
-    if (want === this.#cap || (want < this.#cap && want * 2 > this.#cap)) return
+    if (this.fits(need)) return
+    const want = this.#want(need)
     const old = this.#bufs
     const oldCap = this.#cap
     this.#cap = want
+    this.#views.clear()
     this.#bufs = Array.from({ length: this.buffers }, () => new Float32Array(this.rows * this.kvHeads * want * this.headDim))
     if (oldCap > 0) {
       const hd = this.headDim
@@ -65,6 +68,16 @@ export class KvSlab {
       }
     }
     this.resizes++
+  }
+
+  /** True when {@link fit} for `need` tokens (the longest of the row about to run and every resident row) changes nothing. */
+  fits(need: number): boolean {
+    const want = this.#want(need)
+    return want === this.#cap || (want < this.#cap && want * 2 > this.#cap)
+  }
+
+  #want(need: number): number {
+    return Math.min(this.#maxCap, Math.max(SLAB_BUCKET, Math.ceil(need / SLAB_BUCKET) * SLAB_BUCKET))
   }
 
   /** Copies row `from` to row `to` (the first `len` tokens). */
@@ -94,13 +107,19 @@ export class KvSlab {
     this.moves += 2
   }
 
-  /** Tensors over rows `[first, first + count)` of every buffer (views, no copy), in buffer order. */
-  views(first: number, count: number): TensorLike[] {
-    const size = this.kvHeads * this.#cap * this.headDim
-    return this.#bufs.map((b) => ({
-      type: 'float32' as const,
-      data: b.subarray(first * size, (first + count) * size),
-      dims: [count, this.kvHeads, this.#cap, this.headDim],
-    }))
+  /**
+   * Tensors over rows `[first, first + count)` of every buffer (views, no copy), in buffer order.
+   * The same objects are returned until the capacity changes, so a session may cache what it makes of them.
+   */
+  views(first: number, count: number): readonly TensorLike[] {
+    const key = first * (this.rows + 1) + count
+    let v = this.#views.get(key)
+    if (!v) {
+      const size = this.kvHeads * this.#cap * this.headDim
+      const dims = [count, this.kvHeads, this.#cap, this.headDim]
+      v = this.#bufs.map((b) => ({ type: 'float32' as const, data: b.subarray(first * size, (first + count) * size), dims }))
+      this.#views.set(key, v)
+    }
+    return v
   }
 }

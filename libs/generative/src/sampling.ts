@@ -22,11 +22,12 @@ export interface Sampled {
   logprob?: TokenLogprob
 }
 
-function argmax(row: Float32Array): number {
+/** Index (from `at`) of the largest of `data[at, at + n)`, the first one on ties. Greedy decoding. */
+export function argmax(data: Float32Array, at = 0, n = data.length - at): number {
   let best = 0
-  let bv = row[0] as number
-  for (let i = 1; i < row.length; i++) {
-    const x = row[i] as number
+  let bv = data[at] as number
+  for (let i = 1; i < n; i++) {
+    const x = data[at + i] as number
     if (x > bv) {
       bv = x
       best = i

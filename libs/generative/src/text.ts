@@ -22,6 +22,24 @@ export function tokenPiece(tok: Tokenizer, token: number): { text: string; bytes
   return { text, bytes: tok.tokenBytes ? tok.tokenBytes(token) : Array.from(utf8.encode(text)) }
 }
 
+/** Each tokenizer's text of single tokens, as decoded once (a token's text never changes; bounded by the vocabulary). */
+const pieces = new WeakMap<Tokenizer, Map<number, string>>()
+
+/** `tok.decode([token])`, memoised. */
+function decodeOne(tok: Tokenizer, token: number): string {
+  let m = pieces.get(tok)
+  if (!m) {
+    m = new Map()
+    pieces.set(tok, m)
+  }
+  let t = m.get(token)
+  if (t === undefined) {
+    t = tok.decode([token])
+    m.set(token, t)
+  }
+  return t
+}
+
 /** Tokens held at most while their text ends in U+FFFD (an incomplete character), before it is taken as is. */
 const MAX_PENDING = 4
 
@@ -47,7 +65,7 @@ export class OutputText {
   push(token: number): boolean {
     if (this.stoppedAt !== undefined) return true
     this.#pending.push(token)
-    const piece = this.#tok.decode(this.#pending)
+    const piece = this.#pending.length === 1 ? decodeOne(this.#tok, token) : this.#tok.decode(this.#pending)
     if (piece.endsWith('\uFFFD') && this.#pending.length < MAX_PENDING) return false
     const from = Math.max(0, this.#text.length - this.#longestStop() + 1)
     this.#text += piece
