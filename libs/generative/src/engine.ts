@@ -86,13 +86,17 @@ export class Engine implements Generator {
   #byRow: (Seq | undefined)[]
   /** Past and present names per layer: [pastKey, pastValue, presentKey, presentValue]. */
   readonly #kvNames: [string, string, string, string][]
-  /** Feed buffers reused every step (grown as needed; a session reads them only during its run). */
-  #ids: BigInt64Array = new BigInt64Array(0)
-  #pos: BigInt64Array = new BigInt64Array(0)
+  /**
+   * Feed buffers reused every step (a session reads them only during its run): input_ids and
+   * position_ids, written through int32 views (values < 2^31, little-endian high word 0, so no
+   * BigInt per value); the mask after `maxContext` ones and `maxContext` zeros in one buffer, so a
+   * mask row is one `copyWithin` (grown as needed).
+   */
+  readonly #ids: BigInt64Array
+  readonly #ids32: Int32Array
+  readonly #pos: BigInt64Array
+  readonly #pos32: Int32Array
   #mask: BigInt64Array = new BigInt64Array(0)
-  /** maxContext ones and zeros: mask rows are copied from them (a memcpy, not an element loop). */
-  readonly #ones: BigInt64Array
-  readonly #zeros: BigInt64Array
   #nextId = 1
   #closed = false
   #loop: Promise<void> | undefined
@@ -116,8 +120,12 @@ export class Engine implements Generator {
     if (o.model.layout !== 'gqa-shared') throw new RangeError(`KV layout ${String(o.model.layout)} is not served (only gqa-shared)`)
     this.#slab = new KvSlab(this.#maxSeqs, 2 * o.model.layers, o.model.kvHeads, o.model.headDim, o.model.maxContext)
     this.#byRow = Array<Seq | undefined>(this.#maxSeqs).fill(undefined)
-    this.#ones = new BigInt64Array(o.model.maxContext).fill(1n)
-    this.#zeros = new BigInt64Array(o.model.maxContext)
+    // a step runs at most maxSequences decode rows, or a prefill chunk of at most maxStepTokens (and maxContext) tokens
+    const feedLen = Math.max(this.#maxSeqs, Math.min(this.#stepTokens, o.model.maxContext))
+    this.#ids = new BigInt64Array(feedLen)
+    this.#ids32 = new Int32Array(this.#ids.buffer)
+    this.#pos = new BigInt64Array(feedLen)
+    this.#pos32 = new Int32Array(this.#pos.buffer)
     const n = this.#names
     this.#kvNames = Array.from({ length: o.model.layers }, (_, i) => [fill(n.pastKey, i), fill(n.pastValue, i), fill(n.presentKey, i), fill(n.presentValue, i)])
     this.#metrics = emptyMetrics(this.#budget)
@@ -388,11 +396,6 @@ export class Engine implements Generator {
     s.state = 'decode'
   }
 
-  /** `buf` if it holds `n` values, else a larger one (the old values are not kept). */
-  static #room(buf: BigInt64Array, n: number): BigInt64Array {
-    return buf.length >= n ? buf : new BigInt64Array(Math.max(n, 2 * buf.length))
-  }
-
   /**
    * Feeds and fetches of one run over slab rows `[first, first + rows)`, `seqLen` tokens each:
    * `input_ids` and `position_ids` are in `this.#ids` / `this.#pos` (filled by the caller), the
@@ -402,13 +405,19 @@ export class Engine implements Generator {
   #feeds(rows: number, seqLen: number, width: number, lens: (r: number) => number, first: number): { feeds: Record<string, TensorLike>; fetches: Record<string, TensorLike | null> } {
     const n = this.#names
     const count = rows * seqLen
-    this.#mask = Engine.#room(this.#mask, rows * width)
-    const mask = this.#mask.subarray(0, rows * width)
+    const ctx = this.#m.maxContext
+    const at = 2 * ctx
+    if (this.#mask.length < at + rows * width) {
+      this.#mask = new BigInt64Array(at + Math.max(rows * width, 2 * (this.#mask.length - at)))
+      this.#mask.fill(1n, 0, ctx)
+    }
+    const buf = this.#mask
+    // row r: `len` ones then zeros, = the template [ones | zeros] from ctx - len
     for (let r = 0; r < rows; r++) {
       const len = lens(r)
-      mask.set(this.#ones.subarray(0, len), r * width)
-      mask.set(this.#zeros.subarray(0, width - len), r * width + len)
+      buf.copyWithin(at + r * width, ctx - len, ctx - len + width)
     }
+    const mask = buf.subarray(at, at + rows * width)
     const feeds: Record<string, TensorLike> = {
       [n.inputIds]: { type: 'int64', data: this.#ids.subarray(0, count), dims: [rows, seqLen] },
       [n.attentionMask]: { type: 'int64', data: mask, dims: [rows, width] },
@@ -446,6 +455,14 @@ export class Engine implements Generator {
     }
   }
 
+  /** input_ids[i] = token, position_ids[i] = position (both >= 0 and < 2^31). */
+  #setFeed(i: number, token: number, position: number): void {
+    this.#ids32[2 * i] = token
+    this.#ids32[2 * i + 1] = 0
+    this.#pos32[2 * i] = position
+    this.#pos32[2 * i + 1] = 0
+  }
+
   async #decodeStep(): Promise<number> {
     // batch row r is slab row r (the decode array is not in row order after a removal)
     const rows = this.#decode.length
@@ -453,13 +470,10 @@ export class Engine implements Generator {
     let need = 0
     for (let r = 0; r < rows + this.#prefill.length; r++) need = Math.max(need, (this.#byRow[r] as Seq).cached + (r < rows ? 1 : 0))
     if (!this.#slab.fits(need)) this.#slab.fit(need, this.#lens())
-    this.#ids = Engine.#room(this.#ids, rows)
-    this.#pos = Engine.#room(this.#pos, rows)
     let width = 0
     for (let r = 0; r < rows; r++) {
       const s = seqs[r] as Seq
-      this.#ids[r] = BigInt(s.tokens[s.cached] as number)
-      this.#pos[r] = BigInt(s.cached)
+      this.#setFeed(r, s.tokens[s.cached] as number, s.cached)
       width = Math.max(width, s.cached + 1)
     }
     const { feeds, fetches } = this.#feeds(rows, 1, width, (r) => (seqs[r] as Seq).cached + 1, 0)
@@ -481,12 +495,7 @@ export class Engine implements Generator {
   async #prefillStep(s: Seq, chunk: number, target: number): Promise<number> {
     if (s.state !== 'prefill') return 0
     this.#slab.fit(s.cached + chunk, this.#lens())
-    this.#ids = Engine.#room(this.#ids, chunk)
-    this.#pos = Engine.#room(this.#pos, chunk)
-    for (let i = 0; i < chunk; i++) {
-      this.#ids[i] = BigInt(s.tokens[s.cached + i] as number)
-      this.#pos[i] = BigInt(s.cached + i)
-    }
+    for (let i = 0; i < chunk; i++) this.#setFeed(i, s.tokens[s.cached + i] as number, s.cached + i)
     const width = s.cached + chunk
     const { feeds, fetches } = this.#feeds(1, chunk, width, () => width, s.row)
     const { logits, ms } = await this.#run([s], feeds, fetches)
