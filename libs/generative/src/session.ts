@@ -14,7 +14,10 @@ export interface TensorLike {
 /**
  * One model session. `fetches` pre-allocates outputs: a fetch that is the *same object* as a feed
  * must be bound to the same memory as that feed (the shared past/present KV buffer, updated in
- * place); `null` lets the session allocate. Only `logits` is read from the result.
+ * place); `null` lets the session allocate. Only `logits` is read from the result. The feeds'
+ * buffers are the engine's, reused by its next step: read them during `run` only. The KV tensors
+ * are the same objects from step to step until the slab is resized (a session may cache what it
+ * builds from them, as `ortDecoderSession` does).
  */
 export interface DecoderSession {
   run(feeds: Record<string, TensorLike>, fetches: Record<string, TensorLike | null>): Promise<Record<string, TensorLike>>
