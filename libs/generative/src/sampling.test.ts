@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { seededPrng } from './prng.ts'
-import { sampleToken, topIndices } from './sampling.ts'
+import { argmax, sampleToken, topIndices } from './sampling.ts'
 
 const row = Float32Array.from([0, 3, 1, 2.5, -1])
 const S = (o: Partial<{ temperature: number; topK: number; topP: number; logprobs: number }>) => ({ temperature: 1, topK: 0, topP: 1, logprobs: undefined, ...o })
@@ -9,6 +9,13 @@ describe('sampling', () => {
   it('greedy takes the argmax; topIndices orders best first', () => {
     expect(sampleToken(row, S({ temperature: 0 }), seededPrng(1)).token).toBe(1)
     expect(topIndices(row, 3)).toEqual([1, 3, 2])
+  })
+
+  it('argmax of a row inside a batch of logits: the index within that row, the first one on ties', () => {
+    const batch = Float32Array.from([9, 9, 9, /* row 1: */ 0, 4, 4, /* row 2: */ -2, -1, -3])
+    expect(argmax(batch, 3, 3)).toBe(1)
+    expect(argmax(batch, 6, 3)).toBe(1)
+    expect(argmax(batch, 0, 3)).toBe(0)
   })
 
   it('top-k 2 only ever returns the two best; top-p 0.5 only the best here', () => {
