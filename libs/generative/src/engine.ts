@@ -468,7 +468,7 @@ export class Engine implements Generator {
     const rows = this.#decode.length
     const seqs = this.#byRow.slice(0, rows) as Seq[]
     let need = 0
-    for (let r = 0; r < rows + this.#prefill.length; r++) need = Math.max(need, (this.#byRow[r] as Seq).cached + (r < rows ? 1 : 0))
+    for (let r = 0; r < rows + this.#prefill.length; r++) need = Math.max(need, (this.#byRow[r]?.cached ?? 0) + (r < rows ? 1 : 0))
     if (!this.#slab.fits(need)) this.#slab.fit(need, this.#lens())
     let width = 0
     for (let r = 0; r < rows; r++) {
