@@ -30,6 +30,7 @@ import { metricTotals, type MetricTotals } from './step-stats.ts'
 import { cpuMicros, start, startNats, stopAll, type Proc } from './tax.ts'
 import { hasWrk, runWrk, writeWrkScript, type SaturationResult } from './wrk.ts'
 import { defineBenchCommand, type BenchCommand, type BenchValues } from './skeleton.ts'
+import { seedOf } from './seed.ts'
 
 /** Help of `cohort bench overload`. */
 export const OVERLOAD_HELP = `cohort bench overload [options]
@@ -161,14 +162,6 @@ export function layoutFlag(v: unknown): { workers: number; gateways: number } | 
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 
-/** Stable per-label seed: the same label gets the same arrival pattern in every run. */
-function seedOf(label: string): number {
-  let h = 2166136261
-  for (const ch of label) {
-    h = Math.imul(h ^ ch.charCodeAt(0), 16777619)
-  }
-  return h >>> 0
-}
 
 /** The server-side SLO the model's workers announce in their metadata (ms; NaN: none). */
 async function serverSlo(nc: NatsConnection, model: string): Promise<number> {

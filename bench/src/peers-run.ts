@@ -4,6 +4,7 @@ import type { Target } from './peers-targets.ts'
 import { searchSlo } from './scenarios.ts'
 import { summariseStep, type MetricTotals, type StepResult } from './step-stats.ts'
 import { parseWrk, runWrk, writeWrkScript, type SaturationResult } from './wrk.ts'
+import { seedOf } from './seed.ts'
 
 /** Durations and load points of one target's run (`cohort bench peers`). */
 export interface PeerPlan {
@@ -72,14 +73,6 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 
 const NO_TOTALS: MetricTotals = { batchSum: 0, batchCount: 0, computeSum: 0, computeCount: 0, requestSum: 0, requestCount: 0, costA: Number.NaN, costC: Number.NaN, shed: {} }
 
-/** Stable per-label seed: every target sees the same arrival pattern at the same step. */
-function seedOf(label: string): number {
-  let h = 2166136261
-  for (const ch of label) {
-    h = Math.imul(h ^ ch.charCodeAt(0), 16777619)
-  }
-  return h >>> 0
-}
 
 /**
  * Closed-loop wrk run that tolerates load shedding: a server that answers some requests 503 by

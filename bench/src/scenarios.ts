@@ -4,6 +4,7 @@ import type { LoadGenerator } from './load-worker.ts'
 import { waitReady } from './served.ts'
 import { metricTotals, summariseStep, type StepResult } from './step-stats.ts'
 import { runWrk, type SaturationResult } from './wrk.ts'
+import { seedOf } from './seed.ts'
 
 /** One batching configuration under test. */
 export interface PolicyConfig {
@@ -114,14 +115,6 @@ export interface ScenarioContext {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 
-/** Stable per-label seed: every config sees the same arrival pattern at the same step. */
-function seedOf(label: string): number {
-  let h = 2166136261
-  for (const ch of label) {
-    h = Math.imul(h ^ ch.charCodeAt(0), 16777619)
-  }
-  return h >>> 0
-}
 
 /** `cohort serve` flags of a policy config. */
 export function configFlags(c: PolicyConfig): string[] {

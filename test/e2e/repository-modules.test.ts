@@ -12,6 +12,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { graph, model, node, tensorInit, valueInfo } from '@cohort/onnx-builder'
 import { postJson, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle } from '@cohort/test-support'
+import { entry, repositoryApi, until as untilFor } from './repository-api.ts'
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url))
 const KEY = 'repo-modules-key'
@@ -142,35 +143,8 @@ async function infer(path: string, x: number, timeoutMs = 30_000): Promise<Answe
 
 const y = (a: Answer) => a.body.outputs?.find((o) => o.name === 'y')?.data[0]
 
-interface Entry {
-  name: string
-  version: string
-  state: string
-  reason?: string
-}
-
-async function index(): Promise<Entry[]> {
-  const r = await fetch(`${base}/v2/repository/index`, { headers: auth })
-  expect(r.status).toBe(200)
-  return (await r.json()) as Entry[]
-}
-
-const entry = (es: Entry[], name: string, version: string) => es.find((e) => e.name === name && e.version === version)
-
-async function until<T>(fn: () => Promise<T>, ok: (v: T) => boolean, timeoutMs = 45_000): Promise<T> {
-  const end = Date.now() + timeoutMs
-  let v = await fn()
-  while (!ok(v) && Date.now() < end) {
-    await new Promise((r) => setTimeout(r, 150))
-    v = await fn()
-  }
-  return v
-}
-
-async function repoOp(op: 'load' | 'unload', name: string): Promise<{ status: number; body: { versions?: Entry[]; code?: string; error?: string } }> {
-  const r = await fetch(`${base}/v2/repository/models/${name}/${op}`, { method: 'POST', headers: auth })
-  return { status: r.status, body: (await r.json()) as { versions?: Entry[]; code?: string; error?: string } }
-}
+const { index, repoOp } = repositoryApi(() => base, KEY)
+const until = <T>(fn: () => Promise<T>, ok: (v: T) => boolean, timeoutMs = 45_000) => untilFor(fn, ok, timeoutMs)
 
 /** Resolves when `p` settles, or after `ms` with 'pending'. */
 async function settledWithin<T>(p: Promise<T>, ms: number): Promise<T | 'pending'> {

@@ -11,6 +11,7 @@ import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { graph, model, node, tensorInit, valueInfo } from '@cohort/onnx-builder'
 import { spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle } from '@cohort/test-support'
+import { entry, repositoryApi, until, type Entry } from './repository-api.ts'
 
 const KEY = 'repo-admin-key'
 /** y = x + k: FP32 ['batch', 1] in and out. */
@@ -86,36 +87,7 @@ async function infer(path: string, x: number, timeoutMs = 20_000): Promise<Answe
 const y = (a: Answer) => a.body.outputs?.[0]?.data[0]
 const auth = { authorization: `Bearer ${KEY}` }
 
-interface Entry {
-  name: string
-  version: string
-  state: string
-  reason?: string
-}
-
-async function index(): Promise<Entry[]> {
-  const r = await fetch(`${base}/v2/repository/index`, { headers: auth })
-  expect(r.status).toBe(200)
-  return (await r.json()) as Entry[]
-}
-
-const entry = (es: Entry[], name: string, version: string) => es.find((e) => e.name === name && e.version === version)
-
-/** Poll `fn` until `ok` holds (polling and loads reach the worker asynchronously). */
-async function until<T>(fn: () => Promise<T>, ok: (v: T) => boolean, timeoutMs = 30_000): Promise<T> {
-  const end = Date.now() + timeoutMs
-  let v = await fn()
-  while (!ok(v) && Date.now() < end) {
-    await new Promise((r) => setTimeout(r, 150))
-    v = await fn()
-  }
-  return v
-}
-
-async function repoOp(op: 'load' | 'unload', name: string): Promise<{ status: number; body: { versions?: Entry[]; code?: string; error?: string } }> {
-  const r = await fetch(`${base}/v2/repository/models/${name}/${op}`, { method: 'POST', headers: auth })
-  return { status: r.status, body: (await r.json()) as { versions?: Entry[]; code?: string; error?: string } }
-}
+const { index, repoOp } = repositoryApi(() => base, KEY)
 
 /** Items queued for `name` on the workers ($SRV.STATS via /v2/workers). */
 async function queued(name: string): Promise<number> {
