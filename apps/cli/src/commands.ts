@@ -27,6 +27,7 @@ import { JOB_HELP, JOB_OPTIONS, PREDICTION_HELP, PREDICTION_OPTIONS, WEBHOOK_HEL
 import type { JobQueue } from '@cohort/transport'
 import { REPOSITORY_HELP, REPOSITORY_OPTIONS, given, repositoryOptions } from './repository-flags.ts'
 import { PREFIX_HELP, PREFIX_OPTIONS, prefixOption } from './prefix-flags.ts'
+import { ENV_FLAGS_HELP, hostDefault, modelsFromEnv } from './env-flags.ts'
 
 type Values = Record<string, string | boolean | string[] | undefined>
 
@@ -208,7 +209,7 @@ function stopLimitMs(drainMs: number, timeoutMs: number): number {
 
 /** HTTP flags of `serve` and `gateway`. */
 const HTTP_HELP = `  --port N               HTTP port (default $PORT or 8080)
-  --host H               HTTP host (default 127.0.0.1)
+  --host H               HTTP host (default $COHORT_HOST or 127.0.0.1)
   --timeout-ms MS        server-side request deadline (default 30000)
   --no-front-door        do not take the event loop's delay off request deadlines (by default a
                          request already late on arrival is refused 503 before its body is read)
@@ -231,7 +232,7 @@ export const SERVE_OPTIONS = {
   ...REPOSITORY_OPTIONS,
   ...SERVE_PIPELINE_OPTIONS,
   port: { type: 'string' },
-  host: { type: 'string', default: '127.0.0.1' },
+  host: { type: 'string', default: hostDefault('COHORT_HOST') },
   nats: { type: 'string' },
   'timeout-ms': { type: 'string' },
   'drain-ms': { type: 'string' },
@@ -252,7 +253,7 @@ export const SERVE_HELP = renderHelp({
   usage: 'cohort serve [DIR] [options]',
   about: 'Gateway and worker in one process (embedded; no NATS unless --nats is given).',
   sections: [
-    { title: 'Model', text: `${MODEL_HELP}\n${REPOSITORY_HELP}` },
+    { title: 'Model', text: `${MODEL_HELP}\n${REPOSITORY_HELP}\n${ENV_FLAGS_HELP}` },
     { title: 'Batching', text: BATCHING_HELP },
     { title: 'Pipelines', text: SERVE_PIPELINE_HELP },
     { title: 'HTTP', text: `${HTTP_HELP}\n${drainHelp(0)}` },
@@ -282,6 +283,7 @@ export async function serveCommand(args: string[]): Promise<void> {
     console.log(SERVE_HELP)
     return
   }
+  modelsFromEnv(v)
   if ((v['remote'] as string[] | undefined)?.length && !v.nats) {
     throw new CliError('--remote calls stage workers over NATS: give --nats URL too')
   }
@@ -369,7 +371,7 @@ export async function serveCommand(args: string[]): Promise<void> {
 export const GATEWAY_OPTIONS = {
   nats: { type: 'string', default: DEFAULT_NATS },
   port: { type: 'string' },
-  host: { type: 'string', default: '127.0.0.1' },
+  host: { type: 'string', default: hostDefault('COHORT_HOST') },
   'timeout-ms': { type: 'string' },
   'drain-ms': { type: 'string' },
   'missed-heartbeats': { type: 'string' },
@@ -484,7 +486,7 @@ export const WORKER_OPTIONS = {
   ...PIPELINE_OPTIONS,
   nats: { type: 'string', default: DEFAULT_NATS },
   'metrics-port': { type: 'string' },
-  'metrics-host': { type: 'string', default: '127.0.0.1' },
+  'metrics-host': { type: 'string', default: hostDefault('COHORT_METRICS_HOST') },
   id: { type: 'string' },
   distribution: { type: 'string', default: 'capacity' },
   'heartbeat-ms': { type: 'string' },
@@ -500,7 +502,7 @@ export const WORKER_HELP = renderHelp({
   usage: 'cohort worker [DIR] [options]',
   about: 'A long-lived worker: serves its models from NATS in queue groups, batching requests.',
   sections: [
-    { title: 'Model', text: `${MODEL_HELP}\n${REPOSITORY_HELP}` },
+    { title: 'Model', text: `${MODEL_HELP}\n${REPOSITORY_HELP}\n${ENV_FLAGS_HELP}` },
     {
       title: 'Batching',
       text: `${BATCHING_HELP}
@@ -529,7 +531,7 @@ ${WEBHOOK_HELP}`,
       title: 'Observability',
       text: `  --metrics-port N       serve Prometheus /metrics and the probes /v2/health/live and /v2/health/ready
                          (503 while draining) on this port (off by default)
-  --metrics-host H       host of the metrics server (default 127.0.0.1)
+  --metrics-host H       host of the metrics server (default $COHORT_METRICS_HOST or 127.0.0.1)
 ${TELEMETRY_HELP}`,
     },
   ],
@@ -547,6 +549,7 @@ export async function workerCommand(args: string[]): Promise<void> {
     console.log(WORKER_HELP)
     return
   }
+  modelsFromEnv(v)
   const shutdown = installShutdown()
   const tel = setupTelemetry(v, 'cohort-worker')
   const natsAuth = natsAuthOptions(v)

@@ -23,3 +23,12 @@ describe('parseModelSpec per-model options', () => {
     expect(() => parseModelSpec(`a=${file},warmup=lots`)).toThrow(/warmup/)
   })
 })
+
+describe('parseModelSpec forms', () => {
+  it('explains NAME=PATH when given a bare name that is no file', () => {
+    expect(() => parseModelSpec('resnet')).toThrow(/--model resnet: give NAME=PATH of an \.onnx file \(--model resnet=\.\/resnet\.onnx\)/)
+    // A path with an extension that does not exist is a missing file, not a misuse of the form.
+    expect(() => parseModelSpec(join(dir, 'gone.onnx'))).toThrow(/model file not found: .*gone\.onnx/)
+    expect(() => parseModelSpec(`x=${join(dir, 'gone.onnx')}`)).toThrow(/model file not found/)
+  })
+})

@@ -90,6 +90,9 @@ export function parseModelSpec(spec: string): ModelSpec {
   if (!isValidModelName(name)) {
     throw new CliError(`invalid model name "${name}" in --model ${spec} (use letters, digits, '_', '-', '.')`)
   }
+  if (eq < 0 && extname(h) === '' && !existsSync(path)) {
+    throw new CliError(`--model ${spec}: give NAME=PATH of an .onnx file (--model ${name}=./${name}.onnx), a PATH.onnx (named after the file), demo or heavy`)
+  }
   if (!existsSync(path)) {
     throw new CliError(`model file not found: ${path} (from --model ${spec})`)
   }

@@ -5,6 +5,10 @@
  * (nothing was accepted yet). Once the command has started it calls {@link Shutdown.ready} with its stop
  * steps; the first SIGTERM or SIGINT then runs them in order and exits 0, a second signal exits 1 at
  * once, and a stop that outlasts `limitMs` exits 1 (a hung close never keeps the process up).
+ *
+ * Started by npm (`npx cohort serve`, `npm exec`, `npm run`: npm sets `npm_command`), the process also
+ * stops as on SIGTERM when its parent goes away: npm 11 exits on SIGTERM without passing the signal
+ * to the `cohort` process, which would otherwise be re-parented and keep serving without a drain.
  * @module
  */
 
@@ -21,6 +25,14 @@ export interface ShutdownOptions {
   exit?: (code: number) => void
   /** Signals handled (default SIGTERM, SIGINT). */
   signals?: NodeJS.Signals[]
+  /**
+   * Stop when the parent process changes (re-parented: the parent exited), checked every
+   * `parentPollMs` (default 500 ms). Default: on when npm started this process (`npm_command` set).
+   */
+  watchParent?: boolean
+  parentPollMs?: number
+  /** The parent's pid (default `process.ppid`); tests pass their own. */
+  ppid?: () => number
 }
 
 export interface Shutdown {
@@ -79,6 +91,17 @@ export function installShutdown(options: ShutdownOptions = {}): Shutdown {
       }
       void stop(sig).then(exit)
     })
+  }
+  if (options.watchParent ?? process.env['npm_command'] !== undefined) {
+    const ppid = options.ppid ?? (() => process.ppid)
+    const first = ppid()
+    const timer = setInterval(() => {
+      if (ppid() !== first && !stopping) {
+        clearInterval(timer)
+        void stop(`parent process ${first} exited`).then(exit)
+      }
+    }, options.parentPollMs ?? 500)
+    timer.unref()
   }
   return {
     ready(steps, limitMs) {
