@@ -10,8 +10,8 @@
 # Steps: `npm ci --omit=dev --ignore-scripts` (no dev dependency, no install script: every runtime
 # dependency works without its script; package.json's allowScripts says why for each), then
 # `npm audit --omit=dev --audit-level=high` (COHORT_AUDIT=skip to skip it, e.g. where the registry's
-# audit endpoint is unreachable; the image build keeps it on), then the SBOM (`npm sbom --omit=dev`,
-# CycloneDX JSON) to SBOM_FILE (default ./sbom.cdx.json), then the pruning of ROLE.
+# audit endpoint is unreachable; the image build keeps it on), then the pruning of ROLE, then the
+# CycloneDX SBOM of what is left in node_modules (scripts/sbom.mjs) to SBOM_FILE (default ./sbom.cdx.json).
 set -euo pipefail
 role="${1:?usage: scripts/prod-install.sh gateway|cpu|cuda [SBOM_FILE]}"
 sbom="${2:-sbom.cdx.json}"
@@ -24,19 +24,22 @@ if [ "${COHORT_AUDIT:-high}" != skip ]; then
   # endpoint that cannot be reached: an unchecked image is not a checked one.
   npm audit --omit=dev --audit-level="${COHORT_AUDIT:-high}"
 fi
-npm sbom --omit=dev --sbom-format=cyclonedx >"$sbom"
 
 ort=node_modules/onnxruntime-node
 if [ "$role" = gateway ]; then
   rm -rf "$ort"
 else
-  platform="$(node -p 'process.platform + "/" + process.arch')"
-  for d in "$ort"/bin/napi-v6/*/*; do
-    case "$d" in */"$platform") ;; *) rm -rf "$d" ;; esac
+  os="$(node -p process.platform)" arch="$(node -p process.arch)" platform="$os/$arch"
+  for d in "$ort"/bin/napi-v6/*; do
+    [ "$d" = "$ort/bin/napi-v6/$os" ] || rm -rf "$d"
+  done
+  for d in "$ort/bin/napi-v6/$os"/*; do
+    [ "$d" = "$ort/bin/napi-v6/$platform" ] || rm -rf "$d"
   done
   if [ "$role" = cuda ]; then
     (cd "$ort" && ONNXRUNTIME_NODE_INSTALL=cuda12 node script/install.js)
     test -f "$ort/bin/napi-v6/$platform/libonnxruntime_providers_cuda.so"
   fi
 fi
+node scripts/sbom.mjs "$sbom"
 echo "prod-install: $role install done ($(du -sh node_modules | cut -f1) in node_modules; SBOM in $sbom)"
