@@ -19,8 +19,11 @@ const dir = mkdtempSync(join(tmpdir(), 'cohort-packaging-'))
 const packs = join(dir, 'packs')
 const app = join(dir, 'app')
 
-/** The environment of a user's shell: no npm_* variables of the npm run that started vitest. */
-const userEnv = Object.fromEntries(Object.entries(process.env).filter(([k]) => !/^npm_/i.test(k))) as Record<string, string>
+/**
+ * The environment of a user's shell: no npm_* variables of the npm run that started vitest, and no
+ * ONNXRUNTIME_NODE_INSTALL (.ci/run exports it for its own `npm ci`).
+ */
+const userEnv = Object.fromEntries(Object.entries(process.env).filter(([k]) => !/^npm_/i.test(k) && !/^ONNXRUNTIME_NODE_INSTALL/.test(k))) as Record<string, string>
 
 function publishable(): string[] {
   const out: string[] = []
@@ -90,24 +93,18 @@ async function shout(url: string): Promise<void> {
 beforeAll(() => {
   mkdirSync(packs)
   mkdirSync(app)
-  // What each package's `prepack` does (scripts/prepack.mjs: dist/*.d.ts and LICENSE), for all of
-  // them in one tsc run; then pack without running prepack again. Those files exist only while packing.
-  const dirs = publishable()
-  execFileSync(process.execPath, [join(REPO, 'scripts/prepack.mjs'), '--all'], { env: userEnv, stdio: 'pipe' })
-  try {
-    for (const w of dirs) {
-      execFileSync('npm', ['pack', '--silent', '--ignore-scripts', '--pack-destination', packs], { cwd: w, env: userEnv, stdio: 'pipe' })
-    }
-  } finally {
-    execFileSync(process.execPath, [join(REPO, 'scripts/prepack.mjs'), '--clean', ...dirs], { env: userEnv, stdio: 'pipe' })
-  }
+  // Every publishable workspace in one npm run (scripts/pack.mjs: the prepack work of all of them in
+  // one tsc run, then one `npm pack --workspace ...`).
+  execFileSync(process.execPath, [join(REPO, 'scripts/pack.mjs'), packs], { env: userEnv, stdio: 'pipe' })
   // The folder as `npm init -y` leaves it (npm 11: "type": "commonjs").
   execFileSync('npm', ['init', '-y'], { cwd: app, env: userEnv, stdio: 'pipe' })
-  // CPU by default: ONNXRUNTIME_NODE_INSTALL=skip is what the README tells users for a CPU-only
-  // install (onnxruntime-node's own postinstall would otherwise fetch CUDA on linux/x64).
-  execFileSync('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund', ...readdirSync(packs).map((f) => join(packs, f))], {
+  // The one command docs/packages.md gives: npm passes --onnxruntime-node-install=skip to install
+  // scripts as npm_config_onnxruntime_node_install, which onnxruntime-node's installer reads. Without
+  // it, npm 11.19 runs that installer (allowScripts is not inherited from this repository), which
+  // fails here: api.nuget.org is not reachable. userEnv carries no ONNXRUNTIME_NODE_INSTALL.
+  execFileSync('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund', '--onnxruntime-node-install=skip', ...readdirSync(packs).map((f) => join(packs, f))], {
     cwd: app,
-    env: { ...userEnv, ONNXRUNTIME_NODE_INSTALL: 'skip' },
+    env: userEnv,
     stdio: 'pipe',
   })
 }, 600_000)
@@ -217,4 +214,52 @@ describe('installed from packed tarballs, outside the checkout', () => {
       await s.stop()
     }
   }, 120_000)
+
+  it('npx cohort serve drains on SIGTERM to npx (npm exits without passing it on; the server notices its parent gone)', async () => {
+    const proc = spawn('npx', ['cohort', 'serve', '--port', '0'], { cwd: app, env: userEnv, stdio: ['ignore', 'pipe', 'pipe'] })
+    let out = ''
+    const seen = (re: RegExp, ms: number) =>
+      new Promise<RegExpMatchArray>((res, rej) => {
+        const t = setTimeout(() => rej(new Error(`timed out waiting for ${re}:\n${out}`)), ms)
+        const on = (d: Buffer) => {
+          out += d.toString()
+          const m = re.exec(out)
+          if (m) {
+            clearTimeout(t)
+            res(m)
+          }
+        }
+        proc.stdout.on('data', on)
+        proc.stderr.on('data', on)
+        on(Buffer.alloc(0))
+      })
+    try {
+      const url = (await seen(/serving .* on (http:\/\/\S+)/, 90_000))[1]!
+      expect((await fetch(`${url}/v2/health/ready`)).status).toBe(200)
+      proc.kill('SIGTERM')
+      await seen(/parent process \d+ exited, draining/, 10_000)
+      await seen(/worker drained/, 30_000)
+      // The server is gone, not re-parented and still serving.
+      let refused = false
+      for (let i = 0; i < 100 && !refused; i++) {
+        refused = await fetch(`${url}/v2/health/ready`).then(
+          () => false,
+          () => true,
+        )
+        await new Promise((r) => setTimeout(r, 100))
+      }
+      expect(refused).toBe(true)
+    } finally {
+      proc.kill('SIGKILL')
+      // When the drain failed, the re-parented server (its pid is in its JSON log lines) must not outlive the test.
+      const pid = Number(/"pid":(\d+)/.exec(out)?.[1])
+      if (pid) {
+        try {
+          process.kill(pid, 'SIGKILL')
+        } catch {
+          // gone, as it should be
+        }
+      }
+    }
+  }, 150_000)
 })
