@@ -213,7 +213,7 @@ describe('model repository over NATS', () => {
     // A bad config.json: nothing new loads, what serves stays, the index names the field.
     writeFileSync(join(repo, 'broken', 'config.json'), JSON.stringify({ batching: { maxBatchSize: 0 } }))
     const es2 = await until(index, (x) => entry(x, 'broken', '2')?.reason?.includes('config.json') === true, 45_000)
-    expect(entry(es2, 'broken', '2')?.reason).toMatch(/broken\/config\.json: batching: invalid value for maxBatchSize: 0/)
+    expect(entry(es2, 'broken', '2')?.reason).toMatch(/broken\/config\.json: line 1: batching: invalid value for maxBatchSize: 0/)
     expect(entry(es2, 'broken', '1')?.state).toBe('READY')
     expect(y(await infer('broken', 2))).toBe(7)
   }, 120_000)

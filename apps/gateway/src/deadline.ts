@@ -41,7 +41,7 @@ export function admitAtDoor(requestTimeoutMs: number, header: string | undefined
   if (lag >= budget) {
     throw new CohortError(
       'OVERLOADED',
-      `the gateway is saturated: requests wait about ${Math.ceil(lag)} ms before they are read, not less than this request's ${budget} ms budget`,
+      `the gateway is saturated: requests wait about ${Math.ceil(lag)} ms before they are read, not less than this request's ${Math.round(budget)} ms budget`,
       { retryAfterS: 1 },
     )
   }
@@ -54,7 +54,7 @@ export function admitAtDoor(requestTimeoutMs: number, header: string | undefined
  */
 export function deadlineAfter(timeoutMs: number, lagMs: number): number {
   if (lagMs >= timeoutMs) {
-    throw new CohortError('OVERLOADED', `the request waited about ${Math.ceil(lagMs)} ms before it was read: its ${timeoutMs} ms budget is spent`, {
+    throw new CohortError('OVERLOADED', `the request waited about ${Math.ceil(lagMs)} ms before it was read: its ${Math.round(timeoutMs)} ms budget is spent`, {
       retryAfterS: 1,
     })
   }

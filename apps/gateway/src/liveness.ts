@@ -242,7 +242,7 @@ export class WorkerLiveness {
       const silentMs = now - w.lastSeen
       if (silentMs > this.missedHeartbeats * w.intervalMs) {
         for (const t of [...w.requests]) {
-          this.#lose(t, `worker ${id} sent no heartbeat for ${silentMs} ms while holding the request`)
+          this.#lose(t, `worker ${id} sent no heartbeat for ${Math.round(silentMs)} ms while holding the request`)
         }
         if (silentMs > 10 * this.missedHeartbeats * w.intervalMs) {
           this.#workers.delete(id)
@@ -253,7 +253,7 @@ export class WorkerLiveness {
     if (acceptsExpected) {
       for (const t of this.#requests.values()) {
         if (t.worker === undefined && t.lost === undefined && now - t.sentAt > this.#acceptTimeoutMs) {
-          this.#lose(t, `no worker accepted the request within ${this.#acceptTimeoutMs} ms`)
+          this.#lose(t, `no worker accepted the request within ${Math.round(this.#acceptTimeoutMs)} ms`)
         }
       }
     }

@@ -106,7 +106,7 @@ export class Packer {
     this.#inbox = `${subjects.inbox(liveness.gatewayId)}.`
     this.#now = o.now ?? monotonicNow
     this.#deadlines = new Deadlines<Entry>(
-      (e) => this.#settle(e, new CohortError('DEADLINE_EXCEEDED', `no reply for request ${e.id} of model "${e.model}" within ${e.timeoutMs} ms`)),
+      (e) => this.#settle(e, new CohortError('DEADLINE_EXCEEDED', `no reply for request ${e.id} of model "${e.model}" within ${Math.round(e.timeoutMs)} ms`)),
       { now: this.#now },
     )
     // Replies published while this gateway's connection was between servers are dropped by NATS:

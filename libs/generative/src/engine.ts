@@ -288,7 +288,7 @@ export class Engine implements Generator {
       const ahead = this.#waiting.indexOf(s)
       return {
         code: 'OVERLOADED',
-        message: `no slot within the time-to-first-token budget of ${ms} ms (${this.#decode.length + this.#prefill.length} sequences running, ${ahead} waiting ahead); retry later or on another worker`,
+        message: `no slot within the time-to-first-token budget of ${Math.round(ms)} ms (${this.#decode.length + this.#prefill.length} sequences running, ${ahead} waiting ahead); retry later or on another worker`,
         retryAfterS: 1,
       }
     }
@@ -302,7 +302,7 @@ export class Engine implements Generator {
     }
     return {
       code: 'OVERLOADED',
-      message: `still prefilling (${s.cached} of ${s.promptLen} prompt tokens) at the end of the time-to-first-token budget of ${ms} ms; retry later or on another worker`,
+      message: `still prefilling (${s.cached} of ${s.promptLen} prompt tokens) at the end of the time-to-first-token budget of ${Math.round(ms)} ms; retry later or on another worker`,
       retryAfterS: 1,
     }
   }

@@ -186,7 +186,7 @@ export async function fetchBlob(ref: BlobRef, fetch: ChunkFetcher, o: FetchBlobO
   let timer: ReturnType<typeof setTimeout> | undefined
   const expired = new Promise<never>((_, reject) => {
     timer = setTimeout(
-      () => reject(new CohortError('BLOB_UNAVAILABLE', `large message of ${ref.size} bytes not received within ${budget} ms`)),
+      () => reject(new CohortError('BLOB_UNAVAILABLE', `large message of ${ref.size} bytes not received within ${Math.round(budget)} ms`)),
       budget,
     )
   })

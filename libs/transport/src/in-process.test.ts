@@ -33,6 +33,8 @@ describe('InProcessTransport', () => {
     const t = new InProcessTransport()
     t.subscribe('s')
     await expect(t.request('s', enc('x'), { timeoutMs: 10 })).rejects.toMatchObject({ code: 'DEADLINE_EXCEEDED' })
+    // A budget computed from a deadline is fractional; the message says whole milliseconds.
+    await expect(t.request('s', enc('x'), { timeoutMs: 12.3456 })).rejects.toMatchObject({ message: 'no reply on s within 12 ms' })
     const ac = new AbortController()
     const p = t.request('s', enc('x'), { timeoutMs: 1000, signal: ac.signal })
     ac.abort()

@@ -93,7 +93,7 @@ export class InProcessTransport implements Transport {
       }
       const onAbort = () => finish(() => reject(new CohortError('CANCELLED', 'request aborted')))
       const timer = setTimeout(
-        () => finish(() => reject(new CohortError('DEADLINE_EXCEEDED', `no reply on ${subject} within ${opts.timeoutMs} ms`))),
+        () => finish(() => reject(new CohortError('DEADLINE_EXCEEDED', `no reply on ${subject} within ${Math.round(opts.timeoutMs)} ms`))),
         Math.max(0, opts.timeoutMs),
       )
       if (opts.signal?.aborted) {

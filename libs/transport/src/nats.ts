@@ -36,7 +36,7 @@ function mapRequestError(e: unknown, subject: string, timeoutMs: number): Cohort
     return new CohortError('NO_WORKER', `no responders on ${subject}`, { cause: e })
   }
   if (e instanceof TimeoutError || cause instanceof TimeoutError) {
-    return new CohortError('DEADLINE_EXCEEDED', `no reply on ${subject} within ${timeoutMs} ms`, { cause: e })
+    return new CohortError('DEADLINE_EXCEEDED', `no reply on ${subject} within ${Math.round(timeoutMs)} ms`, { cause: e })
   }
   const msg = e instanceof Error ? e.message : String(e)
   if (/max_payload/i.test(msg)) {

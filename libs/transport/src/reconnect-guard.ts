@@ -54,7 +54,7 @@ export class ReconnectGuard {
             reject(
               new CohortError(
                 'REPLY_LOST',
-                `the NATS connection moved to another server while the request on ${subject} was in flight, and no reply came within ${this.#graceMs} ms after it; retry`,
+                `the NATS connection moved to another server while the request on ${subject} was in flight, and no reply came within ${Math.round(this.#graceMs)} ms after it; retry`,
                 { retryAfterS: 1 },
               ),
             ),

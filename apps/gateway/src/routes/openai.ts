@@ -26,13 +26,34 @@ function openaiError(c: Context, e: CohortError): Response {
   if (e.retryAfterS !== undefined || e.status === 503) {
     c.header('Retry-After', String(Math.max(1, Math.ceil(e.retryAfterS ?? 1))))
   }
-  return c.json(errorBody(e), e.status as 400)
+  return c.json(errorBody(e, c.req.path.endsWith('/chat/completions')), e.status as 400)
 }
+
+/** The generative engine's message for a request that can never fit the model (libs/generative/src/sequence.ts). */
+const CONTEXT_OVERFLOW = /^prompt \((\d+) tokens\) \+ maxTokens \((\d+)\) exceeds the model's context of (\d+) tokens/
 
 /** Request fields an error message may start with (OpenAI's `param`). */
 const FIELDS = new Set(['model', 'prompt', 'messages', 'max_tokens', 'max_completion_tokens', 'temperature', 'top_p', 'top_k', 'seed', 'stop', 'stop_token_ids', 'ignore_eos', 'stream', 'stream_options', 'n', 'best_of', 'echo', 'suffix', 'frequency_penalty', 'presence_penalty', 'logit_bias', 'logprobs', 'top_logprobs', 'tools', 'tool_choice', 'functions', 'function_call', 'response_format'])
 
-function errorBody(e: CohortError) {
+/**
+ * The OpenAI error body of a CohortError. A prompt plus max_tokens over the model's context gets
+ * OpenAI's own code, `context_length_exceeded`, and its wording in OpenAI's field names
+ * (`messages` for chat, `prompt` for completions, `max_tokens`).
+ */
+export function errorBody(e: CohortError, chat = false) {
+  const overflow = CONTEXT_OVERFLOW.exec(e.message)
+  if (overflow) {
+    const [, prompt, max, context] = overflow.map(Number) as [number, number, number, number]
+    const where = chat ? 'messages' : 'prompt'
+    return {
+      error: {
+        message: `This model's maximum context length is ${context} tokens. However, you requested ${prompt + max} tokens (${prompt} in the ${where}, ${max} in max_tokens). Please reduce the length of the ${where} or max_tokens.`,
+        type: 'invalid_request_error',
+        param: where,
+        code: 'context_length_exceeded',
+      },
+    }
+  }
   const first = /^([a-z_]+)(?:\[\d+\])?[ .]/.exec(e.message)?.[1]
   const param = first !== undefined && FIELDS.has(first) ? first : /^model "/.test(e.message) ? 'model' : null
   const type = e.status === 401 ? 'authentication_error' : e.status === 404 ? 'not_found_error' : e.status === 429 ? 'rate_limit_error' : e.status < 500 ? 'invalid_request_error' : 'server_error'

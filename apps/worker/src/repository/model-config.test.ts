@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { defineModelConfig, type ModelConfig } from '@cohort/predictor'
-import { parseModelConfig, selectVersions } from './model-config.ts'
+import { jsonSyntaxError, parseModelConfig, selectVersions } from './model-config.ts'
 
 describe('repository config.json', () => {
   it('reads every field the per-model flags hold', () => {
@@ -68,5 +68,39 @@ describe('repository config.json', () => {
     expect(selectVersions({ all: true }, on)).toEqual(['10', '9', '2', '1'])
     expect(selectVersions({ specific: ['1', '9', '7'] }, on)).toEqual(['9', '1'])
     expect(selectVersions({ latest: 3 }, [])).toEqual([])
+  })
+})
+
+describe('parseModelConfig reports every bad field at once, with its line', () => {
+  it('names each field and its line in config.json', () => {
+    const text = '{\n  "instances": 0,\n  "ep": "tpu",\n  "threads": 2,\n  "bogus": 1\n}\n'
+    let msg = ''
+    try {
+      parseModelConfig(JSON.parse(text), 'config.json', text)
+    } catch (e) {
+      msg = (e as Error).message
+    }
+    expect(msg).toContain('line 5: unknown field "bogus"')
+    expect(msg).toContain('line 2: instances must be an integer from 1 to 64, got 0')
+    expect(msg).toContain('line 3: ep must be one of cpu, webgpu, cuda, got "tpu"')
+    expect(msg).not.toMatch(/line 4/)
+  })
+
+  it('gives the line of a JSON syntax error', () => {
+    const text = '{\n  "instances": 2,\n  "ep": cpu\n}\n'
+    let err: unknown
+    try {
+      JSON.parse(text)
+    } catch (e) {
+      err = e
+    }
+    expect(jsonSyntaxError(text, err).message).toMatch(/^line 3: /)
+    const trailing = '{\n  "instances": 2\n}\n,\n'
+    try {
+      JSON.parse(trailing)
+    } catch (e) {
+      err = e
+    }
+    expect(jsonSyntaxError(trailing, err).message).toMatch(/^line 4: /)
   })
 })

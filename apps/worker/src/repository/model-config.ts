@@ -47,60 +47,142 @@ const isInt = (v: unknown, lo: number, hi: number): v is number => typeof v === 
 
 /**
  * Read and validate a `config.json` value (already JSON-parsed), or the default export of a
- * `config.ts` (the same object, typed as `ModelConfig` of @cohort/predictor).
- * @throws RangeError naming the field, the bad value and what is expected.
+ * `config.ts` (the same object, typed as `ModelConfig` of @cohort/predictor). Every bad field is
+ * reported at once, each with its line in `text` (the file as read) when given.
+ * @throws RangeError naming each bad field, its value and what is expected: `line 3: instances must
+ * be ...; line 5: ep must be ...`.
  */
-export function parseModelConfig(raw: unknown, fileName = 'config.json'): RepositoryModelConfig {
+export function parseModelConfig(raw: unknown, fileName = 'config.json', text?: string): RepositoryModelConfig {
   if (raw === undefined) {
     return { versionPolicy: DEFAULT_VERSION_POLICY, batching: {} }
   }
   if (!isObj(raw)) {
     throw new RangeError(fileName === 'config.json' ? 'config.json must hold a JSON object' : `${fileName} must export default an object`)
   }
+  const errors: string[] = []
+  const field = (key: string, read: () => void) => {
+    try {
+      read()
+    } catch (e) {
+      const line = text === undefined ? undefined : lineOfKey(text, key)
+      errors.push(`${line === undefined ? '' : `line ${line}: `}${e instanceof Error ? e.message : String(e)}`)
+    }
+  }
   for (const k of Object.keys(raw)) {
     if (!(CONFIG_KEYS as readonly string[]).includes(k)) {
-      throw new RangeError(`unknown field ${JSON.stringify(k)} (known: ${CONFIG_KEYS.join(', ')})`)
+      field(k, () => {
+        throw new RangeError(`unknown field ${JSON.stringify(k)} (known: ${CONFIG_KEYS.join(', ')})`)
+      })
     }
   }
-  const out: RepositoryModelConfig = { versionPolicy: versionPolicyOf(raw['versionPolicy']), batching: {} }
+  const out: RepositoryModelConfig = { versionPolicy: DEFAULT_VERSION_POLICY, batching: {} }
+  field('versionPolicy', () => (out.versionPolicy = versionPolicyOf(raw['versionPolicy'])))
   if (raw['batching'] !== undefined) {
-    try {
-      out.batching = parseBatchingPatch(raw['batching'], { strict: true })
-    } catch (e) {
-      throw new RangeError(`batching: ${e instanceof Error ? e.message : String(e)}`)
-    }
+    field('batching', () => {
+      try {
+        out.batching = parseBatchingPatch(raw['batching'], { strict: true })
+      } catch (e) {
+        throw new RangeError(`batching: ${e instanceof Error ? e.message : String(e)}`)
+      }
+    })
   }
   if (raw['instances'] !== undefined) {
-    if (!isInt(raw['instances'], 1, 64)) {
-      throw new RangeError(`instances must be an integer from 1 to 64, got ${JSON.stringify(raw['instances'])}`)
-    }
-    out.instances = raw['instances']
+    field('instances', () => {
+      if (!isInt(raw['instances'], 1, 64)) {
+        throw new RangeError(`instances must be an integer from 1 to 64, got ${JSON.stringify(raw['instances'])}`)
+      }
+      out.instances = raw['instances']
+    })
   }
   if (raw['threads'] !== undefined) {
-    if (!isInt(raw['threads'], 1, 1024)) {
-      throw new RangeError(`threads must be an integer from 1 to 1024, got ${JSON.stringify(raw['threads'])}`)
-    }
-    out.threads = raw['threads']
+    field('threads', () => {
+      if (!isInt(raw['threads'], 1, 1024)) {
+        throw new RangeError(`threads must be an integer from 1 to 1024, got ${JSON.stringify(raw['threads'])}`)
+      }
+      out.threads = raw['threads']
+    })
   }
   if (raw['ep'] !== undefined) {
-    if (!EPS.includes(raw['ep'] as ExecutionProvider)) {
-      throw new RangeError(`ep must be one of ${EPS.join(', ')}, got ${JSON.stringify(raw['ep'])}`)
-    }
-    out.ep = raw['ep'] as ExecutionProvider
+    field('ep', () => {
+      if (!EPS.includes(raw['ep'] as ExecutionProvider)) {
+        throw new RangeError(`ep must be one of ${EPS.join(', ')}, got ${JSON.stringify(raw['ep'])}`)
+      }
+      out.ep = raw['ep'] as ExecutionProvider
+    })
   }
   if (raw['processes'] !== undefined) {
-    if (typeof raw['processes'] !== 'boolean') {
-      throw new RangeError(`processes must be true or false, got ${JSON.stringify(raw['processes'])}`)
-    }
-    out.processes = raw['processes']
+    field('processes', () => {
+      if (typeof raw['processes'] !== 'boolean') {
+        throw new RangeError(`processes must be true or false, got ${JSON.stringify(raw['processes'])}`)
+      }
+      out.processes = raw['processes']
+    })
   }
   if (raw['padding'] !== undefined) {
-    out.padding = paddingOf(raw['padding'])
+    field('padding', () => (out.padding = paddingOf(raw['padding'])))
   }
   if (raw['warmup'] !== undefined) {
-    out.warmup = warmupOf(raw['warmup'])
+    field('warmup', () => (out.warmup = warmupOf(raw['warmup'])))
+  }
+  if (errors.length > 0) {
+    throw new RangeError(errors.join('; '))
   }
   return out
+}
+
+/** 1-based line of the first `"key":` of a JSON text (a top-level key of config.json), or undefined. */
+export function lineOfKey(text: string, key: string): number | undefined {
+  const at = text.indexOf(JSON.stringify(key))
+  if (at < 0) {
+    return undefined
+  }
+  let line = 1
+  for (let i = 0; i < at; i++) {
+    if (text.charCodeAt(i) === 10) {
+      line++
+    }
+  }
+  return line
+}
+
+/**
+ * A JSON.parse error of `text` with the line it points at. Node names a position for most errors
+ * ("at position N"); for the others ("Unexpected token 'c', ..."), the offset is found by bisection:
+ * the shortest prefix that fails other than by ending early (an error at its very end) ends at it.
+ */
+export function jsonSyntaxError(text: string, e: unknown): RangeError {
+  const msg = e instanceof Error ? e.message : String(e)
+  const positionOf = (m: string): number | undefined => {
+    const p = /at position (\d+)/.exec(m)
+    return p ? Number(p[1]) : undefined
+  }
+  const bad = (n: number): boolean => {
+    try {
+      JSON.parse(text.slice(0, n))
+      return false
+    } catch (x) {
+      const m = x instanceof Error ? x.message : String(x)
+      return !/Unexpected end of JSON input/.test(m) && positionOf(m) !== n
+    }
+  }
+  if (/line \d+/.test(msg)) {
+    return new RangeError(msg)
+  }
+  let at = positionOf(msg)
+  if (at === undefined && bad(text.length)) {
+    let lo = 0
+    let hi = text.length
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1
+      if (bad(mid)) {
+        hi = mid
+      } else {
+        lo = mid + 1
+      }
+    }
+    at = lo - 1
+  }
+  return new RangeError(at === undefined ? msg : `line ${text.slice(0, at).split('\n').length}: ${msg}`)
 }
 
 function versionPolicyOf(v: unknown): VersionPolicy {

@@ -10,7 +10,7 @@ import type { ModelRunner } from '../runners/types.ts'
 import type { ExecutionProvider } from '../ort/ort-pool.ts'
 import type { PaddingOptions } from '../runners/padding.ts'
 import { OnnxRunner } from '../runners/onnx-runner.ts'
-import { describePolicy, newestFirst, parseModelConfig, selectVersions, type RepositoryModelConfig } from './model-config.ts'
+import { describePolicy, jsonSyntaxError, newestFirst, parseModelConfig, selectVersions, type RepositoryModelConfig } from './model-config.ts'
 import { listModels, scanModel, ENTRY_FILES_TEXT, type ScannedModel, type ScannedVersion, type VersionKind } from './scan.ts'
 import { checkConfigFor, importConfig, pipelineVersion, predictorVersion, type VersionRunner } from './modules.ts'
 import { BareName } from './bare-name.ts'
@@ -294,8 +294,8 @@ export class ModelRepository {
           throw new RangeError(scan.configConflict)
         }
         const c = scan.config
-        const raw = c === undefined ? undefined : c.text !== undefined ? JSON.parse(c.text) : await importConfig(c.file, c.signature)
-        st.config = parseModelConfig(raw, cfgName)
+        const raw = c === undefined ? undefined : c.text !== undefined ? parseJson(c.text) : await importConfig(c.file, c.signature)
+        st.config = parseModelConfig(raw, cfgName, c?.text)
         st.configSignature = scan.config?.signature
         st.configName = cfgName
         st.configError = undefined
@@ -560,4 +560,13 @@ function onnxRunner(name: string, file: string, c: RepositoryModelConfig, f: Rep
     ...(processes !== undefined ? { processes } : {}),
     ...(c.warmup !== undefined ? { warmup: c.warmup } : {}),
   })
+}
+
+/** JSON.parse with the line of a syntax error. */
+function parseJson(text: string): unknown {
+  try {
+    return JSON.parse(text) as unknown
+  } catch (e) {
+    throw jsonSyntaxError(text, e)
+  }
 }
