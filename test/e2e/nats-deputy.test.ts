@@ -50,7 +50,7 @@ beforeAll(async () => {
     extraConfig: `COHORT_NATS_GATEWAY_PASS: "${PASS.gateway}"\nCOHORT_NATS_WORKER_PASS: "${PASS.worker}"\nCOHORT_NATS_ADMIN_PASS: "${PASS.admin}"\n${conf}`,
   })
   spy = await connect({ servers: nats.url, user: 'spy', pass: SPY_PASS })
-  spy.subscribe('>', { callback: (_e, m) => seen.push(m.subject) })
+  spy.subscribe('>', { callback: (_e, m) => void seen.push(m.subject) })
   await spy.flush()
   // Two workers: a forged pack can run on the idle one while the victim's slow batch runs.
   workers = ['w1', 'w2'].map((id) =>
@@ -157,6 +157,9 @@ describe('no responder answers a reply subject that is not the asker\'s (issue 2
     await spy.flush()
     const hits = seen.slice(from).filter((s) => Object.values(targets).includes(s))
     expect(hits, 'messages a responder published on a target').toEqual([])
+    // Each process says it left such messages unanswered (one throttled stderr line).
+    expect(workers.map((w) => w.output()).join('\n')).toMatch(/cohort: left a message on \S+ unanswered: /)
+    expect(gateway.output()).toMatch(/cohort: left a message on cohort\.blob\.\S+ unanswered: reply subject/)
   })
 
   it("does not let a gateway credential decide another gateway's request (a forged pack with its reply subject and id)", async () => {

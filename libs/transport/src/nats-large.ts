@@ -219,7 +219,7 @@ export class LargeMessages {
           this.#store.finish(id)
           continue
         }
-        if (!m.reply || !this.#guard.allows(m.reply)) {
+        if (!m.reply || !this.#guard.allows(m.reply, 'inbox', undefined, m.subject)) {
           continue // Answer only an asker's inbox (reply-guard.ts): never $KV, $JS, another gateway.
         }
         const chunk = this.#store.chunk(id, Number(body))

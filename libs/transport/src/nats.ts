@@ -6,7 +6,7 @@ import { AsyncQueue } from './async-queue.ts'
 import { InflightBudget, type InflightLimits } from './inflight.ts'
 import { LargeMessages, type LargeMessageOptions } from './nats-large.ts'
 import { ReconnectGuard } from './reconnect-guard.ts'
-import { REPLY_KEY_HEADER, ReplyGuard } from './reply-guard.ts'
+import { REPLY_KEY_HEADER, ReplyGuard, type ReplyRefusal } from './reply-guard.ts'
 import type {
   ConfigStore,
   ModelConfig,
@@ -84,6 +84,11 @@ export interface NatsTransportOptions extends LargeMessageOptions {
    * the pack's reply key. @default '_INBOX'
    */
   replyInboxPrefix?: string
+  /**
+   * Told of each message left unanswered because its reply subject is not provably the asker's
+   * (reply-guard.ts), to log it. Called synchronously; throttle there. @default none
+   */
+  onReplyRefused?: (refusal: ReplyRefusal) => void
 }
 
 /**
@@ -99,7 +104,11 @@ export interface NatsTransportOptions extends LargeMessageOptions {
 export function createNatsTransport(nc: NatsConnection, opts: NatsTransportOptions = {}): Transport {
   const inbox = opts.replyInboxPrefix ?? DEFAULT_INBOX_PREFIX
   // The one reply-subject check of every responder of this transport (chunks included).
-  const replies = new ReplyGuard({ inboxPrefix: inbox, subjectPrefix: opts.subjectPrefix ?? DEFAULT_SUBJECT_PREFIX })
+  const replies = new ReplyGuard({
+    inboxPrefix: inbox,
+    subjectPrefix: opts.subjectPrefix ?? DEFAULT_SUBJECT_PREFIX,
+    ...(opts.onReplyRefused ? { onRefused: opts.onReplyRefused } : {}),
+  })
   const large = new LargeMessages(nc, opts, replies)
   const guard = new ReconnectGuard(nc, opts.reconnectReplyGraceMs)
   const replicas = opts.kvReplicas ?? 1
@@ -318,7 +327,7 @@ export function createNatsTransport(nc: NatsConnection, opts: NatsTransportOptio
       void (async () => {
         try {
           for await (const m of sub) {
-            if (m.reply && !replies.allows(m.reply, cls, m.headers?.get(REPLY_KEY_HEADER) || undefined)) {
+            if (m.reply && !replies.allows(m.reply, cls, m.headers?.get(REPLY_KEY_HEADER) || undefined, m.subject)) {
               continue // Not provably the asker's: drop it unread and unanswered (reply-guard.ts).
             }
             const held = bound && m.reply ? large.sizeOf(m) : undefined

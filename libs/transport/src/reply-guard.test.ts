@@ -104,3 +104,15 @@ describe('isAckOf: a job delivery is acked only on its consumer\'s ack subject',
     expect(isAckOf(reply, 'COHORT_JOBS', 'jobs-m')).toBe(ok)
   })
 })
+
+describe('ReplyGuard.onRefused', () => {
+  it('reports each refusal with its subject and reason, and survives a throwing callback', () => {
+    const seen: string[] = []
+    const g = new ReplyGuard({ onRefused: (r) => seen.push(`${r.subject} ${r.reply} ${r.reason}`) })
+    expect(g.allows('$KV.cohort-models.x', 'inbox', undefined, 'cohort.meta.m')).toBe(false)
+    expect(g.allows('_INBOX.AbCdEfGhIjKlMnOpQrStUv', 'inbox', undefined, 'cohort.meta.m')).toBe(true)
+    expect(seen).toEqual(['cohort.meta.m $KV.cohort-models.x reply subject is a system subject ($KV, $JS, $SYS, $SRV...), never an asker\'s inbox'])
+    const throwing = new ReplyGuard({ onRefused: () => { throw new Error('logger down') } })
+    expect(throwing.allows('$JS.API.INFO')).toBe(false)
+  })
+})

@@ -31,6 +31,17 @@ export interface ReplyGuardOptions {
   inboxPrefix?: string
   /** The deployment's subject prefix: gateway inboxes are `<prefix>.gw.…`. @default 'cohort' */
   subjectPrefix?: string
+  /** Told of each refused message (to log it; throttle there: a requester controls the rate). @default none */
+  onRefused?: (refusal: ReplyRefusal) => void
+}
+
+/** A message a responder did not answer, and why. */
+export interface ReplyRefusal {
+  /** The subject it came on. */
+  subject: string
+  /** The reply subject it named. */
+  reply: string
+  reason: string
 }
 
 const MAX_SUBJECT = 256
@@ -76,19 +87,29 @@ export class ReplyGuard {
   readonly #inbox: string
   readonly #gw: string
   readonly #verified = new Map<string, string>()
+  readonly #onRefused: ((r: ReplyRefusal) => void) | undefined
   /** Messages refused so far (their reply subject failed the check). */
   refused = 0
 
   constructor(o: ReplyGuardOptions = {}) {
     this.#inbox = `${o.inboxPrefix ?? '_INBOX'}.`
     this.#gw = `${o.subjectPrefix ?? 'cohort'}.gw.`
+    this.#onRefused = o.onRefused
   }
 
-  /** True when a message of class `cls` may be answered on `reply` (no reply: nothing to answer, true). */
-  allows(reply: string | undefined, cls: ReplyClass = 'inbox', key?: string): boolean {
+  /**
+   * True when a message of class `cls` (on `subject`) may be answered on `reply` (no reply: nothing
+   * to answer, true). A refusal is counted and reported to `onRefused`.
+   */
+  allows(reply: string | undefined, cls: ReplyClass = 'inbox', key?: string, subject = ''): boolean {
     const why = this.refusal(reply, cls, key)
     if (why !== undefined) {
       this.refused++
+      try {
+        this.#onRefused?.({ subject, reply: reply!, reason: why })
+      } catch {
+        // A failing logger must not stop the responder.
+      }
     }
     return why === undefined
   }
