@@ -23,6 +23,40 @@ const PASS = { gateway: GATEWAY_PASS, worker: WORKER_PASS, admin: ADMIN_PASS }
 const API_KEY = `key-${randomBytes(12).toString('hex')}`
 const ADMIN_KEY = `admin-${randomBytes(12).toString('hex')}`
 
+/** One row of a role's table in docs/security.md: its subjects and what the row says of them. */
+interface RoleRow {
+  subjects: string[]
+  publish: boolean
+  subscribe: boolean
+  denied: boolean
+}
+
+const SECURITY_MD = readFileSync(fileURLToPath(new URL('../../docs/security.md', import.meta.url)), 'utf8')
+
+/** The rows (with subjects) of the "may" and "may not" tables of `role` in docs/security.md. */
+function roleRows(role: 'gateway' | 'worker' | 'admin'): RoleRow[] {
+  const titles = { gateway: '**Gateway** (`gateway` user)', worker: '**Worker** (`worker` user)', admin: '**Admin** (`admin` user' }
+  const start = SECURITY_MD.indexOf(titles[role])
+  expect(start, `the ${role} section of docs/security.md`).toBeGreaterThan(0)
+  const ends = [...Object.values(titles), 'The same test runs the roles'].map((t) => SECURITY_MD.indexOf(t, start + 1)).filter((i) => i > start)
+  const section = SECURITY_MD.slice(start, Math.min(...ends))
+  return section
+    .split('\n')
+    .filter((l) => l.startsWith('| `'))
+    .map((l) => {
+      const [, subjects = '', perm = ''] = l.split('|').map((c) => c.trim())
+      return {
+        subjects: [...subjects.matchAll(/`([^`]+)`/g)].map((m) => m[1]!),
+        publish: perm.includes('publish'),
+        subscribe: perm.includes('subscribe'),
+        denied: perm.includes('denied'),
+      }
+    })
+}
+
+/** A subject to try for a permission pattern: wildcards become a token nobody uses. */
+const concrete = (s: string): string => s.replace(/>$/, 'permrole').replace(/\*/g, 'permrole')
+
 let nats: NatsServerHandle
 let worker: CliProcess
 let gateway: CliProcess
@@ -240,45 +274,58 @@ describe('NATS permissions per role (infra/nats/auth.conf)', () => {
     expect(meta.data.byteLength).toBeGreaterThan(0)
   })
 
-  // Every role, subject by subject (docs/security.md#nats-permissions-per-role): what it may not
-  // publish, and what it may not subscribe to.
-  const DENIED = {
-    gateway: {
-      publish: [
-        'cohort.heartbeat', 'cohort.accept.gw-1', '$SRV.PING', '$KV.cohort-models.sleepy',
-        '$JS.API.STREAM.DELETE.KV_cohort-config', '$JS.API.CONSUMER.MSG.NEXT.COHORT_JOBS.jobs-sleepy',
-      ],
-      subscribe: ['cohort.infer.>', 'cohort.overflow.sleepy', 'cohort.cancel.sleepy', 'cohort.discover', '$SRV.>', 'cohort.jobs.>'],
-    },
-    worker: {
-      publish: [
-        'cohort.infer.sleepy', 'cohort.cancel.sleepy', 'cohort.jobs.sleepy', '$KV.cohort-config.sleepy',
-        '$JS.API.STREAM.DELETE.KV_cohort-models', '$JS.API.STREAM.PURGE.COHORT_JOBS',
-      ],
-      subscribe: ['cohort.jobs.>', 'cohort.heartbeat', 'cohort.accept.>', '>'],
-    },
-    admin: {
-      publish: ['cohort.infer.sleepy', 'cohort.overflow.sleepy', 'cohort.cancel.sleepy', 'cohort.jobs.sleepy', 'cohort.heartbeat'],
-      subscribe: ['cohort.infer.>', 'cohort.discover', '$SRV.>', 'cohort.heartbeat'],
-    },
-  } as const
-  for (const [role, denied] of Object.entries(DENIED) as [keyof typeof DENIED, (typeof DENIED)[keyof typeof DENIED]][]) {
-    it(`refuses the ${role} user each subject its role does not need`, async () => {
+  // Every role, subject by subject, as docs/security.md#nats-permissions-per-role states it: each row
+  // of a role's "may" table is allowed, each row of its "may not" table is refused. The tables are
+  // read from the page, so the page and auth.conf cannot drift apart.
+  for (const role of ['gateway', 'worker', 'admin'] as const) {
+    const rows = roleRows(role)
+    const may = rows.filter((r) => !r.denied)
+    const mayNot = rows.filter((r) => r.denied)
+
+    it(`lets the ${role} user publish and subscribe what docs/security.md says it may`, async () => {
+      expect(may.length, `rows of the ${role} "may" table`).toBeGreaterThan(3)
       const nc = await as(role)
-      for (const subject of denied.publish) {
-        const err = nextError(nc)
-        nc.publish(subject, new Uint8Array(1))
-        await nc.flush()
-        const e = await err
-        expect(e, `publish ${subject}`).toBeInstanceOf(PermissionViolationError)
-        expect((e as PermissionViolationError).operation).toBe('publish')
-        expect((e as PermissionViolationError).subject).toBe(subject)
+      const violations: string[] = []
+      void (async () => {
+        for await (const st of nc.status()) {
+          if (st.type === 'error' && st.error instanceof PermissionViolationError) violations.push(`${st.error.operation} ${st.error.subject}`)
+        }
+      })()
+      const subs = may.filter((r) => r.subscribe).flatMap((r) => r.subjects.map((x) => ({ subject: x, sub: nc.subscribe(concrete(x)) })))
+      for (const r of may.filter((x) => x.publish)) {
+        for (const x of r.subjects) nc.publish(concrete(x), new Uint8Array(0))
       }
-      for (const subject of denied.subscribe) {
-        const sub = nc.subscribe(subject)
-        const closed = await Promise.race([sub.closed, new Promise<string>((r) => setTimeout(() => r('still open'), 3_000))])
-        expect(closed, `subscribe ${subject}`).toBeInstanceOf(PermissionViolationError)
-        expect((closed as PermissionViolationError).operation).toBe('subscription')
+      await nc.flush()
+      await new Promise((r) => setTimeout(r, 500))
+      await nc.flush()
+      expect(violations, `${role}: refused although docs/security.md allows it`).toEqual([])
+      for (const { subject, sub } of subs) {
+        expect(sub.isClosed(), `subscribe ${subject}`).toBe(false)
+        sub.unsubscribe()
+      }
+    })
+
+    it(`refuses the ${role} user each subject docs/security.md says it may not use`, async () => {
+      expect(mayNot.length, `rows of the ${role} "may not" table`).toBeGreaterThan(1)
+      const nc = await as(role)
+      for (const r of mayNot.filter((x) => x.publish)) {
+        for (const subject of r.subjects) {
+          const err = nextError(nc)
+          nc.publish(subject, new Uint8Array(1))
+          await nc.flush()
+          const e = await err
+          expect(e, `publish ${subject}`).toBeInstanceOf(PermissionViolationError)
+          expect((e as PermissionViolationError).operation).toBe('publish')
+          expect((e as PermissionViolationError).subject).toBe(subject)
+        }
+      }
+      for (const r of mayNot.filter((x) => x.subscribe)) {
+        for (const subject of r.subjects) {
+          const sub = nc.subscribe(subject)
+          const closed = await Promise.race([sub.closed, new Promise<string>((res) => setTimeout(() => res('still open'), 3_000))])
+          expect(closed, `subscribe ${subject}`).toBeInstanceOf(PermissionViolationError)
+          expect((closed as PermissionViolationError).operation).toBe('subscription')
+        }
       }
       // The connection is still usable for what the role may do.
       expect(nc.isClosed()).toBe(false)

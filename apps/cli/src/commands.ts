@@ -28,6 +28,7 @@ import type { JobQueue } from '@cohort/transport'
 import { REPOSITORY_HELP, REPOSITORY_OPTIONS, given, repositoryOptions } from './repository-flags.ts'
 import { PREFIX_HELP, PREFIX_OPTIONS, prefixOption } from './prefix-flags.ts'
 import { ENV_FLAGS_HELP, hostDefault, modelsFromEnv } from './env-flags.ts'
+import { logReplyRefusals } from './reply-refusals.ts'
 
 type Values = Record<string, string | boolean | string[] | undefined>
 
@@ -302,7 +303,7 @@ export async function serveCommand(args: string[]): Promise<void> {
   let jobs: JobQueue | undefined
   if (v.nats) {
     const nc = await connectNats(v.nats as string, 'cohort-serve', natsAuth)
-    transport = createNatsTransport(nc, { ownsConnection: true, kvReplicas: kvReplicas(v), ...largeMessageOptions(v), ...prefixOption(v) })
+    transport = createNatsTransport(nc, { ownsConnection: true, kvReplicas: kvReplicas(v), ...largeMessageOptions(v), ...prefixOption(v), onReplyRefused: logReplyRefusals() })
     jobs = jobQueue(nc, kvReplicas(v), v)
   } else {
     transport = new InProcessTransport()
@@ -438,7 +439,7 @@ export async function gatewayCommand(args: string[]): Promise<void> {
   const acceptTimeoutMs = intFlag('accept-timeout-ms', v['accept-timeout-ms'])
   let draining = false
   const nc = await connectNats(v.nats as string, 'cohort-gateway', natsAuth)
-  const transport = createNatsTransport(nc, { ownsConnection: true, kvReplicas: kvReplicas(v), ...largeMessageOptions(v), ...prefixOption(v) })
+  const transport = createNatsTransport(nc, { ownsConnection: true, kvReplicas: kvReplicas(v), ...largeMessageOptions(v), ...prefixOption(v), onReplyRefused: logReplyRefusals() })
   const gatewayRegistry = processRegistry()
   const dashboard = new AbortController()
   const gwo: GatewayOptions = {
@@ -558,7 +559,7 @@ export async function workerCommand(args: string[]): Promise<void> {
   const metricsPort = intFlag('metrics-port', v['metrics-port'], 0)
   const { runners, outputSchemas, modelBatching } = await buildRunners(flags)
   const nc = await connectNats(v.nats as string, 'cohort-worker', natsAuth)
-  const transport = createNatsTransport(nc, { ownsConnection: true, kvReplicas: kvReplicas(v), ...largeMessageOptions(v), ...prefixOption(v) })
+  const transport = createNatsTransport(nc, { ownsConnection: true, kvReplicas: kvReplicas(v), ...largeMessageOptions(v), ...prefixOption(v), onReplyRefused: logReplyRefusals() })
   const registry = processRegistry()
   const piped = await pipelineRunners(positionals, v, { transport, registry, flags, batching: batching(v), allowStage: true })
   runners.push(...piped.runners)

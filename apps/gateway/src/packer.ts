@@ -7,7 +7,7 @@ import {
   type Subjects,
   type TokenStep,
 } from '@cohort/protocol'
-import { consume, type AbortSignalLike, type Transport, type TransportMessage } from '@cohort/transport'
+import { consume, newReplyKey, type AbortSignalLike, type Transport, type TransportMessage } from '@cohort/transport'
 import { Deadlines, monotonicNow } from './deadlines.ts'
 import type { WorkerLiveness } from './liveness.ts'
 
@@ -81,6 +81,12 @@ export class Packer {
   readonly #s: Subjects
   readonly #lv: WorkerLiveness
   readonly #inbox: string
+  /**
+   * Reply subjects of this gateway's packs, `<inbox>.<key id>.<seq>`: the key, sent with each pack
+   * to the workers only, proves the inbox is this gateway's (docs/security.md#replies-bound-to-their-gateway).
+   */
+  readonly #replyKey: { key: string; id: string } = newReplyKey()
+  readonly #reply: string
   /** Requests waiting for the end of this turn, by model. */
   readonly #turn = new Map<string, Entry[]>()
   readonly #byId = new Map<string, Entry>()
@@ -104,6 +110,7 @@ export class Packer {
     this.#s = subjects
     this.#lv = liveness
     this.#inbox = `${subjects.inbox(liveness.gatewayId)}.`
+    this.#reply = `${this.#inbox}${this.#replyKey.id}.`
     this.#now = o.now ?? monotonicNow
     this.#deadlines = new Deadlines<Entry>(
       (e) => this.#settle(e, new CohortError('DEADLINE_EXCEEDED', `no reply for request ${e.id} of model "${e.model}" within ${Math.round(e.timeoutMs)} ms`)),
@@ -242,7 +249,7 @@ export class Packer {
     this.sent.requests += entries.length
     const subject = this.#subject(model, overflow)
     try {
-      this.#t.publish(subject, packEncoded(entries.map((e) => e.bytes)), { reply: this.#inbox + seq })
+      this.#t.publish(subject, packEncoded(entries.map((e) => e.bytes)), { reply: this.#reply + seq, replyKey: this.#replyKey.key })
     } catch (err) {
       this.#packs.delete(seq)
       const ce = err instanceof CohortError ? err : new CohortError('NO_WORKER', `NATS publish failed: ${err instanceof Error ? err.message : String(err)}`)
@@ -261,7 +268,10 @@ export class Packer {
   }
 
   #onMessage(m: TransportMessage): void {
-    const seq = m.subject.slice(this.#inbox.length)
+    if (!m.subject.startsWith(this.#reply)) {
+      return // not a pack's reply subject (a probe of the inbox, another key)
+    }
+    const seq = m.subject.slice(this.#reply.length)
     const p = this.#packs.get(seq)
     if (!p) {
       return // every request of the pack settled already (late answer)

@@ -151,6 +151,45 @@ describe('chunking and reassembly', () => {
     expect(Date.now() - t0).toBeLessThan(5_000)
   })
 
+  it('asks again for a chunk whose answer was lost, and reassembles the blob', async () => {
+    const data = bytes(3_000)
+    const { store, ref, fetch } = sender(data, 1_000, true)
+    const asked: number[] = []
+    let dropped = false
+    // Chunk 1's first answer never comes (lost on the way): that try times out and is retried.
+    const lossy: ChunkFetcher = (i, t) => {
+      asked.push(i)
+      if (i === 1 && !dropped) {
+        dropped = true
+        return new Promise((_, reject) => setTimeout(() => reject(new Error(`timeout after ${t} ms`)), t))
+      }
+      return fetch(i, t)
+    }
+    const out = await fetchBlob(ref, lossy, { maxBytes: 10_000, chunkTimeoutMs: 30 })
+    expect(out).toEqual(data)
+    expect(asked.filter((i) => i === 1)).toHaveLength(2)
+    store.close()
+  })
+
+  it('gives up on a chunk after `attempts` tries, and never retries what the sender refused', async () => {
+    const ref = { subject: 's', size: 10, chunkSize: 5, ttlMs: 60_000 }
+    let tries = 0
+    const lost: ChunkFetcher = () => {
+      tries++
+      return Promise.reject(new Error('timeout'))
+    }
+    const err = (await fetchBlob(ref, lost, { maxBytes: 100, window: 1, attempts: 3 }).catch((e: unknown) => e)) as CohortError
+    expect(err.code).toBe('BLOB_UNAVAILABLE')
+    expect(tries).toBe(3)
+    let refusedTries = 0
+    const refused: ChunkFetcher = () => {
+      refusedTries++
+      return Promise.reject(new CohortError('BLOB_UNAVAILABLE', 'expired'))
+    }
+    expect(await codeOf(fetchBlob(ref, refused, { maxBytes: 100, window: 1, attempts: 3 }))).toBe('BLOB_UNAVAILABLE')
+    expect(refusedTries).toBe(1)
+  })
+
   it('refuses a blob over maxBytes before pulling anything', async () => {
     let called = false
     const ref = { subject: 's', size: 1_000, chunkSize: 100, ttlMs: 1_000 }
@@ -170,15 +209,25 @@ describe('chunking and reassembly', () => {
 })
 
 describe('BlobStore', () => {
-  it('forgets a once-blob as soon as every chunk was served', () => {
+  it('keeps a once-blob after every chunk was served, until its reader is done (a lost answer can be asked again)', () => {
     const s = new BlobStore()
     const id = s.put(bytes(2_500), 1_000, 60_000, true)
-    expect(s.chunk(id, 0)?.byteLength).toBe(1_000)
-    expect(s.chunk(id, 2)?.byteLength).toBe(500)
-    expect(s.size).toBe(1)
+    for (const i of [0, 1, 2]) expect(s.chunk(id, i)).toBeDefined()
+    // Every chunk served once, the answer of chunk 1 lost: the retry still finds it.
     expect(s.chunk(id, 1)?.byteLength).toBe(1_000)
+    expect(s.size).toBe(1)
+    s.finish(id)
+    s.finish(id)
     expect(s.size).toBe(0)
     expect(s.chunk(id, 0)).toBeUndefined()
+  })
+
+  it('finish() forgets only once-blobs (a publication has many readers)', () => {
+    const s = new BlobStore()
+    const shared = s.put(bytes(10), 4, 60_000)
+    s.finish(shared)
+    expect(s.chunk(shared, 0)).toBeDefined()
+    s.close()
   })
 
   it('keeps other blobs until they expire or are deleted', () => {

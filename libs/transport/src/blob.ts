@@ -84,34 +84,38 @@ interface Stored {
   readonly data: Uint8Array
   readonly chunkSize: number
   readonly timer: ReturnType<typeof setTimeout>
-  /** Chunks not served yet, when the blob goes away once each was served once. */
-  readonly unserved: Set<number> | undefined
+  /** Goes away when its one reader says it is done ({@link BlobStore.finish}). */
+  readonly once: boolean
 }
 
-/** The sender's side: blobs kept until they expire, or until every chunk was served once. */
+/**
+ * The sender's side: blobs kept until they expire, or (`once`) until their reader says it has
+ * them all. A chunk whose answer was lost can be asked for again until then.
+ */
 export class BlobStore {
   readonly #blobs = new Map<string, Stored>()
   #next = 0
   #closed = false
 
   /**
-   * Keep `data` for `ttlMs` and return its id. With `once`, it goes away as soon as every chunk
-   * was served (a reply has exactly one reader); otherwise only on expiry or {@link delete}.
+   * Keep `data` for `ttlMs` and return its id. With `once` (a reply: exactly one reader), it goes
+   * away when the reader says it is done ({@link finish}); otherwise only on expiry or {@link delete}.
    */
   put(data: Uint8Array, chunkSize: number, ttlMs: number, once = false): string {
     if (this.#closed) {
       throw new CohortError('SHUTTING_DOWN', 'the transport is closed')
     }
     const id = `b${(this.#next++).toString(36)}`
-    const n = chunkCount(data.byteLength, chunkSize)
     const timer = setTimeout(() => this.#blobs.delete(id), Math.max(1, ttlMs))
-    this.#blobs.set(id, {
-      data,
-      chunkSize,
-      timer,
-      unserved: once ? new Set(Array.from({ length: n }, (_, i) => i)) : undefined,
-    })
+    this.#blobs.set(id, { data, chunkSize, timer, once })
     return id
+  }
+
+  /** The reader of blob `id` has every chunk: forget it if it had one reader (`once`). Idempotent. */
+  finish(id: string): void {
+    if (this.#blobs.get(id)?.once) {
+      this.delete(id)
+    }
   }
 
   /** Chunk `index` of blob `id`; undefined when the blob is gone or the index is out of range. */
@@ -121,12 +125,6 @@ export class BlobStore {
       return undefined
     }
     const [start, end] = chunkRange(b.data.byteLength, b.chunkSize, index)
-    if (b.unserved) {
-      b.unserved.delete(index)
-      if (b.unserved.size === 0) {
-        this.delete(id)
-      }
-    }
     return b.data.subarray(start, end)
   }
 
@@ -164,7 +162,19 @@ export interface FetchBlobOptions {
   readonly window?: number
   /** Give up after this many ms even if the reference allows more. @default the reference's ttlMs */
   readonly timeoutMs?: number
+  /**
+   * Tries per chunk: a chunk whose answer did not come (lost, timed out, the request failed) is
+   * asked for again, up to this many times in all; an error the sender reports is final. @default 3
+   */
+  readonly attempts?: number
+  /** How long one try of one chunk waits for its answer, in ms (capped by the time left). @default 2000 */
+  readonly chunkTimeoutMs?: number
 }
+
+/** Default tries per chunk ({@link FetchBlobOptions.attempts}). */
+export const DEFAULT_CHUNK_ATTEMPTS = 3
+/** Default wait of one try of one chunk, in ms ({@link FetchBlobOptions.chunkTimeoutMs}). */
+export const DEFAULT_CHUNK_TIMEOUT_MS = 2000
 
 /**
  * Pull every chunk of `ref` through `fetch` and reassemble the blob. Rejects with CohortError
@@ -192,10 +202,24 @@ export async function fetchBlob(ref: BlobRef, fetch: ChunkFetcher, o: FetchBlobO
   })
   let next = 0
   let failed = false
+  const attempts = Math.max(1, o.attempts ?? DEFAULT_CHUNK_ATTEMPTS)
+  const perTry = Math.max(1, o.chunkTimeoutMs ?? DEFAULT_CHUNK_TIMEOUT_MS)
+  /** One chunk, tried again when its answer does not come; a CohortError is the sender's word: final. */
+  const pull = async (i: number): Promise<Uint8Array> => {
+    for (let k = 1; ; k++) {
+      try {
+        return await fetch(i, Math.max(1, Math.min(perTry, deadline - Date.now())))
+      } catch (e) {
+        if (e instanceof CohortError || k >= attempts || failed || deadline - Date.now() <= 0) {
+          throw e
+        }
+      }
+    }
+  }
   const one = async (i: number): Promise<void> => {
     let chunk: Uint8Array
     try {
-      chunk = await fetch(i, Math.max(1, deadline - Date.now()))
+      chunk = await pull(i)
     } catch (e) {
       throw e instanceof CohortError && e.code === 'BLOB_UNAVAILABLE'
         ? e

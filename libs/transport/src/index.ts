@@ -16,3 +16,4 @@ export {
 export * from './consume.ts'
 export * from './inflight.ts'
 export * from './jobs.ts'
+export * from './reply-guard.ts'

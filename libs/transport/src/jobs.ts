@@ -2,6 +2,7 @@ import type { NatsConnection } from '@nats-io/nats-core'
 import { AckPolicy, jetstream, jetstreamManager, RetentionPolicy, type JetStreamClient, type JsMsg } from '@nats-io/jetstream'
 import { Kvm, type KV } from '@nats-io/kv'
 import { CohortError } from '@cohort/protocol'
+import { isAckOf } from './reply-guard.ts'
 
 /**
  * Durable async prediction jobs: a work-queue stream of job ids per model and a KV bucket of
@@ -97,7 +98,7 @@ export function createNatsJobQueue(nc: NatsConnection, o: NatsJobQueueOptions = 
     }))
   const consumer = async (model: string, ackWaitMs: number) => {
     const { js } = await setup()
-    const durable = `jobs-${model.replace(/\./g, '_')}`
+    const durable = durableOf(model)
     if (!consumers.has(durable)) {
       const jsm = await jetstreamManager(nc)
       await jsm.consumers.info(names.stream, durable).catch(() =>
@@ -152,9 +153,14 @@ export function createNatsJobQueue(nc: NatsConnection, o: NatsJobQueueOptions = 
         return []
       }
       const c = await consumer(model, po.ackWaitMs)
+      const durable = durableOf(model)
       const it = await c.fetch({ max_messages: max, expires: Math.max(1000, po.expiresMs) })
       const out: JobDelivery[] = []
       for await (const m of it) {
+        // The implementation carries the delivery's reply subject (the JsMsg interface does not name it).
+        if (!isAckOf((m as JsMsg & { reply?: string }).reply, names.stream, durable)) {
+          continue // Not a delivery of our consumer (reply-guard.ts): never ack into another subject.
+        }
         out.push(delivery(m))
         if (out.length >= max) {
           break
@@ -167,6 +173,9 @@ export function createNatsJobQueue(nc: NatsConnection, o: NatsJobQueueOptions = 
     },
   }
 }
+
+/** The durable consumer of a model's jobs. */
+const durableOf = (model: string): string => `jobs-${model.replace(/\./g, '_')}`
 
 function delivery(m: JsMsg): JobDelivery {
   return {

@@ -11,6 +11,7 @@ import {
   parseBlobError,
   parseBlobRef,
 } from './blob.ts'
+import { ReplyGuard } from './reply-guard.ts'
 
 /** Default NATS max_payload when the server did not say (1 MiB). */
 export const DEFAULT_MAX_PAYLOAD = 1024 * 1024
@@ -24,6 +25,8 @@ export const DEFAULT_BLOB_SUBJECT_PREFIX = 'cohort.blob'
 const HEADROOM_BYTES = 4096
 
 const EMPTY = new Uint8Array(0)
+/** Body of the message a reader publishes on a blob's subject once it has every chunk. */
+const DONE = 'done'
 const enc = new TextEncoder()
 const dec = new TextDecoder()
 
@@ -52,12 +55,15 @@ export class LargeMessages {
   readonly #maxBytes: number
   readonly #ttlMs: number
   readonly #subjectPrefix: string
+  readonly #guard: ReplyGuard
   #prefix: string | undefined
   #sub: { unsubscribe(): void } | undefined
   #closed = false
 
-  constructor(nc: NatsConnection, o: LargeMessageOptions = {}) {
+  /** `guard`: the reply-subject check of the transport (chunk requests answer inboxes only). */
+  constructor(nc: NatsConnection, o: LargeMessageOptions = {}, guard = new ReplyGuard()) {
     this.#nc = nc
+    this.#guard = guard
     this.#maxBytes = o.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES
     this.#ttlMs = o.blobTtlMs ?? DEFAULT_BLOB_TTL_MS
     this.#subjectPrefix = o.blobSubjectPrefix ?? DEFAULT_BLOB_SUBJECT_PREFIX
@@ -83,7 +89,7 @@ export class LargeMessages {
 
   /**
    * Keep `data` and return the headers of the small message that stands for it, and the blob id.
-   * `once`: forget it as soon as every chunk was served (replies).
+   * `once`: forget it when its reader says it has every chunk, or at `ttlMs` (replies).
    */
   offer(data: Uint8Array, ttlMs = this.#ttlMs, once = false): { headers: MsgHdrs; id: string } {
     const prefix = this.#serve()
@@ -99,7 +105,11 @@ export class LargeMessages {
     this.#store.delete(id)
   }
 
-  /** True when `m` stands for a blob or reports a failed transfer. */
+  /** Blobs held for their readers (replies, requests and publications not yet forgotten). */
+  get held(): number {
+    return this.#store.size
+  }
+
   /** The size of what `m` carries: a reference's declared size (0 when malformed), else its data's. */
   sizeOf(m: Msg): number {
     const ref = m.headers?.get(BLOB_HEADER)
@@ -113,6 +123,7 @@ export class LargeMessages {
     }
   }
 
+  /** True when `m` stands for a blob or reports a failed transfer. */
   isRef(m: Msg): boolean {
     return m.headers?.has(BLOB_HEADER) === true || m.headers?.has(BLOB_ERROR_HEADER) === true
   }
@@ -139,7 +150,7 @@ export class LargeMessages {
         `${BLOB_HEADER} subject ${JSON.stringify(r.subject.slice(0, 200))} is not a chunk subject under ${this.#subjectPrefix}.<id>.<blob>; nothing was requested from it`,
       )
     }
-    return fetchBlob(
+    const data = await fetchBlob(
       r,
       async (i, t) => {
         const reply = await this.#nc.request(r.subject, enc.encode(String(i)), { timeout: Math.max(1, t) })
@@ -151,6 +162,13 @@ export class LargeMessages {
       },
       { maxBytes: this.maxBytes, ...(timeoutMs !== undefined ? { timeoutMs } : {}) },
     )
+    // Every chunk is here: the sender may forget a reply now (else it keeps it for a retry until its TTL).
+    try {
+      this.#nc.publish(r.subject, enc.encode(DONE))
+    } catch {
+      // Closing: the sender's TTL forgets it.
+    }
+    return data
   }
 
   /** Answer `m` with a transfer failure (the receiver could not pull what `m` referred to). */
@@ -196,7 +214,15 @@ export class LargeMessages {
     void (async () => {
       for await (const m of sub) {
         const id = m.subject.slice(prefix.length + 1)
-        const chunk = this.#store.chunk(id, Number(dec.decode(m.data)))
+        const body = dec.decode(m.data)
+        if (body === DONE) {
+          this.#store.finish(id)
+          continue
+        }
+        if (!m.reply || !this.#guard.allows(m.reply, 'inbox', undefined, m.subject)) {
+          continue // Answer only an asker's inbox (reply-guard.ts): never $KV, $JS, another gateway.
+        }
+        const chunk = this.#store.chunk(id, Number(body))
         if (chunk) {
           m.respond(chunk)
         } else {

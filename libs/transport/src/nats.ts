@@ -1,11 +1,12 @@
 import type { Msg, NatsConnection } from '@nats-io/nats-core'
-import { createInbox, NoRespondersError, RequestError, TimeoutError } from '@nats-io/nats-core'
+import { createInbox, headers, NoRespondersError, RequestError, TimeoutError } from '@nats-io/nats-core'
 import { Kvm, type KV } from '@nats-io/kv'
-import { CohortError, DEFAULT_INBOX_PREFIX, DEFAULT_SUBJECT_PREFIX, isInboxSubject, kvBuckets } from '@cohort/protocol'
+import { CohortError, DEFAULT_INBOX_PREFIX, DEFAULT_SUBJECT_PREFIX, kvBuckets } from '@cohort/protocol'
 import { AsyncQueue } from './async-queue.ts'
 import { InflightBudget, type InflightLimits } from './inflight.ts'
 import { LargeMessages, type LargeMessageOptions } from './nats-large.ts'
 import { ReconnectGuard } from './reconnect-guard.ts'
+import { REPLY_KEY_HEADER, ReplyGuard, type ReplyRefusal } from './reply-guard.ts'
 import type {
   ConfigStore,
   ModelConfig,
@@ -74,13 +75,20 @@ export interface NatsTransportOptions extends LargeMessageOptions {
    */
   reconnectReplyGraceMs?: number
   /**
-   * Replies go only to subjects under this prefix (the requesters' inboxes; nats.js `inboxPrefix`):
-   * a request whose reply subject lies elsewhere (`$KV.…`, another service's subject) is answered
-   * by nobody, so no requester can make this process publish where it alone may
-   * (docs/security.md#no-confused-deputy). Protocol v2 gateway inboxes (`<subjectPrefix>.gw.`) are
-   * accepted too. @default '_INBOX'
+   * Replies go only to the requesters' inboxes under this prefix (nats.js `inboxPrefix`), in the
+   * form a client makes them (`<prefix>.<nuid>[.<token>]`): a request whose reply subject lies
+   * elsewhere (`$KV.…`, `$JS.…`, another service's subject) is answered by nobody, chunk requests
+   * included, so no requester can make this process publish where it alone may
+   * (docs/security.md#no-confused-deputy, `reply-guard.ts`). Protocol v2 gateway inboxes
+   * (`<subjectPrefix>.gw.…`) are accepted on `replies: 'pack'` subscriptions only, and only with
+   * the pack's reply key. @default '_INBOX'
    */
   replyInboxPrefix?: string
+  /**
+   * Told of each message left unanswered because its reply subject is not provably the asker's
+   * (reply-guard.ts), to log it. Called synchronously; throttle there. @default none
+   */
+  onReplyRefused?: (refusal: ReplyRefusal) => void
 }
 
 /**
@@ -94,12 +102,16 @@ export interface NatsTransportOptions extends LargeMessageOptions {
  * @see docs/protocol.md#large-messages
  */
 export function createNatsTransport(nc: NatsConnection, opts: NatsTransportOptions = {}): Transport {
-  const large = new LargeMessages(nc, opts)
+  const inbox = opts.replyInboxPrefix ?? DEFAULT_INBOX_PREFIX
+  // The one reply-subject check of every responder of this transport (chunks included).
+  const replies = new ReplyGuard({
+    inboxPrefix: inbox,
+    subjectPrefix: opts.subjectPrefix ?? DEFAULT_SUBJECT_PREFIX,
+    ...(opts.onReplyRefused ? { onRefused: opts.onReplyRefused } : {}),
+  })
+  const large = new LargeMessages(nc, opts, replies)
   const guard = new ReconnectGuard(nc, opts.reconnectReplyGraceMs)
   const replicas = opts.kvReplicas ?? 1
-  const inbox = opts.replyInboxPrefix ?? DEFAULT_INBOX_PREFIX
-  // Protocol v2 packs name a gateway inbox `<prefix>.gw.<gateway id>.<seq>` as their reply subject.
-  const gatewayInboxes = `${opts.subjectPrefix ?? DEFAULT_SUBJECT_PREFIX}.gw`
   if (!Number.isInteger(replicas) || replicas < 1 || replicas > 5) {
     throw new RangeError(`kvReplicas must be an integer from 1 to 5, got ${String(opts.kvReplicas)}`)
   }
@@ -262,15 +274,25 @@ export function createNatsTransport(nc: NatsConnection, opts: NatsTransportOptio
     newInbox: () => createInbox(inbox),
     publish(subject, data, po) {
       const reply = po?.reply
+      const keyed = (h: ReturnType<typeof headers> | undefined) => {
+        if (po?.replyKey === undefined) {
+          return h
+        }
+        const out = h ?? headers()
+        out.set(REPLY_KEY_HEADER, po.replyKey)
+        return out
+      }
       if (large.isLarge(data) && data.byteLength <= large.maxBytes) {
-        nc.publish(subject, new Uint8Array(0), { headers: large.offer(data).headers, ...(reply ? { reply } : {}) })
+        nc.publish(subject, new Uint8Array(0), { headers: keyed(large.offer(data).headers), ...(reply ? { reply } : {}) })
       } else {
-        nc.publish(subject, data, reply ? { reply } : undefined)
+        const h = keyed(undefined)
+        nc.publish(subject, data, reply || h ? { ...(reply ? { reply } : {}), ...(h ? { headers: h } : {}) } : undefined)
       }
     },
     subscribe(subject, so: SubscribeOptions = {}): TransportSubscription {
       const sub = nc.subscribe(subject, so.queue ? { queue: so.queue } : {})
       const bound = so.bounded ? budget : undefined
+      const cls = so.replies ?? 'inbox'
       // `held`: bytes counted against the in-flight bound, given back with the (first) answer.
       const wrap = (m: Msg, data: Uint8Array, held: number | undefined): TransportMessage => {
         const t: { subject: string; data: Uint8Array; respond: (d: Uint8Array) => boolean; reply?: string; noResponders?: boolean } = {
@@ -305,8 +327,8 @@ export function createNatsTransport(nc: NatsConnection, opts: NatsTransportOptio
       void (async () => {
         try {
           for await (const m of sub) {
-            if (m.reply && !isInboxSubject(m.reply, inbox) && !isInboxSubject(m.reply, gatewayInboxes)) {
-              continue // A reply subject outside the inboxes: drop it unread (see replyInboxPrefix).
+            if (m.reply && !replies.allows(m.reply, cls, m.headers?.get(REPLY_KEY_HEADER) || undefined, m.subject)) {
+              continue // Not provably the asker's: drop it unread and unanswered (reply-guard.ts).
             }
             const held = bound && m.reply ? large.sizeOf(m) : undefined
             if (held !== undefined && held > bound!.maxBytes) {

@@ -30,6 +30,12 @@ export interface PublishOptions {
    * a message with `noResponders: true` arrives there instead.
    */
   reply?: string
+  /**
+   * The publisher's reply key (protocol v2 packs): proves that `reply`, a gateway inbox
+   * `<prefix>.gw.<gateway>.<key id>.<seq>`, is the publisher's own (reply-guard.ts). Over NATS it
+   * travels as the `Cohort-Reply-Key` header; subscribers see it, checked, never as data.
+   */
+  replyKey?: string
 }
 
 /** A subscription, consumed with `for await`. */
@@ -65,6 +71,12 @@ export interface SubscribeOptions {
    * is refused at once with 503 OVERLOADED, and a large one before any chunk is pulled. @default false
    */
   bounded?: boolean
+  /**
+   * Which reply subjects its messages may name (reply-guard.ts): `inbox`, a requester's inbox only;
+   * `pack`, also a gateway inbox proven by the pack's reply key (the worker's model subjects).
+   * A message naming anything else is dropped unanswered. @default 'inbox'
+   */
+  replies?: 'inbox' | 'pack'
 }
 
 /** The bus. Requests fail with CohortError: NO_WORKER, DEADLINE_EXCEEDED, CANCELLED, PAYLOAD_TOO_LARGE. */

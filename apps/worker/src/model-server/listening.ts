@@ -49,7 +49,7 @@ export class Listening {
   start(): void {
     const { transport: t, subjects: s, name } = this.#o
     this.#listenMain()
-    this.#overflowSub = t.subscribe(s.overflow(name), { queue: s.queue(name), bounded: true })
+    this.#overflowSub = t.subscribe(s.overflow(name), { queue: s.queue(name), bounded: true, replies: 'pack' })
     const metaSub = t.subscribe(s.meta(name), { queue: s.queue(name) })
     const cancelSub = t.subscribe(s.cancel(name))
     this.#subs = [this.#overflowSub, metaSub, cancelSub]
@@ -107,7 +107,7 @@ export class Listening {
 
   #listenMain(): void {
     const { transport: t, subjects: s, name } = this.#o
-    const sub = t.subscribe(s.infer(name), { queue: s.queue(name), bounded: true })
+    const sub = t.subscribe(s.infer(name), { queue: s.queue(name), bounded: true, replies: 'pack' })
     this.#inferSub = sub
     this.#inferLoop = this.#consume(sub, this.#o.onInfer)
   }
