@@ -1,0 +1,194 @@
+// Per-request budgets, counted not timed (docs/architecture.md#per-request-budgets): each path runs
+// requests one at a time after a warm-up, in this process (gateway and worker, real ORT, real HTTP,
+// a real nats-server for the distributed path), and what one request costs above a bare node:http
+// server answering the same client is checked against its budget. A change that adds a timer, a
+// thread hand-off, a NATS message or an encode to every request fails here on any machine.
+import { createServer, request as httpRequest, Agent, type Server } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { connect, type NatsConnection } from '@nats-io/transport-node'
+import { createApp } from '@cohort/gateway'
+import { Registry } from '@cohort/metrics'
+import { graph, model, node, valueInfo } from '@cohort/onnx-builder'
+import { InProcessTransport, createNatsTransport, type Transport } from '@cohort/transport'
+import { CohortWorker, OnnxRunner, PredictorRunner, loadPredictors } from '@cohort/worker'
+import { serve } from '@hono/node-server'
+import {
+  SLEEPY_PREDICTOR,
+  countPerRequest,
+  countsAbove,
+  startNatsServer,
+  writeModelFixtures,
+  type NatsServerHandle,
+  type RequestCounts,
+} from '@cohort/test-support'
+
+const FEATURES = 64
+const N = 40
+const agent = new Agent({ keepAlive: true, maxSockets: 1 })
+
+/** One keep-alive POST (or GET without a body), 200 expected; the body as text. */
+function post(url: string, body: string | undefined, headers: Record<string, string> = {}): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(url, { method: body === undefined ? 'GET' : 'POST', agent, headers: { 'content-type': 'application/json', ...headers } }, (res) => {
+      const chunks: Buffer[] = []
+      res.on('data', (d: Buffer) => chunks.push(d))
+      res.on('end', () => {
+        const text = Buffer.concat(chunks).toString()
+        if (res.statusCode !== 200) {
+          reject(new Error(`${url}: ${res.statusCode} ${text}`))
+        } else {
+          resolve(text)
+        }
+      })
+      res.on('error', reject)
+    })
+    req.on('error', reject)
+    req.end(body)
+  })
+}
+
+const inferBody = JSON.stringify({ inputs: [{ name: 'in', datatype: 'FP32', shape: [1, FEATURES], data: Array.from({ length: FEATURES }, (_, i) => i / 8) }] })
+const predictorBody = JSON.stringify({ inputs: [{ name: 'x', datatype: 'FP64', shape: [1], data: [2] }, { name: 'sleepMs', datatype: 'FP64', shape: [1], data: [0] }] })
+
+interface Stack {
+  base: string
+  close(): Promise<void>
+}
+
+async function startStack(transport: Transport, identity: string, gateway: Transport = transport, extra: () => Promise<void> = async () => undefined): Promise<Stack> {
+  const registry = new Registry()
+  const [sleepy] = await loadPredictors(SLEEPY_PREDICTOR)
+  const worker = new CohortWorker({
+    transport,
+    registry,
+    runners: [new OnnxRunner({ name: 'tensor', path: identity, intraOpNumThreads: 1 }), new PredictorRunner(sleepy!)],
+    outputSchemas: { sleepy: sleepy!.output },
+  })
+  await worker.start()
+  // The server-side SLO is derived from the model's run time: a high one keeps admission out of a loaded machine's way.
+  const app = createApp({ transport: gateway, registry: gateway === transport ? registry : new Registry(), requestTimeoutMs: 30_000 })
+  const server = await new Promise<ReturnType<typeof serve>>((resolve) => {
+    const s = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 }, () => resolve(s))
+  })
+  return {
+    base: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    async close() {
+      await worker.close()
+      await new Promise<void>((r) => (server as Server).close(() => r()))
+      await transport.close()
+      if (gateway !== transport) {
+        await gateway.close()
+      }
+      await extra()
+    },
+  }
+}
+
+let dir: string
+let identity: string
+let floor: RequestCounts
+let floorServer: Server
+
+beforeAll(async () => {
+  dir = writeModelFixtures().dir
+  identity = join(dir, 'identity64.onnx')
+  writeFileSync(
+    identity,
+    model(graph({ name: 'id', inputs: [valueInfo('in', 'FP32', ['batch', FEATURES])], outputs: [valueInfo('out', 'FP32', ['batch', FEATURES])], nodes: [node('Identity', ['in'], ['out'])] })),
+  )
+  // The floor: the same client against a bare node:http server that reads the body and answers JSON.
+  floorServer = createServer((req, res) => {
+    req.resume()
+    req.on('end', () => res.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}'))
+  })
+  await new Promise<void>((r) => floorServer.listen(0, '127.0.0.1', () => r()))
+  const url = `http://127.0.0.1:${(floorServer.address() as AddressInfo).port}/`
+  floor = await countPerRequest(() => post(url, inferBody), N)
+})
+
+afterAll(async () => {
+  await new Promise<void>((r) => floorServer.close(() => r()))
+  agent.destroy()
+})
+
+/** Print and check one path's counts above the floor against its budget (every key of `budget` is checked). */
+function expectWithin(path: string, counts: RequestCounts, budget: Partial<RequestCounts>): void {
+  const above = countsAbove(counts, floor)
+  console.log(`budget ${path}: ${JSON.stringify(above)}`)
+  for (const [k, max] of Object.entries(budget) as [keyof RequestCounts, number][]) {
+    expect({ path, key: k, perRequest: above[k] <= max ? 'within' : above[k] }).toEqual({ path, key: k, perRequest: 'within' })
+  }
+}
+
+describe('per-request budgets: embedded (in-process transport, what cohort serve runs)', () => {
+  let s: Stack
+  beforeAll(async () => {
+    s = await startStack(new InProcessTransport(), identity)
+  })
+  afterAll(() => s.close())
+
+  it('OIP infer on an ONNX model', async () => {
+    const c = await countPerRequest(() => post(`${s.base}/v2/models/tensor/infer`, inferBody), N)
+    expectWithin('embedded ONNX infer', c, { timers: 2.2, immediates: 1.2, promises: 140, socketWrites: 0.2, postMessages: 2, jsonParses: 1, jsonStringifies: 4, msgpackEncodes: 3.1, msgpackDecodes: 3.1 })
+  })
+
+  it('OIP infer on a TypeScript predictor', async () => {
+    const c = await countPerRequest(() => post(`${s.base}/v2/models/sleepy/infer`, predictorBody), N)
+    expectWithin('embedded predictor infer', c, { timers: 3.3, immediates: 2.2, promises: 145, socketWrites: 0.2, postMessages: 0.2, jsonParses: 1, jsonStringifies: 10, msgpackEncodes: 3.2, msgpackDecodes: 3.2 })
+  })
+
+  it('POST /predictions naming no model (the default is the first served)', async () => {
+    const c = await countPerRequest(() => post(`${s.base}/predictions`, JSON.stringify({ input: { x: 2, sleepMs: 0 } })), N)
+    expectWithin('embedded /predictions', c, { timers: 3.3, immediates: 2.2, promises: 150, socketWrites: 0.2, postMessages: 0.2, jsonParses: 1, jsonStringifies: 2, msgpackEncodes: 3.2, msgpackDecodes: 3.2 })
+  })
+
+  it('bulk predictions of 4 inputs', async () => {
+    const body = JSON.stringify({ inputs: [1, 2, 3, 4].map((x) => ({ x, sleepMs: 0 })) })
+    const c = await countPerRequest(() => post(`${s.base}/models/sleepy/predictions/bulk`, body), N)
+    expectWithin('embedded bulk x4', c, { timers: 3.4, immediates: 2.2, promises: 195, socketWrites: 0.2, postMessages: 0.2, jsonParses: 1, jsonStringifies: 1, msgpackEncodes: 6.2, msgpackDecodes: 3.2 })
+  })
+})
+
+describe('per-request budgets: distributed (gateway and worker on their own NATS connections)', () => {
+  let nats: NatsServerHandle
+  let s: Stack
+  let gwNc: NatsConnection
+  let spy: NatsConnection
+  const seen = new Map<string, number>()
+  beforeAll(async () => {
+    nats = await startNatsServer()
+    const wNc = await connect({ servers: nats.url })
+    gwNc = await connect({ servers: nats.url })
+    spy = await connect({ servers: nats.url })
+    const sub = spy.subscribe('>')
+    void (async () => {
+      for await (const m of sub) {
+        const kind = m.subject.split('.').slice(0, 2).join('.')
+        seen.set(kind, (seen.get(kind) ?? 0) + 1)
+      }
+    })()
+    await spy.flush()
+    const worker = createNatsTransport(wNc, { ownsConnection: true })
+    const gw = createNatsTransport(gwNc, { ownsConnection: true })
+    s = await startStack(worker, identity, gw, async () => {
+      await spy.close()
+      await nats.stop()
+    })
+  })
+  afterAll(() => s?.close())
+
+  it('OIP infer on an ONNX model: NATS messages per request', async () => {
+    await post(`${s.base}/v2/models/tensor/infer`, inferBody)
+    seen.clear()
+    const c = await countPerRequest(() => post(`${s.base}/v2/models/tensor/infer`, inferBody), N, 0)
+    const msgs = Object.fromEntries([...seen].map(([k, v]) => [k, Math.round((v / N) * 100) / 100]))
+    console.log(`nats messages per request: ${JSON.stringify(msgs)}`)
+    expectWithin('distributed ONNX infer', c, { timers: 2.2, immediates: 1.2, promises: 235, socketWrites: 3.1, postMessages: 2, jsonParses: 1, jsonStringifies: 4, msgpackEncodes: 3.1, msgpackDecodes: 3.1 })
+    // The request, the worker's accept notice, the reply: heartbeats are periodic, not per request.
+    const perRequest = [...seen].filter(([k]) => k !== 'cohort.heartbeat').reduce((a, [, v]) => a + v, 0) / N
+    expect({ natsMessagesPerRequest: perRequest <= 3.05 ? 'within' : perRequest }).toEqual({ natsMessagesPerRequest: 'within' })
+  })
+})
