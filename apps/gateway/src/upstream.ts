@@ -160,7 +160,8 @@ export class Upstream {
     const lv = this.liveness
     // A generation goes in a pack even before any heartbeat was heard: only workers that speak v2
     // serve generative models, and its deltas need the pack's reply subject.
-    if (pk && lv && (lv.protocol >= 2 || req.generate !== undefined)) {
+    // A request whose tensors alone are over the pack size never fits one: it is encoded once, with `ack`.
+    if (pk && lv && (lv.protocol >= 2 || req.generate !== undefined) && tensorBytesOf(req) <= pk.maxBytes) {
       const bytes = encodeRequest(req)
       if (pk.accepts(req.id, bytes)) {
         let reply: InferReply
@@ -399,6 +400,15 @@ export class Upstream {
 }
 
 const textDecoder = new TextDecoder()
+
+/** The summed tensor bytes of a request (a lower bound of its encoded size). */
+function tensorBytesOf(req: InferRequest): number {
+  let n = 0
+  for (const k in req.tensors) {
+    n += req.tensors[k]!.bytes.byteLength
+  }
+  return n
+}
 
 /** One model on one worker, as `GET /v2/workers` shows it (null where the worker did not say). */
 export interface WorkerEndpointSummary {
