@@ -14,7 +14,7 @@ import { hasWrk, runWrk, writeWrkScript } from './wrk.ts'
 
 /** Help of `cohort bench latency`. */
 export const LATENCY_HELP = `cohort bench latency [options]
-Latency of a lone request (docs/benchmarks.md#latency-at-concurrency-1): wrk -c1 --latency, keep-alive,
+Latency of a lone request (docs/bench/hot-path-2026-12-02.md): wrk -c1 --latency, keep-alive,
 p50 and p99 per path in one run, with ratios to the bare node:http floor, and the CPU each served
 process spends per request (from /proc: a loaded machine's latency is noise, its CPU far less).
   --targets LIST   comma-separated, in the order given (default http,serve,dist,predictions,oip):
