@@ -27,6 +27,7 @@ Benchmarks (cohort bench <benchmark> --help for its flags):
   peers          Cohort beside Triton, Ray Serve, LitServe, BentoML
   pipeline DIR   single module vs fused pipeline vs remote stages
   tax            CPU per request of each process on the serving path (docs/benchmarks.md#serving-tax)
+  latency        p50/p99 of a lone request (c=1) per path against the bare node:http floor, --base for before/after
   generate       continuous vs request-level batching vs none, generative test decoder (tokens/s, TTFT, TPOT)
   generate-layout  KV layouts of the test decoder: GQA slab vs concat export, ms per decode step
   threads        ORT intra-op threads and spinning, offline: items/s and CPU per item
@@ -220,6 +221,10 @@ export async function benchCommand(args: string[]): Promise<void> {
   if (args[0] === 'tax') {
     const { benchTaxCommand } = await import('./tax.ts')
     return benchTaxCommand(args.slice(1))
+  }
+  if (args[0] === 'latency') {
+    const { benchLatencyCommand } = await import('./latency.ts')
+    return benchLatencyCommand(args.slice(1))
   }
   if (args[0] === 'tax-grpc-load') {
     const { grpcLoadMain } = await import('./tax-procs.ts')

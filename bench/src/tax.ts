@@ -173,7 +173,8 @@ export async function varz(url: string): Promise<{ in: number; out: number }> {
   return { in: v.in_msgs, out: v.out_msgs }
 }
 
-function identityModel(dir: string, features: number): string {
+/** An Identity ONNX model of `features` FP32 (`in` -> `out`) written in `dir`; its path. */
+export function identityModel(dir: string, features: number): string {
   const path = join(dir, 'identity.onnx')
   writeFileSync(
     path,

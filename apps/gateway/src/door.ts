@@ -403,8 +403,8 @@ export class InferenceDoor {
   readonly workerWait: WorkerWaitCheck | undefined
 
   constructor(readonly o: DoorOptions) {
-    this.slos = o.serverSlo === false ? undefined : new ModelSlos<number, Pick<ModelMeta, 'slo'>>((m) => o.upstream.meta(m))
-    this.generationSlos = o.serverSlo === false ? undefined : new ModelSlos((m) => o.upstream.meta(m), SLO_TTL_MS, Date.now, (m) => m.generative?.slo)
+    this.slos = o.serverSlo === false ? undefined : new ModelSlos<number, Pick<ModelMeta, 'slo'>>((m) => o.upstream.heldMeta(m))
+    this.generationSlos = o.serverSlo === false ? undefined : new ModelSlos((m) => o.upstream.heldMeta(m), SLO_TTL_MS, Date.now, (m) => m.generative?.slo)
     const lv = o.upstream.liveness
     this.workerWait = o.workerWait === false || lv === undefined ? undefined : new WorkerWaitCheck(lv.waits, o.workerWait)
     this.#auth = Authenticator.of(o)

@@ -11,7 +11,7 @@ function door(slo: GenerativeSlo | undefined, serverSlo = true) {
   let metaCalls = 0
   const upstream = {
     liveness: undefined,
-    meta: async (): Promise<ModelMeta> => {
+    heldMeta: async (): Promise<ModelMeta> => {
       metaCalls++
       return { name: 'gen', kind: 'generative', generative: { maxContext: 100, vocabSize: 10, ...(slo ? { slo } : {}) } } as unknown as ModelMeta
     },

@@ -236,6 +236,7 @@ export class WorkerLiveness {
       for (const t of this.#requests.values()) {
         t.sentAt = Math.max(t.sentAt, now)
       }
+      this.#idle()
       return
     }
     for (const [id, w] of this.#workers) {
@@ -256,6 +257,14 @@ export class WorkerLiveness {
           this.#lose(t, `no worker accepted the request within ${Math.round(this.#acceptTimeoutMs)} ms`)
         }
       }
+    }
+    this.#idle()
+  }
+
+  /** Stop the check timer when nothing is in flight (the next tracked request starts it again). */
+  #idle(): void {
+    if (this.#requests.size === 0) {
+      this.#disarm()
     }
   }
 
@@ -299,9 +308,8 @@ export class WorkerLiveness {
     if (t.worker !== undefined) {
       this.#workers.get(t.worker)?.requests.delete(t)
     }
-    if (this.#requests.size === 0) {
-      this.#disarm()
-    }
+    // The check timer is not stopped here: a lone request after another (concurrency 1) would
+    // start a new one every time; the next check that finds nothing in flight stops it.
   }
 
   #arm(): void {

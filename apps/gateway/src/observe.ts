@@ -67,11 +67,26 @@ export function responseIds(): MiddlewareHandler {
     const id = theirs !== undefined && REQUEST_ID_RE.test(theirs) ? { value: theirs, own: false } : { value: crypto.randomUUID(), own: true }
     c.set('cohortRequestId', id)
     await next()
-    c.header('x-request-id', id.value)
+    setResponseHeader(c, 'x-request-id', id.value)
     const tp = c.get('cohortTraceparent')
     if (tp) {
-      c.header('traceparent', tp)
+      setResponseHeader(c, 'traceparent', tp)
     }
+  }
+}
+
+/**
+ * Set a header on the finished response in place. Hono's `c.header()` after the handler re-creates
+ * the response around its body as a stream (it reads `bodyUsed`), so @hono/node-server can no
+ * longer write a string body in one go: it reads the stream, a few promises per response and at
+ * times a timer (docs/architecture.md#per-request-budgets). Headers of a response that cannot be
+ * changed in place (immutable, as `fetch()` answers) still go through `c.header()`.
+ */
+function setResponseHeader(c: Context, name: string, value: string): void {
+  try {
+    c.res.headers.set(name, value)
+  } catch {
+    c.header(name, value)
   }
 }
 

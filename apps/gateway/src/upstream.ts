@@ -17,6 +17,7 @@ import {
 } from '@cohort/protocol'
 import type { AbortSignalLike, Transport } from '@cohort/transport'
 import type { WorkerLiveness } from './liveness.ts'
+import { ServeWhileRefresh } from './meta-cache.ts'
 import { Packer, type PackerOptions } from './packer.ts'
 
 /** The gateway's side of the bus: infer, metadata, discovery, cancellation. */
@@ -34,6 +35,30 @@ export class Upstream {
     pack: PackerOptions | false = {},
   ) {
     this.packer = liveness && pack !== false ? new Packer(transport, subjects, liveness, pack) : undefined
+  }
+
+  /** {@link meta} of a model as last answered (the gateway's copy; see meta-cache.ts). */
+  readonly #metas = new ServeWhileRefresh<ModelMeta>((model) => this.meta(model))
+  /** {@link discover} as last answered, when it found a model. */
+  readonly #served = new ServeWhileRefresh<{ models: ModelMeta[]; workers: number }>(
+    () => this.discover(),
+    undefined,
+    undefined,
+    (d) => d.models.length > 0,
+  )
+
+  /**
+   * A model's metadata for a request's path (default model, chat template, schema, SLO): the
+   * gateway's copy, refreshed in the background, not a round trip per request. Errors as {@link meta}
+   * when no copy is held. Endpoints that report the state (ready, config) call {@link meta}.
+   */
+  heldMeta(model: string): Promise<ModelMeta> {
+    return this.#metas.get(model)
+  }
+
+  /** {@link discover} for a request's path: the gateway's copy while it refreshes (an empty answer is not kept). */
+  heldModels(): Promise<{ models: ModelMeta[]; workers: number }> {
+    return this.#served.get('')
   }
 
   /**
@@ -135,7 +160,8 @@ export class Upstream {
     const lv = this.liveness
     // A generation goes in a pack even before any heartbeat was heard: only workers that speak v2
     // serve generative models, and its deltas need the pack's reply subject.
-    if (pk && lv && (lv.protocol >= 2 || req.generate !== undefined)) {
+    // A request whose tensors alone are over the pack size never fits one: it is encoded once, with `ack`.
+    if (pk && lv && (lv.protocol >= 2 || req.generate !== undefined) && tensorBytesOf(req) <= pk.maxBytes) {
       const bytes = encodeRequest(req)
       if (pk.accepts(req.id, bytes)) {
         let reply: InferReply
@@ -374,6 +400,15 @@ export class Upstream {
 }
 
 const textDecoder = new TextDecoder()
+
+/** The summed tensor bytes of a request (a lower bound of its encoded size). */
+function tensorBytesOf(req: InferRequest): number {
+  let n = 0
+  for (const k in req.tensors) {
+    n += req.tensors[k]!.bytes.byteLength
+  }
+  return n
+}
 
 /** One model on one worker, as `GET /v2/workers` shows it (null where the worker did not say). */
 export interface WorkerEndpointSummary {

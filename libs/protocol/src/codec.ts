@@ -57,7 +57,14 @@ const ENVELOPE_SLACK = 64 * 1024
  * small afterwards: a large message holds about its own size (a binary body and its message, 2x),
  * and one large message does not keep a buffer twice its size alive for the life of the process.
  */
+/**
+ * Messages this process encoded and decoded as msgpack, for the per-request budget tests
+ * (docs/architecture.md#per-request-budgets): two increments, never read on a request's path.
+ */
+export const wireCounts = { encodes: 0, decodes: 0 }
+
 function pack(v: unknown, bytesHint = 0): Uint8Array {
+  wireCounts.encodes++
   if (bytesHint > EXACT_ENCODING_ABOVE) {
     packr.useBuffer(allocTarget(bytesHint + ENVELOPE_SLACK))
     try {
@@ -95,6 +102,7 @@ export function decodeValue(buf: Uint8Array): unknown {
   if (!(buf instanceof Uint8Array)) {
     throw bad('message must be binary')
   }
+  wireCounts.decodes++
   try {
     return packr.unpack(buf)
   } catch (e) {
@@ -390,6 +398,7 @@ export const MAX_PACK_REQUESTS = 256
 
 /** Encode a pack of requests (protocol v2). */
 export function encodePack(p: InferPack): Uint8Array {
+  wireCounts.encodes++
   return packr.pack(p)
 }
 
@@ -456,6 +465,7 @@ export function decodeInferMessage(buf: Uint8Array): { v: 1; req: InferRequest }
 
 /** Encode a worker's notice to a gateway (protocol v2). */
 export function encodeNotice(n: GatewayNotice): Uint8Array {
+  wireCounts.encodes++
   return packr.pack(n)
 }
 

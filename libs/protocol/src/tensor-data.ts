@@ -472,9 +472,11 @@ export function shapeKey(datatype: Datatype, shape: readonly number[]): string {
  */
 export function groupKeyOf(tensors: Readonly<Record<string, WireTensor>>): string {
   let key = ''
-  for (const name of Object.keys(tensors).sort()) {
+  const names = Object.keys(tensors)
+  for (const name of names.length > 1 ? names.sort() : names) {
     const t = tensors[name]!
-    key += `${JSON.stringify(name)}:${shapeKey(t.datatype, rowShape(t))};`
+    // Length-prefixed: no name can end early or run into the next (no escaping needed).
+    key += `${name.length}:${name}:${shapeKey(t.datatype, rowShape(t))};`
   }
   return key
 }

@@ -42,6 +42,25 @@ describe('InProcessTransport', () => {
     await expect(p).rejects.toMatchObject({ code: 'CANCELLED' })
   })
 
+  it('requestAll answers once every receiver replied, not at its timeout; a silent one is waited for', async () => {
+    const t = new InProcessTransport()
+    for (const name of ['w1', 'w2']) {
+      const sub = t.subscribe('d', { queue: 'q' })
+      void (async () => {
+        for await (const m of sub) {
+          m.respond(enc(name))
+        }
+      })()
+    }
+    const pending = new Promise<'pending'>((r) => setTimeout(() => r('pending'), 2000).unref())
+    const all = await Promise.race([t.requestAll('d', new Uint8Array(0), { timeoutMs: 60_000 }), pending])
+    expect(all === 'pending' ? all : all.map(dec).sort()).toEqual(['w1', 'w2'])
+    t.subscribe('d') // never replies: the call waits its timeout and answers what came
+    expect((await t.requestAll('d', new Uint8Array(0), { timeoutMs: 20 })).map(dec).sort()).toEqual(['w1', 'w2'])
+    expect(await t.requestAll('none', new Uint8Array(0), { timeoutMs: 60_000 })).toEqual([])
+    await t.close()
+  })
+
   it('refuses messages over maxMessageBytes', async () => {
     const t = new InProcessTransport({ maxMessageBytes: 4 })
     t.subscribe('s')

@@ -118,14 +118,41 @@ export class InProcessTransport implements Transport {
     })
   }
 
-  async requestAll(subject: string, data: Uint8Array, opts: { timeoutMs: number }): Promise<Uint8Array[]> {
+  /**
+   * Every subscriber's reply. The bus knows how many received the message, so it answers as soon
+   * as each of them replied (NATS cannot know and waits `timeoutMs`), or at `timeoutMs` with the
+   * replies so far.
+   */
+  requestAll(subject: string, data: Uint8Array, opts: { timeoutMs: number }): Promise<Uint8Array[]> {
     const replies: Uint8Array[] = []
-    const msg: TransportMessage = { subject, data, respond: (r) => (replies.push(r), true) }
-    if (this.#deliver(subject, msg, true) === 0) {
-      return []
+    let receivers = Number.POSITIVE_INFINITY
+    let done: (() => void) | undefined
+    const msg: TransportMessage = {
+      subject,
+      data,
+      respond: (r) => {
+        if (done === undefined && receivers !== Number.POSITIVE_INFINITY) {
+          return false
+        }
+        replies.push(r)
+        if (replies.length >= receivers) {
+          done?.()
+        }
+        return true
+      },
     }
-    await new Promise((r) => setTimeout(r, opts.timeoutMs))
-    return replies
+    receivers = this.#deliver(subject, msg, true)
+    if (receivers === 0 || replies.length >= receivers) {
+      return Promise.resolve(replies)
+    }
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => done?.(), opts.timeoutMs)
+      done = () => {
+        done = undefined
+        clearTimeout(timer)
+        resolve(replies)
+      }
+    })
   }
 
   newInbox(): string {

@@ -40,7 +40,7 @@ export function bulkHandler(o: ResolvedGatewayOptions & { maxBulkInputs?: number
       const signal = clientGone(c, o)
       p.obs.items = inputs.length
       // Fail fast, before fanning out, when no worker serves the model at all.
-      await door.o.upstream.meta(model)
+      await door.o.upstream.heldMeta(model)
       const one = async (input: unknown, index: number): Promise<BulkResult> => {
         const r = await p.item(input, index, { deadline, signal })
         return r.error

@@ -272,7 +272,7 @@ export function registerOpenAi(app: Hono, o: ResolvedGatewayOptions, door: Infer
         const b = bodyObject(parseJson(await bodyOf(c, o)))
         p.model = b['model'] as string
         const messages = chatMessages(b['messages'])
-        const meta = await up.meta(p.model)
+        const meta = await up.heldMeta(p.model)
         if (meta.kind !== 'generative') {
           throw new CohortError('BAD_REQUEST', `model "${p.model}" is not generative (kind ${meta.kind}); GET /v1/models lists the generative models`)
         }

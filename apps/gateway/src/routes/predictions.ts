@@ -15,7 +15,7 @@ import { CogValidationError, detailOf, parsePredictionBody, unprocessable, wants
 export async function predictionModel(c: Context, o: ResolvedGatewayOptions, up: Upstream): Promise<string> {
   let model = c.req.param('model') ?? o.defaultModel ?? ''
   if (!model) {
-    const { models } = await up.discover()
+    const { models } = await up.heldModels()
     model = models[0]?.name ?? ''
     if (!model) {
       throw new CohortError('NO_WORKER', 'no model is being served')
@@ -91,7 +91,7 @@ function failure(c: Context, p: Passage, e: unknown): Response {
  * predictors, the input against its schema (422 now, as Cog), then submit.
  */
 async function submitJob(jobs: PredictionJobs, up: Upstream, model: string, b: PredictionRequestBody, id: string) {
-  const meta = await up.meta(model)
+  const meta = await up.heldMeta(model)
   if (meta.kind === 'predictor') {
     checkInput(meta.inputSchema, b.input)
   }

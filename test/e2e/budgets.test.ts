@@ -1,0 +1,283 @@
+// Per-request budgets, counted not timed (docs/architecture.md#per-request-budgets): each path runs
+// requests one at a time after a warm-up, in this process (gateway and worker, real ORT, real HTTP,
+// a real nats-server for the distributed path), and what one request costs above a bare node:http
+// server answering the same client is checked against its budget. A change that adds a timer, a
+// thread hand-off, a NATS message or an encode to every request fails here on any machine.
+import { createServer, request as httpRequest, Agent, type Server } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { connect, type NatsConnection } from '@nats-io/transport-node'
+import * as grpc from '@grpc/grpc-js'
+import * as protoLoader from '@grpc/proto-loader'
+import { PROTO_DIR, startGrpcServer } from '@cohort/gateway/grpc'
+import { createApp } from '@cohort/gateway'
+import { Registry } from '@cohort/metrics'
+import { graph, model, node, valueInfo } from '@cohort/onnx-builder'
+import { InProcessTransport, createNatsTransport, type Transport } from '@cohort/transport'
+import { CohortWorker, OnnxRunner, PredictorRunner, loadPredictors } from '@cohort/worker'
+import { serve } from '@hono/node-server'
+import {
+  SLEEPY_PREDICTOR,
+  countPerRequest,
+  countsAbove,
+  startNatsServer,
+  writeModelFixtures,
+  type NatsServerHandle,
+  type RequestCounts,
+} from '@cohort/test-support'
+
+const FEATURES = 64
+const N = 40
+const agent = new Agent({ keepAlive: true, maxSockets: 1 })
+
+/** One keep-alive POST (or GET without a body), 200 expected; the body as text. */
+function post(url: string, body: string | undefined, headers: Record<string, string> = {}): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(url, { method: body === undefined ? 'GET' : 'POST', agent, headers: { 'content-type': 'application/json', ...headers } }, (res) => {
+      const chunks: Buffer[] = []
+      res.on('data', (d: Buffer) => chunks.push(d))
+      res.on('end', () => {
+        const text = Buffer.concat(chunks).toString()
+        if (res.statusCode !== 200) {
+          reject(new Error(`${url}: ${res.statusCode} ${text}`))
+        } else {
+          resolve(text)
+        }
+      })
+      res.on('error', reject)
+    })
+    req.on('error', reject)
+    req.end(body)
+  })
+}
+
+const inferBody = JSON.stringify({ inputs: [{ name: 'in', datatype: 'FP32', shape: [1, FEATURES], data: Array.from({ length: FEATURES }, (_, i) => i / 8) }] })
+const predictorBody = JSON.stringify({ inputs: [{ name: 'x', datatype: 'FP64', shape: [1], data: [2] }, { name: 'sleepMs', datatype: 'FP64', shape: [1], data: [0] }] })
+
+interface Stack {
+  base: string
+  close(): Promise<void>
+}
+
+/** Columns of the `wide` Identity model: one row is over the gateway's pack size (256 KiB). */
+const WIDE = 70_000
+
+async function startStack(transport: Transport, identity: string, gateway: Transport = transport, extra: () => Promise<void> = async () => undefined): Promise<Stack> {
+  const registry = new Registry()
+  const [sleepy] = await loadPredictors(SLEEPY_PREDICTOR)
+  const worker = new CohortWorker({
+    transport,
+    registry,
+    runners: [
+      new OnnxRunner({ name: 'tensor', path: identity, intraOpNumThreads: 1 }),
+      new OnnxRunner({ name: 'wide', path: identity.replace('identity64', 'wide'), intraOpNumThreads: 1 }),
+      new PredictorRunner(sleepy!),
+    ],
+    outputSchemas: { sleepy: sleepy!.output },
+  })
+  await worker.start()
+  // The server-side SLO is derived from the model's run time: a high one keeps admission out of a loaded machine's way.
+  const app = createApp({ transport: gateway, registry: gateway === transport ? registry : new Registry(), requestTimeoutMs: 30_000 })
+  const server = await new Promise<ReturnType<typeof serve>>((resolve) => {
+    const s = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 }, () => resolve(s))
+  })
+  // Counted once the gateway (subscribed by createApp) heard a heartbeat: from then on it speaks
+  // protocol v2 (packs), as it does in steady state.
+  const beat = gateway.subscribe('cohort.heartbeat')
+  for await (const _ of beat) {
+    break
+  }
+  beat.unsubscribe()
+  return {
+    base: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    async close() {
+      await worker.close()
+      await new Promise<void>((r) => (server as Server).close(() => r()))
+      await transport.close()
+      if (gateway !== transport) {
+        await gateway.close()
+      }
+      await extra()
+    },
+  }
+}
+
+let dir: string
+let identity: string
+let floor: RequestCounts
+let floorServer: Server
+
+beforeAll(async () => {
+  dir = writeModelFixtures().dir
+  identity = join(dir, 'identity64.onnx')
+  writeFileSync(
+    identity,
+    model(graph({ name: 'id', inputs: [valueInfo('in', 'FP32', ['batch', FEATURES])], outputs: [valueInfo('out', 'FP32', ['batch', FEATURES])], nodes: [node('Identity', ['in'], ['out'])] })),
+  )
+  writeFileSync(
+    join(dir, 'wide.onnx'),
+    model(graph({ name: 'wide', inputs: [valueInfo('in', 'FP32', ['batch', WIDE])], outputs: [valueInfo('out', 'FP32', ['batch', WIDE])], nodes: [node('Identity', ['in'], ['out'])] })),
+  )
+  // The floor: the same client against a bare node:http server that reads the body and answers JSON.
+  floorServer = createServer((req, res) => {
+    req.resume()
+    req.on('end', () => res.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}'))
+  })
+  await new Promise<void>((r) => floorServer.listen(0, '127.0.0.1', () => r()))
+  const url = `http://127.0.0.1:${(floorServer.address() as AddressInfo).port}/`
+  floor = await countPerRequest(() => post(url, inferBody), N)
+})
+
+afterAll(async () => {
+  await new Promise<void>((r) => floorServer.close(() => r()))
+  agent.destroy()
+})
+
+/**
+ * Print and check one path's counts above the floor against its budget (every key of `budget` is
+ * checked). Per-request work counts whole; the budgets' fractions leave room for periodic work
+ * (heartbeats, the loss check) that lands in a slow run: half a timer or encode per request would
+ * take a heartbeat per two requests, 2 s a request. One more per request is over.
+ */
+function expectWithin(path: string, counts: RequestCounts, budget: Partial<RequestCounts>): void {
+  const above = countsAbove(counts, floor)
+  console.log(`budget ${path}: ${JSON.stringify(above)}`)
+  for (const [k, max] of Object.entries(budget) as [keyof RequestCounts, number][]) {
+    expect({ path, key: k, perRequest: above[k] <= max ? 'within' : above[k] }).toEqual({ path, key: k, perRequest: 'within' })
+  }
+}
+
+describe('per-request budgets: embedded (in-process transport, what cohort serve runs)', () => {
+  let s: Stack
+  beforeAll(async () => {
+    s = await startStack(new InProcessTransport(), identity)
+  })
+  afterAll(() => s.close())
+
+  it('OIP infer on an ONNX model', async () => {
+    const c = await countPerRequest(() => post(`${s.base}/v2/models/tensor/infer`, inferBody), N)
+    expectWithin('embedded ONNX infer', c, { timers: 2.5, immediates: 2.5, promises: 110, socketWrites: 0.2, postMessages: 2, jsonParses: 1, jsonStringifies: 4, msgpackEncodes: 3.5, msgpackDecodes: 3.5 })
+  })
+
+  it('OIP infer on a TypeScript predictor', async () => {
+    const c = await countPerRequest(() => post(`${s.base}/v2/models/sleepy/infer`, predictorBody), N)
+    expectWithin('embedded predictor infer', c, { timers: 3.6, immediates: 2.5, promises: 115, socketWrites: 0.2, postMessages: 0.2, jsonParses: 1, jsonStringifies: 10, msgpackEncodes: 3.5, msgpackDecodes: 3.5 })
+  })
+
+  it('POST /predictions naming no model (the default is the first served)', async () => {
+    const c = await countPerRequest(() => post(`${s.base}/predictions`, JSON.stringify({ input: { x: 2, sleepMs: 0 } })), N)
+    expectWithin('embedded /predictions', c, { timers: 3.6, immediates: 2.5, promises: 120, socketWrites: 0.2, postMessages: 0.2, jsonParses: 1, jsonStringifies: 2, msgpackEncodes: 3.5, msgpackDecodes: 3.5 })
+  })
+
+  it('bulk predictions of 4 inputs', async () => {
+    const body = JSON.stringify({ inputs: [1, 2, 3, 4].map((x) => ({ x, sleepMs: 0 })) })
+    const c = await countPerRequest(() => post(`${s.base}/models/sleepy/predictions/bulk`, body), N)
+    expectWithin('embedded bulk x4', c, { timers: 3.7, immediates: 2.5, promises: 165, socketWrites: 0.2, postMessages: 0.2, jsonParses: 1, jsonStringifies: 1, msgpackEncodes: 6.5, msgpackDecodes: 3.5 })
+  })
+})
+
+/** The OIP gRPC service's client constructor (and its definition, for the floor server). */
+function oipService(): grpc.ServiceClientConstructor {
+  const def = protoLoader.loadSync('grpc_service.proto', { includeDirs: [PROTO_DIR], keepCase: true, longs: String, enums: String, defaults: true, oneofs: true })
+  return (grpc.loadPackageDefinition(def) as { inference: { GRPCInferenceService: grpc.ServiceClientConstructor } }).inference.GRPCInferenceService
+}
+
+function modelInfer(client: InstanceType<grpc.ServiceClientConstructor>, req: Record<string, unknown>): Promise<unknown> {
+  return new Promise((resolve, reject) =>
+    (client['ModelInfer'] as (r: unknown, md: grpc.Metadata, cb: (e: grpc.ServiceError | null, r: unknown) => void) => void).call(client, req, new grpc.Metadata(), (e, r) =>
+      e ? reject(e) : resolve(r),
+    ),
+  )
+}
+
+describe('per-request budgets: gRPC ModelInfer (embedded)', () => {
+  const Service = oipService()
+  const closers: (() => Promise<void>)[] = []
+  afterAll(async () => {
+    for (const c of closers.reverse()) {
+      await c()
+    }
+  })
+
+  it('ONNX infer over the OIP gRPC service, above a bare grpc-js server answering the same call', async () => {
+    const req = { model_name: 'tensor', inputs: [{ name: 'in', datatype: 'FP32', shape: [1, FEATURES] }], raw_input_contents: [Buffer.from(new Float32Array(FEATURES).buffer)] }
+    // The floor: grpc-js serving ModelInfer with an empty answer, the same client.
+    const bare = new grpc.Server()
+    bare.addService(Service.service, { ModelInfer: (_c: unknown, cb: (e: null, r: object) => void) => cb(null, { model_name: 'tensor', outputs: [], raw_output_contents: [] }) })
+    const barePort = await new Promise<number>((resolve, reject) => bare.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))))
+    closers.push(() => new Promise<void>((r) => bare.tryShutdown(() => r())))
+    const floorClient = new Service(`127.0.0.1:${barePort}`, grpc.credentials.createInsecure())
+    closers.push(async () => floorClient.close())
+    const grpcFloor = await countPerRequest(() => modelInfer(floorClient, req), N)
+
+    const transport = new InProcessTransport()
+    const s = await startStack(transport, identity)
+    closers.push(() => s.close())
+    const server = await startGrpcServer({ transport, port: 0, requestTimeoutMs: 30_000 })
+    closers.push(() => server.close())
+    const client = new Service(`127.0.0.1:${server.port}`, grpc.credentials.createInsecure())
+    closers.push(async () => client.close())
+    // The gRPC server's own gateway speaks v2 once it heard a heartbeat.
+    const beat = transport.subscribe('cohort.heartbeat')
+    for await (const _ of beat) {
+      break
+    }
+    beat.unsubscribe()
+    const c = await countPerRequest(() => modelInfer(client, req), N)
+    const above = countsAbove(c, grpcFloor)
+    console.log(`budget gRPC ONNX infer (above bare grpc-js): ${JSON.stringify(above)}`)
+    const budget: Partial<RequestCounts> = { timers: 2.5, immediates: 2.5, promises: 60, postMessages: 2, jsonParses: 0.5, jsonStringifies: 2.5, msgpackEncodes: 3.5, msgpackDecodes: 3.5 }
+    for (const [k, max] of Object.entries(budget) as [keyof RequestCounts, number][]) {
+      expect({ key: k, perRequest: above[k] <= max ? 'within' : above[k] }).toEqual({ key: k, perRequest: 'within' })
+    }
+  })
+})
+
+describe('per-request budgets: distributed (gateway and worker on their own NATS connections)', () => {
+  let nats: NatsServerHandle
+  let s: Stack
+  let gwNc: NatsConnection
+  let spy: NatsConnection
+  const seen = new Map<string, number>()
+  beforeAll(async () => {
+    nats = await startNatsServer()
+    const wNc = await connect({ servers: nats.url })
+    gwNc = await connect({ servers: nats.url })
+    spy = await connect({ servers: nats.url })
+    const sub = spy.subscribe('>')
+    void (async () => {
+      for await (const m of sub) {
+        const kind = m.subject.split('.').slice(0, 2).join('.')
+        seen.set(kind, (seen.get(kind) ?? 0) + 1)
+      }
+    })()
+    await spy.flush()
+    const worker = createNatsTransport(wNc, { ownsConnection: true })
+    const gw = createNatsTransport(gwNc, { ownsConnection: true })
+    s = await startStack(worker, identity, gw, async () => {
+      await spy.close()
+      await nats.stop()
+    })
+  })
+  afterAll(() => s?.close())
+
+  it('OIP infer on an ONNX model: NATS messages per request', async () => {
+    await post(`${s.base}/v2/models/tensor/infer`, inferBody)
+    seen.clear()
+    const c = await countPerRequest(() => post(`${s.base}/v2/models/tensor/infer`, inferBody), N, 0)
+    const msgs = Object.fromEntries([...seen].map(([k, v]) => [k, Math.round((v / N) * 100) / 100]))
+    console.log(`nats messages per request: ${JSON.stringify(msgs)}`)
+    expectWithin('distributed ONNX infer', c, { timers: 2.5, immediates: 2.5, promises: 195, socketWrites: 3.1, postMessages: 2, jsonParses: 1, jsonStringifies: 4, msgpackEncodes: 3.5, msgpackDecodes: 3.5 })
+    // The request, the worker's accept notice, the reply: heartbeats are periodic, not per request.
+    const perRequest = [...seen].filter(([k]) => k !== 'cohort.heartbeat').reduce((a, [, v]) => a + v, 0) / N
+    expect({ natsMessagesPerRequest: perRequest <= 3.05 ? 'within' : perRequest }).toEqual({ natsMessagesPerRequest: 'within' })
+  })
+
+  it('a request over the pack size is encoded once (not once for the pack and again with ack)', async () => {
+    const body = JSON.stringify({ inputs: [{ name: 'in', datatype: 'FP32', shape: [1, WIDE], data: new Array(WIDE).fill(0) }] })
+    const c = await countPerRequest(() => post(`${s.base}/v2/models/wide/infer`, body), 10, 2)
+    expectWithin('distributed ONNX infer over the pack size', c, { timers: 2.6, immediates: 1.5, postMessages: 2, msgpackEncodes: 3.5, msgpackDecodes: 3.5 })
+  })
+})

@@ -1,0 +1,130 @@
+/**
+ * Per-request work, counted (not timed) for the budget tests (docs/architecture.md#per-request-budgets):
+ * async resources by type (timers, immediates, promises, socket writes) from `async_hooks`, thread
+ * hand-offs (`postMessage` on this thread), JSON parses and stringifies, and msgpack encodes and
+ * decodes (@cohort/protocol's `wireCounts`). Counts do not depend on the machine's load, so the
+ * budgets hold on a busy CI runner as on a quiet laptop.
+ * @module
+ */
+import { createHook } from 'node:async_hooks'
+import { Socket } from 'node:net'
+import { MessagePort, Worker } from 'node:worker_threads'
+import { wireCounts } from '@cohort/protocol'
+
+/** What {@link countPerRequest} counts, per request. */
+export interface RequestCounts {
+  /** `setTimeout` / `setInterval` timers created (Node's own socket timers included). */
+  timers: number
+  /** `setImmediate` callbacks. */
+  immediates: number
+  /** Promises created (async_hooks PROMISE resources). */
+  promises: number
+  /** Writes handed to sockets (`_writeGeneric` / `_writev`: HTTP responses, NATS frames, client requests). */
+  socketWrites: number
+  /** `postMessage` calls on this thread (hand-offs to ORT or predictor threads). */
+  postMessages: number
+  jsonParses: number
+  jsonStringifies: number
+  msgpackEncodes: number
+  msgpackDecodes: number
+}
+
+const ZERO: RequestCounts = {
+  timers: 0,
+  immediates: 0,
+  promises: 0,
+  socketWrites: 0,
+  postMessages: 0,
+  jsonParses: 0,
+  jsonStringifies: 0,
+  msgpackEncodes: 0,
+  msgpackDecodes: 0,
+}
+
+const TYPE_KEY: Record<string, keyof RequestCounts> = {
+  Timeout: 'timers',
+  Immediate: 'immediates',
+  PROMISE: 'promises',
+}
+
+type SocketWrites = { _writeGeneric: (...a: unknown[]) => unknown; _writev: (...a: unknown[]) => unknown }
+
+/**
+ * Run `one` `n` times in sequence (concurrency 1) after `warmup` runs, counting what the process
+ * does meanwhile; returns the counts divided by `n`. Everything in the process is counted: the
+ * client's own work too, so budgets are set against a floor measured the same way.
+ */
+export async function countPerRequest(one: () => Promise<unknown>, n = 50, warmup = 10): Promise<RequestCounts> {
+  for (let i = 0; i < warmup; i++) {
+    await one()
+  }
+  const c: RequestCounts = { ...ZERO }
+  const hook = createHook({
+    init(_id, type) {
+      const k = TYPE_KEY[type]
+      if (k !== undefined) {
+        c[k]++
+      }
+    },
+  })
+  const { parse, stringify } = JSON
+  const wpost = Worker.prototype.postMessage
+  const ppost = MessagePort.prototype.postMessage
+  JSON.parse = function (this: unknown, ...a: Parameters<typeof parse>) {
+    c.jsonParses++
+    return parse.apply(this, a)
+  } as typeof parse
+  JSON.stringify = function (this: unknown, ...a: Parameters<typeof stringify>) {
+    c.jsonStringifies++
+    return stringify.apply(this, a)
+  } as typeof stringify
+  Worker.prototype.postMessage = function (this: Worker, ...a: Parameters<Worker['postMessage']>) {
+    c.postMessages++
+    return wpost.apply(this, a)
+  }
+  MessagePort.prototype.postMessage = function (this: MessagePort, ...a: Parameters<MessagePort['postMessage']>) {
+    c.postMessages++
+    return ppost.apply(this, a)
+  }
+  const sp = Socket.prototype as unknown as SocketWrites
+  const { _writeGeneric: writeGeneric, _writev: writev } = sp
+  sp._writeGeneric = function (this: unknown, ...a: unknown[]) {
+    c.socketWrites++
+    return writeGeneric.apply(this, a)
+  }
+  sp._writev = function (this: unknown, ...a: unknown[]) {
+    c.socketWrites++
+    return writev.apply(this, a)
+  }
+  const w0 = { ...wireCounts }
+  hook.enable()
+  try {
+    for (let i = 0; i < n; i++) {
+      await one()
+    }
+  } finally {
+    hook.disable()
+    JSON.parse = parse
+    JSON.stringify = stringify
+    Worker.prototype.postMessage = wpost
+    MessagePort.prototype.postMessage = ppost
+    sp._writeGeneric = writeGeneric
+    sp._writev = writev
+  }
+  c.msgpackEncodes = wireCounts.encodes - w0.encodes
+  c.msgpackDecodes = wireCounts.decodes - w0.decodes
+  const out = { ...c }
+  for (const k of Object.keys(out) as (keyof RequestCounts)[]) {
+    out[k] = Math.round((out[k] / n) * 100) / 100
+  }
+  return out
+}
+
+/** `a - b`, key by key (a path's counts above the floor's). */
+export function countsAbove(a: RequestCounts, b: RequestCounts): RequestCounts {
+  const out = { ...a }
+  for (const k of Object.keys(out) as (keyof RequestCounts)[]) {
+    out[k] = Math.round((a[k] - b[k]) * 100) / 100
+  }
+  return out
+}
