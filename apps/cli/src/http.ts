@@ -41,8 +41,15 @@ export function listen(app: Hono, host: string, port: number, tls?: TlsFiles): P
       const requests = new Set<IncomingMessage>()
       http.on('request', (req: IncomingMessage) => {
         requests.add(req)
-        req.socket.once('close', () => requests.delete(req))
-        req.once('close', () => requests.delete(req))
+        // One listener on the socket per request in flight, removed with the request: a keep-alive
+        // socket serves many requests and must not collect one per request (MaxListenersExceededWarning).
+        const socket = req.socket
+        const gone = () => requests.delete(req)
+        socket.once('close', gone)
+        req.once('close', () => {
+          requests.delete(req)
+          socket.off('close', gone)
+        })
       })
       resolve({
         port: info.port,
