@@ -146,7 +146,8 @@ export function createNatsJobQueue(nc: NatsConnection, o: NatsJobQueueOptions = 
         if (cur && cur.operation === 'PUT') {
           return { created: false, value: cur.value, revision: cur.revision }
         }
-        throw e
+        // Not stored (the bucket is full: recordMaxBytes, or JetStream is unavailable): retry later.
+        throw new CohortError('JOBS_UNAVAILABLE', `the prediction could not be stored: ${e instanceof Error ? e.message : String(e)}`, { cause: e, retryAfterS: 5 })
       }
     },
     async get(id) {
