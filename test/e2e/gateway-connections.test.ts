@@ -2,11 +2,13 @@
 // - 40 requests on one keep-alive connection print no MaxListenersExceededWarning (a `close`
 //   listener was added to the socket per request);
 // - a client still sending its body when SIGTERM's grace period ends is cut off and logged as a
-//   cancel (CANCELLED, 499), not as an INTERNAL 500 "aborted".
+//   cancel (CANCELLED, 499), not as an INTERNAL 500 "aborted";
+// - a small body refused 503 at the in-flight bound is read and discarded: the client gets its 503
+//   and its keep-alive connection serves the next request.
 import { request, Agent } from 'node:http'
 import { connect } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle } from '@cohort/test-support'
+import { SLEEPY_PREDICTOR, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle } from '@cohort/test-support'
 
 let nats: NatsServerHandle
 const procs: CliProcess[] = []
@@ -27,13 +29,17 @@ async function gateway(args: string[] = []): Promise<{ gw: CliProcess; port: num
   return { gw, port: Number(port) }
 }
 
+/** The sockets requests went out on, in order. */
+const used: unknown[] = []
+
 function send(agent: Agent, port: number, method: string, path: string, body?: string): Promise<number> {
   return new Promise((resolve, reject) => {
-    const req = request({ host: '127.0.0.1', port, path, method, agent, headers: body ? { 'content-type': 'application/json' } : {} }, (res) => {
+    const req = request({ host: '127.0.0.1', port, path, method, agent, headers: body ? { 'content-type': 'application/json', 'x-cohort-timeout-ms': '20000' } : {} }, (res) => {
       res.resume()
       res.on('end', () => resolve(res.statusCode ?? 0))
     })
     req.on('error', reject)
+    req.on('socket', (s) => used.push(s))
     req.end(body)
   })
 }
@@ -54,6 +60,26 @@ describe('gateway connections', () => {
     expect(statuses.filter((s, i) => i % 2 === 0 && s !== 200)).toEqual([])
     await gw.stop('SIGTERM')
     expect(gw.output()).not.toMatch(/MaxListenersExceededWarning/)
+  }, 120_000)
+
+  it('answers a small refused body 503 and keeps the keep-alive connection for the next request', async () => {
+    const worker = spawnCohort(['worker', '--nats', nats.url, '--id', 'wc', '--predictor', SLEEPY_PREDICTOR])
+    procs.push(worker)
+    await worker.waitFor(/worker wc serving sleepy/, 60_000)
+    const { port } = await gateway(['--max-inflight-requests', '1'])
+    // One request holds the only slot for 3 s (its own connection).
+    const holder = send(new Agent({ keepAlive: false }), port, 'POST', '/models/sleepy/predictions', JSON.stringify({ input: { x: 1, sleepMs: 3000 } }))
+    await new Promise((r) => setTimeout(r, 500))
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 })
+    const from = used.length
+    const refused = await send(agent, port, 'POST', '/models/sleepy/predictions', JSON.stringify({ input: { x: 2 } }))
+    const next = await send(agent, port, 'GET', '/v2/health/live')
+    agent.destroy()
+    expect(refused).toBe(503)
+    expect(next).toBe(200)
+    const [a, b] = used.slice(from)
+    expect(a === b, 'the refused request closed its connection').toBe(true)
+    expect(await holder).toBe(200)
   }, 120_000)
 
   it('logs a client cut off at shutdown while sending its body as a cancel, not INTERNAL', async () => {
