@@ -4,7 +4,9 @@
 // - a client still sending its body when SIGTERM's grace period ends is cut off and logged as a
 //   cancel (CANCELLED, 499), not as an INTERNAL 500 "aborted";
 // - a small body refused 503 at the in-flight bound is read and discarded: the client gets its 503
-//   and its keep-alive connection serves the next request.
+//   and its keep-alive connection serves the next request;
+// - a client that keeps sending a large body refused 413 before it was read reads its 413 and
+//   finishes sending without a reset (the gateway half-closes and discards, nginx's lingering close).
 import { request, Agent } from 'node:http'
 import { connect } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -80,6 +82,33 @@ describe('gateway connections', () => {
     const [a, b] = used.slice(from)
     expect(a === b, 'the refused request closed its connection').toBe(true)
     expect(await holder).toBe(200)
+  }, 120_000)
+
+  it('lets a client still sending a large refused body read its 413, without a reset', async () => {
+    const { port } = await gateway(['--max-inflight-bytes', String(1 << 20)])
+    const size = 32 << 20
+    const sock = connect(port, '127.0.0.1')
+    await new Promise<void>((r) => sock.once('connect', () => r()))
+    let received = ''
+    let error: Error | undefined
+    sock.on('data', (d) => (received += d.toString('latin1')))
+    sock.on('error', (e) => (error = e))
+    const closed = new Promise<void>((r) => sock.once('close', () => r()))
+    sock.write(`POST /v2/models/demo/infer HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/octet-stream\r\ncontent-length: ${size}\r\n\r\n`)
+    const chunk = Buffer.alloc(256 << 10, 7)
+    for (let sent = 0; sent < size && !sock.destroyed; sent += chunk.length) {
+      if (!sock.write(chunk)) {
+        await new Promise<void>((r) => {
+          sock.once('drain', r)
+          sock.once('close', r)
+        })
+      }
+    }
+    sock.end()
+    await closed
+    expect(error, received.slice(0, 200)).toBeUndefined()
+    expect(received).toMatch(/^HTTP\/1\.1 413 /)
+    expect(received).toMatch(/PAYLOAD_TOO_LARGE/)
   }, 120_000)
 
   it('logs a client cut off at shutdown while sending its body as a cancel, not INTERNAL', async () => {
