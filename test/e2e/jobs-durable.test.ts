@@ -118,6 +118,15 @@ describe('durable async predictions (JetStream)', () => {
     expect(Math.max(...batches), JSON.stringify(batches)).toBeGreaterThanOrEqual(4)
   }, 60_000)
 
+  it('keeps records and queued jobs for a bounded time and size (docs/reliability.md#retention-of-async-predictions)', async () => {
+    const jsm = await jetstreamManager(nc)
+    const names = jobNames()
+    const [bucket, stream] = await Promise.all([jsm.streams.info(`KV_${names.bucket}`), jsm.streams.info(names.stream)])
+    const weekNs = 7 * 24 * 3600 * 1e9
+    expect(bucket.config).toMatchObject({ max_age: weekNs, max_bytes: 1024 ** 3, max_msgs_per_subject: 1 })
+    expect(stream.config).toMatchObject({ max_age: weekNs, max_bytes: 1024 ** 3 })
+  })
+
   it('answers GET after a gateway restart (the result lives in JetStream KV)', async () => {
     const r = await postJson(`${gw.url}/models/sleepy/predictions`, { input: { x: 21, sleepMs: 800 } }, ASYNC)
     expect(r.status).toBe(202)

@@ -1,6 +1,7 @@
 import { serve } from '@hono/node-server'
 import type { Hono } from 'hono'
 import type { IncomingMessage, Server } from 'node:http'
+import type { Socket } from 'node:net'
 import { createServer as createHttpsServer } from 'node:https'
 import type { AddressInfo } from 'node:net'
 import { CliError } from './cli-error.ts'
@@ -15,6 +16,46 @@ export interface HttpServer {
    * still open after `lingerMs` (default: wait for them) is closed. Idempotent.
    */
   close(lingerMs?: number): Promise<void>
+}
+
+/**
+ * How long a connection closed after answering a request whose body was not read yet keeps reading
+ * (and discarding) what the client still sends, ms: nginx's lingering close, so a client still
+ * writing a refused large body reads its 413/503 instead of a reset.
+ */
+export const LINGER_MS = 2_000
+
+/** The latest request of each socket (a keep-alive socket serves many). */
+const latest = new WeakMap<Socket, IncomingMessage>()
+
+/**
+ * Node closes a connection answered with `Connection: close` by `socket.destroySoon()` right after
+ * the response: a client still sending its body then gets a reset, often before it read the answer.
+ * For a request whose body is not complete, close the write side only (FIN after the response),
+ * keep reading and discarding for at most {@link LINGER_MS}, and destroy once the client closes or
+ * the time is up. Installed once per socket.
+ */
+function lingerOnClose(req: IncomingMessage): void {
+  const socket = req.socket as Socket & { destroySoon?: () => void }
+  const seen = latest.has(socket)
+  latest.set(socket, req)
+  if (seen || typeof socket.destroySoon !== 'function') {
+    return
+  }
+  const destroySoon = socket.destroySoon.bind(socket)
+  socket.destroySoon = () => {
+    const current = latest.get(socket)
+    if (!current || current.complete) {
+      destroySoon()
+      return
+    }
+    current.resume() // discard the rest of the body
+    socket.end()
+    const timer = setTimeout(() => socket.destroy(), LINGER_MS)
+    timer.unref()
+    socket.once('end', () => socket.destroy())
+    socket.once('close', () => clearTimeout(timer))
+  }
 }
 
 /** PEM certificate and key for HTTPS. */
@@ -41,8 +82,16 @@ export function listen(app: Hono, host: string, port: number, tls?: TlsFiles): P
       const requests = new Set<IncomingMessage>()
       http.on('request', (req: IncomingMessage) => {
         requests.add(req)
-        req.socket.once('close', () => requests.delete(req))
-        req.once('close', () => requests.delete(req))
+        lingerOnClose(req)
+        // One listener on the socket per request in flight, removed with the request: a keep-alive
+        // socket serves many requests and must not collect one per request (MaxListenersExceededWarning).
+        const socket = req.socket
+        const gone = () => requests.delete(req)
+        socket.once('close', gone)
+        req.once('close', () => {
+          requests.delete(req)
+          socket.off('close', gone)
+        })
       })
       resolve({
         port: info.port,

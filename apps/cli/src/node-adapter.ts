@@ -84,7 +84,11 @@ function readIncoming(inc: IncomingMessage, max: number, onChunk?: (n: number) =
         resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, total))
       }
     })
-    inc.once('error', reject)
+    // The connection failed or was closed while the body was still arriving (the client went away,
+    // or a shutdown cut off a client too slow to send it): a cancel, not an internal error.
+    inc.once('error', (e: Error) =>
+      reject(new CohortError('CANCELLED', `the connection closed before the request body was received (${e.message})`, { cause: e })),
+    )
   })
 }
 

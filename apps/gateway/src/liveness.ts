@@ -1,5 +1,6 @@
 import { decodeAccept, decodeHeartbeat, type Subjects, type WaitEstimate } from '@cohort/protocol'
 import { WorkerWaits } from './worker-waits.ts'
+import { WorkerProbes } from './worker-probe.ts'
 import { consume, type AbortSignalLike, type Transport, type TransportSubscription } from '@cohort/transport'
 
 /**
@@ -23,6 +24,13 @@ export interface WorkerLossOptions {
   acceptTimeoutMs?: number
   /** How often the tracked requests are checked. @default 250 */
   checkIntervalMs?: number
+  /**
+   * Probe a worker that holds requests and has been silent for half its heartbeat interval on its
+   * `$SRV.PING.cohort-worker.<id>` subject: two no-responder answers in a row (its connection is
+   * gone: kill -9, OOM) lose its requests at once instead of after the missed heartbeats
+   * (worker-probe.ts). @default true
+   */
+  probes?: boolean
   /** Clock, epoch ms (tests). @default Date.now */
   now?: () => number
 }
@@ -89,6 +97,7 @@ export class WorkerLiveness {
   readonly #requests = new Map<string, Tracked>()
   readonly #workers = new Map<string, WorkerState>()
   readonly #subs: TransportSubscription[]
+  readonly #probes: WorkerProbes | undefined
   #timer: ReturnType<typeof setInterval> | undefined
   #lastCheck: number | undefined
   /** Last time any worker's heartbeat arrived (0: never): acceptance timeouts apply only after one. */
@@ -112,6 +121,7 @@ export class WorkerLiveness {
     this.gatewayId = gatewayId
     this.ackSubject = subjects.accept(gatewayId)
     this.#subs = []
+    this.#probes = o.probes === false ? undefined : new WorkerProbes(transport, (w, why, since) => this.#gone(w, why, since), { now: this.#now })
     const quiet = () => undefined // A bad notice is ignored; a refused subscription disables detection.
     try {
       const hb = transport.subscribe(subjects.heartbeat())
@@ -182,6 +192,7 @@ export class WorkerLiveness {
     this.#lastHeartbeat = now
     if (h.bye) {
       this.waits.forget(h.id)
+      this.#probes?.forget(h.id)
       const w = this.#workers.get(h.id)
       if (w && w.requests.size === 0) {
         this.#workers.delete(h.id)
@@ -189,6 +200,7 @@ export class WorkerLiveness {
       return
     }
     const w = this.#worker(h.id)
+    this.#probes?.seen(h.id) // Learn whether it answers probes before it holds anything.
     w.lastSeen = now
     w.intervalMs = h.intervalMs
     w.proto = h.proto ?? 1
@@ -239,8 +251,12 @@ export class WorkerLiveness {
       this.#idle()
       return
     }
+    this.#probes?.sweep()
     for (const [id, w] of this.#workers) {
       const silentMs = now - w.lastSeen
+      if (w.requests.size > 0 && silentMs > w.intervalMs / 2) {
+        this.#probes?.probe(id)
+      }
       if (silentMs > this.missedHeartbeats * w.intervalMs) {
         for (const t of [...w.requests]) {
           this.#lose(t, `worker ${id} sent no heartbeat for ${Math.round(silentMs)} ms while holding the request`)
@@ -282,6 +298,7 @@ export class WorkerLiveness {
     for (const s of this.#subs) {
       s.unsubscribe()
     }
+    this.#probes?.close()
     this.#disarm()
   }
 
@@ -292,6 +309,24 @@ export class WorkerLiveness {
       this.#workers.set(id, w)
     }
     return w
+  }
+
+  /**
+   * A probe found the worker's connection gone (since `since`): every request it holds is lost now,
+   * and so is every request no worker accepted yet that was sent before `since` and has waited a
+   * check interval: it may sit unread in the dead worker's socket (a live worker accepts on receipt).
+   * Unaccepted, it is resent (upstream.ts) rather than left to its deadline.
+   */
+  #gone(id: string, why: string, since: number): void {
+    for (const t of [...(this.#workers.get(id)?.requests ?? [])]) {
+      this.#lose(t, why)
+    }
+    const now = this.#now()
+    for (const t of [...this.#requests.values()]) {
+      if (t.worker === undefined && t.lost === undefined && t.sentAt < since && now - t.sentAt >= this.#checkMs) {
+        this.#lose(t, `${why}; no worker accepted the request, which was sent before`)
+      }
+    }
   }
 
   #lose(t: Tracked, why: string): void {

@@ -184,6 +184,33 @@ describe('JobRunner', () => {
     expect(await record(q, 'cas')).toMatchObject({ output: { y: 12 }, attempts: 1 })
   })
 
+  it('gives up a compare-and-set after 20 tries ("kept changing") before the run: the job is handed back, then runs once', async () => {
+    const q = new MemoryJobQueue()
+    await submitJob(q, 'busy', { x: 4 })
+    q.failUpdates = 20 // every try of the first start fails; the redelivery's start succeeds
+    const t = target(ok)
+    start(q, t)
+    await until(async () => (await record(q, 'busy')).status === 'succeeded')
+    expect(q.log.slice(0, 3)).toEqual(['enqueue busy', 'deliver busy 1', 'nak busy'])
+    expect(t.got).toHaveLength(1)
+    expect(await record(q, 'busy')).toMatchObject({ output: { y: 8 }, attempts: 2 })
+  })
+
+  it('does not run a job again when storing its result kept failing for a while: the result is retried, stored once', async () => {
+    const q = new MemoryJobQueue()
+    await submitJob(q, 'store', { x: 5 })
+    const t = target(async (req) => {
+      q.failUpdates = 45 // two rounds of 20 tries fail, and some of the third
+      return ok(req)
+    })
+    start(q, t)
+    await until(async () => (await record(q, 'store')).status === 'succeeded')
+    await until(() => q.log.includes('ack store'))
+    expect(t.got).toHaveLength(1)
+    expect(q.log).toEqual(['enqueue store', 'deliver store 1', 'ack store'])
+    expect(await record(q, 'store')).toMatchObject({ output: { y: 10 }, attempts: 1 })
+  })
+
   it('close() stops pulling and waits for the job taken to be stored; it is idempotent', async () => {
     const q = new MemoryJobQueue()
     await submitJob(q, 'slow', { x: 7 })

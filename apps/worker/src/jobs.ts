@@ -16,6 +16,13 @@ export interface WorkerJobOptions {
   timeoutMs?: number
   /** Webhook delivery (attempts, backoff). */
   webhooks?: WebhookOptions
+  /**
+   * How long a result that could not be stored (KV unavailable, or the record kept changing) is
+   * retried, ms, with backoff from 100 ms doubling to 5 s, the job kept alive meanwhile: the job is
+   * not run again for a failed store. Past it the job is handed back (nak) and may run again.
+   * @default 30000
+   */
+  storeRetryMs?: number
 }
 
 /** What the runner needs from the model server. */
@@ -30,6 +37,9 @@ export interface JobTarget {
 
 /** How long a draining worker waits for webhook deliveries in progress. */
 const WEBHOOK_DRAIN_MS = 5_000
+
+/** Default time a result that could not be stored is retried: 30 s. */
+export const DEFAULT_STORE_RETRY_MS = 30_000
 
 /** Default ack wait of a job consumer: 30 s. */
 export const DEFAULT_JOB_ACK_WAIT_MS = 30_000
@@ -165,10 +175,31 @@ export class JobRunner {
       return
     }
     const done = this.#life.finish(p, outcome)
-    const stored = await this.#update(p.id, () => done)
+    const stored = await this.#store(d, done)
     d.ack()
     if (stored) {
       this.#life.finished(done)
+    }
+  }
+
+  /**
+   * Store a job's result, retrying a failed store (with backoff, the job kept alive) for
+   * `storeRetryMs` instead of handing the job back: a result computed is not computed again
+   * because one write failed. Throws the last failure once the time is up.
+   */
+  async #store(d: JobDelivery, done: Prediction): Promise<{ before: Prediction; after: Prediction } | undefined> {
+    const end = Date.now() + (this.#o.storeRetryMs ?? DEFAULT_STORE_RETRY_MS)
+    for (let wait = 100, tries = 1; ; tries++, wait = Math.min(5_000, wait * 2)) {
+      try {
+        return await this.#update(done.id, () => done)
+      } catch (e) {
+        if (Date.now() + wait > end) {
+          throw e
+        }
+        this.#log.warn({ model: this.#t.name, predictionId: done.id, tries, err: e instanceof Error ? e.message : String(e) }, 'async prediction result not stored yet; retrying')
+        d.working()
+        await sleep(wait)
+      }
     }
   }
 

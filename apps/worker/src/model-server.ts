@@ -17,6 +17,7 @@ import { Listening } from './model-server/listening.ts'
 import { serverMeta } from './model-server/meta.ts'
 import { NOT_A_SAMPLE, Requests, type QItem } from './model-server/requests.ts'
 import { ServerStats, type RequestStats } from './model-server/stats.ts'
+import { StallWatch } from './model-server/stall.ts'
 
 /** Options of {@link ModelServer}. */
 export interface ModelServerOptions {
@@ -91,6 +92,8 @@ export class ModelServer {
   readonly #config: BatchingLayers
   readonly #requests: Requests
   readonly #listening: Listening
+  /** Batches running past their items' deadlines (readiness of a hung model). */
+  readonly #stall = new StallWatch()
   #closing: Promise<void> | undefined
   #watch: { stop(): void } | undefined
   #jobs: JobRunner | undefined
@@ -147,6 +150,7 @@ export class ModelServer {
       stats: this.#stats,
       signal: this.#abort.signal,
       version: o.version,
+      stall: this.#stall,
       regulate: () => {
         this.#listening.regulate()
         this.onQueueChange?.()
@@ -198,6 +202,11 @@ export class ModelServer {
   /** Generations running now (generative models; 0 for others). */
   get runningGenerations(): number {
     return this.#requests.generations?.running ?? 0
+  }
+
+  /** True while a batch runs past its items' deadlines and its expected time (the model reports not ready). */
+  get stalled(): boolean {
+    return this.#stall.stalled
   }
 
   /** Items in batches running now. */
@@ -295,7 +304,10 @@ export class ModelServer {
 
   /** Model metadata with the live batching config (and the version, for a repository model). */
   meta() {
-    const m = serverMeta(this.runner, this.engine, this.#config.sources)
+    const base = serverMeta(this.runner, this.engine, this.#config.sources)
+    const stalledMs = this.#stall.stalledMs()
+    // A batch hung past its items' deadlines: not ready until it ends (docs/reliability.md#readiness-of-a-hung-model).
+    const m = stalledMs === undefined ? base : { ...base, ready: false, stalledMs: Math.round(stalledMs) }
     const v = this.#o.version
     return v === undefined ? m : { ...m, versions: [v], version: v }
   }

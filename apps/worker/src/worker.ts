@@ -213,7 +213,11 @@ export class CohortWorker {
     const beat = (bye?: true) => {
       try {
         const models = bye ? undefined : this.#waits()
-        this.#o.transport.publish(subject, encodeHeartbeat({ v: 1, id: this.id, intervalMs, proto: PROTOCOL_VERSION, ...(bye ? { bye } : {}), ...(models ? { models } : {}) }))
+        const stalled = bye ? [] : [...new Set(this.servers.filter((s) => s.stalled).map((s) => s.runner.name))]
+        this.#o.transport.publish(
+          subject,
+          encodeHeartbeat({ v: 1, id: this.id, intervalMs, proto: PROTOCOL_VERSION, ...(bye ? { bye } : {}), ...(models ? { models } : {}), ...(stalled.length > 0 ? { stalled } : {}) }),
+        )
       } catch {
         // A closed connection: the next beat (or none) will tell.
       }

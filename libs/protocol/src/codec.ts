@@ -362,6 +362,10 @@ export function decodeHeartbeat(buf: Uint8Array): Heartbeat {
     }
     h.models = models
   }
+  if (Array.isArray(o.stalled)) {
+    const stalled = (o.stalled as unknown[]).filter((m): m is string => typeof m === 'string')
+    if (stalled.length > 0) h.stalled = stalled
+  }
   return h
 }
 

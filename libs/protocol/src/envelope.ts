@@ -174,6 +174,11 @@ export interface Heartbeat {
    * gateways ignore it, older workers send none.
    */
   models?: Record<string, WaitEstimate>
+  /**
+   * Models not ready because a batch of theirs is running past the deadlines of all its items
+   * (docs/reliability.md#readiness-of-a-hung-model). Absent: none (or an older worker).
+   */
+  stalled?: string[]
 }
 
 /**

@@ -51,7 +51,7 @@ const SAMPLES: Record<Datatype, { data: unknown[]; json: unknown[] }> = {
     data: ['-9223372036854775808', '9223372036854775807', -(2 ** 53 - 1), -1, 0, '-42'],
     json: [-9223372036854775808, 9223372036854775807, -(2 ** 53 - 1), -1, 0, -42],
   },
-  FP16: { data: [0, -2, 0.5, 65504, 1e6, 0.1], json: [0, -2, 0.5, 65504, Infinity, 0.0999755859375] },
+  FP16: { data: [0, -2, 0.5, 65504, 65519, 0.1], json: [0, -2, 0.5, 65504, 65504, 0.0999755859375] },
   FP32: { data: [0, -1.5, 0.25, 3e38, 1e-40, 0.1], json: [0, -1.5, 0.25, Math.fround(3e38), Math.fround(1e-40), Math.fround(0.1)] },
   FP64: { data: [0, -1.5, Math.PI, 1e308, 5e-324, 0.1], json: [0, -1.5, Math.PI, 1e308, 5e-324, 0.1] },
   BYTES: { data: ['', 'héllo', '日本語', '🎉 emoji', '', 'x'], json: ['', 'héllo', '日本語', '🎉 emoji', '', 'x'] },
@@ -219,11 +219,22 @@ describe('jsonToTensor', () => {
       ['UINT16', 65536], ['UINT32', 2 ** 32], ['INT32', 2 ** 31], ['INT64', 2 ** 53], ['INT64', '9223372036854775808'],
       ['INT64', 'abc'], ['INT64', '1e3'], ['INT64', 1.5], ['UINT64', -1], ['UINT64', '-1'], ['UINT64', '18446744073709551616'],
       ['BOOL', 2], ['BOOL', 'true'], ['BYTES', 5], ['BYTES', null], ['INT32', [1]], ['INT32', {}],
+      // Past the float type's range: stored as ±Infinity, so refused as non-finite values are.
+      ['FP32', 1e39], ['FP32', -1e39], ['FP32', 3.5e38], ['FP16', 65520], ['FP16', -1e6], ['FP64', Infinity], ['FP32', NaN],
     ]
     for (const [dt, v] of bad) {
       expectCohort(() => jsonToTensor('in', dt, [2], [dt === 'BYTES' ? 'ok' : 0, v]), 'BAD_REQUEST', /input "in": element 1 must be/)
     }
     expectCohort(() => jsonToTensor('in', 'INT32', [2], [[1, 2], [3]]))
+    expectCohort(() => jsonToTensor('in', 'FP32', [1], [1e39]), 'BAD_REQUEST', /within ±3\.4028234663852886e\+38 for FP32, got 1e\+39/)
+  })
+
+  it('keeps the largest values of each float type and what rounds to them', () => {
+    expect(tensorToJson(jsonToTensor('f', 'FP32', [3], [3.4028234663852886e38, -3.4028234663852886e38, 3.4028235e38]))).toEqual([
+      3.4028234663852886e38, -3.4028234663852886e38, 3.4028234663852886e38,
+    ])
+    expect(tensorToJson(jsonToTensor('h', 'FP16', [2], [65504, -65519]))).toEqual([65504, -65504])
+    expect(tensorToJson(jsonToTensor('u', 'FP32', [1], [1e-50]))).toEqual([0]) // underflow rounds to 0
   })
 
   it('rejects bad shapes, datatypes and deep nesting', () => {

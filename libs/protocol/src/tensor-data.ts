@@ -329,6 +329,9 @@ const describe = (v: unknown): string => {
   return 'an object'
 }
 
+/** The largest finite value of each float datatype (JSON values past it are refused, not stored as ±Infinity). */
+const FLOAT_MAX = { FP16: 65504, FP32: 3.4028234663852886e38, FP64: Number.MAX_VALUE } as const
+
 /** Write the leaves of `a` (nested or flat) at `at` in `out`; returns the next index. */
 function fill(dt: Datatype, a: readonly unknown[], out: FixedValues | string[], at: number, label: string): number {
   if (a.length > 0 && Array.isArray(a[0])) {
@@ -341,11 +344,14 @@ function fill(dt: Datatype, a: readonly unknown[], out: FixedValues | string[], 
   switch (dt) {
     case 'FP32':
     case 'FP64': {
+      // A finite number past the type's range would be stored as ±Infinity: refused as non-finite
+      // values are (a value under the smallest subnormal rounds to 0, as in any float conversion).
       const o = out as Float32Array | Float64Array
       for (let i = 0; i < len; i++) {
         const v = a[i]
         if (typeof v !== 'number') throw fail(i, 'a number')
         o[at + i] = v
+        if (!Number.isFinite(o[at + i])) throw fail(i, `a finite number within ±${FLOAT_MAX[dt]}`)
       }
       break
     }
@@ -354,7 +360,9 @@ function fill(dt: Datatype, a: readonly unknown[], out: FixedValues | string[], 
       for (let i = 0; i < len; i++) {
         const v = a[i]
         if (typeof v !== 'number') throw fail(i, 'a number')
-        o[at + i] = f32ToF16Bits(v)
+        const h = f32ToF16Bits(v)
+        if ((h & 0x7c00) === 0x7c00) throw fail(i, `a finite number within ±${FLOAT_MAX.FP16}`)
+        o[at + i] = h
       }
       break
     }

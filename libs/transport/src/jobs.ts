@@ -52,11 +52,27 @@ export interface NatsJobQueueOptions {
   prefix?: string
   /** Replicas of the stream and bucket when this process creates them. @default 1 */
   replicas?: number
-  /** How long finished prediction records are kept, ms. @default 7 days */
+  /**
+   * How long a prediction record is kept after its last write, ms (the bucket's TTL: records,
+   * finished or not, expire then; a job still queued in the stream as long expires too). Applies
+   * when this process creates the bucket and the stream. @default 7 days
+   */
   recordTtlMs?: number
+  /**
+   * Most bytes the records bucket holds (inputs, outputs, logs of every prediction kept; -1: no bound).
+   * When full, creating a prediction fails (JOBS_UNAVAILABLE, 503) until records expire or are
+   * deleted; the jobs stream gets the same bound. Applies when this process creates them.
+   * @default 1 GiB
+   */
+  recordMaxBytes?: number
   /** Deliveries of one job that may run it ({@link JobQueue.maxDeliver}). @default 10 */
   maxDeliver?: number
 }
+
+/** Default time a prediction record is kept after its last write: 7 days. */
+export const DEFAULT_RECORD_TTL_MS = 7 * 24 * 3600_000
+/** Default bound of the records bucket (and of the jobs stream): 1 GiB. */
+export const DEFAULT_RECORD_MAX_BYTES = 1024 ** 3
 
 /** The JetStream names for a prefix. */
 export function jobNames(prefix = 'cohort') {
@@ -75,6 +91,8 @@ export function createNatsJobQueue(nc: NatsConnection, o: NatsJobQueueOptions = 
   const names = jobNames(o.prefix)
   const replicas = o.replicas ?? 1
   const maxDeliver = o.maxDeliver ?? 10
+  const ttlMs = o.recordTtlMs ?? DEFAULT_RECORD_TTL_MS
+  const maxBytes = o.recordMaxBytes ?? DEFAULT_RECORD_MAX_BYTES
   let ready: Promise<{ js: JetStreamClient; kv: KV }> | undefined
   const consumers = new Set<string>()
   let closed = false
@@ -88,9 +106,11 @@ export function createNatsJobQueue(nc: NatsConnection, o: NatsJobQueueOptions = 
           retention: RetentionPolicy.Workqueue,
           duplicate_window: 2 * 60 * 1_000_000_000,
           num_replicas: replicas,
+          max_age: ttlMs * 1_000_000,
+          max_bytes: maxBytes,
         })
       })
-      const kv = await new Kvm(nc).create(names.bucket, { history: 1, replicas, ttl: o.recordTtlMs ?? 7 * 24 * 3600_000 })
+      const kv = await new Kvm(nc).create(names.bucket, { history: 1, replicas, ttl: ttlMs, max_bytes: maxBytes })
       return { js: jetstream(nc), kv }
     })().catch((e) => {
       ready = undefined
@@ -127,7 +147,8 @@ export function createNatsJobQueue(nc: NatsConnection, o: NatsJobQueueOptions = 
         if (cur && cur.operation === 'PUT') {
           return { created: false, value: cur.value, revision: cur.revision }
         }
-        throw e
+        // Not stored (the bucket is full: recordMaxBytes, or JetStream is unavailable): retry later.
+        throw new CohortError('JOBS_UNAVAILABLE', `the prediction could not be stored: ${e instanceof Error ? e.message : String(e)}`, { cause: e, retryAfterS: 5 })
       }
     },
     async get(id) {

@@ -36,43 +36,54 @@ function isEntry(e: unknown): e is RepositoryEntry {
 }
 
 /**
- * Merge the workers' indexes (Triton's repository index): a version is READY when any worker
- * serves it, else LOADING when any is loading it, else UNAVAILABLE with each distinct reason.
+ * Merge the workers' indexes (Triton's repository index) per version, over the workers that list
+ * it: READY only when every one of them serves it; otherwise LOADING when any is loading it, else
+ * UNAVAILABLE. The reason of a version some workers serve and others do not names which
+ * (`ready on w1 only; w2 UNAVAILABLE: <its reason>`); of one no worker serves, each distinct reason.
+ * A worker that is gone stops answering, so the merge covers the workers there now.
  */
 export function mergeIndex(answers: readonly RepositoryAnswer[]): RepositoryEntry[] {
-  const byKey = new Map<string, { e: RepositoryEntry; reasons: Set<string> }>()
-  const rank = { READY: 2, LOADING: 1, UNAVAILABLE: 0 } as const
+  const byKey = new Map<string, { name: string; version: string; per: { worker: string; e: RepositoryEntry }[] }>()
   for (const a of answers) {
     for (const e of a.models) {
       const key = `${e.name}\n${e.version}`
-      const prev = byKey.get(key)
-      if (!prev) {
-        byKey.set(key, { e: { name: e.name, version: e.version, state: e.state }, reasons: new Set(e.reason ? [e.reason] : []) })
-        continue
+      let g = byKey.get(key)
+      if (!g) {
+        g = { name: e.name, version: e.version, per: [] }
+        byKey.set(key, g)
       }
-      if (rank[e.state] > rank[prev.e.state]) {
-        prev.e.state = e.state
-        prev.reasons.clear()
-      }
-      if (e.state === prev.e.state && e.reason) {
-        prev.reasons.add(e.reason)
-      }
+      g.per.push({ worker: a.worker, e })
     }
   }
   const num = (v: string) => (v.length > 15 ? Number.MAX_SAFE_INTEGER : Number(v))
   return [...byKey.values()]
-    .map(({ e, reasons }) => (reasons.size > 0 ? { ...e, reason: [...reasons].join('; ') } : e))
+    .map(({ name, version, per }): RepositoryEntry => {
+      const ready = per.filter((p) => p.e.state === 'READY')
+      if (ready.length === per.length) {
+        return { name, version, state: 'READY' }
+      }
+      const rest = per.filter((p) => p.e.state !== 'READY')
+      const state = rest.some((p) => p.e.state === 'LOADING') ? 'LOADING' : 'UNAVAILABLE'
+      const reason =
+        ready.length > 0
+          ? [`ready on ${ready.map((p) => p.worker).join(', ')} only`, ...rest.map((p) => `${p.worker} ${p.e.state}${p.e.reason ? `: ${p.e.reason}` : ''}`)].join('; ')
+          : [...new Set(rest.filter((p) => p.e.state === state && p.e.reason).map((p) => p.e.reason as string))].join('; ')
+      return { name, version, state, ...(reason ? { reason } : {}) }
+    })
     .sort((a, b) => a.name.localeCompare(b.name) || num(a.version) - num(b.version))
 }
 
 /** Wait until no worker that took the change still has the model busy (or the time is up); the merged index of the model. */
-async function settled(up: Upstream, model: string, workers: ReadonlySet<string>, limitMs: number): Promise<RepositoryEntry[]> {
+async function settled(up: Upstream, model: string, workers: ReadonlySet<string>, limitMs: number): Promise<{ entries: RepositoryEntry[]; servedSomewhere: boolean }> {
   const until = Date.now() + limitMs
   for (;;) {
     const answers = (await ask(up, 'index')).filter((a) => workers.has(a.worker))
     const busy = answers.some((a) => a.busy.includes(model)) || answers.some((a) => a.models.some((e) => e.name === model && e.state === 'LOADING'))
     if (!busy || Date.now() >= until) {
-      return mergeIndex(answers).filter((e) => e.name === model)
+      return {
+        entries: mergeIndex(answers).filter((e) => e.name === model),
+        servedSomewhere: answers.some((a) => a.models.some((e) => e.name === model && e.state === 'READY')),
+      }
     }
   }
 }
@@ -117,8 +128,9 @@ export function registerRepository(app: Hono, o: ResolvedGatewayOptions & { admi
       throw new CohortError('MODEL_NOT_FOUND', [...new Set(answers.map((a) => a.error))].join('; '))
     }
     o.logger.info({ audit: `admin.repository.${op}`, who, client: o.adapter?.clientAddress?.(c) ?? c.req.header('x-forwarded-for') ?? null, model, workers: took.map((a) => a.worker) }, `admin: repository ${op}`)
-    const entries = await settled(up, model, new Set(took.map((a) => a.worker)), REPOSITORY_CHANGE_MS)
-    if (op === 'load' && !entries.some((e) => e.state === 'READY')) {
+    const { entries, servedSomewhere } = await settled(up, model, new Set(took.map((a) => a.worker)), REPOSITORY_CHANGE_MS)
+    // A version served by some workers only answers 200: its entry says which do not serve it.
+    if (op === 'load' && !servedSomewhere) {
       const why = [...new Set(entries.map((e) => e.reason).filter((r): r is string => r !== undefined))].join('; ')
       throw new CohortError('MODEL_LOAD_FAILED', `no version of model "${model}" loaded${why ? `: ${why}` : ''}`)
     }

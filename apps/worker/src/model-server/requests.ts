@@ -27,6 +27,7 @@ import { ReplySink } from './reply-sink.ts'
 import { wireWait } from './wait.ts'
 import { Generations } from './generations.ts'
 import type { ServerStats } from './stats.ts'
+import type { StallWatch } from './stall.ts'
 
 interface Pending {
   req: InferRequest
@@ -77,6 +78,8 @@ export interface RequestsOptions {
   regulate: () => void
   /** The repository version served (ModelServerOptions.version); undefined: "1". */
   version?: string | undefined
+  /** Told of every batch's start and end (hung-batch readiness, `stall.ts`). */
+  stall?: StallWatch | undefined
   /** A generative model's generator (started): requests with `generate` go to it (`generations.ts`). */
   generator?: (() => ModelGenerator) | undefined
   /** See ModelServerOptions.generationProbeMs. */
@@ -169,6 +172,8 @@ export class Requests {
     let failure: { err: unknown; code: string; message: string } | undefined
     const t0 = performance.now()
     this.runningItems += batch.items.length
+    const upper = engine.costModel.samples > 0 ? engine.costModel.upper(batch.cost ?? batch.items.length) : 0
+    const ended = this.#o.stall?.begin(batch.items.reduce((d, i) => Math.max(d, i.p.req.deadline), 0), upper)
     let results: ItemResult[]
     try {
       results = await runner.runBatch(
@@ -182,6 +187,7 @@ export class Requests {
       results = batch.items.map(() => ({ error: err }))
     }
     this.runningItems -= batch.items.length
+    ended?.()
     const computeMs = performance.now() - t0
     tel.endBatch(span, batch.items, computeMs, batch.reason, failure)
     stats.batch(batch.items.length, computeMs, batch.reason)

@@ -11,7 +11,7 @@ import type { ExecutionProvider } from '../ort/ort-pool.ts'
 import type { PaddingOptions } from '../runners/padding.ts'
 import { OnnxRunner } from '../runners/onnx-runner.ts'
 import { describePolicy, jsonSyntaxError, newestFirst, parseModelConfig, selectVersions, type RepositoryModelConfig } from './model-config.ts'
-import { listModels, scanModel, ENTRY_FILES_TEXT, type ScannedModel, type ScannedVersion, type VersionKind } from './scan.ts'
+import { listModels, scanModel, ENTRY_FILES_TEXT, type ScanOptions, type ScannedModel, type ScannedVersion, type VersionKind } from './scan.ts'
 import { checkConfigFor, importConfig, pipelineVersion, predictorVersion, type VersionRunner } from './modules.ts'
 import { BareName } from './bare-name.ts'
 
@@ -44,6 +44,11 @@ export interface ModelRepositoryOptions {
    * @default 0
    */
   pollMs?: number
+  /**
+   * Serve model folders and entry files that are symbolic links leading outside `dir` (off: such
+   * versions are UNAVAILABLE, the index says why; docs/repository.md#symbolic-links). @default false
+   */
+  allowLinksOutside?: boolean
   transport: Transport
   /** The worker's subjects (the repository adds the version tokens). */
   subjects: Subjects
@@ -131,9 +136,11 @@ export class ModelRepository {
   #timer: ReturnType<typeof setTimeout> | undefined
   #closing: Promise<void> | undefined
   #polling: Promise<void> = Promise.resolve()
+  readonly #scanOptions: ScanOptions
 
   constructor(o: ModelRepositoryOptions) {
     this.#o = o
+    this.#scanOptions = { allowLinksOutside: o.allowLinksOutside === true }
     if (o.pollMs !== undefined && !(Number.isFinite(o.pollMs) && o.pollMs >= 0)) {
       throw new RangeError(`pollMs must be a number of ms >= 0, got ${o.pollMs}`)
     }
@@ -218,7 +225,7 @@ export class ModelRepository {
     if (typeof model !== 'string' || !isValidModelName(model)) {
       return { ...this.index(''), error: `"${String(model)}" is not a valid model name` }
     }
-    if (!this.#models.has(model) && (op === 'unload' || (await scanModel(this.#o.dir, model)) === undefined)) {
+    if (!this.#models.has(model) && (op === 'unload' || (await scanModel(this.#o.dir, model, this.#scanOptions)) === undefined)) {
       return { ...this.index(model), error: `no folder ${model} in the model repository` }
     }
     // Answer at once, with the change under way (busy); the gateway polls the index until it is done.
@@ -279,7 +286,7 @@ export class ModelRepository {
     } else if (st.unloaded) {
       return
     }
-    const scan = await scanModel(this.#o.dir, st.name)
+    const scan = await scanModel(this.#o.dir, st.name, this.#scanOptions)
     st.scan = scan
     if (!scan) {
       // The folder is gone: every version stops.

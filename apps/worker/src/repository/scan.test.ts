@@ -1,4 +1,4 @@
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
@@ -85,5 +85,26 @@ describe('repository config modules', () => {
     await expect(predictorVersion('p', none, '1')).rejects.toThrow(/exports no predictor/)
     const noPipe = put('q/1/pipeline.mjs', 'export default { models: [] }')
     await expect(pipelineVersion('q', noPipe, '1', { onnx: {} })).rejects.toThrow(/must `export default definePipeline/)
+  })
+})
+
+describe('symbolic links leading outside the repository', () => {
+  it('refuses them by default and follows them with allowLinksOutside', async () => {
+    const repo = mkdtempSync(join(tmpdir(), 'scan-links-'))
+    const out = mkdtempSync(join(tmpdir(), 'scan-out-'))
+    try {
+      writeFileSync(join(out, 'm.onnx'), 'x')
+      mkdirSync(join(repo, 'm', '1'), { recursive: true })
+      symlinkSync(join(out, 'm.onnx'), join(repo, 'm', '1', 'model.onnx'))
+      const refused = (await scanModel(repo, 'm'))!.versions[0]!
+      expect(refused.file).toBeUndefined()
+      expect(refused.conflict).toMatch(/1\/model\.onnx resolves to .*m\.onnx, outside the repository/)
+      const allowed = (await scanModel(repo, 'm', { allowLinksOutside: true }))!.versions[0]!
+      expect(allowed.conflict).toBeUndefined()
+      expect(allowed.kind).toBe('onnx')
+    } finally {
+      rmSync(repo, { recursive: true, force: true })
+      rmSync(out, { recursive: true, force: true })
+    }
   })
 })

@@ -1,5 +1,5 @@
-import { readdir, readFile, stat } from 'node:fs/promises'
-import { join } from 'node:path'
+import { readdir, readFile, realpath, stat } from 'node:fs/promises'
+import { join, sep } from 'node:path'
 import { isValidModelName, isValidVersion } from '@cohort/protocol'
 
 /** The file of a version that makes it an ONNX model. */
@@ -75,8 +75,35 @@ export async function listModels(dir: string): Promise<string[]> {
   return entries.filter((e) => e.isDirectory() && isValidModelName(e.name)).map((e) => e.name).sort()
 }
 
+/** Options of {@link scanModel}. */
+export interface ScanOptions {
+  /**
+   * Serve model folders and entry files that are symbolic links resolving outside the repository
+   * root. Off: such a version is refused (UNAVAILABLE, the index names the link and where it leads),
+   * so a link cannot make the worker load files the repository's owner did not put there.
+   * @default false
+   */
+  allowLinksOutside?: boolean
+}
+
+/** True when the resolved path `p` is `root` or inside it. */
+function inside(root: string, p: string): boolean {
+  return p === root || p.startsWith(root.endsWith(sep) ? root : root + sep)
+}
+
+/** Why `path` (inside the repository as named) is refused: it resolves outside `root`; undefined when it does not. */
+async function outsideReason(root: string | undefined, path: string, shown: string): Promise<string | undefined> {
+  if (root === undefined) {
+    return undefined
+  }
+  const real = await realpath(path).catch(() => undefined)
+  return real !== undefined && !inside(root, real)
+    ? `${shown} resolves to ${real}, outside the repository ${root}: a symbolic link may not lead out of the repository (ScanOptions.allowLinksOutside)`
+    : undefined
+}
+
 /** Scan one model folder; undefined when it does not exist (any more). */
-export async function scanModel(repo: string, name: string): Promise<ScannedModel | undefined> {
+export async function scanModel(repo: string, name: string, o: ScanOptions = {}): Promise<ScannedModel | undefined> {
   const dir = join(repo, name)
   let entries
   try {
@@ -84,12 +111,14 @@ export async function scanModel(repo: string, name: string): Promise<ScannedMode
   } catch {
     return undefined
   }
+  const root = o.allowLinksOutside === true ? undefined : await realpath(repo).catch(() => undefined)
+  const dirOutside = await outsideReason(root, dir, name)
   const versions: ScannedVersion[] = []
   const ignored: string[] = []
   const configs: ScannedConfig[] = []
   for (const e of entries.sort((a, b) => a.name.localeCompare(b.name))) {
     if (e.isDirectory() && isValidVersion(e.name)) {
-      const v = await scanVersion(join(dir, e.name), e.name)
+      const v = await scanVersion(join(dir, e.name), e.name, root, dirOutside)
       if (v) {
         versions.push(v)
       }
@@ -106,11 +135,11 @@ export async function scanModel(repo: string, name: string): Promise<ScannedMode
     }
   }
   const configConflict =
-    configs.length > 1 ? `${name} has ${configs.map((c) => c.name).join(' and ')}: keep one configuration file` : undefined
+    dirOutside ?? (configs.length > 1 ? `${name} has ${configs.map((c) => c.name).join(' and ')}: keep one configuration file` : undefined)
   return { name, dir, versions, config: configs.length === 1 ? configs[0] : undefined, configConflict, ignored }
 }
 
-async function scanVersion(dir: string, version: string): Promise<ScannedVersion | undefined> {
+async function scanVersion(dir: string, version: string, root: string | undefined, dirOutside: string | undefined): Promise<ScannedVersion | undefined> {
   let entries
   try {
     entries = await readdir(dir, { withFileTypes: true })
@@ -131,12 +160,13 @@ async function scanVersion(dir: string, version: string): Promise<ScannedVersion
     }
   }
   const one = found.length === 1 ? found[0] : undefined
+  const outside = dirOutside ?? (one === undefined ? undefined : await outsideReason(root, join(dir, one), `${version}/${one}`))
   return {
     version,
     dir,
-    file: one === undefined ? undefined : join(dir, one),
-    kind: one === undefined ? undefined : kindOf(one),
-    conflict: found.length > 1 ? `${found.join(' and ')} in one version folder: a version holds one of ${ENTRY_FILES_TEXT}` : undefined,
+    file: one === undefined || outside !== undefined ? undefined : join(dir, one),
+    kind: one === undefined || outside !== undefined ? undefined : kindOf(one),
+    conflict: outside ?? (found.length > 1 ? `${found.join(' and ')} in one version folder: a version holds one of ${ENTRY_FILES_TEXT}` : undefined),
     signature: parts.join('|'),
   }
 }

@@ -99,8 +99,8 @@ describe('the gateway in-flight bound', () => {
   })
 
   it('counts declared bytes at admission and refuses past maxBytes with 503 before reading', async () => {
-    const { app, held } = setup({ inflight: { maxRequests: 100, maxBytes: 600 } })
-    const big = body(100) // ~ 270 bytes
+    const { app, held } = setup({ inflight: { maxRequests: 100, maxBytes: 1800 } })
+    const big = body(100) // ~ 270 bytes, counted 3 times (JSON)
     const first = app.request('/v2/models/hold/infer', { method: 'POST', body: big, headers: { 'content-length': String(big.length) } })
     const second = app.request('/v2/models/hold/infer', { method: 'POST', body: big, headers: { 'content-length': String(big.length) } })
     await until(() => held.length === 2)
@@ -115,7 +115,7 @@ describe('the gateway in-flight bound', () => {
   })
 
   it('counts a body without Content-Length (chunked) while it is read, refusing it once past the bound', async () => {
-    const { app, held } = setup({ inflight: { maxRequests: 100, maxBytes: 600 } })
+    const { app, held } = setup({ inflight: { maxRequests: 100, maxBytes: 1800 } })
     const big = body(100)
     const first = app.request('/v2/models/hold/infer', { method: 'POST', body: big, headers: { 'content-length': String(big.length) } })
     await until(() => held.length === 1)
@@ -161,6 +161,38 @@ describe('the gateway in-flight bound', () => {
     const j = (await r.json()) as { code: string; error: string }
     expect(j.code).toBe('PAYLOAD_TOO_LARGE')
     expect(j.error).toMatch(/in-flight bytes bound \(maxBytes\) of 100 bytes/)
+  })
+
+  it('counts a JSON body 3 times its length and a binary one once (parsing JSON holds several times the text)', async () => {
+    const { app, held } = setup({ inflight: { maxBytes: 1000 } })
+    const text = body(100) // ~ 270 bytes: 810 counted as JSON
+    const heavy = body(150) // ~ 400 bytes: 1200 counted as JSON, past the bound
+    const json = await app.request('/v2/models/hold/infer', { method: 'POST', body: heavy, headers: { 'content-length': String(heavy.length), 'content-type': 'application/json' } })
+    expect(json.status).toBe(413)
+    expect((await json.json()).error).toMatch(/a JSON body counts 3 times its length/)
+    // The same bytes declared binary are admitted (what the route makes of them is not the point).
+    let settled = false
+    const bin = Promise.resolve(app.request('/v2/models/hold/infer', { method: 'POST', body: heavy, headers: { 'content-length': String(heavy.length), 'content-type': 'application/octet-stream' } }))
+    void bin.then(() => (settled = true))
+    await until(() => held.length > 0 || settled)
+    held.shift()?.()
+    expect((await bin).status).not.toBe(413)
+    expect(text.length * 3).toBeLessThan(1000)
+  })
+
+  it('keeps the connection of a small refused body (read and discarded), closes it for a large one', async () => {
+    const { app, held } = setup({ inflight: { maxRequests: 1, maxBytes: 1 << 30 } })
+    const first = app.request('/v2/models/hold/infer', { method: 'POST', body: body(2) })
+    await until(() => held.length === 1)
+    const small = await app.request('/v2/models/hold/infer', { method: 'POST', body: body(2), headers: { 'content-length': String(body(2).length) } })
+    expect(small.status).toBe(503)
+    expect(small.headers.get('connection')).toBeNull()
+    const huge = body(2) + ' '.repeat(70 * 1024) // past the 64 KiB drained
+    const big = await app.request('/v2/models/hold/infer', { method: 'POST', body: huge, headers: { 'content-length': String(huge.length) } })
+    expect(big.status).toBe(503)
+    expect(big.headers.get('connection')).toBe('close')
+    held.shift()!()
+    expect((await first).status).toBe(200)
   })
 
   it.each(['0x46', '70.0', '+70', '7e1', '-1', '70 70'])('refuses the Content-Length %j with 400 (strict decimal integers only)', async (len) => {

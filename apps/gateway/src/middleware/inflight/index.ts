@@ -5,6 +5,25 @@ import { declaredLength, setBodyTicket } from '../../body.ts'
 import { errorResponse } from '../../errors.ts'
 import type { ResolvedGatewayOptions } from '../../options.ts'
 
+/**
+ * How many bytes of the bound one byte of a body that is not binary (JSON) counts for: parsing JSON
+ * holds the text, its object tree and the typed arrays built from it, several times the text; a
+ * binary body (`application/octet-stream`, or with `Inference-Header-Content-Length`) is held about
+ * twice, which the bound's documented headroom covers (docs/reliability.md#bounds).
+ */
+export const JSON_BODY_WEIGHT = 3
+
+/**
+ * A refused body up to this many bytes is read and discarded (the connection stays open for the
+ * client's next request); a larger one gets `Connection: close`.
+ */
+export const DRAIN_REFUSED_BYTES = 64 * 1024
+
+/** True for a body that is held as bytes (binary), false for one that is parsed as JSON. */
+function isBinary(contentType: string | undefined, inferenceHeader: string | undefined): boolean {
+  return inferenceHeader !== undefined || (contentType ?? '').toLowerCase().startsWith('application/octet-stream')
+}
+
 function overloaded(budget: InflightBudget): CohortError {
   return new CohortError('OVERLOADED', `the gateway is at its in-flight bound: ${budget.describe()}; retry later`, { retryAfterS: 1 })
 }
@@ -27,25 +46,31 @@ export function inflightMiddleware(o: ResolvedGatewayOptions): MiddlewareHandler
       return next()
     }
     const len = declaredLength(c.req.header('content-length'))
-    // Refused before the body is read: close the connection too, so the body is never read (a
-    // kept-alive connection would have to read and discard it, and the client may resend).
+    const weight = isBinary(c.req.header('content-type'), c.req.header('inference-header-content-length')) ? 1 : JSON_BODY_WEIGHT
+    const counted = len === undefined ? undefined : len * weight
+    const as = weight === 1 ? '' : ` (a JSON body counts ${weight} times its length: parsing holds that much)`
+    // Refused before the body is read. A small body is read and discarded by the server, so the
+    // connection stays usable; a large one closes the connection (the client may resend).
     const refuse = (e: CohortError) => {
-      c.header('connection', 'close')
+      if (len === undefined || len > DRAIN_REFUSED_BYTES) {
+        c.header('connection', 'close')
+      }
       return errorResponse(c, e)
     }
-    if (len !== undefined && len > budget.maxBytes) {
-      return refuse(new CohortError('PAYLOAD_TOO_LARGE', `request body of ${len} bytes exceeds the gateway's in-flight bytes bound (maxBytes) of ${budget.maxBytes} bytes`))
+    if (counted !== undefined && counted > budget.maxBytes) {
+      return refuse(new CohortError('PAYLOAD_TOO_LARGE', `request body of ${len} bytes exceeds the gateway's in-flight bytes bound (maxBytes) of ${budget.maxBytes} bytes${as}`))
     }
-    if (!budget.tryAdmit(len ?? 0)) {
+    if (!budget.tryAdmit(counted ?? 0)) {
       return refuse(overloaded(budget))
     }
-    let held = len ?? 0
+    let held = counted ?? 0
     setBodyTicket(c, {
       declared: len !== undefined,
-      take(n) {
+      take(raw) {
+        const n = raw * weight
         if (held + n > budget.maxBytes) {
           // This body alone passes the whole bound: it can never be served (not a 503).
-          throw new CohortError('PAYLOAD_TOO_LARGE', `request body of more than ${budget.maxBytes} bytes exceeds the gateway's in-flight bytes bound (maxBytes) of ${budget.maxBytes} bytes`)
+          throw new CohortError('PAYLOAD_TOO_LARGE', `request body of more than ${Math.floor(budget.maxBytes / weight)} bytes exceeds the gateway's in-flight bytes bound (maxBytes) of ${budget.maxBytes} bytes${as}`)
         }
         if (!budget.tryTakeBytes(n)) {
           throw overloaded(budget)
