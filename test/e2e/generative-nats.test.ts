@@ -243,31 +243,58 @@ describe('deadlines and the server SLO of generations over NATS (one slot, TTFT 
   })
 
   it('no slot by the TTFT SLO: 503 OVERLOADED with Retry-After before any token; the client\'s x-cohort-ttft-timeout-ms overrides it; past the generation SLO a stream ends with finish_reason length and the output so far', async () => {
-    // A holds the only slot; with no client deadline it gets the model's generation SLO (3 s).
-    const a = await post(c.baseUrl, '/v1/completions', { model: 'chars', prompt: 'holder', max_tokens: 8000, ignore_eos: true, stream: true })
-    expect(a.status).toBe(200)
-    const aData = sseData(a)
-    await until(() => running(c.stateDir) === 1 && states(c.stateDir)[0]!.waiting === 0, 'the holder to run')
-    // B waits for the slot: refused at its first-token deadline, before any token (an HTTP 503, not a stream).
-    const b = await post(c.baseUrl, '/v1/completions', { model: 'chars', prompt: 'refused', max_tokens: 5, stream: true })
-    expect(b.status).toBe(503)
-    expect(b.headers.get('retry-after')).toBe('1')
-    const be = (await b.json()) as { error: { code: string; message: string } }
-    expect(be.error.code).toBe('OVERLOADED')
-    expect(be.error.message).toMatch(/time-to-first-token/)
-    // C says it can wait 20 s for its first token: it gets the slot once A's generation SLO ends A.
-    const cRes = post(c.baseUrl, '/v1/completions', { model: 'chars', prompt: 'patient', max_tokens: 5, ignore_eos: true }, undefined, { 'x-cohort-ttft-timeout-ms': '20000' })
-    await until(() => states(c.stateDir)[0]!.waiting === 1, 'the patient request to wait')
-    const chunks = await aData
-    expect(chunks.at(-1)).toBe('[DONE]')
-    const last = chunks.at(-2) as { choices: { text: string; finish_reason: string | null }[] }
-    expect(last.choices[0]?.finish_reason).toBe('length') // cut by the deadline (docs/generative.md#deadlines-and-the-server-slo)
-    const text = (chunks.slice(0, -1) as { choices: { text: string }[] }[]).map((x) => x.choices[0]?.text ?? '').join('')
-    expect(text.length).toBeGreaterThan(0)
-    expect(text.length).toBeLessThan(8000)
-    const cr = await cRes
-    expect(cr.status).toBe(200)
-    expect(((await cr.json()) as { choices: { finish_reason: string }[] }).choices[0]?.finish_reason).toBe('length')
+    // The generator's steps are held by its gate at each point the test looks at, so what runs and
+    // what waits does not depend on how fast the machine is; only B's 300 ms first-token budget is
+    // waited out in real time.
+    const gate = join(c.stateDir, 'w1.gate')
+    const st = () => states(c.stateDir)[0]!
+    /** Holds the generator's steps (it stops before its next one). */
+    const freeze = async () => {
+      writeFileSync(gate, '0')
+      await until(() => st().held, 'the generator to hold its steps')
+    }
+    /** Lets a held generator run exactly one step. */
+    const stepOnce = async () => {
+      const n = st().steps + 1
+      writeFileSync(gate, String(n))
+      await until(() => st().held && st().steps === n, `the generator's step ${n}`)
+    }
+    try {
+      // A holds the only slot; with no client deadline it gets the model's generation SLO (3 s).
+      const a = await post(c.baseUrl, '/v1/completions', { model: 'chars', prompt: 'holder', max_tokens: 8000, ignore_eos: true, stream: true })
+      expect(a.status).toBe(200)
+      const aData = sseData(a)
+      await until(() => st().running === 1 && st().waiting === 0, 'the holder to run')
+      await freeze()
+      // B waits for the slot: refused at its first-token deadline, before any token (an HTTP 503, not a stream).
+      const bRes = post(c.baseUrl, '/v1/completions', { model: 'chars', prompt: 'refused', max_tokens: 5, stream: true })
+      await until(() => st().waiting === 1, 'B to wait for the slot')
+      await new Promise((r) => setTimeout(r, 400)) // past B's first-token deadline (300 ms after the gateway took it)
+      await stepOnce() // B is refused in it, A keeps the slot
+      expect(st(), 'B refused, A still running').toMatchObject({ running: 1, waiting: 0 })
+      const b = await bRes
+      expect(b.status).toBe(503)
+      expect(b.headers.get('retry-after')).toBe('1')
+      const be = (await b.json()) as { error: { code: string; message: string } }
+      expect(be.error.code).toBe('OVERLOADED')
+      expect(be.error.message).toMatch(/time-to-first-token/)
+      // C says it can wait 20 s for its first token: it gets the slot once A's generation SLO ends A.
+      const cRes = post(c.baseUrl, '/v1/completions', { model: 'chars', prompt: 'patient', max_tokens: 5, ignore_eos: true }, undefined, { 'x-cohort-ttft-timeout-ms': '20000' })
+      await until(() => st().waiting === 1, 'the patient request to wait')
+      rmSync(gate) // free running from here: A runs to its 3 s generation SLO, then C
+      const chunks = await aData
+      expect(chunks.at(-1)).toBe('[DONE]')
+      const last = chunks.at(-2) as { choices: { text: string; finish_reason: string | null }[] }
+      expect(last.choices[0]?.finish_reason).toBe('length') // cut by the deadline (docs/generative.md#deadlines-and-the-server-slo)
+      const text = (chunks.slice(0, -1) as { choices: { text: string }[] }[]).map((x) => x.choices[0]?.text ?? '').join('')
+      expect(text.length).toBeGreaterThan(0)
+      expect(text.length).toBeLessThan(8000)
+      const cr = await cRes
+      expect(cr.status).toBe(200)
+      expect(((await cr.json()) as { choices: { finish_reason: string }[] }).choices[0]?.finish_reason).toBe('length')
+    } finally {
+      rmSync(gate, { force: true })
+    }
     const bad = await post(c.baseUrl, '/v1/completions', { model: 'chars', prompt: 'x', max_tokens: 1 }, undefined, { 'x-cohort-ttft-timeout-ms': 'soon' })
     expect(bad.status).toBe(400)
     expect(((await bad.json()) as { error: { message: string } }).error.message).toMatch(/x-cohort-ttft-timeout-ms must be a positive number/)
@@ -275,7 +302,7 @@ describe('deadlines and the server SLO of generations over NATS (one slot, TTFT 
 
   it('Triton generate_stream: a client deadline (x-cohort-timeout-ms) overrides the generation SLO; past it the last event has finish_reason deadline', async () => {
     await until(() => running(c.stateDir) === 0, 'no sequence running before the test')
-    const r = await post(c.baseUrl, '/v2/models/chars/generate_stream', { text_input: 'cut short', parameters: { max_tokens: 8000, ignore_eos: true } }, undefined, { 'x-cohort-timeout-ms': '600' })
+    const r = await post(c.baseUrl, '/v2/models/chars/generate_stream', { text_input: 'cut short', parameters: { max_tokens: 8000, ignore_eos: true } }, undefined, { 'x-cohort-timeout-ms': '1500' })
     expect(r.status).toBe(200)
     const events = (await sseData(r)) as { text_output: string; finish_reason?: string; usage?: { completion_tokens: number } }[]
     const end = events.at(-1)!
