@@ -233,35 +233,37 @@ describe('generative streams over NATS when a process goes away', () => {
   })
 })
 
-describe('deadlines and the server SLO of generations over NATS (one slot, TTFT SLO 300 ms, generation SLO 3 s)', () => {
+describe('deadlines and the server SLO of generations over NATS (one slot, TTFT SLO 300 ms, generation SLO 5 s)', () => {
   let c: Cluster
   beforeAll(async () => {
-    c = await startCluster(20, [], { workers: 1, env: { CHARGEN_MAX_SEQS: '1', CHARGEN_TTFT_SLO_MS: '300', CHARGEN_GENERATION_MS: '3000' } })
+    c = await startCluster(20, [], { workers: 1, env: { CHARGEN_MAX_SEQS: '1', CHARGEN_TTFT_SLO_MS: '300', CHARGEN_GENERATION_MS: '5000' } })
   }, 120_000)
   afterAll(async () => {
     await c?.close()
   })
+  // The generator's step gate (CHARGEN_GATE): deadlines pass in real time, but which step sees what is the test's choice.
+  const gate = () => join(c.stateDir, 'w1.gate')
+  const st = () => states(c.stateDir)[0]!
+  /** Holds the generator's steps (it stops before its next one). */
+  const freeze = async () => {
+    writeFileSync(gate(), '0')
+    await until(() => st().held, 'the generator to hold its steps')
+  }
+  /** Lets a held generator run exactly one step. */
+  const stepOnce = async () => {
+    const n = st().steps + 1
+    writeFileSync(gate(), String(n))
+    await until(() => st().held && st().steps === n, `the generator's step ${n}`)
+  }
 
   it('no slot by the TTFT SLO: 503 OVERLOADED with Retry-After before any token; the client\'s x-cohort-ttft-timeout-ms overrides it; past the generation SLO a stream ends with finish_reason length and the output so far', async () => {
     // The generator's steps are held by its gate at each point the test looks at, so what runs and
     // what waits does not depend on how fast the machine is; only B's 300 ms first-token budget is
     // waited out in real time.
-    const gate = join(c.stateDir, 'w1.gate')
-    const st = () => states(c.stateDir)[0]!
-    /** Holds the generator's steps (it stops before its next one). */
-    const freeze = async () => {
-      writeFileSync(gate, '0')
-      await until(() => st().held, 'the generator to hold its steps')
-    }
-    /** Lets a held generator run exactly one step. */
-    const stepOnce = async () => {
-      const n = st().steps + 1
-      writeFileSync(gate, String(n))
-      await until(() => st().held && st().steps === n, `the generator's step ${n}`)
-    }
     try {
-      // A holds the only slot; with no client deadline it gets the model's generation SLO (3 s).
-      const a = await post(c.baseUrl, '/v1/completions', { model: 'chars', prompt: 'holder', max_tokens: 8000, ignore_eos: true, stream: true })
+      // A holds the only slot; with no client deadline it gets the model's generation SLO (5 s). (Its
+      // first-token budget is its own: the model's 300 ms is B's test.)
+      const a = await post(c.baseUrl, '/v1/completions', { model: 'chars', prompt: 'holder', max_tokens: 8000, ignore_eos: true, stream: true }, undefined, { 'x-cohort-ttft-timeout-ms': '20000' })
       expect(a.status).toBe(200)
       const aData = sseData(a)
       await until(() => st().running === 1 && st().waiting === 0, 'the holder to run')
@@ -281,7 +283,7 @@ describe('deadlines and the server SLO of generations over NATS (one slot, TTFT 
       // C says it can wait 20 s for its first token: it gets the slot once A's generation SLO ends A.
       const cRes = post(c.baseUrl, '/v1/completions', { model: 'chars', prompt: 'patient', max_tokens: 5, ignore_eos: true }, undefined, { 'x-cohort-ttft-timeout-ms': '20000' })
       await until(() => st().waiting === 1, 'the patient request to wait')
-      rmSync(gate) // free running from here: A runs to its 3 s generation SLO, then C
+      rmSync(gate()) // free running from here: A runs to its 5 s generation SLO, then C
       const chunks = await aData
       expect(chunks.at(-1)).toBe('[DONE]')
       const last = chunks.at(-2) as { choices: { text: string; finish_reason: string | null }[] }
@@ -293,7 +295,7 @@ describe('deadlines and the server SLO of generations over NATS (one slot, TTFT 
       expect(cr.status).toBe(200)
       expect(((await cr.json()) as { choices: { finish_reason: string }[] }).choices[0]?.finish_reason).toBe('length')
     } finally {
-      rmSync(gate, { force: true })
+      rmSync(gate(), { force: true })
     }
     const bad = await post(c.baseUrl, '/v1/completions', { model: 'chars', prompt: 'x', max_tokens: 1 }, undefined, { 'x-cohort-ttft-timeout-ms': 'soon' })
     expect(bad.status).toBe(400)
@@ -302,15 +304,26 @@ describe('deadlines and the server SLO of generations over NATS (one slot, TTFT 
 
   it('Triton generate_stream: a client deadline (x-cohort-timeout-ms) overrides the generation SLO; past it the last event has finish_reason deadline', async () => {
     await until(() => running(c.stateDir) === 0, 'no sequence running before the test')
-    const r = await post(c.baseUrl, '/v2/models/chars/generate_stream', { text_input: 'cut short', parameters: { max_tokens: 8000, ignore_eos: true } }, undefined, { 'x-cohort-timeout-ms': '1500' })
-    expect(r.status).toBe(200)
-    const events = (await sseData(r)) as { text_output: string; finish_reason?: string; usage?: { completion_tokens: number } }[]
-    const end = events.at(-1)!
-    expect(end.finish_reason).toBe('deadline')
-    expect(end.usage!.completion_tokens).toBeGreaterThan(0)
-    expect(end.usage!.completion_tokens).toBeLessThan(8000)
-    const text = events.map((e) => e.text_output).join('')
-    expect(text.length).toBeGreaterThan(0) // the output so far (EOS tokens, kept by ignore_eos, have no text)
-    expect(text.length).toBeLessThanOrEqual(end.usage!.completion_tokens)
+    try {
+      writeFileSync(gate(), '0') // the idle generator holds from the request's arrival
+      const t0 = Date.now()
+      const res = post(c.baseUrl, '/v2/models/chars/generate_stream', { text_input: 'cut short', parameters: { max_tokens: 8000, ignore_eos: true } }, undefined, { 'x-cohort-timeout-ms': '2000', 'x-cohort-ttft-timeout-ms': '2000' })
+      await until(() => st().held && st().waiting === 1, 'the request to wait at the gate')
+      await stepOnce() // its first token
+      const r = await res
+      expect(r.status).toBe(200)
+      // Held past its deadline (2 s after it was sent, so after the gateway's too), then free: the next step ends it.
+      await new Promise((ok) => setTimeout(ok, Math.max(0, t0 + 2200 - Date.now())))
+      rmSync(gate())
+      const events = (await sseData(r)) as { text_output: string; finish_reason?: string; usage?: { completion_tokens: number } }[]
+      const end = events.at(-1)!
+      expect(end.finish_reason).toBe('deadline')
+      expect(end.usage!.completion_tokens).toBe(1)
+      const text = events.map((e) => e.text_output).join('')
+      expect(text.length).toBeGreaterThan(0) // the output so far (EOS tokens, kept by ignore_eos, have no text)
+      expect(text.length).toBeLessThanOrEqual(end.usage!.completion_tokens)
+    } finally {
+      rmSync(gate(), { force: true })
+    }
   })
 })
