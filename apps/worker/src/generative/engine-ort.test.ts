@@ -68,6 +68,8 @@ describe('continuous batching on the ORT test decoder (GQA slab)', () => {
     }))
     const alone: GenerateResult[] = []
     for (const q of reqs) alone.push(await runAlone(q.prompt, q.params))
+    // Every prompt's continuation differs from the others', so a sequence given another's row cannot pass.
+    expect(new Set(alone.map((a) => a.tokens.join(','))).size).toBe(reqs.length)
     // small step budget so prompts prefill in several chunks while others decode
     const e = engine({ maxSequences: 4, maxStepTokens: 24 })
     const sinks = reqs.map(() => sink())
