@@ -41,7 +41,8 @@ async function startCluster(stepMs = 5, workerFlags: string[] = [], o: { workers
     stateDir,
     metricsUrls,
     async close() {
-      await Promise.all([...workers, gateway].map((p) => p.stop('SIGKILL')))
+      // This cluster's processes now: a test may have replaced its gateway (c.gateway = ...).
+      await Promise.all([...this.workers, this.gateway].map((p) => p.stop('SIGKILL')))
       await nats.stop()
     },
   }
