@@ -1,6 +1,6 @@
 // The generative APIs over real NATS: nats-server, two worker processes and a gateway process; plus
 // what happens to streams when a worker is killed, the gateway goes away or the gateway is paused.
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -25,7 +25,7 @@ async function startCluster(stepMs = 5, workerFlags: string[] = [], o: { workers
   for (const id of ['w1', 'w2'].slice(0, o.workers ?? 2)) {
     const w = spawnCohort(
       ['worker', '--nats', nats.url, '--id', id, '--threads', '1', '--heartbeat-ms', '250', '--generative', `chars=${CHAR_GENERATOR}`, '--model', 'demo', '--metrics-port', '0', ...workerFlags],
-      { CHARGEN_STATE: join(stateDir, `${id}.json`), CHARGEN_STEP_MS: String(stepMs), ...o.env },
+      { CHARGEN_STATE: join(stateDir, `${id}.json`), CHARGEN_GATE: join(stateDir, `${id}.gate`), CHARGEN_STEP_MS: String(stepMs), ...o.env },
     )
     workers.push(w)
   }
@@ -41,7 +41,8 @@ async function startCluster(stepMs = 5, workerFlags: string[] = [], o: { workers
     stateDir,
     metricsUrls,
     async close() {
-      await Promise.all([...workers, gateway].map((p) => p.stop('SIGKILL')))
+      // This cluster's processes now: a test may have replaced its gateway (c.gateway = ...).
+      await Promise.all([...this.workers, this.gateway].map((p) => p.stop('SIGKILL')))
       await nats.stop()
     },
   }
@@ -142,36 +143,58 @@ describe('generative streams over NATS when a process goes away', () => {
     process.kill(pid, 'SIGSTOP') // 1.2 s > 3 missed heartbeats of 250 ms
     await new Promise((r) => setTimeout(r, 1200))
     process.kill(pid, 'SIGCONT')
-    // Every stream keeps streaming for a while after the pause: none is ended WORKER_LOST.
-    const t = Date.now() + 1500
+    // Every stream keeps streaming after the pause, none ended WORKER_LOST, while each generator
+    // runs 50 more steps (counted, not timed: 1 s of 20 ms steps on an idle machine, longer on a
+    // loaded one, with the gateway's liveness checks running all along).
+    const at = new Map(states(c.stateDir).map((s) => [s.pid, s.steps]))
+    const moved = () => states(c.stateDir).every((s) => s.steps >= at.get(s.pid)! + 50)
     const log: string[] = []
-    const ended = await Promise.all(streams.map((r) => readUntilError(r, () => Date.now() > t, log)))
+    const ended = await Promise.all(streams.map((r) => readUntilError(r, moved, log)))
     expect(ended.filter((e) => e !== undefined), log.join('\n')).toEqual([])
+    expect(moved(), `the generators stepped on: ${log.join('\n')}`).toBe(true)
     await until(() => running(c.stateDir) === 0, 'the streams cancelled by the reads to leave')
     expect(states(c.stateDir).reduce((n, s) => n + s.cancelled, 0)).toBeGreaterThanOrEqual(streams.length)
   })
 
-  it('a gateway that goes away frees its streams\' slots on both workers at the next step (counted in generator steps)', async () => {
+  it("a gateway that goes away frees its streams' slots on both workers at the next step after NATS drops it (generator steps held by a gate, counted from the kill)", async () => {
     const streams = await streamsOnBoth(c, 3)
     const gw = await gatewayId(c.baseUrl)
-    await c.gateway.stop('SIGKILL')
-    // From the moment NATS has dropped the dead gateway's subscription, each worker's next step
-    // publishes its tokens message into the void, NATS answers no-responders to the worker's watch
-    // inbox, and the step after frees the slots: 2 steps, 4 with one of slack for a step under way
-    // and one for a loaded machine. (With the slow probe off, nothing else would free them before
-    // their 30 s deadline: 1500 steps.)
-    await noSubscriber(c.nats.url, `cohort.gw.${gw}.probe`)
-    const at = new Map(states(c.stateDir).map((s) => [s.pid, s.steps]))
+    // Hold every generator's steps (CHARGEN_GATE): from here on a worker steps only when the test says.
+    const gateFile = (s: { file: string }) => s.file.replace(/\.json$/, '.gate')
+    const gate = (s: { file: string }, steps: number) => writeFileSync(gateFile(s), String(steps))
+    /** Generations the workers cancelled because their gateway went away (their warnings: one per pack). */
+    const cancelledForGone = () =>
+      c.workers
+        .map((w) => w.output())
+        .join('\n')
+        .split('\n')
+        .filter((l) => l.includes('the gateway of these generations went away; cancelling them'))
+        .reduce((n, l) => n + Number(/"generations":(\d+)/.exec(l)?.[1] ?? NaN), 0)
+    try {
+      for (const s of states(c.stateDir)) gate(s, 0)
+      await until(() => states(c.stateDir).every((s) => s.held), 'every generator to hold its steps')
+      const before = cancelledForGone()
+      await c.gateway.stop('SIGKILL')
+      // The baseline: each generator's steps at the kill (none runs while held).
+      const at = new Map(states(c.stateDir).map((s) => [s.pid, s.steps]))
+      await noSubscriber(c.nats.url, `cohort.gw.${gw}.probe`)
+      // One step: its tokens messages go into the void, NATS answers no-responders to each worker's
+      // watch inbox and the worker cancels the pack's generations. With the slow probe off, nothing
+      // else would notice before their 30 s deadline.
+      for (const s of states(c.stateDir)) gate(s, at.get(s.pid)! + 1)
+      await until(() => states(c.stateDir).every((s) => s.held && s.steps === at.get(s.pid)! + 1), 'one step of every generator')
+      await until(() => cancelledForGone() - before === streams.length, 'every worker to notice the gateway gone after that one step', 15_000)
+      expect(running(c.stateDir), 'the cancels land at the next step').toBe(streams.length)
+      // The next step frees every slot.
+      for (const s of states(c.stateDir)) gate(s, at.get(s.pid)! + 2)
+      await until(() => running(c.stateDir) === 0, "the dead gateway's sequences to leave the generators", 15_000)
+      for (const s of states(c.stateDir)) expect(s.steps - at.get(s.pid)!, `steps of worker ${s.pid} after the kill`).toBe(2)
+    } finally {
+      for (const s of states(c.stateDir)) rmSync(gateFile(s), { force: true })
+    }
     for (const r of streams) {
       await r.text().catch(() => undefined)
     }
-    await until(() => running(c.stateDir) === 0, 'the dead gateway\'s sequences to leave the generators')
-    const after = states(c.stateDir)
-    console.log(`steps after NATS dropped the gateway: ${after.map((s) => s.steps - at.get(s.pid)!).join(', ')}`)
-    for (const s of after) {
-      expect(s.steps - at.get(s.pid)!, `steps of worker ${s.pid} after NATS dropped the gateway`).toBeLessThanOrEqual(4)
-    }
-    expect(c.workers.map((w) => w.output()).join('\n')).toMatch(/the gateway of these generations went away; cancelling them/)
     const c2 = spawnCohort(['gateway', '--nats', c.nats.url, '--port', '0'])
     c.gateway = c2
     const [, port] = await c2.waitFor(/gateway on http:\/\/127\.0\.0\.1:(\d+)/, 60_000)
@@ -211,41 +234,70 @@ describe('generative streams over NATS when a process goes away', () => {
   })
 })
 
-describe('deadlines and the server SLO of generations over NATS (one slot, TTFT SLO 300 ms, generation SLO 3 s)', () => {
+describe('deadlines and the server SLO of generations over NATS (one slot, TTFT SLO 300 ms, generation SLO 5 s)', () => {
   let c: Cluster
   beforeAll(async () => {
-    c = await startCluster(20, [], { workers: 1, env: { CHARGEN_MAX_SEQS: '1', CHARGEN_TTFT_SLO_MS: '300', CHARGEN_GENERATION_MS: '3000' } })
+    c = await startCluster(20, [], { workers: 1, env: { CHARGEN_MAX_SEQS: '1', CHARGEN_TTFT_SLO_MS: '300', CHARGEN_GENERATION_MS: '5000' } })
   }, 120_000)
   afterAll(async () => {
     await c?.close()
   })
+  // The generator's step gate (CHARGEN_GATE): deadlines pass in real time, but which step sees what is the test's choice.
+  const gate = () => join(c.stateDir, 'w1.gate')
+  const st = () => states(c.stateDir)[0]!
+  /** Holds the generator's steps (it stops before its next one). */
+  const freeze = async () => {
+    writeFileSync(gate(), '0')
+    await until(() => st().held, 'the generator to hold its steps')
+  }
+  /** Lets a held generator run exactly one step. */
+  const stepOnce = async () => {
+    const n = st().steps + 1
+    writeFileSync(gate(), String(n))
+    await until(() => st().held && st().steps === n, `the generator's step ${n}`)
+  }
 
   it('no slot by the TTFT SLO: 503 OVERLOADED with Retry-After before any token; the client\'s x-cohort-ttft-timeout-ms overrides it; past the generation SLO a stream ends with finish_reason length and the output so far', async () => {
-    // A holds the only slot; with no client deadline it gets the model's generation SLO (3 s).
-    const a = await post(c.baseUrl, '/v1/completions', { model: 'chars', prompt: 'holder', max_tokens: 8000, ignore_eos: true, stream: true })
-    expect(a.status).toBe(200)
-    const aData = sseData(a)
-    await until(() => running(c.stateDir) === 1 && states(c.stateDir)[0]!.waiting === 0, 'the holder to run')
-    // B waits for the slot: refused at its first-token deadline, before any token (an HTTP 503, not a stream).
-    const b = await post(c.baseUrl, '/v1/completions', { model: 'chars', prompt: 'refused', max_tokens: 5, stream: true })
-    expect(b.status).toBe(503)
-    expect(b.headers.get('retry-after')).toBe('1')
-    const be = (await b.json()) as { error: { code: string; message: string } }
-    expect(be.error.code).toBe('OVERLOADED')
-    expect(be.error.message).toMatch(/time-to-first-token/)
-    // C says it can wait 20 s for its first token: it gets the slot once A's generation SLO ends A.
-    const cRes = post(c.baseUrl, '/v1/completions', { model: 'chars', prompt: 'patient', max_tokens: 5, ignore_eos: true }, undefined, { 'x-cohort-ttft-timeout-ms': '20000' })
-    await until(() => states(c.stateDir)[0]!.waiting === 1, 'the patient request to wait')
-    const chunks = await aData
-    expect(chunks.at(-1)).toBe('[DONE]')
-    const last = chunks.at(-2) as { choices: { text: string; finish_reason: string | null }[] }
-    expect(last.choices[0]?.finish_reason).toBe('length') // cut by the deadline (docs/generative.md#deadlines-and-the-server-slo)
-    const text = (chunks.slice(0, -1) as { choices: { text: string }[] }[]).map((x) => x.choices[0]?.text ?? '').join('')
-    expect(text.length).toBeGreaterThan(0)
-    expect(text.length).toBeLessThan(8000)
-    const cr = await cRes
-    expect(cr.status).toBe(200)
-    expect(((await cr.json()) as { choices: { finish_reason: string }[] }).choices[0]?.finish_reason).toBe('length')
+    // The generator's steps are held by its gate at each point the test looks at, so what runs and
+    // what waits does not depend on how fast the machine is; only B's 300 ms first-token budget is
+    // waited out in real time.
+    try {
+      // A holds the only slot; with no client deadline it gets the model's generation SLO (5 s). (Its
+      // first-token budget is its own: the model's 300 ms is B's test.)
+      const a = await post(c.baseUrl, '/v1/completions', { model: 'chars', prompt: 'holder', max_tokens: 8000, ignore_eos: true, stream: true }, undefined, { 'x-cohort-ttft-timeout-ms': '20000' })
+      expect(a.status).toBe(200)
+      const aData = sseData(a)
+      await until(() => st().running === 1 && st().waiting === 0, 'the holder to run')
+      await freeze()
+      // B waits for the slot: refused at its first-token deadline, before any token (an HTTP 503, not a stream).
+      const bRes = post(c.baseUrl, '/v1/completions', { model: 'chars', prompt: 'refused', max_tokens: 5, stream: true })
+      await until(() => st().waiting === 1, 'B to wait for the slot')
+      await new Promise((r) => setTimeout(r, 400)) // past B's first-token deadline (300 ms after the gateway took it)
+      await stepOnce() // B is refused in it, A keeps the slot
+      expect(st(), 'B refused, A still running').toMatchObject({ running: 1, waiting: 0 })
+      const b = await bRes
+      expect(b.status).toBe(503)
+      expect(b.headers.get('retry-after')).toBe('1')
+      const be = (await b.json()) as { error: { code: string; message: string } }
+      expect(be.error.code).toBe('OVERLOADED')
+      expect(be.error.message).toMatch(/time-to-first-token/)
+      // C says it can wait 20 s for its first token: it gets the slot once A's generation SLO ends A.
+      const cRes = post(c.baseUrl, '/v1/completions', { model: 'chars', prompt: 'patient', max_tokens: 5, ignore_eos: true }, undefined, { 'x-cohort-ttft-timeout-ms': '20000' })
+      await until(() => st().waiting === 1, 'the patient request to wait')
+      rmSync(gate()) // free running from here: A runs to its 5 s generation SLO, then C
+      const chunks = await aData
+      expect(chunks.at(-1)).toBe('[DONE]')
+      const last = chunks.at(-2) as { choices: { text: string; finish_reason: string | null }[] }
+      expect(last.choices[0]?.finish_reason).toBe('length') // cut by the deadline (docs/generative.md#deadlines-and-the-server-slo)
+      const text = (chunks.slice(0, -1) as { choices: { text: string }[] }[]).map((x) => x.choices[0]?.text ?? '').join('')
+      expect(text.length).toBeGreaterThan(0)
+      expect(text.length).toBeLessThan(8000)
+      const cr = await cRes
+      expect(cr.status).toBe(200)
+      expect(((await cr.json()) as { choices: { finish_reason: string }[] }).choices[0]?.finish_reason).toBe('length')
+    } finally {
+      rmSync(gate(), { force: true })
+    }
     const bad = await post(c.baseUrl, '/v1/completions', { model: 'chars', prompt: 'x', max_tokens: 1 }, undefined, { 'x-cohort-ttft-timeout-ms': 'soon' })
     expect(bad.status).toBe(400)
     expect(((await bad.json()) as { error: { message: string } }).error.message).toMatch(/x-cohort-ttft-timeout-ms must be a positive number/)
@@ -253,15 +305,26 @@ describe('deadlines and the server SLO of generations over NATS (one slot, TTFT 
 
   it('Triton generate_stream: a client deadline (x-cohort-timeout-ms) overrides the generation SLO; past it the last event has finish_reason deadline', async () => {
     await until(() => running(c.stateDir) === 0, 'no sequence running before the test')
-    const r = await post(c.baseUrl, '/v2/models/chars/generate_stream', { text_input: 'cut short', parameters: { max_tokens: 8000, ignore_eos: true } }, undefined, { 'x-cohort-timeout-ms': '600' })
-    expect(r.status).toBe(200)
-    const events = (await sseData(r)) as { text_output: string; finish_reason?: string; usage?: { completion_tokens: number } }[]
-    const end = events.at(-1)!
-    expect(end.finish_reason).toBe('deadline')
-    expect(end.usage!.completion_tokens).toBeGreaterThan(0)
-    expect(end.usage!.completion_tokens).toBeLessThan(8000)
-    const text = events.map((e) => e.text_output).join('')
-    expect(text.length).toBeGreaterThan(0) // the output so far (EOS tokens, kept by ignore_eos, have no text)
-    expect(text.length).toBeLessThanOrEqual(end.usage!.completion_tokens)
+    try {
+      writeFileSync(gate(), '0') // the idle generator holds from the request's arrival
+      const t0 = Date.now()
+      const res = post(c.baseUrl, '/v2/models/chars/generate_stream', { text_input: 'cut short', parameters: { max_tokens: 8000, ignore_eos: true } }, undefined, { 'x-cohort-timeout-ms': '2000', 'x-cohort-ttft-timeout-ms': '2000' })
+      await until(() => st().held && st().waiting === 1, 'the request to wait at the gate')
+      await stepOnce() // its first token
+      const r = await res
+      expect(r.status).toBe(200)
+      // Held past its deadline (2 s after it was sent, so after the gateway's too), then free: the next step ends it.
+      await new Promise((ok) => setTimeout(ok, Math.max(0, t0 + 2200 - Date.now())))
+      rmSync(gate())
+      const events = (await sseData(r)) as { text_output: string; finish_reason?: string; usage?: { completion_tokens: number } }[]
+      const end = events.at(-1)!
+      expect(end.finish_reason).toBe('deadline')
+      expect(end.usage!.completion_tokens).toBe(1)
+      const text = events.map((e) => e.text_output).join('')
+      expect(text.length).toBeGreaterThan(0) // the output so far (EOS tokens, kept by ignore_eos, have no text)
+      expect(text.length).toBeLessThanOrEqual(end.usage!.completion_tokens)
+    } finally {
+      rmSync(gate(), { force: true })
+    }
   })
 })

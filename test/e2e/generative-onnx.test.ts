@@ -1,48 +1,52 @@
 // An ONNX decoder served end to end: `cohort serve --generative tiny=<decoder>.onnx` runs the
 // builder's seeded test decoder (GroupQueryAttention KV cache) under the continuous-batching engine,
-// behind the OpenAI-compatible routes. Greedy outputs over HTTP, alone or concurrent, must equal the
-// same prompts decoded alone by the engine in this process.
+// behind the OpenAI-compatible routes. The reference for every greedy output is independent of the
+// engine: a naive decode (generative-naive.ts) that reruns the whole sequence through
+// onnxruntime-node at every step, batch 1, no KV cache kept. The fixture prompts' continuations all
+// differ, so an engine that gave one sequence another's row would fail.
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { byteTokenizer, Engine, type StepInfo } from '@cohort/generative'
 import { buildDecoder, TINY_DECODER } from '@cohort/onnx-builder'
 import type { GenerateResult } from '@cohort/protocol'
-import { createOnnxGenerator } from '@cohort/worker/generative'
+import { createOnnxGenerator, ortDecoderSession } from '@cohort/worker/generative'
 import { parsePrometheus } from '@cohort/metrics'
 import { postJson, spawnCohort, type CliProcess } from '@cohort/test-support'
+import type * as ort from 'onnxruntime-node'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { naiveGreedy, naiveSession, type NaiveResult } from './generative-naive.ts'
 
 const PROMPTS = ['hello there', 'a', 'the quick brown fox jumps', 'batching!']
 const MAX_TOKENS = 12
 const PATIENT = { 'x-cohort-timeout-ms': '60000' }
+const SPEC = { layers: TINY_DECODER.layers, kvHeads: TINY_DECODER.kvHeads, headDim: TINY_DECODER.hidden / TINY_DECODER.heads, vocabSize: TINY_DECODER.vocabSize, maxContext: TINY_DECODER.maxContext, eosId: TINY_DECODER.eosId, layout: 'gqa-shared' as const }
+
+/** usage.completion_tokens of a greedy run: the tokens, and the EOS that ended it (sampled, not returned). */
+const sampled = (n: NaiveResult) => n.tokens.length + (n.finishReason === 'stop' ? 1 : 0)
 
 describe('an ONNX decoder behind the OpenAI-compatible API (cohort serve --generative x.onnx)', () => {
   let dir: string
   let serve: CliProcess
   let base: string
-  const alone = new Map<string, GenerateResult>()
-  /** With logprobs (2 alternatives): PROMPTS[0] as a completion, and as a chat turn (the default template). */
+  let model: Uint8Array
+  let reference: ort.InferenceSession
+  /** Each prompt's greedy continuation by the naive decode. */
+  const naive = new Map<string, NaiveResult>()
+  /** With logprobs (2 alternatives), from the engine: PROMPTS[0] as a completion, and as a chat turn (the default template). */
   const withLogprobs = new Map<'completion' | 'chat', GenerateResult>()
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'cohort-gen-onnx-'))
     const file = join(dir, 'tiny.onnx')
-    writeFileSync(file, buildDecoder(TINY_DECODER))
-    // The reference: each prompt decoded alone, greedy, by the engine in this process.
+    model = buildDecoder(TINY_DECODER)
+    writeFileSync(file, model)
+    reference = await naiveSession(model)
+    for (const p of PROMPTS) naive.set(p, await naiveGreedy(reference, TINY_DECODER, p, MAX_TOKENS))
+    naive.set('chat', await naiveGreedy(reference, TINY_DECODER, `user: ${PROMPTS[0]!}\nassistant:`, MAX_TOKENS))
+    // The alternatives' order and bytes come from the engine (the naive decode checks the chosen tokens and their logprobs).
     const gen = await createOnnxGenerator(file, { intraOpNumThreads: 1 })
     try {
-      for (const p of PROMPTS) {
-        alone.set(
-          p,
-          await new Promise<GenerateResult>((resolve, reject) => {
-            gen.submit({ prompt: p, params: { maxTokens: MAX_TOKENS, temperature: 0 }, stream: false }, Date.now() + 60_000, {
-              delta: () => undefined,
-              done: resolve,
-              error: (e) => reject(new Error(`${e.code}: ${e.message}`)),
-            })
-          }),
-        )
-      }
       for (const [k, prompt] of [['completion', PROMPTS[0]!], ['chat', `user: ${PROMPTS[0]!}\nassistant:`]] as const) {
         withLogprobs.set(
           k,
@@ -65,6 +69,7 @@ describe('an ONNX decoder behind the OpenAI-compatible API (cohort serve --gener
 
   afterAll(async () => {
     await serve?.stop('SIGKILL')
+    await reference?.release()
     rmSync(dir, { recursive: true, force: true })
   })
 
@@ -78,21 +83,56 @@ describe('an ONNX decoder behind the OpenAI-compatible API (cohort serve --gener
     expect(body.data.map((m) => m.id)).toContain('tiny')
   })
 
-  it('answers a greedy completion with exactly the tokens the engine gives that prompt alone', async () => {
+  it('answers a greedy completion with exactly the tokens of the naive decode', async () => {
     const r = await complete(PROMPTS[0]!)
     expect(r.status, JSON.stringify(r.body)).toBe(200)
-    const want = alone.get(PROMPTS[0]!)!
+    const want = naive.get(PROMPTS[0]!)!
     expect(r.body.choices[0].text).toBe(want.text)
-    expect(r.body.usage.completion_tokens).toBe(want.usage.completionTokens)
-    expect(r.body.choices[0].finish_reason).toBe(want.finishReason === 'length' ? 'length' : 'stop')
+    expect(r.body.usage.completion_tokens).toBe(sampled(want))
+    expect(r.body.choices[0].finish_reason).toBe(want.finishReason)
   })
 
-  it('gives concurrent prompts (batched per step) each its own greedy output', async () => {
+  it('the fixture prompts have pairwise different greedy continuations (so a swapped or shared row shows)', () => {
+    const texts = PROMPTS.map((p) => naive.get(p)!.tokens.join(','))
+    expect(new Set(texts).size).toBe(PROMPTS.length)
+    // They differ from the first token on: any row mix-up changes an output.
+    expect(new Set(PROMPTS.map((p) => naive.get(p)!.tokens[0])).size).toBe(PROMPTS.length)
+  })
+
+  it('gives concurrent HTTP prompts each its own greedy output: the naive decode of that prompt, all different', async () => {
     const rs = await Promise.all(PROMPTS.map((p) => complete(p)))
     rs.forEach((r, i) => {
       expect(r.status, JSON.stringify(r.body)).toBe(200)
-      expect(r.body.choices[0].text, PROMPTS[i]).toBe(alone.get(PROMPTS[i]!)!.text)
+      expect(r.body.choices[0].text, PROMPTS[i]).toBe(naive.get(PROMPTS[i]!)!.text)
     })
+    expect(new Set(rs.map((r) => r.body.choices[0].text as string)).size).toBe(PROMPTS.length)
+  })
+
+  it('batches concurrent prompts per step (the engine on this model, stepped by hand): one decode run over every sequence, each output its naive decode', async () => {
+    // The served engine (Engine + ortDecoderSession, as the generation thread runs them), stepped
+    // by the test: every prompt is submitted before the first step, so none can miss the batch.
+    const steps: StepInfo[] = []
+    const e = new Engine({ session: ortDecoderSession(reference), model: SPEC, tokenizer: byteTokenizer, observer: { step: (x) => void steps.push(x) } })
+    const got = new Map<string, GenerateResult>()
+    const errors: string[] = []
+    for (const p of PROMPTS) {
+      e.submit({ prompt: p, params: { maxTokens: MAX_TOKENS, temperature: 0 }, stream: false }, Date.now() + 60_000, {
+        delta: () => undefined,
+        done: (r) => void got.set(p, r),
+        error: (x) => void errors.push(`${p}: ${x.code} ${x.message}`),
+      })
+    }
+    for (let i = 0; i < 100 && (await e.step()); i++) {
+      // until every sequence has ended
+    }
+    await e.close()
+    expect(errors).toEqual([])
+    // Step 1 prefills every prompt (one run each, its first token); each later step decodes all of
+    // them in ONE run (batch PROMPTS.length) until they end together at MAX_TOKENS.
+    expect(PROMPTS.every((p) => naive.get(p)!.finishReason === 'length')).toBe(true)
+    expect(steps.map((x) => x.decodeRows)).toEqual([0, ...Array<number>(MAX_TOKENS - 1).fill(PROMPTS.length)])
+    expect(e.metrics().sessionRuns).toBe(PROMPTS.length + (MAX_TOKENS - 1))
+    for (const p of PROMPTS) expect(got.get(p)?.tokens, p).toEqual(naive.get(p)!.tokens)
   })
 
   it('streams deltas that add up to the same text', async () => {
@@ -112,7 +152,7 @@ describe('an ONNX decoder behind the OpenAI-compatible API (cohort serve --gener
       .map((e) => JSON.parse(e) as { choices: { text?: string }[] })
       .map((c) => c.choices[0]?.text ?? '')
       .join('')
-    expect(text).toBe(alone.get(PROMPTS[2]!)!.text)
+    expect(text).toBe(naive.get(PROMPTS[2]!)!.text)
   })
 
   it("exports the engine's metrics on /metrics: N generations, their tokens, TTFT and TPOT, gauges back at rest", async () => {
@@ -143,6 +183,10 @@ describe('an ONNX decoder behind the OpenAI-compatible API (cohort serve --gener
   it("returns OpenAI logprobs on /v1/completions, streamed and not, with the engine's values", async () => {
     const want = withLogprobs.get('completion')!.logprobs!
     expect(want).toHaveLength(withLogprobs.get('completion')!.tokens.length)
+    // The engine's values are the naive decode's: its tokens and their log-probabilities.
+    const ref = naive.get(PROMPTS[0]!)!
+    expect(want.map((l) => l.token)).toEqual(ref.tokens)
+    want.forEach((l, i) => expect(l.logprob).toBeCloseTo(ref.logprobs[i]!, 4))
     const body = { model: 'tiny', prompt: PROMPTS[0], max_tokens: MAX_TOKENS, temperature: 0, logprobs: 2 }
     const r = await postJson(`${base}/v1/completions`, body, PATIENT)
     expect(r.status, JSON.stringify(r.body)).toBe(200)
@@ -172,6 +216,9 @@ describe('an ONNX decoder behind the OpenAI-compatible API (cohort serve --gener
 
   it("returns OpenAI logprobs on /v1/chat/completions: each token's logprob, bytes and top alternatives from the engine", async () => {
     const ref = withLogprobs.get('chat')!
+    const independent = naive.get('chat')!
+    expect(ref.tokens).toEqual(independent.tokens)
+    ref.logprobs!.forEach((l, i) => expect(l.logprob).toBeCloseTo(independent.logprobs[i]!, 4))
     const r = await postJson(`${base}/v1/chat/completions`, { model: 'tiny', messages: [{ role: 'user', content: PROMPTS[0] }], max_tokens: MAX_TOKENS, temperature: 0, logprobs: true, top_logprobs: 2 }, PATIENT)
     expect(r.status, JSON.stringify(r.body)).toBe(200)
     type Entry = { token: string; logprob: number; bytes: number[] }

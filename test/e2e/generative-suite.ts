@@ -28,6 +28,8 @@ export interface GenState {
   cancelled: number
   /** Steps the generator has run. */
   steps: number
+  /** Its step gate (CHARGEN_GATE) holds the next step. */
+  held: boolean
 }
 
 /** The state of every generator process (one file each). */

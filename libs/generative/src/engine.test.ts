@@ -243,6 +243,53 @@ describe('Engine (fake session)', () => {
     }
   })
 
+  it('seeded sampling: a sequence preempted under a small KV budget and recomputed samples the same tokens as its seed alone', async () => {
+    // Spread logits (a hash of the last token and its position), so sampling at temperature 1 has
+    // many likely tokens and every PRNG draw shows in the output.
+    const spread = (): DecoderSession => ({
+      async run(feeds) {
+        await Promise.resolve()
+        const ids = feeds['input_ids'] as TensorLike
+        const pos = feeds['position_ids'] as TensorLike
+        const [b, sLen] = ids.dims as [number, number]
+        const logits = new Float32Array(b * sLen * V)
+        for (let i = 0; i < b * sLen; i++) {
+          const t = Number((ids.data as BigInt64Array)[i])
+          const q = Number((pos.data as BigInt64Array)[i])
+          for (let k = 0; k < 256; k++) logits[i * V + k] = ((Math.imul(t * 977 + q * 131 + k, 2654435761) >>> 0) % 1000) / 250
+        }
+        return { logits: { type: 'float32', data: logits, dims: [b, sLen, V] } }
+      },
+    })
+    const model: DecoderSpec = { ...SPEC, maxContext: 64 }
+    const params = P(40, { temperature: 1, seed: 1234, ignoreEos: true })
+    const seeded = [5, 6, 7, 8, 9, 10, 11, 12, 13, 14]
+    const preemptions: number[] = []
+    const run = async (o: Partial<EngineOptions>, others: number[][]): Promise<Got> => {
+      const e = new Engine({ session: spread(), model, tokenizer: byteTokenizer, ...o, observer: { finished: (f) => void preemptions.push(f.preemptions) } })
+      // The others come first: the seeded sequence, admitted last, is the one preempted.
+      for (const p of others) e.submit({ prompt: p, params: P(40, { temperature: 1, seed: p[0], ignoreEos: true }), stream: false }, FAR, sink())
+      const s = sink()
+      e.submit({ prompt: seeded, params, stream: true }, FAR, s)
+      await drain(e)
+      await e.close()
+      return s.got
+    }
+    const alone = await run({ maxSequences: 1 }, [])
+    expect(preemptions).toEqual([0])
+    expect(alone.result?.tokens).toHaveLength(40)
+    expect(new Set(alone.result?.tokens).size).toBeGreaterThan(20) // sampled, not a fixed point
+    preemptions.length = 0
+    // 64 KV tokens for two sequences of 10 + 40: both are admitted, the later one is preempted at
+    // 2 x 33 > 64 and recomputed once the first has ended.
+    const squeezed = await run({ maxSequences: 2, kvBudgetTokens: 64 }, [[1, 2, 3, 4, 5, 6, 7, 8, 9, 10]])
+    expect(preemptions).toEqual([0, 1]) // the first ran through; the seeded one was preempted once
+    expect(squeezed.error).toBeUndefined()
+    expect(squeezed.result?.tokens).toEqual(alone.result?.tokens)
+    // What it had streamed before the preemption is not streamed again.
+    expect(squeezed.deltas.flatMap((d) => d.tokens)).toEqual(alone.result?.tokens)
+  })
+
   it('runs one batched decode per step over every decoding sequence', async () => {
     const session = fakeSession()
     const e = new Engine({ session, model: SPEC, tokenizer: byteTokenizer, maxStepTokens: 64 })

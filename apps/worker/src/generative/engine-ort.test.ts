@@ -68,6 +68,8 @@ describe('continuous batching on the ORT test decoder (GQA slab)', () => {
     }))
     const alone: GenerateResult[] = []
     for (const q of reqs) alone.push(await runAlone(q.prompt, q.params))
+    // Every prompt's continuation differs from the others', so a sequence given another's row cannot pass.
+    expect(new Set(alone.map((a) => a.tokens.join(','))).size).toBe(reqs.length)
     // small step budget so prompts prefill in several chunks while others decode
     const e = engine({ maxSequences: 4, maxStepTokens: 24 })
     const sinks = reqs.map(() => sink())
@@ -113,19 +115,24 @@ describe('continuous batching on the ORT test decoder (GQA slab)', () => {
     expect(s[1]!.got.result?.tokens).toEqual(a.tokens)
   }, 60_000)
 
-  it('preemption under a small KV budget recomputes and still matches greedy alone', async () => {
+  it.each([
+    ['greedy', (_i: number): SamplingParams => GREEDY(40)],
+    ['seeded sampling', (i: number): SamplingParams => ({ maxTokens: 40, temperature: 1, seed: 500 + i, ignoreEos: true })],
+  ])('preemption under a small KV budget recomputes and still matches %s alone', async (_name, paramsOf) => {
     const r = rand(11)
-    const reqs = Array.from({ length: 5 }, () => ({ prompt: prompt(r, 20 + Math.floor(r() * 30)), params: GREEDY(40) }))
+    const reqs = Array.from({ length: 5 }, (_, i) => ({ prompt: prompt(r, 20 + Math.floor(r() * 30)), params: paramsOf(i) }))
     const alone: GenerateResult[] = []
     for (const q of reqs) alone.push(await runAlone(q.prompt, q.params))
     // a context of 128 lets the budget be 150 tokens: 4 sequences of 60-90 tokens cannot all stay
-    const e = engine({ model: { ...SPEC, maxContext: 128 }, maxSequences: 4, kvBudgetTokens: 150, maxStepTokens: 64 })
+    const preempted: number[] = []
+    const e = engine({ model: { ...SPEC, maxContext: 128 }, maxSequences: 4, kvBudgetTokens: 150, maxStepTokens: 64, observer: { finished: (f) => void preempted.push(f.preemptions) } })
     const sinks = reqs.map(() => sink())
     reqs.forEach((q, i) => e.submit({ prompt: q.prompt, params: q.params, stream: true }, Date.now() + 600_000, sinks[i]!))
     let maxKv = 0
     while (await e.step()) maxKv = Math.max(maxKv, e.metrics().kvTokens)
     await e.close()
     expect(e.metrics().preemptions).toBeGreaterThan(0)
+    expect(preempted.filter((n) => n > 0).length, 'sequences preempted at least once').toBeGreaterThan(0)
     expect(maxKv).toBeLessThanOrEqual(150)
     reqs.forEach((_q, i) => {
       expect(sinks[i]!.got.error).toBeUndefined()
