@@ -33,7 +33,7 @@ async function startCluster(stepMs = 5, workerFlags: string[] = [], o: { workers
   const metricsUrls = await Promise.all(workers.map(async (w) => (await w.waitFor(/worker metrics on (http:\/\/127\.0\.0\.1:\d+\/metrics)/, 30_000))[1]!))
   const gateway = spawnCohort(['gateway', '--nats', nats.url, '--port', '0'])
   const [, port] = await gateway.waitFor(/gateway on http:\/\/127\.0\.0\.1:(\d+)/, 60_000)
-  return {
+  const cluster: Cluster = {
     nats,
     workers,
     gateway,
@@ -41,10 +41,12 @@ async function startCluster(stepMs = 5, workerFlags: string[] = [], o: { workers
     stateDir,
     metricsUrls,
     async close() {
-      await Promise.all([...workers, gateway].map((p) => p.stop('SIGKILL')))
+      // The processes the cluster has now: a test may have replaced its gateway (c.gateway = ...).
+      await Promise.all([...cluster.workers, cluster.gateway].map((p) => p.stop('SIGKILL')))
       await nats.stop()
     },
   }
+  return cluster
 }
 
 defineGenerativeSuite('generative APIs over NATS (gateway + 2 worker processes)', () => startCluster())
