@@ -15,8 +15,8 @@ function project(name: string, test: NonNullable<TestProjectInlineConfiguration[
       name,
       testTimeout: 20_000,
       hookTimeout: 30_000,
-      globalSetup: ['test/support/src/global-setup.ts'],
-      setupFiles: ['test/support/src/worker-setup.ts'],
+      globalSetup: ['test/setup/global-setup.ts'],
+      setupFiles: ['test/setup/worker-setup.ts'],
       ...test,
     },
   }

@@ -1,5 +1,5 @@
-// No process outlives the suite: every vitest project's globalSetup (test/support/src/global-setup.ts)
-// creates a run dir, and each test worker (test/support/src/worker-setup.ts) puts
+// No process outlives the suite: every vitest project's globalSetup (test/setup/global-setup.ts)
+// creates a run dir, and each test worker (test/setup/worker-setup.ts) puts
 // COHORT_TEST_RUN=<run dir> into its environment, so every process a test starts (and everything
 // those start: `--processes N` children, `npm start`'s node, `ip netns exec`'s command) inherits it,
 // unless a test passes an environment without `process.env`; spawnProcess also records each pid

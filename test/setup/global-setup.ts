@@ -1,11 +1,11 @@
 // The globalSetup of every vitest project (vitest.config.ts): a run dir whose path marks the
-// project's processes (test/support/src/process-guard.ts), and after the last test the check that
+// project's processes (@cohort/test-support's process-guard.ts), and after the last test the check that
 // none of them is still alive; a straggler is killed and fails the run.
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { TestProject } from 'vitest/node'
-import { reapStragglers } from './process-guard.ts'
+import { reapStragglers } from '../support/src/process-guard.ts'
 
 declare module 'vitest' {
   export interface ProvidedContext {
