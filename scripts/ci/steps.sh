@@ -3,7 +3,7 @@
 #   step NAME COMMAND...         run one step now (its output straight to the terminal)
 #   group NAME=COMMAND ...       run these steps side by side (output per step, printed as each ends)
 # A failed step fails the run; the steps after its group are skipped (CI_KEEP_GOING=1 runs them all).
-# Each step is killed after CI_STEP_TIMEOUT_S (default 900) seconds.
+# Each step is killed after CI_STEP_TIMEOUT_S (default 2400) seconds: a guard against hangs, not the budget (a loaded machine is slower).
 CI_LOG_DIR="$(mktemp -d "${TMPDIR:-/tmp}/cohort-ci.XXXXXX")"
 CI_TABLE="$CI_LOG_DIR/table"
 CI_START=$(date +%s)
@@ -31,7 +31,7 @@ step() {
   fi
   echo "::: $name"
   t0=$(_ci_now)
-  timeout --kill-after=15 "${CI_STEP_TIMEOUT_S:-900}" bash -c "$*" || rc=$?
+  timeout --kill-after=15 "${CI_STEP_TIMEOUT_S:-2400}" bash -c "$*" || rc=$?
   _ci_record "$name" "$([ $rc -eq 0 ] && echo ok || echo "FAILED($rc)")" "$t0" "$(_ci_now)"
   [ $rc -eq 0 ] || CI_FAILED=1
 }
@@ -47,7 +47,7 @@ group() {
     cmd="${spec#*=}"
     echo "::: $name (started, side by side)"
     t0=$(_ci_now)
-    timeout --kill-after=15 "${CI_STEP_TIMEOUT_S:-900}" bash -c "$cmd" >"$CI_LOG_DIR/$(echo "$name" | tr -c 'a-zA-Z0-9\n' _).log" 2>&1 </dev/null &
+    timeout --kill-after=15 "${CI_STEP_TIMEOUT_S:-2400}" bash -c "$cmd" >"$CI_LOG_DIR/$(echo "$name" | tr -c 'a-zA-Z0-9\n' _).log" 2>&1 </dev/null &
     pids+=($!)
     names+=("$name")
     starts+=("$t0")
