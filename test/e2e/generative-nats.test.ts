@@ -33,7 +33,7 @@ async function startCluster(stepMs = 5, workerFlags: string[] = [], o: { workers
   const metricsUrls = await Promise.all(workers.map(async (w) => (await w.waitFor(/worker metrics on (http:\/\/127\.0\.0\.1:\d+\/metrics)/, 30_000))[1]!))
   const gateway = spawnCohort(['gateway', '--nats', nats.url, '--port', '0'])
   const [, port] = await gateway.waitFor(/gateway on http:\/\/127\.0\.0\.1:(\d+)/, 60_000)
-  return {
+  const cluster: Cluster = {
     nats,
     workers,
     gateway,
@@ -46,6 +46,7 @@ async function startCluster(stepMs = 5, workerFlags: string[] = [], o: { workers
       await nats.stop()
     },
   }
+  return cluster
 }
 
 defineGenerativeSuite('generative APIs over NATS (gateway + 2 worker processes)', () => startCluster())

@@ -28,7 +28,9 @@ export function freePort(): Promise<number> {
 }
 
 function start(cmd: string, args: string[], env: Record<string, string>): { proc: ChildProcess; output: () => string } {
-  const proc = spawn(cmd, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
+  // Its own process group: node_modules/.bin/workerd is a Node shim that runs the native binary as its
+  // child, so a stop signals the whole group (a signal to the shim alone left workerd running).
+  const proc = spawn(cmd, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'], detached: true })
   let out = ''
   proc.stdout?.on('data', (d: Buffer) => (out += d.toString()))
   proc.stderr?.on('data', (d: Buffer) => (out += d.toString()))
@@ -57,18 +59,28 @@ async function waitHttp(url: string, p: { proc: ChildProcess; output: () => stri
 
 function stopper(proc: ChildProcess): () => Promise<void> {
   let stopping: Promise<void> | undefined
+  /** Signal the process group (see start); the leader alone if the group is gone. */
+  const kill = (sig: NodeJS.Signals) => {
+    try {
+      process.kill(-proc.pid!, sig)
+    } catch {
+      proc.kill(sig)
+    }
+  }
   return () =>
     (stopping ??= new Promise<void>((resolve) => {
       if (proc.exitCode !== null || proc.signalCode !== null) {
+        kill('SIGKILL') // what the leader may have left in its group
         resolve()
         return
       }
-      const t = setTimeout(() => proc.kill('SIGKILL'), 5_000)
+      const t = setTimeout(() => kill('SIGKILL'), 5_000)
       proc.once('exit', () => {
         clearTimeout(t)
+        kill('SIGKILL') // the rest of the group, if the shim exited before its child
         resolve()
       })
-      proc.kill('SIGTERM')
+      kill('SIGTERM')
     }))
 }
 

@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
+import { recordChild } from './process-guard.ts'
 
 /** Path of the `cohort` entry script. */
 export const COHORT_BIN = fileURLToPath(new URL('../../../apps/cli/bin/cohort.js', import.meta.url))
@@ -35,6 +36,7 @@ export function spawnProcess(command: string, args: string[], o: SpawnOptions = 
     ...(o.cwd ? { cwd: o.cwd } : {}),
     stdio: ['ignore', 'pipe', 'pipe'],
   })
+  recordChild(proc.pid) // the suite's teardown fails the run if it outlives the tests (process-guard.ts)
   const label = o.label ?? command
   let out = ''
   const listeners = new Set<() => void>()
