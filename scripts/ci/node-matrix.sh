@@ -51,17 +51,8 @@ quick_start() {
 }
 
 for v in "${versions[@]}"; do
-  dir="$cache/node-$v-linux-$arch"
-  if [ ! -x "$dir/bin/node" ]; then
-    echo "node-matrix: installing node-linux-$arch@$v (npm registry) into $dir"
-    tmp="$(mktemp -d)"
-    (cd "$tmp" && npm pack --silent "node-linux-$arch@$v" >/dev/null)
-    mkdir -p "$dir"
-    tar xzf "$tmp"/node-linux-"$arch"-"$v".tgz -C "$dir" --strip-components=1 package/bin/node
-    rm -rf "$tmp"
-  fi
+  dir="$(dirname "$(bash scripts/ci/node.sh "$v")")"
   node="$dir/bin/node"
-  [ "$("$node" --version)" = "v$v" ] || { echo "node-matrix: $node is not v$v" >&2; exit 1; }
   start=$SECONDS
   echo "node-matrix: unit subset on node v$v: ${unit[*]}"
   PATH="$dir/bin:$PATH" "$node" node_modules/vitest/vitest.mjs run --project unit "${unit[@]}"
