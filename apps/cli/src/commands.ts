@@ -1,6 +1,6 @@
 import { Hono } from 'hono'
 import { BATCHING_FIELDS, type BatchingConfig, type Policy } from '@cohort/batching'
-import { createApp, type GatewayOptions } from '@cohort/gateway'
+import { createApp, createGatewayCore, type GatewayApp, type GatewayCore, type GatewayOptions } from '@cohort/gateway'
 import { PROMETHEUS_CONTENT_TYPE } from '@cohort/metrics'
 import { DASHBOARD_SAMPLE_MS, processRegistry } from './process-registry.ts'
 import { CohortWorker, defaultIntraOpThreads, type PaddingOptions } from '@cohort/worker'
@@ -201,6 +201,23 @@ function httpStopSteps(o: {
   ]
 }
 
+/**
+ * The process's one gateway: its core (built once, shared by the HTTP app and `--grpc-port`'s
+ * gRPC server: one gateway id, one door) and the HTTP app over it.
+ */
+function gatewayOf(gwo: GatewayOptions): { core: GatewayCore; app: GatewayApp } {
+  const core = createGatewayCore(gwo)
+  return { core, app: createApp(core) }
+}
+
+/** After the servers stop: the app's jobs, then the core (its heartbeat subscription). */
+function gatewayStopStep(app: GatewayApp, core: GatewayCore): StopStep {
+  return { name: 'gateway', run: async () => {
+    await app.close()
+    await core.close()
+  } }
+}
+
 /** Upper bound of a whole shutdown: the readiness phase, the longest request, then NATS and exporters. */
 function stopLimitMs(drainMs: number, timeoutMs: number): number {
   return drainMs + timeoutMs + STOP_SLACK_MS
@@ -343,14 +360,15 @@ export async function serveCommand(args: string[]): Promise<void> {
     ...doorOptions(v),
     ...(jobs ? { jobs } : {}),
   }
-  const app = createApp(gwo)
+  const { core, app } = gatewayOf(gwo)
   const http = await listen(app, v.host as string, port, tls)
-  const grpc = await startGrpcFromFlags(v, v.host as string, transport, gwo, registry)
+  const grpc = await startGrpcFromFlags(v, v.host as string, core)
   const timeoutMs = timeout ?? DEFAULT_REQUEST_TIMEOUT_MS
   shutdown.ready(
     [
       { name: 'dashboard', run: async () => dashboard.abort() },
       ...httpStopSteps({ role: 'serve', drainMs, timeoutMs, setDraining: () => (draining = true), http, grpc }),
+      gatewayStopStep(app, core),
       { name: 'worker', run: () => worker.drain() },
       { name: 'transport', run: () => transport.close() },
       { name: 'telemetry', run: () => tel.shutdown() },
@@ -459,14 +477,15 @@ export async function gatewayCommand(args: string[]): Promise<void> {
     ...doorOptions(v),
     jobs: jobQueue(nc, kvReplicas(v), v),
   }
-  const app = createApp(gwo)
+  const { core, app } = gatewayOf(gwo)
   const http = await listen(app, v.host as string, port, tls)
-  const grpc = await startGrpcFromFlags(v, v.host as string, transport, gwo, gatewayRegistry)
+  const grpc = await startGrpcFromFlags(v, v.host as string, core)
   const timeoutMs = timeout ?? DEFAULT_REQUEST_TIMEOUT_MS
   shutdown.ready(
     [
       { name: 'dashboard', run: async () => dashboard.abort() },
       ...httpStopSteps({ role: 'gateway', drainMs, timeoutMs, setDraining: () => (draining = true), http, grpc }),
+      gatewayStopStep(app, core),
       { name: 'transport', run: () => transport.close() },
       { name: 'telemetry', run: () => tel.shutdown() },
     ],

@@ -10,7 +10,7 @@
  */
 import { CohortError, fromWire, isValidModelName, type GenerateInput, type GenerativeSlo, type InferReply, type ModelMeta, type InferRequest, type TokenStep, type WireError, type WireTensor } from '@cohort/protocol'
 import type { GatewayMetrics } from '@cohort/metrics'
-import type { AbortSignalLike } from '@cohort/transport'
+import { InflightBudget, type AbortSignalLike, type InflightLimits } from '@cohort/transport'
 import type { TraceCarrier } from '@cohort/observability'
 import { admitAtDoor, deadlineAfter, effectiveTimeoutMs } from './deadline.ts'
 import { RequestObservation, type ObservationOptions, type ObservedCall } from './observe.ts'
@@ -57,6 +57,11 @@ export interface DoorOptions extends ObservationOptions {
   jwt?: JwtAuthOptions | undefined
   /** Per-client token buckets applied by {@link InferenceDoor.authorize}. */
   rateLimit?: RateLimitOptions | undefined
+  /**
+   * The gateway's in-flight bound ({@link InferenceDoor.inflight}): requests with bodies and their
+   * bytes held at once, shared by every codec of the gateway. `false` turns it off. @default {}
+   */
+  inflight?: InflightLimits | false | undefined
 }
 
 /** Label value for a model in request metrics: unknown or invalid names share one series (bounded memory). */
@@ -401,12 +406,18 @@ export class InferenceDoor {
   readonly generationSlos: ModelSlos<GenerativeSlo, ModelMeta> | undefined
   /** The worker-wait check, unless `workerWait` is false or there is no worker-loss detection (no estimates). */
   readonly workerWait: WorkerWaitCheck | undefined
+  /**
+   * The in-flight bound of the gateway (unless `inflight` is false): HTTP's middleware holds room
+   * in it before a body is read; other codecs through {@link Arrival.holdBytes}.
+   */
+  readonly inflight: InflightBudget | undefined
 
   constructor(readonly o: DoorOptions) {
     this.slos = o.serverSlo === false ? undefined : new ModelSlos<number, Pick<ModelMeta, 'slo'>>((m) => o.upstream.meta(m))
     this.generationSlos = o.serverSlo === false ? undefined : new ModelSlos((m) => o.upstream.meta(m), SLO_TTL_MS, Date.now, (m) => m.generative?.slo)
     const lv = o.upstream.liveness
     this.workerWait = o.workerWait === false || lv === undefined ? undefined : new WorkerWaitCheck(lv.waits, o.workerWait)
+    this.inflight = o.inflight === false ? undefined : new InflightBudget(o.inflight)
     this.#auth = Authenticator.of(o)
     this.#buckets = o.rateLimit ? new TokenBuckets(o.rateLimit) : undefined
   }

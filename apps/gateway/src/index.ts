@@ -4,6 +4,7 @@
  * @module
  */
 export * from './app.ts'
+export { createGatewayCore, newGatewayId, type GatewayCore } from './core.ts'
 export * from './options.ts'
 export * from './upstream.ts'
 export * from './liveness.ts'

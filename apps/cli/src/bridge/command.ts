@@ -4,8 +4,7 @@
  */
 import { hostname } from 'node:os'
 import { Redis } from 'ioredis'
-import { Upstream } from '@cohort/gateway'
-import { subjects } from '@cohort/protocol'
+import { createGatewayCore } from '@cohort/gateway'
 import { WebhookSender } from '@cohort/predictions'
 import { createNatsTransport } from '@cohort/transport'
 import { intFlag, parse } from '../args.ts'
@@ -76,10 +75,12 @@ export async function bridgeCommand(args: string[]): Promise<void> {
     ...webhookOptions(v),
     onGiveUp: (p, event, last) => console.error(`cohort: bridge: webhook ${event} of ${p.id} not delivered: ${last}`),
   })
+  // The bridge's gateway: one core, as in `cohort gateway` (worker-loss detection, the door).
+  const core = createGatewayCore({ transport })
   const bridge = new RedisBridge({
     redis: caller(redis),
     reader: caller(reader),
-    upstream: new Upstream(transport, subjects(), 2_000),
+    upstream: core.upstream,
     webhooks,
     consumer,
     stream: v['stream'] as string,
@@ -104,6 +105,7 @@ export async function bridgeCommand(args: string[]): Promise<void> {
       webhooks.close()
       reader.disconnect()
       await redis.quit().catch(() => undefined)
+      await core.close()
       await transport.close()
       const s = bridge.stats
       console.error(`cohort: bridge stopped: ${s.succeeded} succeeded, ${s.failed} failed, ${s.duplicates} duplicates, ${s.claimed} claimed`)

@@ -1,9 +1,9 @@
 import type { MiddlewareHandler } from 'hono'
 import { CohortError } from '@cohort/protocol'
-import { InflightBudget } from '@cohort/transport'
+import type { InflightBudget } from '@cohort/transport'
 import { declaredLength, setBodyTicket } from '../../body.ts'
 import { errorResponse } from '../../errors.ts'
-import type { ResolvedGatewayOptions } from '../../options.ts'
+import type { InferenceDoor } from '../../door.ts'
 
 function overloaded(budget: InflightBudget): CohortError {
   return new CohortError('OVERLOADED', `the gateway is at its in-flight bound: ${budget.describe()}; retry later`, { retryAfterS: 1 })
@@ -15,13 +15,13 @@ function overloaded(budget: InflightBudget): CohortError {
  * without Content-Length is counted while it is read and refused the same way once past the bound.
  * A body larger than the whole bytes bound can never be served: 413 naming the bound (a declared
  * one before it is read, an undeclared one once it passes the bound).
- * Everything is given back when the handler returns. Off with `inflight: false`.
+ * Everything is given back when the handler returns. The budget is the door's
+ * ({@link InferenceDoor.inflight}), shared with gRPC; none (`inflight: false`): no middleware.
  */
-export function inflightMiddleware(o: ResolvedGatewayOptions): MiddlewareHandler | undefined {
-  if (o.inflight === false) {
+export function inflightMiddleware(budget: InflightBudget | undefined): MiddlewareHandler | undefined {
+  if (budget === undefined) {
     return undefined
   }
-  const budget = new InflightBudget(o.inflight)
   return async (c, next) => {
     if (c.req.method !== 'POST' && c.req.method !== 'PUT') {
       return next()
