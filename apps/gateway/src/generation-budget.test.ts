@@ -19,7 +19,7 @@ function door(slo: GenerativeSlo | undefined, serverSlo = true) {
   })()
   const d = createGatewayCore({ transport, requestTimeoutMs: 30_000, serverSlo, workerLoss: false, metaTimeoutMs: 2_000 }).door
   const budget = (headers: { timeout?: string; ttft?: string } = {}) =>
-    new Passage(d, { method: 'POST', route: '/v1/completions', model: 'gen', timeoutHeader: headers.timeout, ttftHeader: headers.ttft }).generationBudget()
+    new Passage(d, { origin: 'openai', method: 'POST', route: '/v1/completions', model: 'gen', timeoutHeader: headers.timeout, ttftHeader: headers.ttft }).generationBudget()
   return { budget, metaCalls: () => metaCalls }
 }
 

@@ -80,7 +80,7 @@ export async function bridgeCommand(args: string[]): Promise<void> {
   const bridge = new RedisBridge({
     redis: caller(redis),
     reader: caller(reader),
-    upstream: core.upstream,
+    door: core.door,
     webhooks,
     consumer,
     stream: v['stream'] as string,

@@ -9,7 +9,7 @@ import { createGatewayCore, type GatewayCore } from '../../core.ts'
 import { checkModelPath } from '../../routes/infer.ts'
 import { tritonConfig } from '../../routes/config.ts'
 import { modelStats } from '../../routes/stats.ts'
-import { deadlineAt, modelInfer, type ModelInferRequestMsg } from './infer.ts'
+import { deadlineAt, messageBytes, modelInfer, paramValue, type ModelInferRequestMsg } from './infer.ts'
 import { toServiceError } from './status.ts'
 
 /** Where and how the gRPC server listens (whatever core it serves). */
@@ -122,17 +122,22 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<GrpcS
    * The door's arrival of one inference request. `tenant`: the authenticated client (`key:<i>`,
    * `jwt:<sub>`), the envelope's tenant for fair shares, as over HTTP (none when auth is off).
    */
-  const arrival = (call: { metadata: grpc.Metadata; getDeadline(): grpc.Deadline }, method: string, model: string, tenant: string | undefined): Arrival => ({
+  const arrival = (call: { metadata: grpc.Metadata; getDeadline(): grpc.Deadline }, method: string, r: ModelInferRequestMsg, tenant: string | undefined): Arrival => ({
+    origin: 'grpc',
     method: 'POST',
     route: `/inference.GRPCInferenceService/${method}`,
-    model,
+    model: r.model_name,
+    version: r.model_version === '' || r.model_version === undefined ? undefined : r.model_version,
+    // Both door checks before the inputs are decoded; the `timeout` parameter is already known here.
+    timeoutParamUs: paramValue(r.parameters?.['timeout']),
+    holdBytes: messageBytes(r),
     traceparent: first(call.metadata, TRACEPARENT),
     tracestate: first(call.metadata, TRACESTATE),
     deadlineAt: deadlineAt(call.getDeadline()),
     tenant,
   })
   const infer = (call: Parameters<typeof arrival>[0], method: string, r: ModelInferRequestMsg, signal: AbortSignal, tenant: string | undefined) =>
-    door.serve(arrival(call, method, r.model_name, tenant), (p) => modelInfer(p, r, signal, first(call.metadata, 'idempotency-key') !== undefined))
+    door.serve(arrival(call, method, r, tenant), (p) => modelInfer(p, r, signal, first(call.metadata, 'idempotency-key') !== undefined))
 
   /** A unary handler: authorize, run, answer or map the error. */
   const unary =

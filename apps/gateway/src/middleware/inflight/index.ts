@@ -1,13 +1,11 @@
 import type { MiddlewareHandler } from 'hono'
-import { CohortError } from '@cohort/protocol'
+import type { CohortError } from '@cohort/protocol'
 import type { InflightBudget } from '@cohort/transport'
 import { declaredLength, setBodyTicket } from '../../body.ts'
 import { errorResponse } from '../../errors.ts'
+import { inflightOverloaded, inflightTooLarge } from '../../admission.ts'
 import type { InferenceDoor } from '../../door.ts'
 
-function overloaded(budget: InflightBudget): CohortError {
-  return new CohortError('OVERLOADED', `the gateway is at its in-flight bound: ${budget.describe()}; retry later`, { retryAfterS: 1 })
-}
 
 /**
  * Bound the requests with bodies (POST, PUT) and their bytes held at once (`inflight`): a request
@@ -34,10 +32,10 @@ export function inflightMiddleware(budget: InflightBudget | undefined): Middlewa
       return errorResponse(c, e)
     }
     if (len !== undefined && len > budget.maxBytes) {
-      return refuse(new CohortError('PAYLOAD_TOO_LARGE', `request body of ${len} bytes exceeds the gateway's in-flight bytes bound (maxBytes) of ${budget.maxBytes} bytes`))
+      return refuse(inflightTooLarge(budget, len))
     }
     if (!budget.tryAdmit(len ?? 0)) {
-      return refuse(overloaded(budget))
+      return refuse(inflightOverloaded(budget))
     }
     let held = len ?? 0
     setBodyTicket(c, {
@@ -45,10 +43,10 @@ export function inflightMiddleware(budget: InflightBudget | undefined): Middlewa
       take(n) {
         if (held + n > budget.maxBytes) {
           // This body alone passes the whole bound: it can never be served (not a 503).
-          throw new CohortError('PAYLOAD_TOO_LARGE', `request body of more than ${budget.maxBytes} bytes exceeds the gateway's in-flight bytes bound (maxBytes) of ${budget.maxBytes} bytes`)
+          throw inflightTooLarge(budget, undefined)
         }
         if (!budget.tryTakeBytes(n)) {
-          throw overloaded(budget)
+          throw inflightOverloaded(budget)
         }
         held += n
       },
