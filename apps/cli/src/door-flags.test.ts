@@ -1,5 +1,5 @@
 // `--no-worker-wait`: parsed for serve and gateway, listed in their help, and taking effect: the
-// door built from it has no worker-wait check (the event-loop-lag check is `--no-front-door`).
+// door built from it has no worker-wait check (the event-loop-lag check is `--no-event-loop-lag-check`, old name `--no-front-door`).
 import { describe, expect, it } from 'vitest'
 import { createGatewayCore } from '@cohort/gateway'
 import { InProcessTransport } from '@cohort/transport'
