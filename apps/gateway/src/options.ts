@@ -1,6 +1,6 @@
 import type { Context } from 'hono'
 import type { Registry } from '@cohort/metrics'
-import type { AbortSignalLike, InflightLimits, JobQueue, Transport } from '@cohort/transport'
+import { DEFAULT_MAX_MESSAGE_BYTES, type AbortSignalLike, type InflightLimits, type JobQueue, type Transport } from '@cohort/transport'
 import type { Tracer } from '@opentelemetry/api'
 import { COHORT_VERSION, DEFAULT_SUBJECT_PREFIX } from '@cohort/protocol'
 import { consoleErrorLogger, defaultTracer, type LogFields, type Logger } from '@cohort/observability'
@@ -13,8 +13,8 @@ export const DEFAULT_SERVER_NAME = 'cohort'
 
 /** Default server-side request deadline: 30 s. A request may shorten it, never extend it. */
 export const DEFAULT_REQUEST_TIMEOUT_MS = 30_000
-/** Default HTTP body limit: 64 MiB. */
-export const DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
+/** Default HTTP body limit: 64 MiB, the transport's default message bound. */
+export const DEFAULT_MAX_BODY_BYTES = DEFAULT_MAX_MESSAGE_BYTES
 /** Default wait for a worker's metadata answer. */
 export const DEFAULT_META_TIMEOUT_MS = 2_000
 

@@ -8,8 +8,11 @@
 import { randomUUID } from 'node:crypto'
 import { CohortError, fromWire } from '@cohort/protocol'
 import { newPrediction, PredictionLifecycle, type PredictionOutcome, type WebhookSender } from '@cohort/predictions'
-import type { InferenceDoor } from '@cohort/gateway'
+import { DEFAULT_REQUEST_TIMEOUT_MS, type InferenceDoor } from '@cohort/gateway'
 import { isTransient, parseEntry, resultFields, type BridgeEntry } from './entry.ts'
+
+/** Default deadline of one bridge entry, retries included: a request's default deadline (30 s). */
+export const DEFAULT_BRIDGE_TIMEOUT_MS = DEFAULT_REQUEST_TIMEOUT_MS
 
 /** The one Redis call the bridge needs (ioredis' `call`). */
 export interface RedisCaller {
@@ -94,7 +97,7 @@ export class RedisBridge {
       keyPrefix: 'cohort:result:',
       concurrency: 64,
       claimIdleMs: 60_000,
-      timeoutMs: 30_000,
+      timeoutMs: DEFAULT_BRIDGE_TIMEOUT_MS,
       blockMs: 1_000,
       ...o,
     }
