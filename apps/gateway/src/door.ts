@@ -14,13 +14,13 @@ import { CohortError, fromWire, isValidModelName, type GenerateInput, type Gener
 import type { GatewayMetrics } from '@cohort/metrics'
 import { InflightBudget, type AbortSignalLike, type InflightLimits } from '@cohort/transport'
 import type { TraceCarrier } from '@cohort/observability'
-import { admitAtDoor, deadlineAfter, effectiveTimeoutMs } from './deadline.ts'
+import { admitAtDoor, deadlineAfter, effectiveTimeoutMs } from './lag-check.ts'
 import { RequestObservation, type ObservationOptions, type ObservedCall } from './observe.ts'
 import type { JwtAuthOptions, RateLimitOptions } from './options.ts'
 import type { Upstream } from './upstream.ts'
 import { Authenticator } from './middleware/auth/credentials.ts'
 import { ModelSlos, SLO_TTL_MS } from './slo.ts'
-import { DOOR_CHECKS, WorkerWaitCheck, type DoorCheck, type WorkerWaitOptions } from './door-wait.ts'
+import { DOOR_CHECKS, WorkerWaitCheck, type DoorCheck, type WorkerWaitOptions } from './wait-check.ts'
 import { ADMISSION, checkModelPath, inflightOverloaded, inflightTooLarge, type Origin } from './admission.ts'
 import { TokenBuckets } from './middleware/rate-limit/index.ts'
 
@@ -49,7 +49,7 @@ export interface DoorOptions extends ObservationOptions {
   /** The runtime's queueing delay now (Node: event-loop delay), ms; see {@link admitAtDoor} (the event-loop-lag check). */
   queueDelayMs?: (() => number) | undefined
   /**
-   * The worker-wait check at the door (door-wait.ts; docs/batching.md#admission-at-the-door):
+   * The worker-wait check at the door (wait-check.ts; docs/batching.md#admission-at-the-door):
    * refuse before reading the body when no worker's queue-wait estimate meets the deadline. Needs
    * worker-loss detection (the estimates come with heartbeats and v2 accept notices); `false`
    * turns it off. @default {} (on, with the defaults of {@link WorkerWaitOptions})

@@ -24,7 +24,7 @@ export {
 export { Upstream, type WorkerEndpointSummary, type WorkerSummary } from './upstream.ts'
 export { DEFAULT_ACCEPT_TIMEOUT_MS, DEFAULT_MISSED_HEARTBEATS, WorkerLiveness, type WorkerLossOptions } from './liveness.ts'
 export { DEFAULT_PACK_BYTES, DEFAULT_PACK_REQUESTS, type PackerOptions } from './packer.ts'
-export { effectiveTimeoutMs } from './deadline.ts'
+export { effectiveTimeoutMs } from './lag-check.ts'
 export { declaredLength, parseLengthHeader, readBody } from './body.ts'
 export {
   GENERATION_REPLY_GRACE_MS,
@@ -42,5 +42,5 @@ export {
   type SendOptions,
 } from './door.ts'
 export { ADMISSION, checkModelPath, type AdmissionPolicy, type Origin } from './admission.ts'
-export { DEFAULT_PROBE_INTERVAL_MS, DEFAULT_STALE_HEARTBEATS, DOOR_CHECKS, type DoorCheck, type WorkerWaitOptions } from './door-wait.ts'
+export { DEFAULT_PROBE_INTERVAL_MS, DEFAULT_STALE_HEARTBEATS, DOOR_CHECKS, type DoorCheck, type WorkerWaitOptions } from './wait-check.ts'
 export type { PredictionJobOptions } from './jobs/types.ts'

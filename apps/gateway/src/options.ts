@@ -5,7 +5,7 @@ import type { Tracer } from '@opentelemetry/api'
 import { COHORT_VERSION, DEFAULT_SUBJECT_PREFIX } from '@cohort/protocol'
 import { consoleErrorLogger, defaultTracer, type LogFields, type Logger } from '@cohort/observability'
 import type { WorkerLossOptions } from './liveness.ts'
-import type { WorkerWaitOptions } from './door-wait.ts'
+import type { WorkerWaitOptions } from './wait-check.ts'
 import type { PredictionJobOptions } from './jobs/types.ts'
 
 /** The server name answered at `GET /v2` and gRPC's `ServerMetadata`. */
