@@ -5,6 +5,7 @@ import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { describe, expect, it } from 'vitest'
+import { COHORT_VERSION } from '@cohort/protocol'
 import * as gateway from './index.ts'
 
 const apps = fileURLToPath(new URL('../../', import.meta.url))
@@ -22,6 +23,11 @@ describe('package entries', () => {
       .filter((f) => /^export \* from /m.test(readFileSync(f, 'utf8')))
       .map((f) => f.slice(apps.length))
     expect(whole).toEqual([])
+  })
+
+  it('COHORT_VERSION (GET /v2, gRPC ServerMetadata, the workers\' service info) is every workspace package\'s version', () => {
+    const versions = ['cli', 'gateway', 'worker'].map((p) => (JSON.parse(readFileSync(join(apps, p, 'package.json'), 'utf8')) as { version: string }).version)
+    expect(new Set(versions)).toEqual(new Set([COHORT_VERSION]))
   })
 
   it('@cohort/gateway exports its core, app, door and admission by name', () => {
