@@ -5,7 +5,7 @@
 // the split by worker. (test/e2e/distribution.test.ts asserts the split by count only.)
 //   node --import tsx test/bench/distribution.ts [SECONDS=4]
 import { connect } from '@nats-io/transport-node'
-import { Upstream } from '@cohort/gateway'
+import { createGatewayCore, type Upstream } from '@cohort/gateway'
 import { CohortError, subjects } from '@cohort/protocol'
 import { createNatsTransport } from '@cohort/transport'
 import { SLEEPY_PREDICTOR, spawnCohort, startNatsServer, type CliProcess } from '@cohort/test-support'
@@ -92,7 +92,7 @@ async function openLoop(up: Upstream, rate: number, seconds: number, budgetMs: n
 
 const nats = await startNatsServer()
 const nc = await connect({ servers: nats.url })
-const up = new Upstream(createNatsTransport(nc), S, 2000)
+const up = createGatewayCore({ transport: createNatsTransport(nc), metaTimeoutMs: 2000, workerLoss: false }).upstream
 try {
   for (const mode of ['capacity', 'random']) {
     const fastAlone = startWorker(nats.url, 'fast', 20, mode)

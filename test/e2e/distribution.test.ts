@@ -3,7 +3,7 @@
 // test/bench/distribution.ts.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { connect, type NatsConnection } from '@nats-io/transport-node'
-import { Upstream, createApp } from '@cohort/gateway'
+import { createApp, createGatewayCore, type Upstream } from '@cohort/gateway'
 import { CohortError, decodeValue, subjects, type ModelMeta } from '@cohort/protocol'
 import { createNatsTransport, type Transport } from '@cohort/transport'
 import { SLEEPY_PREDICTOR, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle } from '@cohort/test-support'
@@ -73,7 +73,7 @@ describe('over NATS: distribution and reconfiguration', () => {
     nats = await startNatsServer()
     nc = await connect({ servers: nats.url })
     transport = createNatsTransport(nc)
-    up = new Upstream(transport, S, 2000)
+    up = createGatewayCore({ transport, metaTimeoutMs: 2000, workerLoss: false }).upstream
   })
   afterAll(async () => {
     await Promise.all(procs.map((p) => p.stop('SIGKILL')))

@@ -3,7 +3,7 @@
 // the worker that holds the pack (retry or WORKER_LOST); and packs still spread over workers with room.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { connect, type NatsConnection } from '@nats-io/transport-node'
-import { Upstream, WorkerLiveness } from '@cohort/gateway'
+import { createGatewayCore, type Upstream } from '@cohort/gateway'
 import { CohortError, subjects, type InferReply } from '@cohort/protocol'
 import { createNatsTransport, type Transport } from '@cohort/transport'
 import { CohortWorker, PredictorRunner } from '@cohort/worker'
@@ -24,8 +24,8 @@ async function transport(): Promise<Transport> {
 /** A gateway's upstream with worker-loss detection; resolves once a v2 worker's heartbeat arrived. */
 async function gateway(o: { missedHeartbeats?: number; acceptTimeoutMs?: number } = {}): Promise<Upstream> {
   const t = await transport()
-  const lv = new WorkerLiveness(t, S, `g-${crypto.randomUUID().slice(0, 8)}`, { checkIntervalMs: 50, ...o })
-  const up = new Upstream(t, S, 2000, lv)
+  const { upstream: up, liveness } = createGatewayCore({ transport: t, metaTimeoutMs: 2000, workerLoss: { checkIntervalMs: 50, ...o } })
+  const lv = liveness!
   const until = Date.now() + 30_000
   while (lv.protocol < 2 && Date.now() < until) {
     await new Promise((r) => setTimeout(r, 50))

@@ -1,6 +1,6 @@
 import { Hono } from 'hono'
 import { BATCHING_FIELDS, type BatchingConfig, type Policy } from '@cohort/batching'
-import { createApp, type GatewayOptions } from '@cohort/gateway'
+import { createApp, createGatewayCore, type GatewayApp, type GatewayCore, type GatewayOptions } from '@cohort/gateway'
 import { PROMETHEUS_CONTENT_TYPE } from '@cohort/metrics'
 import { DASHBOARD_SAMPLE_MS, processRegistry } from './process-registry.ts'
 import { CohortWorker, defaultIntraOpThreads, type PaddingOptions } from '@cohort/worker'
@@ -16,7 +16,7 @@ import { listen, type HttpServer } from './http.ts'
 import { installShutdown, type StopStep } from './shutdown.ts'
 import { DEFAULT_REQUEST_TIMEOUT_MS } from '@cohort/gateway'
 import { GRPC_HELP, GRPC_OPTIONS, startGrpcFromFlags } from './grpc-flags.ts'
-import { DOOR_HELP, DOOR_OPTIONS, doorOptions } from './door-flags.ts'
+import { DOOR_HELP, DOOR_OPTIONS, HTTP_KNOB_HELP, HTTP_OPTIONS, doorOptions, httpKnobs } from './door-flags.ts'
 import { gatewayAdapter } from './node-adapter.ts'
 import { PROCESSES_HELP, PROCESSES_OPTIONS, isClusterChild, notifyListening, onPrimaryStop, processesFlag, runPrimary } from './cluster.ts'
 import { buildRunners, type ModelFlags } from './runners.ts'
@@ -36,7 +36,7 @@ const DEFAULT_NATS = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222'
 /** Default SIGTERM grace of the gateway: readiness answers 503 this long before it stops listening (5 s). */
 const DEFAULT_DRAIN_MS = 5_000
 /** Time past a request's deadline its reply may take before its connection is closed at shutdown. */
-const REPLY_GRACE_MS = 1_000
+const SHUTDOWN_REPLY_GRACE_MS = 1_000
 /** Time for the steps after the HTTP server (worker drain, NATS, exporters) within the shutdown bound. */
 const STOP_SLACK_MS = 10_000
 
@@ -199,8 +199,25 @@ function httpStopSteps(o: {
       },
     },
     { name: 'grpc', run: async () => o.grpc?.close() },
-    { name: 'http', run: () => o.http.close(o.timeoutMs + REPLY_GRACE_MS) },
+    { name: 'http', run: () => o.http.close(o.timeoutMs + SHUTDOWN_REPLY_GRACE_MS) },
   ]
+}
+
+/**
+ * The process's one gateway: its core (built once, shared by the HTTP app and `--grpc-port`'s
+ * gRPC server: one gateway id, one door) and the HTTP app over it.
+ */
+function gatewayOf(gwo: GatewayOptions): { core: GatewayCore; app: GatewayApp } {
+  const core = createGatewayCore(gwo)
+  return { core, app: createApp(core) }
+}
+
+/** After the servers stop: the app's jobs, then the core (its heartbeat subscription). */
+function gatewayStopStep(app: GatewayApp, core: GatewayCore): StopStep {
+  return { name: 'gateway', run: async () => {
+    await app.close()
+    await core.close()
+  } }
 }
 
 /** Upper bound of a whole shutdown: the readiness phase, the longest request, then NATS and exporters. */
@@ -209,11 +226,7 @@ function stopLimitMs(drainMs: number, timeoutMs: number): number {
 }
 
 /** HTTP flags of `serve` and `gateway`. */
-const HTTP_HELP = `  --port N               HTTP port (default $PORT or 8080)
-  --host H               HTTP host (default $COHORT_HOST or 127.0.0.1)
-  --timeout-ms MS        server-side request deadline (default 30000)
-  --no-front-door        do not take the event loop's delay off request deadlines (by default a
-                         request already late on arrival is refused 503 before its body is read)
+const HTTP_HELP = `${HTTP_KNOB_HELP}
 ${DOOR_HELP}
 ${PREDICTION_HELP}
 ${WEBHOOK_HELP}
@@ -240,7 +253,6 @@ export const SERVE_OPTIONS = {
   'admin-key': { type: 'string', multiple: true },
   ...PREDICTION_OPTIONS,
   ...JOB_OPTIONS,
-  'no-front-door': { type: 'boolean' },
   ...DOOR_OPTIONS,
   ...GRPC_OPTIONS,
   ...SECURITY_OPTIONS,
@@ -298,7 +310,9 @@ export async function serveCommand(args: string[]): Promise<void> {
   const security = { ...bodyLimit(v), ...securityOptions(v) }
   const tls = tlsFiles(v)
   const natsAuth = natsAuthOptions(v)
-  const port = intFlag('port', v.port ?? process.env['PORT'] ?? '8080', 0) ?? 8080
+  const knobs = httpKnobs(v)
+  const port = knobs.port!
+  const host = knobs.host!
   let transport: Transport
   let jobs: JobQueue | undefined
   if (v.nats) {
@@ -328,13 +342,13 @@ export async function serveCommand(args: string[]): Promise<void> {
     ...(repository ? { repository } : {}),
   })
   await worker.start()
-  const timeout = intFlag('timeout-ms', v['timeout-ms'])
+  const timeout = knobs['timeout-ms']
   const dashboard = new AbortController()
   const gwo: GatewayOptions = {
     transport,
     registry,
     dashboard: { sampleMs: DASHBOARD_SAMPLE_MS, signal: dashboard.signal },
-    adapter: gatewayAdapter(v),
+    adapter: gatewayAdapter(knobs['no-event-loop-lag-check']),
     adminKeys: adminKeys(v),
     ...prefixOption(v),
     ...security,
@@ -346,14 +360,15 @@ export async function serveCommand(args: string[]): Promise<void> {
     ...doorOptions(v),
     ...(jobs ? { jobs } : {}),
   }
-  const app = createApp(gwo)
-  const http = await listen(app, v.host as string, port, tls)
-  const grpc = await startGrpcFromFlags(v, v.host as string, transport, gwo, registry)
+  const { core, app } = gatewayOf(gwo)
+  const http = await listen(app, host, port, tls)
+  const grpc = await startGrpcFromFlags(v, host, core)
   const timeoutMs = timeout ?? DEFAULT_REQUEST_TIMEOUT_MS
   shutdown.ready(
     [
       { name: 'dashboard', run: async () => dashboard.abort() },
       ...httpStopSteps({ role: 'serve', drainMs, timeoutMs, setDraining: () => (draining = true), http, grpc }),
+      gatewayStopStep(app, core),
       { name: 'worker', run: () => worker.drain() },
       { name: 'transport', run: () => transport.close() },
       { name: 'telemetry', run: () => tel.shutdown() },
@@ -371,15 +386,12 @@ export async function serveCommand(args: string[]): Promise<void> {
 /** Flags of `cohort gateway`. */
 export const GATEWAY_OPTIONS = {
   nats: { type: 'string', default: DEFAULT_NATS },
-  port: { type: 'string' },
-  host: { type: 'string', default: hostDefault('COHORT_HOST') },
-  'timeout-ms': { type: 'string' },
+  ...HTTP_OPTIONS,
   'drain-ms': { type: 'string' },
   'missed-heartbeats': { type: 'string' },
   'accept-timeout-ms': { type: 'string' },
   'admin-key': { type: 'string', multiple: true },
   ...PREDICTION_OPTIONS,
-  'no-front-door': { type: 'boolean' },
   ...DOOR_OPTIONS,
   ...GRPC_OPTIONS,
   ...SECURITY_OPTIONS,
@@ -432,8 +444,10 @@ export async function gatewayCommand(args: string[]): Promise<void> {
   const security = { ...bodyLimit(v), ...securityOptions(v) }
   const tls = tlsFiles(v)
   const natsAuth = natsAuthOptions(v)
-  const port = intFlag('port', v.port ?? process.env['PORT'] ?? '8080', 0) ?? 8080
-  const timeout = intFlag('timeout-ms', v['timeout-ms'])
+  const knobs = httpKnobs(v)
+  const port = knobs.port!
+  const host = knobs.host!
+  const timeout = knobs['timeout-ms']
   const drainMs = intFlag('drain-ms', v['drain-ms'], 0) ?? DEFAULT_DRAIN_MS
   const missedHeartbeats = intFlag('missed-heartbeats', v['missed-heartbeats'], 0)
   const acceptTimeoutMs = intFlag('accept-timeout-ms', v['accept-timeout-ms'])
@@ -446,7 +460,7 @@ export async function gatewayCommand(args: string[]): Promise<void> {
     registry: gatewayRegistry,
     dashboard: { sampleMs: DASHBOARD_SAMPLE_MS, signal: dashboard.signal },
     transport,
-    adapter: gatewayAdapter(v),
+    adapter: gatewayAdapter(knobs['no-event-loop-lag-check']),
     adminKeys: adminKeys(v),
     ...prefixOption(v),
     ...security,
@@ -462,14 +476,15 @@ export async function gatewayCommand(args: string[]): Promise<void> {
     ...doorOptions(v),
     jobs: jobQueue(nc, kvReplicas(v), v),
   }
-  const app = createApp(gwo)
-  const http = await listen(app, v.host as string, port, tls)
-  const grpc = await startGrpcFromFlags(v, v.host as string, transport, gwo, gatewayRegistry)
+  const { core, app } = gatewayOf(gwo)
+  const http = await listen(app, host, port, tls)
+  const grpc = await startGrpcFromFlags(v, host, core)
   const timeoutMs = timeout ?? DEFAULT_REQUEST_TIMEOUT_MS
   shutdown.ready(
     [
       { name: 'dashboard', run: async () => dashboard.abort() },
       ...httpStopSteps({ role: 'gateway', drainMs, timeoutMs, setDraining: () => (draining = true), http, grpc }),
+      gatewayStopStep(app, core),
       { name: 'transport', run: () => transport.close() },
       { name: 'telemetry', run: () => tel.shutdown() },
     ],

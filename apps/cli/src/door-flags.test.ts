@@ -1,10 +1,7 @@
 // `--no-worker-wait`: parsed for serve and gateway, listed in their help, and taking effect: the
-// door built from it has no worker-wait check (the event-loop-lag check is `--no-front-door`).
+// door built from it has no worker-wait check (the event-loop-lag check is `--no-event-loop-lag-check`, old name `--no-front-door`).
 import { describe, expect, it } from 'vitest'
-import { InferenceDoor, Upstream, WorkerLiveness } from '@cohort/gateway'
-import { Registry, gatewayMetrics } from '@cohort/metrics'
-import { subjects } from '@cohort/protocol'
-import { consoleErrorLogger, defaultTracer } from '@cohort/observability'
+import { createGatewayCore } from '@cohort/gateway'
 import { InProcessTransport } from '@cohort/transport'
 import { parse } from './args.ts'
 import { DOOR_OPTIONS, doorOptions } from './door-flags.ts'
@@ -15,13 +12,10 @@ describe('door flags', () => {
     expect(doorOptions(parse(['--no-worker-wait'], DOOR_OPTIONS).values)).toEqual({ workerWait: false })
     expect(doorOptions(parse([], DOOR_OPTIONS).values)).toEqual({})
     const transport = new InProcessTransport()
-    const s = subjects('cohort')
-    const lv = new WorkerLiveness(transport, s, 'g1')
-    const door = (o: ReturnType<typeof doorOptions>) =>
-      new InferenceDoor({ upstream: new Upstream(transport, s, 1000, lv), metrics: gatewayMetrics(new Registry()), requestTimeoutMs: 1000, tracer: defaultTracer(), logger: consoleErrorLogger, onUnexpectedError: () => undefined, ...o })
-    expect(door(doorOptions(parse([], DOOR_OPTIONS).values)).workerWait).toBeDefined()
-    expect(door(doorOptions(parse(['--no-worker-wait'], DOOR_OPTIONS).values)).workerWait).toBeUndefined()
-    lv.close()
+    const cores = [createGatewayCore({ transport, ...doorOptions(parse([], DOOR_OPTIONS).values) }), createGatewayCore({ transport, ...doorOptions(parse(['--no-worker-wait'], DOOR_OPTIONS).values) })]
+    expect(cores[0]!.door.workerWait).toBeDefined()
+    expect(cores[1]!.door.workerWait).toBeUndefined()
+    for (const c of cores) await c.close()
     await transport.close()
   })
 

@@ -1,15 +1,56 @@
-import type { GatewayOptions } from '@cohort/gateway'
+/**
+ * The knob table of the gateway's HTTP listener and its door (`cohort serve`, `cohort gateway`):
+ * flag, env var, default, bounds and help in one row each ({@link knobs.ts}); the parser options,
+ * the help lines and the frozen values are all made from it.
+ * @module
+ */
+import { DEFAULT_REQUEST_TIMEOUT_MS, type GatewayOptions } from '@cohort/gateway'
+import { knobHelp, knobOptions, knobValues, type Knob, type KnobValues } from './knobs.ts'
 
-/** `--no-worker-wait`: turn off the door's worker-wait check (docs/batching.md#admission-at-the-door). */
-export const DOOR_OPTIONS = {
-  'no-worker-wait': { type: 'boolean' },
-} as const
+/** Default HTTP port of `serve` and `gateway` (also `$PORT`). */
+export const DEFAULT_HTTP_PORT = 8080
+/** Default HTTP host: loopback only. */
+export const DEFAULT_HTTP_HOST = '127.0.0.1'
 
-export const DOOR_HELP = `  --no-worker-wait       do not refuse at the door by the workers' queue-wait estimates (by default a
-                         request no worker can finish before its deadline is refused 503 before its
-                         body is read, without a NATS round trip; the workers' own check stays)`
+/** The HTTP listener's knobs. */
+export const HTTP_KNOBS = Object.freeze({
+  port: { kind: 'int', arg: 'N', env: 'PORT', default: DEFAULT_HTTP_PORT, min: 0, help: ['HTTP port'] },
+  host: { kind: 'string', arg: 'H', env: 'COHORT_HOST', default: DEFAULT_HTTP_HOST, help: ['HTTP host'] },
+  'timeout-ms': { kind: 'int', arg: 'MS', default: DEFAULT_REQUEST_TIMEOUT_MS, help: ['server-side request deadline'] },
+} as const satisfies Record<string, Knob>)
+
+/** The door's knobs: its two admission checks (docs/architecture.md#the-inference-door). */
+export const DOOR_KNOBS = Object.freeze({
+  'no-event-loop-lag-check': {
+    kind: 'bool',
+    aliases: ['no-front-door'],
+    help: [
+      "turn off the door's event-loop-lag check: do not take the event loop's delay",
+      'off request deadlines (by default a request already late on arrival is refused',
+      '503 before its body is read; docs/batching.md#admission-at-the-door)',
+    ],
+  },
+  'no-worker-wait': {
+    kind: 'bool',
+    help: [
+      "do not refuse at the door by the workers' queue-wait estimates (by default a",
+      'request no worker can finish before its deadline is refused 503 before its',
+      "body is read, without a NATS round trip; the workers' own check stays)",
+    ],
+  },
+} as const satisfies Record<string, Knob>)
+
+export const HTTP_OPTIONS = knobOptions(HTTP_KNOBS)
+export const HTTP_KNOB_HELP = knobHelp(HTTP_KNOBS)
+export const DOOR_OPTIONS = knobOptions(DOOR_KNOBS)
+export const DOOR_HELP = knobHelp(DOOR_KNOBS)
+
+/** The frozen values of the HTTP and door knobs. */
+export function httpKnobs(v: Record<string, unknown>): KnobValues<typeof HTTP_KNOBS> & KnobValues<typeof DOOR_KNOBS> {
+  return Object.freeze({ ...knobValues(HTTP_KNOBS, v), ...knobValues(DOOR_KNOBS, v) })
+}
 
 /** The gateway options of the door flags. */
 export function doorOptions(v: Record<string, unknown>): Pick<GatewayOptions, 'workerWait'> {
-  return v['no-worker-wait'] === true ? { workerWait: false } : {}
+  return knobValues(DOOR_KNOBS, v)['no-worker-wait'] ? { workerWait: false } : {}
 }

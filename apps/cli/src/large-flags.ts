@@ -1,4 +1,4 @@
-import type { InflightLimits, LargeMessageOptions } from '@cohort/transport'
+import { DEFAULT_MAX_MESSAGE_BYTES, type InflightLimits, type LargeMessageOptions } from '@cohort/transport'
 import { intFlag } from './args.ts'
 import { CliError } from './cli-error.ts'
 
@@ -13,7 +13,7 @@ export const LARGE_OPTIONS = {
   'max-inflight-bytes': { type: 'string' },
 } as const
 
-export const LARGE_HELP = `  --max-message-bytes N  largest request or reply over NATS, maxMessageBytes (default 67108864, 64 MiB);
+export const LARGE_HELP = `  --max-message-bytes N  largest request or reply over NATS, maxMessageBytes (default ${DEFAULT_MAX_MESSAGE_BYTES}, 64 MiB);
                          messages above the server's max_payload travel in chunks; beyond N, 413 (the
                          gateway's body limit too, unless --max-body-bytes is given). Alias:
                          --max-request-bytes

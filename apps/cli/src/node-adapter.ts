@@ -113,12 +113,13 @@ export const nodeAdapter: GatewayAdapter = {
 let loopLag: LoopLag | undefined
 
 /**
- * The Node adapter for `cohort serve`/`cohort gateway`: {@link nodeAdapter}, plus front-door
- * admission (the event loop's delay as each request's queueing delay) unless `--no-front-door`.
+ * The Node adapter for `cohort serve`/`cohort gateway`: {@link nodeAdapter}, plus the door's
+ * event-loop-lag check (the event loop's delay as each request's queueing delay) unless `off`
+ * (`--no-event-loop-lag-check`, old name `--no-front-door`).
  * One sampler per process, shared by every app (its timer is unref'd).
  */
-export function gatewayAdapter(v: Record<string, unknown>): GatewayAdapter {
-  if (v['no-front-door'] === true) {
+export function gatewayAdapter(off: boolean): GatewayAdapter {
+  if (off) {
     return nodeAdapter
   }
   const lag = (loopLag ??= new LoopLag())

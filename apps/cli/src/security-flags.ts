@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs'
 import { createSecureContext } from 'node:tls'
-import type { GatewayOptions, JwtAuthOptions } from '@cohort/gateway'
+import { DEFAULT_MAX_BODY_BYTES, type GatewayOptions, type JwtAuthOptions } from '@cohort/gateway'
 import { intFlag } from './args.ts'
 import { CliError } from './cli-error.ts'
 import type { TlsFiles } from './http.ts'
@@ -38,7 +38,7 @@ export const SECURITY_HELP = `  --api-key KEY          require Authorization: Be
                          per-client token bucket (per API key, token subject, else client address);
                          beyond it 429 with Retry-After. Off by default
   --cors-origin ORIGIN   allow browser calls from ORIGIN (repeatable; * for any). Off by default
-  --max-body-bytes N     largest request body (default 67108864, 64 MiB); beyond it 413
+  --max-body-bytes N     largest request body (default ${DEFAULT_MAX_BODY_BYTES}, 64 MiB); beyond it 413
   --tls-cert FILE        serve HTTPS with this certificate (PEM, with --tls-key)
   --tls-key FILE         private key of --tls-cert (PEM)`
 

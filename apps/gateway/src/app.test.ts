@@ -19,7 +19,7 @@ import { InProcessTransport } from '@cohort/transport'
 import { Type, definePredictor, itemError } from '@cohort/predictor'
 import { CohortWorker, PredictorRunner } from '@cohort/worker'
 import { createApp } from './app.ts'
-import { effectiveTimeoutMs } from './deadline.ts'
+import { effectiveTimeoutMs } from './lag-check.ts'
 import type { GatewayOptions } from './options.ts'
 import type { JsonBody } from '@cohort/test-support'
 

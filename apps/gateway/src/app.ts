@@ -1,17 +1,15 @@
 import { Hono, type Context } from 'hono'
-import { CohortError, subjects as makeSubjects, type ModelMeta } from '@cohort/protocol'
-import { PROMETHEUS_CONTENT_TYPE, Registry, gatewayMetrics } from '@cohort/metrics'
+import { CohortError, type ModelMeta } from '@cohort/protocol'
+import { PROMETHEUS_CONTENT_TYPE } from '@cohort/metrics'
 import { asCohortError, errorResponse } from './errors.ts'
-import { resolveOptions, type GatewayOptions } from './options.ts'
+import type { GatewayOptions } from './options.ts'
+import { createGatewayCore, isGatewayCore, type GatewayCore } from './core.ts'
 import { checkModelPath, inferHandler } from './routes/infer.ts'
 import { registerPredictions } from './routes/predictions-routes.ts'
 import { adminRoutes } from './routes/admin.ts'
 import { tritonConfig } from './routes/config.ts'
 import { modelStats } from './routes/stats.ts'
-import { Upstream } from './upstream.ts'
-import { InferenceDoor } from './door.ts'
 import { responseIds } from './observe.ts'
-import { WorkerLiveness } from './liveness.ts'
 import { gatewayMiddleware } from './middleware/index.ts'
 import { registerDashboard } from './routes/dashboard.ts'
 import { registerRepository } from './routes/repository.ts'
@@ -30,37 +28,35 @@ function oipMeta(m: ModelMeta) {
   }
 }
 
+/** The gateway's HTTP app: a Hono app, its {@link GatewayCore} and an idempotent `close()`. */
+export type GatewayApp = Hono & {
+  /** The core it serves (shared with gRPC when the app was made from one). */
+  readonly core: GatewayCore
+  /**
+   * Stop what the app started: its in-memory async jobs' webhook retries, and the core's liveness
+   * detector when the app built its core from options (a core passed in is its owner's to close).
+   * Idempotent. The transport is the caller's.
+   */
+  close(): Promise<void>
+}
+
 /**
  * The gateway as a pure Hono app (Web Request/Response only): runs unchanged on Node, Bun,
- * Deno and workerd. It keeps no state a restart loses: metadata comes from the workers.
+ * Deno and workerd. It keeps no state a restart loses: metadata comes from the workers. Pass a
+ * {@link GatewayCore} to serve one core from several codecs (`cohort serve --grpc-port`: HTTP and
+ * gRPC are one gateway), or options to build one.
  */
-export function createApp(options: GatewayOptions): Hono {
-  const o = resolveOptions(options)
-  const registry = o.registry ?? new Registry()
-  const metrics = gatewayMetrics(registry)
-  const subjects = makeSubjects(o.subjectPrefix)
-  const gatewayId = o.gatewayId ?? `g-${crypto.randomUUID().slice(0, 8)}`
-  metrics.info.set({ gateway: gatewayId }, 1)
-  const liveness = o.workerLoss === false ? undefined : new WorkerLiveness(o.transport, subjects, gatewayId, o.workerLoss)
-  const up = new Upstream(o.transport, subjects, o.metaTimeoutMs, liveness)
-  // Authentication and rate limits run as middleware over HTTP; the door owns the rest.
-  const door = new InferenceDoor({
-    upstream: up,
-    metrics,
-    requestTimeoutMs: o.requestTimeoutMs,
-    queueDelayMs: o.adapter?.queueDelayMs,
-    workerWait: o.workerWait,
-    tracer: o.tracer,
-    logger: o.logger,
-    onUnexpectedError: o.onUnexpectedError,
-  })
+export function createApp(from: GatewayOptions | GatewayCore): GatewayApp {
+  const owned = !isGatewayCore(from)
+  const core = owned ? createGatewayCore(from) : from
+  const { options: o, registry, upstream: up, door } = core
   const app = new Hono()
 
   app.onError((e, c) => errorResponse(c, asCohortError(e, o.onUnexpectedError)))
   app.notFound((c) => errorResponse(c, new CohortError('NOT_FOUND', `no route ${c.req.method} ${c.req.path}`)))
 
   app.use('*', responseIds())
-  for (const mw of gatewayMiddleware(o)) {
+  for (const mw of gatewayMiddleware(o, door)) {
     app.use('*', mw)
   }
 
@@ -119,7 +115,7 @@ export function createApp(options: GatewayOptions): Hono {
     app.get(`${base}/config`, modelConfig)
     app.post(`${base}/infer`, infer)
   }
-  registerPredictions(app, o, door)
+  const jobs = registerPredictions(app, o, door)
   // Generative models (docs/generative.md): Triton's generate extension and the OpenAI-compatible API.
   registerTritonGenerate(app, o, door)
   registerOpenAi(app, o, door, up)
@@ -136,5 +132,13 @@ export function createApp(options: GatewayOptions): Hono {
     const text = registry.render() + (o.extraMetrics?.() ?? '')
     return c.body(text, 200, { 'content-type': PROMETHEUS_CONTENT_TYPE })
   })
-  return app
+  let closing: Promise<void> | undefined
+  const close = (): Promise<void> =>
+    (closing ??= (async () => {
+      await jobs.close()
+      if (owned) {
+        await core.close()
+      }
+    })())
+  return Object.assign(app, { core, close })
 }

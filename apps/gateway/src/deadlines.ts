@@ -1,3 +1,4 @@
+/** The packer's timer heap: many deadlines on one timer (not lag-check.ts, the door's budgets). @module */
 /** An item {@link Deadlines} tracks: its deadline and its place in the heap (owned by Deadlines). */
 export interface Deadlined {
   /** When it expires, on the clock of {@link DeadlinesOptions.now} (ms). */

@@ -76,7 +76,8 @@ describe('the door checks in the HTTP app', () => {
 
   it('over gRPC the worker-wait refusal is RESOURCE_EXHAUSTED with cohort-code OVERLOADED and retry-after', async () => {
     const transport = new InProcessTransport()
-    const server = await startGrpcServer({ transport, port: 0 })
+    // One probe, then none within the test (a loaded machine may take longer than the default 100 ms between calls).
+    const server = await startGrpcServer({ transport, port: 0, workerWait: { probeIntervalMs: 1e9 } })
     await deepQueue(transport)
     const def = protoLoader.loadSync('grpc_service.proto', { includeDirs: [PROTO_DIR], keepCase: true, longs: String, enums: String, defaults: true, oneofs: true })
     const { GRPCInferenceService } = (grpc.loadPackageDefinition(def) as { inference: { GRPCInferenceService: grpc.ServiceClientConstructor } }).inference

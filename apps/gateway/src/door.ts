@@ -1,24 +1,27 @@
 /**
  * The inference door: the one place every inference call passes through, whatever its codec (REST
- * OIP, bulk, Cog predictions, gRPC, async jobs, the Redis bridge). It owns the deadline, admission
- * at the door (two checks before the body is read: the event-loop-lag check, deadline.ts, and the
- * worker-wait check, door-wait.ts), the request id and the gateway span,
- * authentication and rate limiting for codecs without middleware (gRPC), the retry flag, the reply
- * grace, item errors and the metrics labels. Codecs only decode a request and encode a reply.
- * See docs/architecture.md#the-inference-door.
+ * OIP, bulk, Cog predictions, generate, OpenAI, gRPC) or producer (async jobs, the Redis bridge).
+ * {@link InferenceDoor.serve} runs the steps itself, in a fixed order: the model name, admission
+ * per origin (admission.ts: the in-flight bound, the event-loop-lag check, the worker-wait check
+ * once the model is known), then the codec's decode, the deadline and the send (the codec calls
+ * {@link Passage.infer}, which judges a model named late before it sends), the codec's encode, and
+ * the count. It also owns the request id and the gateway span, authentication and rate limiting
+ * for codecs without middleware (gRPC), the retry flag, the reply grace, item errors and the
+ * metrics labels. See docs/architecture.md#the-inference-door.
  * @module
  */
 import { CohortError, fromWire, isValidModelName, type GenerateInput, type GenerativeSlo, type InferReply, type ModelMeta, type InferRequest, type TokenStep, type WireError, type WireTensor } from '@cohort/protocol'
 import type { GatewayMetrics } from '@cohort/metrics'
-import type { AbortSignalLike } from '@cohort/transport'
+import { InflightBudget, type AbortSignalLike, type InflightLimits } from '@cohort/transport'
 import type { TraceCarrier } from '@cohort/observability'
-import { admitAtDoor, deadlineAfter, effectiveTimeoutMs } from './deadline.ts'
+import { admitAtDoor, deadlineAfter, effectiveTimeoutMs } from './lag-check.ts'
 import { RequestObservation, type ObservationOptions, type ObservedCall } from './observe.ts'
 import type { JwtAuthOptions, RateLimitOptions } from './options.ts'
 import type { Upstream } from './upstream.ts'
 import { Authenticator } from './middleware/auth/credentials.ts'
 import { ModelSlos, SLO_TTL_MS } from './slo.ts'
-import { DOOR_CHECKS, WorkerWaitCheck, type DoorCheck, type WorkerWaitOptions } from './door-wait.ts'
+import { DOOR_CHECKS, WorkerWaitCheck, type DoorCheck, type WorkerWaitOptions } from './wait-check.ts'
+import { ADMISSION, checkModelPath, inflightOverloaded, inflightTooLarge, type Origin } from './admission.ts'
 import { TokenBuckets } from './middleware/rate-limit/index.ts'
 
 /** Grace after the deadline before the gateway stops waiting: the worker's own 504 usually wins. */
@@ -46,7 +49,7 @@ export interface DoorOptions extends ObservationOptions {
   /** The runtime's queueing delay now (Node: event-loop delay), ms; see {@link admitAtDoor} (the event-loop-lag check). */
   queueDelayMs?: (() => number) | undefined
   /**
-   * The worker-wait check at the door (door-wait.ts; docs/batching.md#admission-at-the-door):
+   * The worker-wait check at the door (wait-check.ts; docs/batching.md#admission-at-the-door):
    * refuse before reading the body when no worker's queue-wait estimate meets the deadline. Needs
    * worker-loss detection (the estimates come with heartbeats and v2 accept notices); `false`
    * turns it off. @default {} (on, with the defaults of {@link WorkerWaitOptions})
@@ -57,6 +60,11 @@ export interface DoorOptions extends ObservationOptions {
   jwt?: JwtAuthOptions | undefined
   /** Per-client token buckets applied by {@link InferenceDoor.authorize}. */
   rateLimit?: RateLimitOptions | undefined
+  /**
+   * The gateway's in-flight bound ({@link InferenceDoor.inflight}): requests with bodies and their
+   * bytes held at once, shared by every codec of the gateway. `false` turns it off. @default {}
+   */
+  inflight?: InflightLimits | false | undefined
 }
 
 /** Label value for a model in request metrics: unknown or invalid names share one series (bounded memory). */
@@ -177,8 +185,19 @@ function tenantOf(a: { tenant?: string | undefined }): { tenant?: string } {
 
 /** What a codec knows of a call before reading its body. */
 export interface Arrival extends ObservedCall {
+  /** Where the call comes from: its admission ({@link ADMISSION}). */
+  origin: Origin
   /** The model named by the call ('' until known; {@link Passage.model} may set it later). */
   model: string
+  /** The model version the call names (checked with the name before admission). */
+  version?: string | undefined
+  /** A timeout the codec read before the door (gRPC's `timeout` parameter, µs): part of the budget admission judges. */
+  timeoutParamUs?: unknown
+  /**
+   * The call's bytes, for origins whose in-flight room the door holds ({@link AdmissionPolicy.inflight}
+   * `door`: gRPC, whose message is already buffered): held from entry to the end of the call.
+   */
+  holdBytes?: number | undefined
   /** `x-cohort-timeout-ms` (or its equivalent): shortens the server deadline. */
   timeoutHeader?: string | undefined
   /** `x-cohort-ttft-timeout-ms`: a generation's time-to-first-token budget (docs/generative.md#deadlines-and-the-server-slo). */
@@ -194,6 +213,23 @@ export interface Arrival extends ObservedCall {
   entered?: ((p: Passage) => void) | undefined
 }
 
+/** A prediction produced inside the gateway ({@link InferenceDoor.predict}). */
+export interface PredictionCall {
+  origin: 'job' | 'bridge'
+  /** The route of its span and logs (e.g. `job`, `bridge redis`). */
+  route: string
+  model: string
+  input: unknown
+  /** Absolute deadline, ms since the epoch. */
+  deadline: number
+  /** The envelope id (the prediction's id). @default random */
+  id?: string | undefined
+  tenant?: string | undefined
+  /** Safe to resend to another worker on worker loss. @default false */
+  retryable?: boolean
+  signal?: AbortSignalLike | undefined
+}
+
 /** One call through the door: its observation, deadline and sends. Made by {@link InferenceDoor.serve}. */
 export class Passage {
   readonly obs: RequestObservation
@@ -204,6 +240,10 @@ export class Passage {
   #clientTimed = false
   #code = 'OK'
   #open = false
+  /** The worker-wait check ran (or does not apply). */
+  #judged = false
+  /** Bytes held in the door's in-flight bound (undefined: none). */
+  #held: number | undefined
   readonly #t0 = performance.now()
 
   constructor(
@@ -231,26 +271,65 @@ export class Passage {
   }
 
   /**
-   * Admission at the door, before the body is read, two checks: the event-loop-lag check (503
-   * OVERLOADED when the runtime's queueing delay already exceeds this call's budget; otherwise the
-   * delay is taken off its deadline), then the worker-wait check (503 OVERLOADED when no worker's
-   * queue-wait estimate meets the deadline; {@link WorkerWaitCheck}). Each refusal counts in
-   * `cohort_door_refusals_total{check}`. `paramUs`: a timeout the codec already read (gRPC's
-   * `timeout` parameter); over HTTP the budget is the header's (a `parameters.timeout` in the body
-   * is not seen yet).
+   * The door's steps before the codec runs (called by {@link InferenceDoor.serve}): the model name
+   * when the call names one, then admission by origin ({@link ADMISSION}): room in the in-flight
+   * bound (when the door holds it), the event-loop-lag check (503 OVERLOADED when the runtime's
+   * queueing delay already exceeds this call's budget; otherwise the delay is taken off its
+   * deadline), and the worker-wait check when the model is known (else before the first send;
+   * {@link WorkerWaitCheck}). Each check's refusal counts in `cohort_door_refusals_total{check}`.
+   * Over HTTP the budget is the header's (a `parameters.timeout` in the body is not seen yet).
    */
-  admit(paramUs?: unknown): void {
+  enter(): void {
+    const a = this.arrival
+    const policy = ADMISSION[a.origin]
+    if (a.model !== '') {
+      checkModelPath(a.model, a.version)
+    }
+    if (policy.inflight === 'door') {
+      this.#hold(a.holdBytes ?? 0)
+    }
+    if (!policy.checks) {
+      this.#judged = true
+      return
+    }
     try {
-      this.#lag = admitAtDoor(this.door.o.requestTimeoutMs, this.arrival.timeoutHeader, this.door.o.queueDelayMs)
+      this.#lag = admitAtDoor(this.door.o.requestTimeoutMs, a.timeoutHeader, this.door.o.queueDelayMs)
     } catch (e) {
       this.#refused(e, DOOR_CHECKS.eventLoopLag)
       throw e
     }
-    const ww = this.door.workerWait
-    if (ww === undefined || this.model === '') {
+    this.#judge()
+  }
+
+  /** Room for the call in the door's in-flight bound, until {@link Passage.end}. */
+  #hold(bytes: number): void {
+    const budget = this.door.inflight
+    if (budget === undefined) {
       return
     }
-    const v = ww.judge(this.model, this.arrival.tenant?.slice(0, 128) ?? '', this.timeoutMs(paramUs) - this.#lag)
+    if (bytes > budget.maxBytes) {
+      throw inflightTooLarge(budget, bytes)
+    }
+    if (!budget.tryAdmit(bytes)) {
+      throw inflightOverloaded(budget)
+    }
+    this.#held = bytes
+  }
+
+  /** The worker-wait check, once, as soon as the model is known. */
+  #judge(): void {
+    const ww = this.door.workerWait
+    if (this.#judged || !isValidModelName(this.model)) {
+      return // not known yet, or not a model: the send answers it
+    }
+    this.#judged = true
+    if (ww === undefined) {
+      return
+    }
+    const a = this.arrival
+    const own = ADMISSION[a.origin].budget === 'own' && a.deadlineAt !== undefined
+    const left = own ? a.deadlineAt! - Date.now() : this.timeoutMs(a.timeoutParamUs)
+    const v = ww.judge(this.model, a.tenant?.slice(0, 128) ?? '', left - this.#lag)
     if (!v.admit) {
       this.#refused(v.error, DOOR_CHECKS.workerWait)
       throw v.error
@@ -331,6 +410,7 @@ export class Passage {
 
   /** Send the call's envelope and answer the reply; the first failed item is thrown, named by its index. */
   async infer(payload: DoorPayload, o: SendOptions & { timeoutMs?: number } = {}): Promise<InferReply> {
+    this.#judge()
     const req: InferRequest = {
       v: 1,
       id: o.id ?? this.requestId,
@@ -348,6 +428,7 @@ export class Passage {
 
   /** One item of a multi-prediction call (bulk): its outcome, counted and logged on its own. */
   async item(input: unknown, index: number, o: { deadline: number; signal?: AbortSignalLike | undefined }): Promise<ItemOutcome> {
+    this.#judge()
     const t0 = performance.now()
     const id = crypto.randomUUID()
     const model = this.model
@@ -376,8 +457,12 @@ export class Passage {
     return ce
   }
 
-  /** Count the call and end its span. Idempotent (the span's end is). */
+  /** Count the call, give back its in-flight room and end its span. Idempotent (the span's end is). */
   end(): void {
+    if (this.#held !== undefined) {
+      this.door.inflight?.release(this.#held)
+      this.#held = undefined
+    }
     if (this.counted) {
       this.counted = false
       this.door.count(this.model, this.#code, this.#t0)
@@ -401,12 +486,18 @@ export class InferenceDoor {
   readonly generationSlos: ModelSlos<GenerativeSlo, ModelMeta> | undefined
   /** The worker-wait check, unless `workerWait` is false or there is no worker-loss detection (no estimates). */
   readonly workerWait: WorkerWaitCheck | undefined
+  /**
+   * The in-flight bound of the gateway (unless `inflight` is false): HTTP's middleware holds room
+   * in it before a body is read; other codecs through {@link Arrival.holdBytes}.
+   */
+  readonly inflight: InflightBudget | undefined
 
   constructor(readonly o: DoorOptions) {
     this.slos = o.serverSlo === false ? undefined : new ModelSlos<number, Pick<ModelMeta, 'slo'>>((m) => o.upstream.heldMeta(m))
     this.generationSlos = o.serverSlo === false ? undefined : new ModelSlos((m) => o.upstream.heldMeta(m), SLO_TTL_MS, Date.now, (m) => m.generative?.slo)
     const lv = o.upstream.liveness
     this.workerWait = o.workerWait === false || lv === undefined ? undefined : new WorkerWaitCheck(lv.waits, o.workerWait)
+    this.inflight = o.inflight === false ? undefined : new InflightBudget(o.inflight)
     this.#auth = Authenticator.of(o)
     this.#buckets = o.rateLimit ? new TokenBuckets(o.rateLimit) : undefined
   }
@@ -429,7 +520,8 @@ export class InferenceDoor {
   }
 
   /**
-   * Serve one call: `run` decodes, sends through the passage and encodes. Failures are recorded
+   * Serve one call: the door's own steps first ({@link Passage.enter}: the model name, admission
+   * by origin), then `run`, the codec: it decodes, sends through the passage and encodes. Failures are recorded
    * (log, span, metrics code) and rethrown as CohortErrors unless `onError` answers them; the call is
    * counted and its span ended when `run` settles (or at {@link Passage.end} after {@link Passage.keepOpen}).
    */
@@ -437,6 +529,7 @@ export class InferenceDoor {
     const p = new Passage(this, a)
     a.entered?.(p)
     try {
+      p.enter()
       return await run(p)
     } catch (e) {
       if (onError) {
@@ -448,6 +541,26 @@ export class InferenceDoor {
         p.end()
       }
     }
+  }
+
+  /**
+   * One prediction that enters the door on its own (an in-memory async job, a Redis bridge entry):
+   * the same steps as any call (admission by `origin`, the span, the request metrics, the tenant),
+   * one item sent with `deadline`; its outcome, never thrown (an admission refusal is its error).
+   */
+  predict(r: PredictionCall): Promise<ItemOutcome> {
+    const a: Arrival = { origin: r.origin, method: 'POST', route: r.route, model: r.model, deadlineAt: r.deadline, requestId: r.id, tenant: r.tenant }
+    return this.serve<ItemOutcome>(
+      a,
+      async (p) => {
+        const reply = await p.infer({ items: [r.input] }, { deadline: r.deadline, retryable: r.retryable === true, signal: r.signal })
+        return { output: reply.items?.[0] ?? null, computeMs: reply.timing?.[0]?.computeMs }
+      },
+      (e, p) => {
+        const ce = p.fail(e)
+        return { error: { code: ce.code, message: ce.message } }
+      },
+    )
   }
 
   /** Count one request (or bulk item) in `cohort_requests_total` and its duration. */

@@ -1,32 +1,25 @@
 // The budgets of a generation (docs/generative.md#deadlines-and-the-server-slo): the client's
 // headers as sent (capped by requestTimeoutMs), else the model's announced generative SLO.
 import { describe, expect, it } from 'vitest'
-import { trace } from '@opentelemetry/api'
-import { gatewayMetrics, Registry } from '@cohort/metrics'
-import type { GenerativeSlo, ModelMeta } from '@cohort/protocol'
-import { InferenceDoor, Passage } from './door.ts'
-import type { Upstream } from './upstream.ts'
+import { encodeValue, subjects, type GenerativeSlo, type ModelMeta } from '@cohort/protocol'
+import { InProcessTransport } from '@cohort/transport'
+import { createGatewayCore } from './core.ts'
+import { Passage } from './door.ts'
 
+/** A door over an in-process bus whose one "worker" answers the metadata of `gen` (counting the asks). */
 function door(slo: GenerativeSlo | undefined, serverSlo = true) {
   let metaCalls = 0
-  const upstream = {
-    liveness: undefined,
-    heldMeta: async (): Promise<ModelMeta> => {
+  const transport = new InProcessTransport()
+  const meta = transport.subscribe(subjects().meta('gen'))
+  void (async () => {
+    for await (const m of meta) {
       metaCalls++
-      return { name: 'gen', kind: 'generative', generative: { maxContext: 100, vocabSize: 10, ...(slo ? { slo } : {}) } } as unknown as ModelMeta
-    },
-  } as unknown as Upstream
-  const d = new InferenceDoor({
-    upstream,
-    metrics: gatewayMetrics(new Registry()),
-    requestTimeoutMs: 30_000,
-    serverSlo,
-    tracer: trace.getTracer('test'),
-    logger: { info: () => undefined, warn: () => undefined, error: () => undefined, debug: () => undefined } as never,
-    onUnexpectedError: () => undefined,
-  })
+      m.respond(encodeValue({ name: 'gen', kind: 'generative', generative: { maxContext: 100, vocabSize: 10, ...(slo ? { slo } : {}) } } as unknown as ModelMeta))
+    }
+  })()
+  const d = createGatewayCore({ transport, requestTimeoutMs: 30_000, serverSlo, workerLoss: false, metaTimeoutMs: 2_000 }).door
   const budget = (headers: { timeout?: string; ttft?: string } = {}) =>
-    new Passage(d, { method: 'POST', route: '/v1/completions', model: 'gen', timeoutHeader: headers.timeout, ttftHeader: headers.ttft }).generationBudget()
+    new Passage(d, { origin: 'openai', method: 'POST', route: '/v1/completions', model: 'gen', timeoutHeader: headers.timeout, ttftHeader: headers.ttft }).generationBudget()
   return { budget, metaCalls: () => metaCalls }
 }
 

@@ -1,5 +1,5 @@
 import { decodeAccept, decodeHeartbeat, type Subjects, type WaitEstimate } from '@cohort/protocol'
-import { WorkerWaits } from './worker-waits.ts'
+import { WorkerWaits } from './wait-table.ts'
 import { WorkerProbes } from './worker-probe.ts'
 import { consume, type AbortSignalLike, type Transport, type TransportSubscription } from '@cohort/transport'
 

@@ -1,16 +1,20 @@
 import type { Context } from 'hono'
 import type { Registry } from '@cohort/metrics'
-import type { AbortSignalLike, InflightLimits, JobQueue, Transport } from '@cohort/transport'
+import { DEFAULT_MAX_MESSAGE_BYTES, type AbortSignalLike, type InflightLimits, type JobQueue, type Transport } from '@cohort/transport'
 import type { Tracer } from '@opentelemetry/api'
+import { COHORT_VERSION, DEFAULT_SUBJECT_PREFIX } from '@cohort/protocol'
 import { consoleErrorLogger, defaultTracer, type LogFields, type Logger } from '@cohort/observability'
 import type { WorkerLossOptions } from './liveness.ts'
-import type { WorkerWaitOptions } from './door-wait.ts'
+import type { WorkerWaitOptions } from './wait-check.ts'
 import type { PredictionJobOptions } from './jobs/types.ts'
+
+/** The server name answered at `GET /v2` and gRPC's `ServerMetadata`. */
+export const DEFAULT_SERVER_NAME = 'cohort'
 
 /** Default server-side request deadline: 30 s. A request may shorten it, never extend it. */
 export const DEFAULT_REQUEST_TIMEOUT_MS = 30_000
-/** Default HTTP body limit: 64 MiB. */
-export const DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
+/** Default HTTP body limit: 64 MiB, the transport's default message bound. */
+export const DEFAULT_MAX_BODY_BYTES = DEFAULT_MAX_MESSAGE_BYTES
 /** Default wait for a worker's metadata answer. */
 export const DEFAULT_META_TIMEOUT_MS = 2_000
 
@@ -103,8 +107,13 @@ export interface GatewayOptions {
    * @default {} (probe every 100 ms, estimates stale after 2 heartbeat intervals)
    */
   workerWait?: WorkerWaitOptions | false
-  /** Id of this gateway instance (its acceptance-notice subject). @default random */
+  /** Id of this gateway instance (its acceptance-notice subject). @default random (`g-` and 8 hex digits) */
   gatewayId?: string
+  /**
+   * Apply the server-side SLO each model's workers announce as the deadline of requests whose
+   * client sends none (docs/batching.md#server-side-slo). @default true
+   */
+  serverSlo?: boolean
   /**
    * Durable async predictions (`Prefer: respond-async`, `PUT /predictions/{id}`) in NATS JetStream
    * (`createNatsJobQueue`). Without it they are held in this gateway's memory (embedded mode).
@@ -191,28 +200,49 @@ export type ResolvedGatewayOptions = Required<Omit<GatewayOptions, 'registry' | 
 type JobOptionKeys = 'jobs' | 'predictions'
 
 /** Worker-loss settings: their defaults are applied where the detector is built (liveness.ts). */
-type LivenessOptionKeys = 'workerLoss' | 'gatewayId' | 'workerWait'
+type LivenessOptionKeys = 'workerLoss' | 'gatewayId' | 'workerWait' | 'serverSlo'
 
 /** The optional security settings (authentication, rate limit, CORS): no defaults to apply. */
 type SecurityOptionKeys = 'apiKeys' | 'jwt' | 'metricsOpen' | 'rateLimit' | 'cors' | 'inflight'
 
-/** Merge defaults in one place and check invariants. */
+/** The nested plain option objects, copied and frozen by {@link resolveOptions}. */
+const NESTED = ['inflight', 'workerLoss', 'workerWait', 'dashboard', 'predictions', 'jwt', 'rateLimit', 'cors', 'adapter'] as const
+
+/**
+ * Merge defaults in one place, check invariants, and freeze: the gateway core calls it once and
+ * every part reads the same object (a RangeError names a bad value).
+ */
 export function resolveOptions(o: GatewayOptions): ResolvedGatewayOptions {
   const r: ResolvedGatewayOptions = {
-    subjectPrefix: 'cohort',
+    subjectPrefix: DEFAULT_SUBJECT_PREFIX,
     requestTimeoutMs: DEFAULT_REQUEST_TIMEOUT_MS,
     maxBodyBytes: DEFAULT_MAX_BODY_BYTES,
     metaTimeoutMs: DEFAULT_META_TIMEOUT_MS,
-    serverName: 'cohort',
-    serverVersion: '0.1.0',
+    serverName: DEFAULT_SERVER_NAME,
+    serverVersion: COHORT_VERSION,
     dashboard: {},
     onUnexpectedError: (e, fields) => r.logger.error({ ...fields, err: e }, 'unexpected error'),
     ...o,
     tracer: o.tracer ?? defaultTracer(),
     logger: o.logger ?? consoleErrorLogger,
   }
-  if (!(r.requestTimeoutMs > 0) || !(r.maxBodyBytes > 0) || !(r.metaTimeoutMs > 0)) {
-    throw new RangeError('requestTimeoutMs, maxBodyBytes and metaTimeoutMs must be > 0')
+  for (const k of ['requestTimeoutMs', 'maxBodyBytes', 'metaTimeoutMs'] as const) {
+    if (!(r[k] > 0)) {
+      throw new RangeError(`${k} must be > 0, got ${String(r[k])}`)
+    }
   }
-  return r
+  if (r.maxBulkInputs !== undefined && !(Number.isSafeInteger(r.maxBulkInputs) && r.maxBulkInputs >= 1)) {
+    throw new RangeError(`maxBulkInputs must be an integer >= 1, got ${String(r.maxBulkInputs)}`)
+  }
+  if (typeof r.subjectPrefix !== 'string' || r.subjectPrefix === '') {
+    throw new RangeError('subjectPrefix must be a non-empty string')
+  }
+  const w = r as Record<string, unknown>
+  for (const k of NESTED) {
+    const v = w[k]
+    if (v !== undefined && v !== false && typeof v === 'object') {
+      w[k] = Object.freeze({ ...v })
+    }
+  }
+  return Object.freeze(r)
 }

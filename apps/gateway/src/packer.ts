@@ -310,7 +310,7 @@ export class Packer {
       for (const id of n.ids) {
         this.#lv.accepted({ id, worker: n.worker })
       }
-      this.#lv.waits.accepted(p.model, n.worker, n) // the door's worker-wait check (door-wait.ts)
+      this.#lv.waits.accepted(p.model, n.worker, n) // the door's worker-wait check (wait-check.ts)
       return
     }
     if (n.t === 'tokens') {

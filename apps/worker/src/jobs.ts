@@ -1,5 +1,5 @@
 import type { InferReply, InferRequest } from '@cohort/protocol'
-import { decodePrediction, encodePrediction, isTerminal, outcomeOf, PredictionLifecycle, WebhookSender, type Prediction, type WebhookOptions } from '@cohort/predictions'
+import { DEFAULT_JOB_TIMEOUT_MS, decodePrediction, encodePrediction, isTerminal, outcomeOf, PredictionLifecycle, WebhookSender, type Prediction, type WebhookOptions } from '@cohort/predictions'
 import type { JobDelivery, JobQueue } from '@cohort/transport'
 import type { Logger } from '@cohort/observability'
 
@@ -162,7 +162,7 @@ export class JobRunner {
         v: 1,
         id: p.id,
         model: p.model,
-        deadline: Date.now() + (this.#o.timeoutMs ?? 600_000),
+        deadline: Date.now() + (this.#o.timeoutMs ?? DEFAULT_JOB_TIMEOUT_MS),
         items: [p.input],
       })
     } finally {

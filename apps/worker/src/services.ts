@@ -1,4 +1,5 @@
 import {
+  COHORT_VERSION,
   SERVICE_NAME,
   SERVICE_RESPONSE_TYPES,
   SERVICE_VERBS,
@@ -17,7 +18,7 @@ import { consume, type Transport, type TransportMessage, type TransportSubscript
 import type { ModelServer } from './model-server.ts'
 
 /** Version the worker reports in `$SRV` answers (semver, as ADR-32 requires). */
-export const WORKER_SERVICE_VERSION = '0.1.0'
+export const WORKER_SERVICE_VERSION = COHORT_VERSION
 
 /** Options of {@link WorkerServices}. */
 export interface WorkerServicesOptions {

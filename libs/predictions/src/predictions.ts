@@ -8,6 +8,9 @@
 export type PredictionStatus = 'starting' | 'processing' | 'succeeded' | 'failed' | 'canceled'
 
 /** Cog's webhook events. `logs` is accepted in filters; Cohort has no predictor logs to send. */
+/** Default deadline of an async prediction (a job), ms from its start: 10 minutes. Gateway and worker both use it. */
+export const DEFAULT_JOB_TIMEOUT_MS = 600_000
+
 export const WEBHOOK_EVENTS = ['start', 'output', 'logs', 'completed'] as const
 
 /** One webhook event name. */

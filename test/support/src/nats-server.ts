@@ -7,6 +7,8 @@ import { join } from 'node:path'
 export interface NatsServerHandle {
   url: string
   port: number
+  /** The HTTP monitoring endpoint (`http://127.0.0.1:N`), with `monitor: true`. */
+  monitorUrl?: string
   /** Stop the server (SIGTERM, then SIGKILL). Idempotent. */
   stop(): Promise<void>
   [Symbol.asyncDispose](): Promise<void>
@@ -20,6 +22,8 @@ export interface NatsServerOptions {
   maxPayload?: number
   /** Text appended to the generated server config (e.g. an `authorization` block). */
   extraConfig?: string
+  /** Serve the HTTP monitoring endpoints (`/subsz`, `/connz`) on a random port. @default false */
+  monitor?: boolean
 }
 
 /**
@@ -34,6 +38,9 @@ export async function startNatsServer(opts: NatsServerOptions = {}): Promise<Nat
   }
   if (opts.maxPayload) {
     conf.push(`max_payload: ${opts.maxPayload}`)
+  }
+  if (opts.monitor) {
+    conf.push('http: 127.0.0.1:-1')
   }
   if (opts.extraConfig) {
     conf.push(opts.extraConfig)
@@ -52,7 +59,7 @@ export async function startNatsServer(opts: NatsServerOptions = {}): Promise<Nat
     proc.once('exit', (code) => reject(new Error(`nats-server exited with ${code}: ${stderr}`)))
   })
   spawnError.catch(() => undefined)
-  const port = await Promise.race([waitForPort(dir), spawnError])
+  const { port, monitorUrl } = await Promise.race([waitForPort(dir, opts.monitor === true), spawnError])
   let stopping: Promise<void> | undefined
   const stop = () =>
     (stopping ??= new Promise<void>((resolve) => {
@@ -69,19 +76,20 @@ export async function startNatsServer(opts: NatsServerOptions = {}): Promise<Nat
       })
       proc.kill('SIGTERM')
     }))
-  return { url: `nats://127.0.0.1:${port}`, port, stop, [Symbol.asyncDispose]: stop }
+  return { url: `nats://127.0.0.1:${port}`, port, ...(monitorUrl ? { monitorUrl } : {}), stop, [Symbol.asyncDispose]: stop }
 }
 
-async function waitForPort(dir: string): Promise<number> {
+async function waitForPort(dir: string, monitor: boolean): Promise<{ port: number; monitorUrl?: string }> {
   const until = Date.now() + 10_000
   while (Date.now() < until) {
     const f = readdirSync(dir).find((n) => n.endsWith('.ports'))
     if (f) {
       try {
-        const ports = JSON.parse(readFileSync(join(dir, f), 'utf8')) as { nats?: string[] }
+        const ports = JSON.parse(readFileSync(join(dir, f), 'utf8')) as { nats?: string[]; monitoring?: string[] }
         const url = ports.nats?.[0]
-        if (url) {
-          return Number(new URL(url).port)
+        const mon = ports.monitoring?.[0]
+        if (url && (!monitor || mon)) {
+          return { port: Number(new URL(url).port), ...(mon ? { monitorUrl: mon } : {}) }
         }
       } catch {
         // Partially written; read again.

@@ -4,8 +4,7 @@
  */
 import { hostname } from 'node:os'
 import { Redis } from 'ioredis'
-import { Upstream } from '@cohort/gateway'
-import { subjects } from '@cohort/protocol'
+import { createGatewayCore } from '@cohort/gateway'
 import { WebhookSender } from '@cohort/predictions'
 import { createNatsTransport } from '@cohort/transport'
 import { intFlag, parse } from '../args.ts'
@@ -13,7 +12,7 @@ import { WEBHOOK_HELP, WEBHOOK_OPTIONS, webhookOptions } from '../jobs-flags.ts'
 import { CliError } from '../cli-error.ts'
 import { connectNats } from '../connect.ts'
 import { NATS_AUTH_HELP, NATS_AUTH_OPTIONS, natsAuthOptions } from '../nats-auth.ts'
-import { RedisBridge, type RedisCaller } from './redis-bridge.ts'
+import { DEFAULT_BRIDGE_TIMEOUT_MS, RedisBridge, type RedisCaller } from './redis-bridge.ts'
 
 const DEFAULT_REDIS = process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379'
 const DEFAULT_NATS = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222'
@@ -32,7 +31,7 @@ key cohort:result:{id}, calls the webhook, and acks the entry only once the resu
   --concurrency N        entries in flight at once (default 64)
   --claim-idle-ms MS     claim entries pending this long on another consumer, e.g. a bridge that
                          died (default 60000; keep it above the longest prediction)
-  --timeout-ms MS        deadline of one entry, retries of transient errors included (default 30000)
+  --timeout-ms MS        deadline of one entry, retries of transient errors included (default ${DEFAULT_BRIDGE_TIMEOUT_MS})
 ${WEBHOOK_HELP}
 ${NATS_AUTH_HELP}`
 
@@ -65,7 +64,7 @@ export async function bridgeCommand(args: string[]): Promise<void> {
   }
   const concurrency = intFlag('concurrency', v['concurrency']) ?? 64
   const claimIdleMs = intFlag('claim-idle-ms', v['claim-idle-ms']) ?? 60_000
-  const timeoutMs = intFlag('timeout-ms', v['timeout-ms']) ?? 30_000
+  const timeoutMs = intFlag('timeout-ms', v['timeout-ms']) ?? DEFAULT_BRIDGE_TIMEOUT_MS
   const consumer = (v['consumer'] as string | undefined) ?? `${hostname()}-${process.pid}`
   const redisUrl = v['redis'] as string
   const redis = await connectRedis(redisUrl)
@@ -76,10 +75,12 @@ export async function bridgeCommand(args: string[]): Promise<void> {
     ...webhookOptions(v),
     onGiveUp: (p, event, last) => console.error(`cohort: bridge: webhook ${event} of ${p.id} not delivered: ${last}`),
   })
+  // The bridge's gateway: one core, as in `cohort gateway` (worker-loss detection, the door).
+  const core = createGatewayCore({ transport })
   const bridge = new RedisBridge({
     redis: caller(redis),
     reader: caller(reader),
-    upstream: new Upstream(transport, subjects(), 2_000),
+    door: core.door,
     webhooks,
     consumer,
     stream: v['stream'] as string,
@@ -104,6 +105,7 @@ export async function bridgeCommand(args: string[]): Promise<void> {
       webhooks.close()
       reader.disconnect()
       await redis.quit().catch(() => undefined)
+      await core.close()
       await transport.close()
       const s = bridge.stats
       console.error(`cohort: bridge stopped: ${s.succeeded} succeeded, ${s.failed} failed, ${s.duplicates} duplicates, ${s.claimed} claimed`)

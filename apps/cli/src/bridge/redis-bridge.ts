@@ -1,15 +1,18 @@
 /**
  * Redis Streams ingress: a consumer-group reader of a request stream that sends each entry as one
- * item to the model's workers (the gateway's {@link Upstream}: same subjects, same batching as HTTP
- * traffic), then writes the Cog-shaped result to a results stream and a key and acks the entry, in
+ * item to the model's workers through the gateway's inference door (origin `bridge`: the same
+ * admission, span, metrics, subjects and batching as HTTP traffic), then writes the Cog-shaped result to a results stream and a key and acks the entry, in
  * one atomic script. See docs/predictions.md#redis-streams-ingress.
  * @module
  */
 import { randomUUID } from 'node:crypto'
-import { CohortError } from '@cohort/protocol'
-import { newPrediction, outcomeOf, PredictionLifecycle, type PredictionOutcome, type WebhookSender } from '@cohort/predictions'
-import { doorSend, type Upstream } from '@cohort/gateway'
+import { CohortError, fromWire } from '@cohort/protocol'
+import { newPrediction, PredictionLifecycle, type PredictionOutcome, type WebhookSender } from '@cohort/predictions'
+import { DEFAULT_REQUEST_TIMEOUT_MS, type InferenceDoor } from '@cohort/gateway'
 import { isTransient, parseEntry, resultFields, type BridgeEntry } from './entry.ts'
+
+/** Default deadline of one bridge entry, retries included: a request's default deadline (30 s). */
+export const DEFAULT_BRIDGE_TIMEOUT_MS = DEFAULT_REQUEST_TIMEOUT_MS
 
 /** The one Redis call the bridge needs (ioredis' `call`). */
 export interface RedisCaller {
@@ -22,7 +25,8 @@ export interface RedisBridgeOptions {
   redis: RedisCaller
   /** A second connection for the blocking XREADGROUP. */
   reader: RedisCaller
-  upstream: Upstream
+  /** The door of the bridge's gateway core (`createGatewayCore`). */
+  door: InferenceDoor
   webhooks: WebhookSender
   /** Consumer name in the group (unique per bridge process). */
   consumer: string
@@ -93,7 +97,7 @@ export class RedisBridge {
       keyPrefix: 'cohort:result:',
       concurrency: 64,
       claimIdleMs: 60_000,
-      timeoutMs: 30_000,
+      timeoutMs: DEFAULT_BRIDGE_TIMEOUT_MS,
       blockMs: 1_000,
       ...o,
     }
@@ -265,9 +269,13 @@ export class RedisBridge {
     const deadline = Date.now() + this.#o.timeoutMs
     for (;;) {
       try {
-        // Through the gateway's inference door: deadline plus its reply grace, resend on worker loss.
-        const reply = await doorSend(this.#o.upstream, { v: 1, id: randomUUID(), model: e.model, deadline, items: [e.input] }, { retryable: true })
-        return outcomeOf({ ...reply, error: undefined })
+        // Through the gateway's inference door: admission, deadline plus its reply grace, resend on
+        // worker loss. A transient refusal (an admission 503 among them) is retried here until the deadline.
+        const out = await this.#o.door.predict({ origin: 'bridge', route: 'bridge redis', model: e.model, input: e.input, deadline, id: randomUUID(), retryable: true })
+        if (out.error && isTransient(fromWire(out.error))) {
+          throw fromWire(out.error)
+        }
+        return out
       } catch (err) {
         if (isTransient(err)) {
           if (this.#stopping) {

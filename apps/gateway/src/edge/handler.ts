@@ -64,7 +64,14 @@ export function createEdgeGateway(o: EdgeGatewayOptions): EdgeGateway {
     ]).finally(() => clearTimeout(timer))
     const transport = createNatsTransport(nc, { ...o.transport, ownsConnection: true })
     const app = createApp({ ...o.gateway, registry, transport })
-    return { nc, app, close: () => transport.close() }
+    return {
+      nc,
+      app,
+      close: async () => {
+        await app.close()
+        await transport.close()
+      },
+    }
   }
 
   const unavailable = (e: unknown): Response =>

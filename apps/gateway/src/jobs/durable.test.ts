@@ -7,7 +7,7 @@ import { decodeCancel, subjects } from '@cohort/protocol'
 import { decodePrediction, encodePrediction, newPrediction, type Prediction } from '@cohort/predictions'
 import { InProcessTransport } from '@cohort/transport'
 import { MemoryJobQueue } from '@cohort/test-support'
-import { Upstream } from '../upstream.ts'
+import { createGatewayCore } from '../core.ts'
 import { DurableJobs } from './durable.ts'
 
 const S = subjects()
@@ -26,7 +26,7 @@ function setup() {
     calls.push(JSON.parse(String(init?.body)) as Prediction)
     return new Response('', { status: 200 })
   }) as typeof globalThis.fetch
-  const jobs = new DurableJobs(q, new Upstream(transport, S, 1000), { webhooks: { fetch, initialDelayMs: 1 } })
+  const jobs = new DurableJobs(q, createGatewayCore({ transport, metaTimeoutMs: 1000, workerLoss: false }).upstream, { webhooks: { fetch, initialDelayMs: 1 } })
   open.push(jobs, transport)
   // What the workers of model `m` hear on the cancel subject.
   const cancels: string[] = []

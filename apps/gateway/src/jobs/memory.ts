@@ -1,7 +1,6 @@
 import { CohortError } from '@cohort/protocol'
 import { isTerminal, PredictionLifecycle, WebhookSender, type Prediction } from '@cohort/predictions'
-import type { Upstream } from '../upstream.ts'
-import { runItem } from '../door.ts'
+import type { InferenceDoor } from '../door.ts'
 import { DEFAULT_JOB_TIMEOUT_MS, type PredictionJobOptions, type PredictionJobs } from './types.ts'
 
 interface Entry {
@@ -12,11 +11,12 @@ interface Entry {
 
 /**
  * Async predictions held in gateway memory (the embedded default, no NATS): each runs through the
- * same request path as sync traffic, so it is batched with it. A restart loses them.
+ * inference door as a `job` (admitted, traced and counted as sync traffic, and batched with it;
+ * a door refusal fails the prediction with its code). A restart loses them.
  */
 export class MemoryJobs implements PredictionJobs {
   readonly kind = 'memory'
-  readonly #up: Upstream
+  readonly #door: InferenceDoor
   readonly #timeoutMs: number
   readonly #max: number
   readonly #entries = new Map<string, Entry>()
@@ -24,8 +24,8 @@ export class MemoryJobs implements PredictionJobs {
   readonly #life: PredictionLifecycle
   #closed = false
 
-  constructor(up: Upstream, o: PredictionJobOptions = {}) {
-    this.#up = up
+  constructor(door: InferenceDoor, o: PredictionJobOptions = {}) {
+    this.#door = door
     this.#timeoutMs = o.timeoutMs ?? DEFAULT_JOB_TIMEOUT_MS
     this.#max = o.maxInMemory ?? 10_000
     this.webhooks = new WebhookSender(o.webhooks)
@@ -84,7 +84,15 @@ export class MemoryJobs implements PredictionJobs {
     await Promise.resolve()
     e.p = this.#life.start(e.p, { attempts: 1 })
     this.#life.started(e.p)
-    const outcome = await runItem(this.#up, { model: e.p.model, input: e.p.input, deadline: Date.now() + this.#timeoutMs, id: e.p.id }, { signal: e.abort.signal })
+    const outcome = await this.#door.predict({
+      origin: 'job',
+      route: 'job',
+      model: e.p.model,
+      input: e.p.input,
+      deadline: Date.now() + this.#timeoutMs,
+      id: e.p.id,
+      signal: e.abort.signal,
+    })
     if (isTerminal(e.p.status)) {
       return // canceled meanwhile: the cancel wins
     }

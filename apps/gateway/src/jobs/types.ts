@@ -1,4 +1,4 @@
-import type { Prediction, WebhookOptions } from '@cohort/predictions'
+import { DEFAULT_JOB_TIMEOUT_MS, type Prediction, type WebhookOptions } from '@cohort/predictions'
 
 /** Where async predictions live: in gateway memory (embedded) or in NATS JetStream (durable). */
 export interface PredictionJobs {
@@ -24,5 +24,4 @@ export interface PredictionJobOptions {
   webhooks?: WebhookOptions
 }
 
-/** Default deadline of an async prediction: 10 minutes. */
-export const DEFAULT_JOB_TIMEOUT_MS = 600_000
+export { DEFAULT_JOB_TIMEOUT_MS }

@@ -4,7 +4,6 @@ import { bodyOf, clientGone, parseJson } from '../body.ts'
 import type { InferenceDoor } from '../door.ts'
 import type { ResolvedGatewayOptions } from '../options.ts'
 import { httpArrival } from './arrival.ts'
-import { checkModelPath } from './infer.ts'
 
 /** One bulk result: the prediction at `index` of the request's `inputs`. */
 export interface BulkResult {
@@ -25,9 +24,8 @@ export function bulkHandler(o: ResolvedGatewayOptions & { maxBulkInputs?: number
   return function bulk(c: Context): Promise<Response> {
     const model = c.req.param('model') ?? ''
     // One gateway span for the bulk call; each input's envelope is a child of it. Items are counted, not the call.
-    return door.serve(httpArrival(c, model), async (p) => {
+    return door.serve(httpArrival(c, 'bulk', model), async (p) => {
       p.counted = false
-      checkModelPath(model, undefined)
       const body = parseJson(await bodyOf(c, o))
       const inputs = (body as { inputs?: unknown } | null)?.inputs
       if (!Array.isArray(inputs) || inputs.length === 0) {
@@ -36,7 +34,7 @@ export function bulkHandler(o: ResolvedGatewayOptions & { maxBulkInputs?: number
       if (inputs.length > maxInputs) {
         throw new CohortError('PAYLOAD_TOO_LARGE', `a bulk request takes at most ${maxInputs} inputs, got ${inputs.length}`)
       }
-      const deadline = Date.now() + p.timeoutMs()
+      const deadline = p.deadline(p.timeoutMs())
       const signal = clientGone(c, o)
       p.obs.items = inputs.length
       // Fail fast, before fanning out, when no worker serves the model at all.

@@ -8,8 +8,8 @@ import { InProcessTransport } from '@cohort/transport'
 import { Type, definePredictor } from '@cohort/predictor'
 import { CohortWorker, PredictorRunner } from '@cohort/worker'
 import { createApp } from '../app.ts'
-import { resolveOptions } from '../options.ts'
-import { Upstream, type WorkerSummary } from '../upstream.ts'
+import { createGatewayCore } from '../core.ts'
+import type { WorkerSummary } from '../upstream.ts'
 import { registerDashboard } from './dashboard.ts'
 import {
   DashboardHistory,
@@ -221,8 +221,8 @@ describe('dashboard routes', () => {
     const { registry, gw, wk } = metrics()
     let now = 10_000
     const app = new Hono()
-    const o = resolveOptions({ transport, metaTimeoutMs: 30 })
-    registerDashboard(app, o, new Upstream(transport, subjects(), 30), registry, { now: () => now })
+    const core = createGatewayCore({ transport, metaTimeoutMs: 30, workerLoss: false })
+    registerDashboard(app, core.options, core.upstream, registry, { now: () => now })
     const first = (await (await app.request('/dashboard/data')).json()) as DashboardData
     expect(first).toMatchObject({ v: 1, now: 10_000, models: [], workers: [], workerMetrics: true, workersSource: 'discovery' })
     for (let i = 0; i < 50; i++) {

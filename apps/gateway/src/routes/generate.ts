@@ -76,9 +76,7 @@ function usageOf(u: { promptTokens: number; completionTokens: number }) {
 export function registerTritonGenerate(app: Hono, o: ResolvedGatewayOptions, door: InferenceDoor): void {
   const handler = (stream: boolean) => (c: Context) => {
     const model = c.req.param('model') ?? ''
-    return door.serve(httpArrival(c, model), async (p) => {
-      checkModelPath(model, c.req.param('version'))
-      p.admit()
+    return door.serve(httpArrival(c, 'generate', model, c.req.param('version')), async (p) => {
       const input = tritonGenerateInput(parseJson(await bodyOf(c, o)), stream)
       const g = startGeneration(p, input, { signal: clientGone(c, o), retryable: c.req.header('idempotency-key') !== undefined })
       if (!stream) {

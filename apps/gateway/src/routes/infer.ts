@@ -1,5 +1,5 @@
 import type { Context } from 'hono'
-import { CohortError, isValidModelName, isValidVersion, type WireTensor } from '@cohort/protocol'
+import type { WireTensor } from '@cohort/protocol'
 import { bodyOf, clientGone } from '../body.ts'
 import type { InferenceDoor } from '../door.ts'
 import { outputJson, parseInferBody } from '../oip.ts'
@@ -8,25 +8,14 @@ import { httpArrival } from './arrival.ts'
 import type { ResolvedGatewayOptions } from '../options.ts'
 
 export { firstItemError, metricModel } from '../door.ts'
-
-/** Check a model name and version from the path. */
-export function checkModelPath(model: string, version: string | undefined): void {
-  if (!isValidModelName(model)) {
-    throw new CohortError('MODEL_NOT_FOUND', `"${model}" is not a valid model name`)
-  }
-  if (version !== undefined && !isValidVersion(version)) {
-    throw new CohortError('MODEL_NOT_FOUND', `model "${model}" has no version "${version}" (versions are positive integers: 1, 2, ...)`)
-  }
-}
+export { checkModelPath } from '../admission.ts'
 
 /** `POST /v2/models/{m}[/versions/{v}]/infer`: OIP JSON or binary tensor data, a codec over the door. */
 export function inferHandler(o: ResolvedGatewayOptions, door: InferenceDoor) {
   return function infer(c: Context): Promise<Response> {
     const model = c.req.param('model') ?? ''
     const version = c.req.param('version')
-    return door.serve(httpArrival(c, model), async (p) => {
-      checkModelPath(model, version)
-      p.admit()
+    return door.serve(httpArrival(c, 'infer', model, version), async (p) => {
       const body = await bodyOf(c, o)
       const oip = parseInferBody(body, c.req.header('inference-header-content-length'))
       const priority = oip.parameters['priority']

@@ -254,9 +254,8 @@ export function registerOpenAi(app: Hono, o: ResolvedGatewayOptions, door: Infer
   const onError = (c: Context) => (e: unknown, p: Passage) => openaiError(c, p.fail(e))
   app.post('/v1/completions', (c) =>
     door.serve(
-      httpArrival(c, ''),
+      httpArrival(c, 'openai', ''),
       async (p) => {
-        p.admit()
         const b = bodyObject(parseJson(await bodyOf(c, o)))
         p.model = b['model'] as string
         return serveGeneration(c, p, b, completionInput(b), COMPLETION, o)
@@ -266,9 +265,8 @@ export function registerOpenAi(app: Hono, o: ResolvedGatewayOptions, door: Infer
   )
   app.post('/v1/chat/completions', (c) =>
     door.serve(
-      httpArrival(c, ''),
+      httpArrival(c, 'openai', ''),
       async (p) => {
-        p.admit()
         const b = bodyObject(parseJson(await bodyOf(c, o)))
         p.model = b['model'] as string
         const messages = chatMessages(b['messages'])

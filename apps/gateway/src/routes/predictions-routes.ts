@@ -15,7 +15,7 @@ import { predictionMetaRoutes } from './predictions-meta.ts'
  */
 export function registerPredictions(app: Hono, o: ResolvedGatewayOptions, door: InferenceDoor): PredictionJobs {
   const up: Upstream = door.o.upstream
-  const jobs: PredictionJobs = o.jobs ? new DurableJobs(o.jobs, up, o.predictions) : new MemoryJobs(up, o.predictions)
+  const jobs: PredictionJobs = o.jobs ? new DurableJobs(o.jobs, up, o.predictions) : new MemoryJobs(door, o.predictions)
   const predictions = predictionsHandler(o, door, jobs)
   const put = putPredictionHandler(o, door, jobs)
   const get = getPredictionHandler(jobs)

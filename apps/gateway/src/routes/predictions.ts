@@ -38,15 +38,13 @@ export function cogView(p: Prediction): Record<string, unknown> {
 export function predictionsHandler(o: ResolvedGatewayOptions, door: InferenceDoor, jobs: PredictionJobs) {
   const up = door.o.upstream
   return function predictions(c: Context): Promise<Response> {
+    // Sync predictions are admitted; an async one is queued durably and answered 202 whatever the
+    // load (origin `submit`): its run is admitted as a `job`.
     return door.serve(
-      httpArrival(c, c.req.param('model') ?? o.defaultModel ?? ''),
+      httpArrival(c, wantsAsync(c) ? 'submit' : 'predictions', c.req.param('model') ?? o.defaultModel ?? ''),
       async (p) => {
         const model = await predictionModel(c, o, up)
         p.model = model
-        // Sync predictions only: an async one is queued durably and answered 202 whatever the load.
-        if (!wantsAsync(c)) {
-          p.admit()
-        }
         const b = parsePredictionBody(await bodyOf(c, o))
         if (wantsAsync(c)) {
           const r = await submitJob(jobs, up, model, b, b.id ?? crypto.randomUUID())
@@ -108,7 +106,7 @@ export function putPredictionHandler(o: ResolvedGatewayOptions, door: InferenceD
   const up = door.o.upstream
   return function putPrediction(c: Context): Promise<Response> {
     return door.serve(
-      httpArrival(c, c.req.param('model') ?? ''),
+      httpArrival(c, 'submit', c.req.param('model') ?? ''),
       async (p) => {
         // Not counted in the request metrics (as before the door): the job's run is the work.
         p.counted = false

@@ -4,5 +4,14 @@
  * the Hono app stays free of Node-only modules.
  * @module
  */
-export * from './server.ts'
+export {
+  PROTO_DIR,
+  grpcServerChannelOptions,
+  startGrpcServer,
+  type GrpcConnectionLimits,
+  type GrpcGatewayOptions,
+  type GrpcListenOptions,
+  type GrpcServerHandle,
+  type GrpcServerOptions,
+} from './server.ts'
 export { grpcCode } from './status.ts'

@@ -1,7 +1,6 @@
 import type * as grpc from '@grpc/grpc-js'
 import type { WireTensor } from '@cohort/protocol'
 import type { Passage } from '../../door.ts'
-import { checkModelPath } from '../../routes/infer.ts'
 import { grpcInputs, type GrpcInputTensor } from './tensors.ts'
 
 // Minimal shapes of the decoded messages (proto-loader: keepCase, longs as strings, defaults).
@@ -19,12 +18,34 @@ export interface ModelInferRequestMsg {
   raw_input_contents: Uint8Array[]
 }
 
-function paramValue(p: InferParameter | undefined): unknown {
+/** A parameter's value (int64 ones as numbers); undefined when unset. */
+export function paramValue(p: InferParameter | undefined): unknown {
   if (!p || !p.parameter_choice) {
     return undefined
   }
   const v = p[p.parameter_choice]
   return p.parameter_choice === 'int64_param' || p.parameter_choice === 'uint64_param' ? Number(v) : v
+}
+
+/**
+ * The bytes a decoded request holds, for the door's in-flight bound: its raw input contents, plus
+ * 8 bytes per element of typed contents (a number's size; a bytes element counts its length).
+ */
+export function messageBytes(r: Pick<ModelInferRequestMsg, 'raw_input_contents' | 'inputs'>): number {
+  let n = 0
+  for (const b of r.raw_input_contents ?? []) {
+    n += b.byteLength
+  }
+  for (const t of r.inputs ?? []) {
+    for (const v of Object.values(t.contents ?? {})) {
+      if (Array.isArray(v)) {
+        for (const x of v as unknown[]) {
+          n += x instanceof Uint8Array ? x.byteLength : 8
+        }
+      }
+    }
+  }
+  return n
 }
 
 /** The absolute time (ms since the epoch) of a gRPC deadline; undefined when it has none. */
@@ -44,9 +65,6 @@ export function deadlineAt(deadline: grpc.Deadline | undefined): number | undefi
 export async function modelInfer(p: Passage, r: ModelInferRequestMsg, signal: AbortSignal, idempotent: boolean): Promise<Record<string, unknown>> {
   const model = r.model_name
   const version = r.model_version === '' || r.model_version === undefined ? undefined : r.model_version
-  checkModelPath(model, version)
-  // Both door checks before the inputs are decoded; the `timeout` parameter is already known here.
-  p.admit(paramValue(r.parameters?.['timeout']))
   const { tensors } = grpcInputs(r.inputs ?? [], r.raw_input_contents ?? [])
   const priority = paramValue(r.parameters?.['priority'])
   const outputs = (r.outputs ?? []).map((o) => o.name)

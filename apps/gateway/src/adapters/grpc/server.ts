@@ -1,35 +1,24 @@
 import { fileURLToPath } from 'node:url'
 import * as grpc from '@grpc/grpc-js'
 import * as protoLoader from '@grpc/proto-loader'
-import { CohortError, subjects as makeSubjects, type ModelMeta } from '@cohort/protocol'
-import type { Transport } from '@cohort/transport'
-import { Registry, gatewayMetrics } from '@cohort/metrics'
-import { consoleErrorLogger, defaultTracer, TRACEPARENT, TRACESTATE, type Logger } from '@cohort/observability'
-import type { Tracer } from '@opentelemetry/api'
-import { DEFAULT_MAX_BODY_BYTES, DEFAULT_META_TIMEOUT_MS, DEFAULT_REQUEST_TIMEOUT_MS, type JwtAuthOptions, type RateLimitOptions } from '../../options.ts'
-import { Upstream } from '../../upstream.ts'
-import { InferenceDoor, type Arrival } from '../../door.ts'
-import type { WorkerWaitOptions } from '../../door-wait.ts'
-import { WorkerLiveness, type WorkerLossOptions } from '../../liveness.ts'
+import { CohortError, type ModelMeta } from '@cohort/protocol'
+import { TRACEPARENT, TRACESTATE } from '@cohort/observability'
+import type { GatewayOptions } from '../../options.ts'
+import type { Arrival } from '../../door.ts'
+import { createGatewayCore, type GatewayCore } from '../../core.ts'
 import { checkModelPath } from '../../routes/infer.ts'
 import { tritonConfig } from '../../routes/config.ts'
 import { modelStats } from '../../routes/stats.ts'
-import { deadlineAt, modelInfer, type ModelInferRequestMsg } from './infer.ts'
+import { deadlineAt, messageBytes, modelInfer, paramValue, type ModelInferRequestMsg } from './infer.ts'
 import { toServiceError } from './status.ts'
 
-/** Options of {@link startGrpcServer}. */
-export interface GrpcServerOptions {
-  /** The bus to the workers: the same one the HTTP gateway uses. */
-  transport: Transport
+/** Where and how the gRPC server listens (whatever core it serves). */
+export interface GrpcListenOptions {
   /** Port to listen on; 0 picks a free one. */
   port: number
   /** @default '127.0.0.1' */
   host?: string
-  /** NATS subject prefix. @default 'cohort' */
-  subjectPrefix?: string
-  /** Server-side deadline of a request in ms (a shorter gRPC deadline or `timeout` parameter wins). @default 30000 */
-  requestTimeoutMs?: number
-  /** Largest request message accepted, bytes (larger: RESOURCE_EXHAUSTED before it is buffered). @default 64 MiB */
+  /** Largest request message accepted, bytes (larger: RESOURCE_EXHAUSTED before it is buffered). @default the core's `maxBodyBytes` (64 MiB) */
   maxMessageBytes?: number
   /**
    * Bounds against slow and greedy clients (grpc-js server options): `maxConcurrentStreams` calls
@@ -40,43 +29,20 @@ export interface GrpcServerOptions {
    * within `keepaliveTimeoutMs` (20000). See docs/security.md.
    */
   connectionLimits?: GrpcConnectionLimits
-  /** Metadata request timeout, ms. @default 2000 */
-  metaTimeoutMs?: number
-  /**
-   * When non-empty (or with `jwt`), every call needs metadata `authorization: Bearer <credential>`
-   * with one of these keys or a token that verifies: the same check as the HTTP gateway's.
-   */
-  apiKeys?: string[]
-  /** JWT bearer tokens, verified as over HTTP (`GatewayOptions.jwt`). */
-  jwt?: JwtAuthOptions
-  /**
-   * Per-client token buckets as over HTTP (`GatewayOptions.rateLimit`; the gRPC server keeps its own
-   * buckets): beyond them RESOURCE_EXHAUSTED with `retry-after` metadata. Health RPCs are not limited.
-   */
-  rateLimit?: RateLimitOptions
-  /** Worker-loss detection and retry, as over HTTP (`GatewayOptions.workerLoss`); `false` turns it off. @default {} */
-  workerLoss?: WorkerLossOptions | false
-  /** Id of this server's acceptance-notice subject. @default random */
-  gatewayId?: string
-  /** Runtime queueing delay, ms (admission at the door, as over HTTP). @default none */
-  queueDelayMs?: () => number
-  /** The door's worker-wait check, as over HTTP (`GatewayOptions.workerWait`); `false` turns it off. @default {} */
-  workerWait?: WorkerWaitOptions | false
-  /** Tracer of the `cohort.gateway.infer` spans (parent: `traceparent` metadata). @default as HTTP */
-  tracer?: Tracer
-  /** Failed calls are logged at `warn`. @default errors to console.error */
-  logger?: Logger
-  /** `ServerMetadata` name and version. */
-  serverName?: string
-  serverVersion?: string
-  /**
-   * Registry for `cohort_requests_total` / `cohort_request_duration_seconds`: pass the HTTP app's
-   * registry so gRPC inference counts in the same series. @default a private registry
-   */
-  registry?: Registry
-  /** Called with unexpected (non-Cohort) errors. @default console.error */
-  onUnexpectedError?: (e: unknown, fields?: Record<string, unknown>) => void
 }
+
+/**
+ * A gRPC server of its own gateway: the core is built from these (the same options as the HTTP
+ * gateway's), and closed with the server. `maxMessageBytes` defaults to `maxBodyBytes`.
+ */
+export type GrpcGatewayOptions = GatewayOptions & GrpcListenOptions
+
+/**
+ * Options of {@link startGrpcServer}: a {@link GatewayCore} to serve (shared with the HTTP app:
+ * one gateway id, one door, one in-flight bound; the core stays its owner's to close), or the
+ * options of a gateway of its own.
+ */
+export type GrpcServerOptions = (GrpcListenOptions & { core: GatewayCore }) | GrpcGatewayOptions
 
 /** See {@link GrpcServerOptions.connectionLimits}. */
 export interface GrpcConnectionLimits {
@@ -140,26 +106,10 @@ const metaTensors = (ts: ModelMeta['inputs']) => ts.map((t) => ({ name: t.name, 
  * Node only (an app adapter, like the HTTP listener).
  */
 export async function startGrpcServer(options: GrpcServerOptions): Promise<GrpcServerHandle> {
-  const report = options.onUnexpectedError ?? ((e: unknown) => console.error('cohort: grpc: unexpected error', e))
-  const subjects = makeSubjects(options.subjectPrefix ?? 'cohort')
-  const gatewayId = options.gatewayId ?? `grpc-${crypto.randomUUID().slice(0, 8)}`
-  const liveness = options.workerLoss === false ? undefined : new WorkerLiveness(options.transport, subjects, gatewayId, options.workerLoss)
-  const up = new Upstream(options.transport, subjects, options.metaTimeoutMs ?? DEFAULT_META_TIMEOUT_MS, liveness)
-  const metrics = gatewayMetrics(options.registry ?? new Registry())
-  metrics.info.set({ gateway: gatewayId }, 1)
-  const door = new InferenceDoor({
-    upstream: up,
-    metrics,
-    requestTimeoutMs: options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS,
-    queueDelayMs: options.queueDelayMs,
-    workerWait: options.workerWait,
-    apiKeys: options.apiKeys,
-    jwt: options.jwt,
-    rateLimit: options.rateLimit,
-    tracer: options.tracer ?? defaultTracer(),
-    logger: options.logger ?? consoleErrorLogger,
-    onUnexpectedError: (e, fields) => report(e, fields),
-  })
+  const owned = !('core' in options)
+  const core = 'core' in options ? options.core : createGatewayCore(options)
+  const { door, upstream: up, options: gw } = core
+  const report = gw.onUnexpectedError
 
   const first = (md: grpc.Metadata, key: string): string | undefined => {
     const v = md.get(key)[0]
@@ -172,17 +122,22 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<GrpcS
    * The door's arrival of one inference request. `tenant`: the authenticated client (`key:<i>`,
    * `jwt:<sub>`), the envelope's tenant for fair shares, as over HTTP (none when auth is off).
    */
-  const arrival = (call: { metadata: grpc.Metadata; getDeadline(): grpc.Deadline }, method: string, model: string, tenant: string | undefined): Arrival => ({
+  const arrival = (call: { metadata: grpc.Metadata; getDeadline(): grpc.Deadline }, method: string, r: ModelInferRequestMsg, tenant: string | undefined): Arrival => ({
+    origin: 'grpc',
     method: 'POST',
     route: `/inference.GRPCInferenceService/${method}`,
-    model,
+    model: r.model_name,
+    version: r.model_version === '' || r.model_version === undefined ? undefined : r.model_version,
+    // Both door checks before the inputs are decoded; the `timeout` parameter is already known here.
+    timeoutParamUs: paramValue(r.parameters?.['timeout']),
+    holdBytes: messageBytes(r),
     traceparent: first(call.metadata, TRACEPARENT),
     tracestate: first(call.metadata, TRACESTATE),
     deadlineAt: deadlineAt(call.getDeadline()),
     tenant,
   })
   const infer = (call: Parameters<typeof arrival>[0], method: string, r: ModelInferRequestMsg, signal: AbortSignal, tenant: string | undefined) =>
-    door.serve(arrival(call, method, r.model_name, tenant), (p) => modelInfer(p, r, signal, first(call.metadata, 'idempotency-key') !== undefined))
+    door.serve(arrival(call, method, r, tenant), (p) => modelInfer(p, r, signal, first(call.metadata, 'idempotency-key') !== undefined))
 
   /** A unary handler: authorize, run, answer or map the error. */
   const unary =
@@ -213,8 +168,8 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<GrpcS
       }
     }, false),
     ServerMetadata: unary(async () => ({
-      name: options.serverName ?? 'cohort',
-      version: options.serverVersion ?? '0.1.0',
+      name: gw.serverName,
+      version: gw.serverVersion,
       extensions: ['binary_tensor_data', 'parameters', 'statistics', 'model_configuration'],
     })),
     ModelMetadata: unary(async (r: { name: string; version: string }) => {
@@ -286,7 +241,7 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<GrpcS
     },
   }
 
-  const maxBytes = options.maxMessageBytes ?? DEFAULT_MAX_BODY_BYTES
+  const maxBytes = options.maxMessageBytes ?? gw.maxBodyBytes
   const server = new grpc.Server(grpcServerChannelOptions(maxBytes, options.connectionLimits))
   server.addService(loadService(), impl)
   const host = options.host ?? '127.0.0.1'
@@ -300,14 +255,13 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<GrpcS
     port,
     close() {
       closing ??= new Promise<void>((resolve) => {
-        liveness?.close()
         const force = setTimeout(() => server.forceShutdown(), 5_000)
         force.unref?.()
         server.tryShutdown(() => {
           clearTimeout(force)
           resolve()
         })
-      })
+      }).then(() => (owned ? core.close() : undefined))
       return closing
     },
   }

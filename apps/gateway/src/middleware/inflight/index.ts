@@ -1,9 +1,10 @@
 import type { MiddlewareHandler } from 'hono'
-import { CohortError } from '@cohort/protocol'
-import { InflightBudget } from '@cohort/transport'
+import type { CohortError } from '@cohort/protocol'
+import type { InflightBudget } from '@cohort/transport'
 import { declaredLength, setBodyTicket } from '../../body.ts'
 import { errorResponse } from '../../errors.ts'
-import type { ResolvedGatewayOptions } from '../../options.ts'
+import { inflightOverloaded, inflightTooLarge } from '../../admission.ts'
+import type { InferenceDoor } from '../../door.ts'
 
 /**
  * How many bytes of the bound one byte of a body that is not binary (JSON) counts for: parsing JSON
@@ -24,23 +25,19 @@ function isBinary(contentType: string | undefined, inferenceHeader: string | und
   return inferenceHeader !== undefined || (contentType ?? '').toLowerCase().startsWith('application/octet-stream')
 }
 
-function overloaded(budget: InflightBudget): CohortError {
-  return new CohortError('OVERLOADED', `the gateway is at its in-flight bound: ${budget.describe()}; retry later`, { retryAfterS: 1 })
-}
-
 /**
  * Bound the requests with bodies (POST, PUT) and their bytes held at once (`inflight`): a request
  * past either bound is refused 503 `OVERLOADED` with `Retry-After` before its body is read; a body
  * without Content-Length is counted while it is read and refused the same way once past the bound.
  * A body larger than the whole bytes bound can never be served: 413 naming the bound (a declared
  * one before it is read, an undeclared one once it passes the bound).
- * Everything is given back when the handler returns. Off with `inflight: false`.
+ * Everything is given back when the handler returns. The budget is the door's
+ * ({@link InferenceDoor.inflight}), shared with gRPC; none (`inflight: false`): no middleware.
  */
-export function inflightMiddleware(o: ResolvedGatewayOptions): MiddlewareHandler | undefined {
-  if (o.inflight === false) {
+export function inflightMiddleware(budget: InflightBudget | undefined): MiddlewareHandler | undefined {
+  if (budget === undefined) {
     return undefined
   }
-  const budget = new InflightBudget(o.inflight)
   return async (c, next) => {
     if (c.req.method !== 'POST' && c.req.method !== 'PUT') {
       return next()
@@ -58,10 +55,10 @@ export function inflightMiddleware(o: ResolvedGatewayOptions): MiddlewareHandler
       return errorResponse(c, e)
     }
     if (counted !== undefined && counted > budget.maxBytes) {
-      return refuse(new CohortError('PAYLOAD_TOO_LARGE', `request body of ${len} bytes exceeds the gateway's in-flight bytes bound (maxBytes) of ${budget.maxBytes} bytes${as}`))
+      return refuse(inflightTooLarge(budget, len, as))
     }
     if (!budget.tryAdmit(counted ?? 0)) {
-      return refuse(overloaded(budget))
+      return refuse(inflightOverloaded(budget))
     }
     let held = counted ?? 0
     setBodyTicket(c, {
@@ -70,10 +67,10 @@ export function inflightMiddleware(o: ResolvedGatewayOptions): MiddlewareHandler
         const n = raw * weight
         if (held + n > budget.maxBytes) {
           // This body alone passes the whole bound: it can never be served (not a 503).
-          throw new CohortError('PAYLOAD_TOO_LARGE', `request body of more than ${Math.floor(budget.maxBytes / weight)} bytes exceeds the gateway's in-flight bytes bound (maxBytes) of ${budget.maxBytes} bytes${as}`)
+          throw inflightTooLarge(budget, undefined, as, Math.floor(budget.maxBytes / weight))
         }
         if (!budget.tryTakeBytes(n)) {
-          throw overloaded(budget)
+          throw inflightOverloaded(budget)
         }
         held += n
       },

@@ -1,10 +1,10 @@
-// The door's worker-wait check and the admission state it reads (worker-waits.ts), on a fake clock:
+// The door's worker-wait check and the admission state it reads (wait-table.ts), on a fake clock:
 // the refusal decision, stale expiry, the bounded-rate probe, per-tenant waits, the feed from
 // heartbeats and v2 accept notices, and the work the door admitted since the last estimate.
 import { describe, expect, it } from 'vitest'
 import { FakeClock } from '@cohort/batching'
-import { WorkerWaitCheck } from './door-wait.ts'
-import { WorkerWaits } from './worker-waits.ts'
+import { WorkerWaitCheck } from './wait-check.ts'
+import { WorkerWaits } from './wait-table.ts'
 
 function setup(o: { probeIntervalMs?: number; staleHeartbeats?: number } = {}) {
   const clock = new FakeClock(1_000_000)

@@ -1,7 +1,7 @@
 /**
  * The gateway's per-model admission state: each worker's latest estimate of the queue wait of a
  * new item (`WaitEstimate`, from its v2 accept notices and its heartbeats), plus the work this
- * gateway admitted since that estimate came, for the door's worker-wait check (door-wait.ts;
+ * gateway admitted since that estimate came, for the door's worker-wait check (wait-check.ts;
  * docs/batching.md#admission-at-the-door). Pure: an injected clock.
  * @module
  */

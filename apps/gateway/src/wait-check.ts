@@ -2,12 +2,12 @@
  * The door's worker-wait check (docs/batching.md#admission-at-the-door): refuse a request before
  * its body is read, without a NATS round trip, when no worker can finish it before its deadline by
  * the workers' own queue-wait estimates ({@link WorkerWaits}). The second of the door's two checks;
- * the first, the event-loop-lag check, is `admitAtDoor` in deadline.ts. The worker's admission
+ * the first, the event-loop-lag check, is `admitAtDoor` in lag-check.ts. The worker's admission
  * stays the exact check: this one refuses only what it would refuse, by estimates it sent.
  * @module
  */
 import { CohortError } from '@cohort/protocol'
-import type { WorkerWaits } from './worker-waits.ts'
+import type { WorkerWaits } from './wait-table.ts'
 
 /** The door's checks, as named in code, in the `check` label of `cohort_door_refusals_total` and in the docs. */
 export const DOOR_CHECKS = { eventLoopLag: 'event_loop_lag', workerWait: 'worker_wait' } as const

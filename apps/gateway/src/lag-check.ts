@@ -1,3 +1,9 @@
+/**
+ * The door's event-loop-lag check and the budgets it judges: a request's timeout (the server's,
+ * shortened by the client), the check itself (`admitAtDoor`), and the deadline left after the
+ * delay. (Not `deadlines.ts`: that is the packer's timer heap of many deadlines.)
+ * @module
+ */
 import { CohortError } from '@cohort/protocol'
 
 /**

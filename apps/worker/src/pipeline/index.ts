@@ -1,6 +1,0 @@
-export * from './build.ts'
-export * from './load-config.ts'
-export * from './onnx-stage-runner.ts'
-export * from './pipeline-runner.ts'
-export * from './remote-stage-runner.ts'
-export * from './stage-server-runner.ts'
