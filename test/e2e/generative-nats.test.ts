@@ -33,7 +33,7 @@ async function startCluster(stepMs = 5, workerFlags: string[] = [], o: { workers
   const metricsUrls = await Promise.all(workers.map(async (w) => (await w.waitFor(/worker metrics on (http:\/\/127\.0\.0\.1:\d+\/metrics)/, 30_000))[1]!))
   const gateway = spawnCohort(['gateway', '--nats', nats.url, '--port', '0'])
   const [, port] = await gateway.waitFor(/gateway on http:\/\/127\.0\.0\.1:(\d+)/, 60_000)
-  const cluster: Cluster = {
+  const c: Cluster = {
     nats,
     workers,
     gateway,
@@ -42,11 +42,11 @@ async function startCluster(stepMs = 5, workerFlags: string[] = [], o: { workers
     metricsUrls,
     async close() {
       // This cluster's processes now: a test may have replaced its gateway (c.gateway = ...).
-      await Promise.all([...this.workers, this.gateway].map((p) => p.stop('SIGKILL')))
+      await Promise.all([...c.workers, c.gateway].map((p) => p.stop('SIGKILL')))
       await nats.stop()
     },
   }
-  return cluster
+  return c
 }
 
 defineGenerativeSuite('generative APIs over NATS (gateway + 2 worker processes)', () => startCluster())
