@@ -11,7 +11,7 @@ import { join } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { graph, model, node, tensorInit, valueInfo } from '@cohort/onnx-builder'
-import { postJson, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle } from '@cohort/test-support'
+import { postJson, settledWithin, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle } from '@cohort/test-support'
 import { entry, repositoryApi, until as untilFor } from './repository-api.ts'
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url))
@@ -145,11 +145,6 @@ const y = (a: Answer) => a.body.outputs?.find((o) => o.name === 'y')?.data[0]
 
 const { index, repoOp } = repositoryApi(() => base, KEY)
 const until = <T>(fn: () => Promise<T>, ok: (v: T) => boolean, timeoutMs = 45_000) => untilFor(fn, ok, timeoutMs)
-
-/** Resolves when `p` settles, or after `ms` with 'pending'. */
-async function settledWithin<T>(p: Promise<T>, ms: number): Promise<T | 'pending'> {
-  return Promise.race([p, new Promise<'pending'>((r) => setTimeout(() => r('pending'), ms))])
-}
 
 describe('model repository: predictor and pipeline folders over NATS', () => {
   it('serves an ONNX model, a predictor with two versions (by version; the bare name to the newest) under the folder name, and a pipeline', async () => {

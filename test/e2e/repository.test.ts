@@ -9,8 +9,10 @@ import { mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { connect } from '@nats-io/transport-node'
 import { graph, model, node, tensorInit, valueInfo } from '@cohort/onnx-builder'
-import { spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle } from '@cohort/test-support'
+import { createNatsTransport } from '@cohort/transport'
+import { settledWithin, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle } from '@cohort/test-support'
 import { entry, repositoryApi, until, type Entry } from './repository-api.ts'
 
 const KEY = 'repo-admin-key'
@@ -219,32 +221,55 @@ describe('model repository over NATS', () => {
   }, 120_000)
 
   it('load and unload with requests in flight: every request held by the old version is answered by it', async () => {
-    // Hold requests in the worker's queue: the timer policy waits up to maxDelayMs for a batch.
-    expect((await admin('hold', 'PUT', { policy: 'timer', maxDelayMs: 1500, maxBatchSize: 64, autoBatchSize: false, admission: false })).status).toBe(200)
-    await until(
-      async () => (await (await fetch(`${base}/v2/models/hold/config`)).json()) as { parameters: Record<string, { string_value: string }> },
-      (c) => c.parameters['cohort_policy']?.string_value === 'timer',
-    )
+    // The gate: a timer batch of 64 that waits up to an hour for company holds every request in
+    // the worker's queue until the test lowers maxDelayMs (a draining version follows it too).
+    type Cfg = { parameters: Record<string, { string_value: string }> }
+    const hold = async (maxDelayMs: number) => {
+      expect((await admin('hold', 'PUT', { policy: 'timer', maxDelayMs, maxBatchSize: 64, autoBatchSize: false, admission: false })).status).toBe(200)
+      const c = await until(
+        async () => (await (await fetch(`${base}/v2/models/hold/config`)).json()) as Cfg,
+        (x) => x.parameters['cohort_policy']?.string_value === 'timer' && x.parameters['cohort_max_delay_ms']?.string_value === String(maxDelayMs),
+      )
+      expect(c.parameters['cohort_max_delay_ms']?.string_value).toBe(String(maxDelayMs))
+    }
+    const HOUR = 3_600_000
+    await hold(HOUR)
     const N = 6
-    let held = Array.from({ length: N }, (_, i) => infer('hold', i))
+    let held = Array.from({ length: N }, (_, i) => infer('hold', i, 120_000))
     expect(await until(() => queued('hold'), (q) => q >= N, 10_000)).toBeGreaterThanOrEqual(N)
-    // A new version, loaded explicitly while they wait: they finish on version 1.
+    // A new version, loaded explicitly while they wait: when the load returns they are still held
+    // (by version 1, now draining); once released, version 1 answers every one.
     putVersion('hold', '2', addModel(20))
     const load = await repoOp('load', 'hold')
     expect(load.status, JSON.stringify(load.body)).toBe(200)
     expect(entry(load.body.versions ?? [], 'hold', '2')?.state).toBe('READY')
+    expect(await settledWithin(Promise.all(held), 300)).toBe('pending')
+    await hold(0)
     let answers = await Promise.all(held)
     expect(answers.map((a) => a.status)).toEqual(Array(N).fill(200))
     expect(answers.map((a) => y(a))).toEqual(Array.from({ length: N }, (_, i) => 10 + i))
     expect(answers.every((a) => a.body.model_version === '1')).toBe(true)
-    // Unload with requests held by version 2: each is answered 200 by it, then the name is gone.
-    held = Array.from({ length: N }, (_, i) => infer('hold', i))
+    // Unload with requests held by version 2: still held when the unload returns, then each is
+    // answered 200 by it, then the name is gone.
+    await hold(HOUR)
+    held = Array.from({ length: N }, (_, i) => infer('hold', i, 120_000))
     expect(await until(() => queued('hold'), (q) => q >= N, 10_000)).toBeGreaterThanOrEqual(N)
     const unload = await repoOp('unload', 'hold')
     expect(unload.status).toBe(200)
-    answers = await Promise.all(held)
+    expect(await settledWithin(Promise.all(held), 300)).toBe('pending')
+    // Released through the runtime config the workers follow (NATS KV): the admin route needs a
+    // worker serving the model, and none does now.
+    const nc = await connect({ servers: nats.url })
+    try {
+      const config = createNatsTransport(nc).config
+      await config.put('hold', { ...(await config.get('hold')), maxDelayMs: 0 })
+      answers = await Promise.all(held)
+    } finally {
+      await nc.close()
+    }
     expect(answers.map((a) => a.status)).toEqual(Array(N).fill(200))
     expect(answers.map((a) => y(a))).toEqual(Array.from({ length: N }, (_, i) => 20 + i))
+    expect(answers.every((a) => a.body.model_version === '2')).toBe(true)
     const gone = await until(() => infer('hold', 1, 2000), (a) => a.status !== 200)
     expect([404, 503]).toContain(gone.status)
     const es = await index()

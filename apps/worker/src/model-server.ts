@@ -315,10 +315,12 @@ export class ModelServer {
   /** Stop taking requests, finish every one already received, then release the model. */
   drain(): Promise<void> {
     this.#closing ??= (async () => {
-      this.#watch?.stop()
       await this.#jobs?.close()
       await this.#listening.drainInfer()
+      // Batching changes still apply to what it holds (a lowered maxDelayMs ends a long wait for
+      // company that can no longer come): the config watch stops only once the queue is empty.
       await this.engine.idle()
+      this.#watch?.stop()
       // Generations end on their own (stop condition or deadline); runner.close ends any left.
       await this.#requests.generations?.idle()
       this.#listening.unsubscribe()

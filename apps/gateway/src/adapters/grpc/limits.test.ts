@@ -1,9 +1,12 @@
-// The gRPC port's size and connection bounds, on a local port (grpc-js client and server).
+// The gRPC port's size and connection bounds, on a local port (grpc-js client and server): each bound
+// exercised (a message past the limit, an idle connection, calls past the streams of one connection).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import * as grpc from '@grpc/grpc-js'
 import * as protoLoader from '@grpc/proto-loader'
+import { decodeRequest, encodeAccept, encodeHeartbeat, subjects } from '@cohort/protocol'
 import { InProcessTransport } from '@cohort/transport'
-import { PROTO_DIR, grpcServerChannelOptions, startGrpcServer, type GrpcServerHandle } from './server.ts'
+import { settledWithin } from '@cohort/test-support'
+import { PROTO_DIR, startGrpcServer, type GrpcServerHandle } from './server.ts'
 
 /** A gRPC message as the proto-loader client takes and gives it (keepCase, longs as strings). */
 type Msg = Record<string, unknown>
@@ -48,15 +51,69 @@ describe('gRPC bounds', () => {
     await expect.poll(() => ch.getConnectivityState(false), { timeout: 10_000, interval: 50 }).not.toBe(grpc.connectivityState.READY)
     expect(await call('ServerLive', {})).toEqual({ live: true })
   })
+})
 
-  it('sets bounded defaults for slow and greedy clients', () => {
-    expect(grpcServerChannelOptions(1024)).toMatchObject({
-      'grpc.max_receive_message_length': 1024,
-      'grpc.max_concurrent_streams': 100,
-      'grpc-node.max_session_memory': 64,
-      'grpc.max_connection_idle_ms': 300_000,
-      'grpc.max_connection_age_ms': 1_800_000,
-      'grpc.keepalive_timeout_ms': 20_000,
-    })
+describe('gRPC bounds by default', () => {
+  const transport = new InProcessTransport()
+  const cleanups: (() => unknown)[] = []
+  let server: GrpcServerHandle
+  let def: protoLoader.PackageDefinition
+  let held = 0
+  beforeAll(async () => {
+    // A worker that accepts every request of "m", heartbeats, and never replies: each call stays
+    // open (one HTTP/2 stream) until the client cancels it.
+    const subj = subjects('cohort')
+    const sub = transport.subscribe(subj.infer('m'), { queue: subj.queue('m') })
+    const beat = () => transport.publish(subj.heartbeat(), encodeHeartbeat({ v: 1, id: 'holder', intervalMs: 100 }))
+    beat()
+    const timer = setInterval(beat, 100)
+    void (async () => {
+      for await (const m of sub) {
+        const req = decodeRequest(m.data)
+        held++
+        if (req.ack) transport.publish(req.ack, encodeAccept({ v: 1, id: req.id, worker: 'holder' }))
+      }
+    })()
+    cleanups.push(() => clearInterval(timer), () => sub.unsubscribe())
+    server = await startGrpcServer({ transport, port: 0, requestTimeoutMs: 120_000 })
+    def = protoLoader.loadSync('grpc_service.proto', { includeDirs: [PROTO_DIR], keepCase: true, longs: String, enums: String, defaults: true, oneofs: true })
   })
+  afterAll(async () => {
+    for (const f of cleanups.splice(0).reverse()) await f()
+    await server?.close()
+    await transport.close()
+  })
+
+  const client = () => {
+    // Its own connection (grpc-js shares one between clients of a target by default).
+    const c = new (inferenceService(def))(`127.0.0.1:${server.port}`, grpc.credentials.createInsecure(), { 'grpc.use_local_subchannel_pool': 1 })
+    cleanups.push(() => c.close())
+    return c
+  }
+  /** A ModelInfer held by the worker; settles (with its error) when cancelled or the server closes. */
+  const hold = (c: OipClient, x: number) => {
+    let call: grpc.ClientUnaryCall | undefined
+    const done = new Promise<grpc.ServiceError | null>((resolve) => {
+      const req = { model_name: 'm', inputs: [{ name: 'x', datatype: 'FP64', shape: [1], contents: { fp64_contents: [x] } }] }
+      call = c['ModelInfer']!(req, (e: grpc.ServiceError | null) => resolve(e)) as grpc.ClientUnaryCall
+    })
+    return { cancel: () => call?.cancel(), done }
+  }
+
+  it('runs at most 100 calls at once on one connection (grpc.max_concurrent_streams): the next waits for a stream', async () => {
+    const one = client()
+    const calls = Array.from({ length: 101 }, (_, i) => hold(one, i))
+    await expect.poll(() => held, { timeout: 20_000, interval: 20 }).toBe(100)
+    // A call on a second connection arrives while the 101st of the first still waits.
+    const other = hold(client(), 1000)
+    await expect.poll(() => held, { timeout: 20_000, interval: 20 }).toBe(101)
+    expect(await settledWithin(calls[100]!.done, 200)).toBe('pending')
+    expect(held).toBe(101)
+    // One call of the first connection ends: its stream is free, and the 101st goes through.
+    calls[0]!.cancel()
+    expect((await calls[0]!.done)?.code).toBe(grpc.status.CANCELLED)
+    await expect.poll(() => held, { timeout: 20_000, interval: 20 }).toBe(102)
+    for (const c of [...calls, other]) c.cancel()
+    await Promise.all([...calls, other].map((c) => c.done))
+  }, 60_000)
 })
