@@ -61,6 +61,21 @@ describe('InProcessTransport', () => {
     await t.close()
   })
 
+  it('delivers to a prefix.> subscription at any depth below the prefix (a pack reply <inbox>.<key id>.<seq>)', async () => {
+    const t = new InProcessTransport()
+    const sub = t.subscribe('cohort.gw.g1.>')
+    t.publish('cohort.gw.g1.KEY.7', new Uint8Array([1]))
+    t.publish('cohort.gw.g1.8', new Uint8Array([2]))
+    t.publish('cohort.gw.g2.KEY.9', new Uint8Array([3]))
+    const got: string[] = []
+    for await (const m of sub) {
+      got.push(m.subject)
+      if (got.length === 2) break
+    }
+    expect(got).toEqual(['cohort.gw.g1.KEY.7', 'cohort.gw.g1.8'])
+    await t.close()
+  })
+
   it('refuses messages over maxMessageBytes', async () => {
     const t = new InProcessTransport({ maxMessageBytes: 4 })
     t.subscribe('s')

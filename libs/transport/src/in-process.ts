@@ -223,9 +223,8 @@ export class InProcessTransport implements Transport {
   /** Deliver to every plain subscriber and one member per queue group; returns receivers. */
   #deliver(subject: string, msg: TransportMessage, all = false): number {
     let list = this.#subs.get(subject)
-    const dot = subject.lastIndexOf('.')
-    if (dot > 0) {
-      // `prefix.>` subscriptions (one level of wildcard is all the gateway's inbox needs).
+    // `prefix.>` subscriptions at any depth (the gateway's inbox: `<inbox>.<key id>.<seq>`).
+    for (let dot = subject.lastIndexOf('.'); dot > 0; dot = subject.lastIndexOf('.', dot - 1)) {
       const wild = this.#subs.get(`${subject.slice(0, dot)}.>`)
       if (wild && wild.length > 0) {
         list = list ? [...list, ...wild] : wild
