@@ -7,7 +7,7 @@ import { appendFileSync } from 'node:fs'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { Lab, type HostProcess } from './support/cluster.ts'
 import { check, closeAgent, closedLoop, inferX, waitServing, type Outcome } from './support/load.ts'
-import { sleepyLogPath, sleepyRuns } from '@cohort/test-support'
+import { readSleepyLog, sleepyLogPath, sleepyRuns } from '@cohort/test-support'
 
 let lab: Lab
 let urls: string[]
@@ -64,16 +64,34 @@ describe('kill -9 of a worker mid-batch', () => {
     // the cost model's t(b) (learned from 25 ms and 3 s batches) would misjudge the retried requests
     // as late and refuse them; what this test checks is worker loss and retries, not admission.
     const args = ['--no-admission']
+    // Each worker logs the batches it starts (SLEEPY_LOG): the one killed is one running a batch now
+    // (packs may all land on one worker: which one is NATS's choice).
+    const logs = [sleepyLogPath(), sleepyLogPath(), sleepyLogPath()] as const
     const [w1, w2] = await workers([
-      { host: 'w1', id: 'kill-a', args },
-      { host: 'w2', id: 'kill-b', args },
+      { host: 'w1', id: 'kill-a', args, env: { SLEEPY_LOG: logs[0] } },
+      { host: 'w2', id: 'kill-b', args, env: { SLEEPY_LOG: logs[1] } },
     ])
+    /** The first of `ws` with a batch started and not ended (the one holding requests). */
+    const holder = (ws: [HostProcess, string][]): HostProcess => {
+      const busy = ws.find(([, log]) => {
+        const ev = readSleepyLog(log)
+        return ev.filter((e) => e.event === 'start').length > ev.filter((e) => e.event === 'end').length
+      })
+      expect(busy, 'a worker is running a batch 0.6 s after the requests').toBeDefined()
+      return busy![0]
+    }
     // Not marked safe to retry: 16 requests that each sleep 3 s in their batch; kill one worker at 0.6 s.
     const t0 = performance.now()
     const plain = Promise.all(Array.from({ length: 16 }, () => inferX(gw, x(), { sleepMs: 3000 })))
     await sleep(600)
     const killedAt = performance.now()
-    w1!.proc.kill('SIGKILL')
+    const victim = holder([
+      [w1!, logs[0]],
+      [w2!, logs[1]],
+    ])
+    victim.proc.kill('SIGKILL')
+    const survivor = victim === w1 ? w2! : w1!
+    const survivorLog = victim === w1 ? logs[1] : logs[0]
     const a = await plain
     expectCleanFailures(a, ['WORKER_LOST'])
     const lost = a.filter((o) => o.code === 'WORKER_LOST')
@@ -84,14 +102,17 @@ describe('kill -9 of a worker mid-batch', () => {
     expect(Math.max(...a.map((o) => o.at - t0))).toBeLessThan(15_000)
 
     // Marked safe to retry (Idempotency-Key): every request is answered, the killed worker's by the other.
-    const [w3] = await workers([{ host: 'w1', id: 'kill-c', args }])
+    const [w3] = await workers([{ host: victim === w1 ? 'w1' : 'w2', id: 'kill-c', args, env: { SLEEPY_LOG: logs[2] } }])
     const t1 = performance.now()
     const keyed = Promise.all(
       Array.from({ length: 16 }, (_, i) => inferX(gw, x(), { sleepMs: 3000, headers: { 'idempotency-key': `k-${i}-${t1}` } })),
     )
     await sleep(600)
     const killed2 = performance.now()
-    w3!.proc.kill('SIGKILL')
+    holder([
+      [w3!, logs[2]],
+      [survivor, survivorLog],
+    ]).proc.kill('SIGKILL')
     const b = await keyed
     const cb = check(b)
     expect(cb.mismatched).toEqual([])

@@ -31,12 +31,20 @@ it('jobs running when their worker\'s NATS node is killed all end succeeded, eac
   const N = 12
   const xs = Array.from({ length: N }, (_, i) => 500 + i)
   for (const x of xs) {
-    const res = await fetch(`${gw.url}/models/sleepy/predictions/job-${x}`, {
-      method: 'PUT',
-      headers: { 'content-type': 'application/json', prefer: 'respond-async' },
-      body: JSON.stringify({ input: { x, sleepMs: 2500 }, webhook: hooks.url, webhook_events_filter: ['completed'] }),
-    })
-    const r = { status: res.status, text: await res.text() }
+    // A cluster that has just formed may not have its R3 records bucket ready: the gateway answers
+    // 503 JOBS_UNAVAILABLE with Retry-After, and a client retries, as docs/errors.md says (the same
+    // id, so a retried PUT is the same job). Bounded: 10 tries.
+    let r = { status: 0, text: '' }
+    for (let attempt = 0; attempt < 10; attempt++) {
+      const res = await fetch(`${gw.url}/models/sleepy/predictions/job-${x}`, {
+        method: 'PUT',
+        headers: { 'content-type': 'application/json', prefer: 'respond-async' },
+        body: JSON.stringify({ input: { x, sleepMs: 2500 }, webhook: hooks.url, webhook_events_filter: ['completed'] }),
+      })
+      r = { status: res.status, text: await res.text() }
+      if (r.status !== 503 || !r.text.includes('JOBS_UNAVAILABLE')) break
+      await new Promise((ok) => setTimeout(ok, 1000))
+    }
     expect(r.status, r.text).toBe(202)
   }
   // Kill the node w1 is connected to while its first batch runs.
