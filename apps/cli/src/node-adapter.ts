@@ -89,6 +89,13 @@ function readIncoming(inc: IncomingMessage, max: number, onChunk?: (n: number) =
     inc.once('error', (e: Error) =>
       reject(new CohortError('CANCELLED', `the connection closed before the request body was received (${e.message})`, { cause: e })),
     )
+    // Node does not always emit 'error' for a body cut off by a closed socket (only 'close'): a
+    // body that never completed is the same cancel (a settled promise ignores the second reject).
+    inc.once('close', () => {
+      if (!inc.complete) {
+        reject(new CohortError('CANCELLED', 'the connection closed before the request body was received'))
+      }
+    })
   })
 }
 
