@@ -88,7 +88,7 @@ const CATEGORIES: [string, RegExp][] = [
   ['JSON (OIP parse and answer)', /json-exact|oip\.ts|tensor-data|JSON/],
   ['Cohort gateway', /upstream\.ts|packer\.ts|liveness\.ts|routes\/|infer\.ts|observe|app\.ts|deadline|body\.ts/],
   ['Cohort worker and batching', /model-server|reply\.ts|engine|queue\.ts|batching|runners\/|infer-stats|tracing\.ts|policy/],
-  ['Cohort transport and protocol', /nats\.ts|in-process|async-queue|consume|codec|envelope|reconnect-guard|nats-large/],
+  ['Cohort transport and protocol', /nats\.ts|transport\/src\/nats\/|in-process|async-queue|consume|codec|envelope|reconnect-guard/],
   ['timers, promises, events', /timers|task_queues|runMicrotasks|node:events|abort_controller|async_hooks|promise/i],
 ]
 

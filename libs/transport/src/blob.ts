@@ -1,7 +1,7 @@
 /**
  * Large messages over a bus with a small `max_payload`: the sender keeps the bytes (a "blob") and
  * sends a small reference; the receiver pulls the blob chunk by chunk from the sender and puts it
- * back together. Pure: no sockets, no timers beyond `setTimeout`; the NATS wiring is in `nats-large.ts`.
+ * back together. Pure: no sockets, no timers beyond `setTimeout`; the NATS wiring is in `nats/large.ts`.
  * @see docs/protocol.md#large-messages
  * @module
  */

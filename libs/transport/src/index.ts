@@ -12,7 +12,7 @@ export {
   DEFAULT_BLOB_TTL_MS,
   DEFAULT_MAX_MESSAGE_BYTES,
   type LargeMessageOptions,
-} from './nats-large.ts'
+} from './nats/large.ts'
 export * from './consume.ts'
 export * from './inflight.ts'
 export * from './jobs.ts'

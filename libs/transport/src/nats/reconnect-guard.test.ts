@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import type { NatsConnection } from '@nats-io/nats-core'
 import { CohortError } from '@cohort/protocol'
-import { AsyncQueue } from './async-queue.ts'
+import { AsyncQueue } from '../async-queue.ts'
 import { ReconnectGuard } from './reconnect-guard.ts'
 
 type Status = { type: string }

@@ -10,8 +10,8 @@ import {
   formatBlobRef,
   parseBlobError,
   parseBlobRef,
-} from './blob.ts'
-import { ReplyGuard } from './reply-guard.ts'
+} from '../blob.ts'
+import { ReplyGuard } from '../reply-guard.ts'
 
 /** Default NATS max_payload when the server did not say (1 MiB). */
 export const DEFAULT_MAX_PAYLOAD = 1024 * 1024
