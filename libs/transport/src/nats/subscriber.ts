@@ -17,8 +17,57 @@ export interface NatsSubscriberDeps {
 }
 
 /**
- * `subscribe` over `nc`: each message passes the reply guard, then (on `bounded` subscriptions) the
- * in-flight bound, then a large one is pulled; plain messages pass in order.
+ * The in-flight admission of a message of `size` bytes on a bounded subscription: `undefined` when
+ * `bound` took it (one request and `size` bytes, given back with its answer), else the refusal to
+ * answer it with: PAYLOAD_TOO_LARGE (413, never servable here) or OVERLOADED (503, retry later).
+ */
+export function admitInflight(bound: InflightBudget, size: number): CohortError | undefined {
+  if (size > bound.maxBytes) {
+    // Never servable here: a 4xx naming the bound, not a retry.
+    return new CohortError('PAYLOAD_TOO_LARGE', `message of ${size} bytes exceeds the worker's in-flight bytes bound (inflight.maxBytes) of ${bound.maxBytes} bytes`)
+  }
+  if (!bound.tryAdmit(size)) {
+    return new CohortError('OVERLOADED', `the worker is at its in-flight bound: ${bound.describe()}; retry later`, { retryAfterS: 1 })
+  }
+  return undefined
+}
+
+/**
+ * `m` with its body `data` as the subscriber hands it out. `held`: bytes counted against `bound`,
+ * given back with the (first) answer.
+ */
+function toTransportMessage(
+  m: Msg,
+  data: Uint8Array,
+  held: number | undefined,
+  bound: InflightBudget | undefined,
+  large: LargeMessages,
+): TransportMessage {
+  const t: { subject: string; data: Uint8Array; respond: (d: Uint8Array) => boolean; reply?: string; noResponders?: boolean } = {
+    subject: m.subject,
+    data,
+    respond: (d) => {
+      if (held !== undefined) {
+        bound?.release(held)
+        held = undefined
+      }
+      return large.respond(m, d)
+    },
+  }
+  if (m.reply) {
+    t.reply = m.reply
+  }
+  if (data.byteLength === 0 && m.headers?.code === 503) {
+    t.noResponders = true
+  }
+  return t
+}
+
+/**
+ * `subscribe` over `nc`. Each message takes three steps: the reply guard (a reply subject not
+ * provably the asker's: dropped unread), the in-flight bound (`bounded` subscriptions:
+ * {@link admitInflight}), delivery (plain messages in order; a large one joins once pulled, without
+ * holding up the rest; a failed pull is answered with the transfer error).
  */
 export function createNatsSubscriber(nc: NatsConnection, deps: NatsSubscriberDeps): Transport['subscribe'] {
   const { large, replies, budget } = deps
@@ -26,28 +75,6 @@ export function createNatsSubscriber(nc: NatsConnection, deps: NatsSubscriberDep
     const sub = nc.subscribe(subject, so.queue ? { queue: so.queue } : {})
     const bound = so.bounded ? budget : undefined
     const cls = so.replies ?? 'inbox'
-    // `held`: bytes counted against the in-flight bound, given back with the (first) answer.
-    const wrap = (m: Msg, data: Uint8Array, held: number | undefined): TransportMessage => {
-      const t: { subject: string; data: Uint8Array; respond: (d: Uint8Array) => boolean; reply?: string; noResponders?: boolean } = {
-        subject: m.subject,
-        data,
-        respond: (d) => {
-          if (held !== undefined) {
-            bound?.release(held)
-            held = undefined
-          }
-          return large.respond(m, d)
-        },
-      }
-      if (m.reply) {
-        t.reply = m.reply
-      }
-      if (data.byteLength === 0 && m.headers?.code === 503) {
-        t.noResponders = true
-      }
-      return t
-    }
-    // Plain messages pass in order; a large one joins once pulled, without holding up the rest.
     const q = new AsyncQueue<TransportMessage>()
     let pulling = 0
     let ended = false
@@ -57,43 +84,56 @@ export function createNatsSubscriber(nc: NatsConnection, deps: NatsSubscriberDep
         q.end()
       }
     }
+    /** Step 1: the reply guard (reply-guard.ts). */
+    const guarded = (m: Msg): boolean =>
+      !m.reply || replies.allows(m.reply, cls, m.headers?.get(REPLY_KEY_HEADER) || undefined, m.subject)
+    /** Step 2: the in-flight bound; the bytes held, `undefined` when unbounded, or `false` (refused and answered). */
+    const admit = (m: Msg): number | undefined | false => {
+      const held = bound && m.reply ? large.sizeOf(m) : undefined
+      if (held === undefined) {
+        return undefined
+      }
+      const refusal = admitInflight(bound!, held)
+      if (refusal) {
+        LargeMessages.refuse(m, refusal)
+        return false
+      }
+      return held
+    }
+    /** Step 3: hand it out, pulling a large one first. */
+    const deliver = (m: Msg, held: number | undefined): void => {
+      if (!large.isRef(m)) {
+        q.push(toTransportMessage(m, m.data, held, bound, large))
+        return
+      }
+      pulling++
+      large
+        .body(m)
+        .then(
+          (d) => q.push(toTransportMessage(m, d, held, bound, large)),
+          (e: unknown) => {
+            if (held !== undefined) {
+              bound?.release(held)
+            }
+            LargeMessages.refuse(m, e)
+          },
+        )
+        .finally(() => {
+          pulling--
+          settle()
+        })
+        .catch(() => undefined)
+    }
     void (async () => {
       try {
         for await (const m of sub) {
-          if (m.reply && !replies.allows(m.reply, cls, m.headers?.get(REPLY_KEY_HEADER) || undefined, m.subject)) {
+          if (!guarded(m)) {
             continue // Not provably the asker's: drop it unread and unanswered (reply-guard.ts).
           }
-          const held = bound && m.reply ? large.sizeOf(m) : undefined
-          if (held !== undefined && held > bound!.maxBytes) {
-            // Never servable here: a 4xx naming the bound, not a retry.
-            LargeMessages.refuse(m, new CohortError('PAYLOAD_TOO_LARGE', `message of ${held} bytes exceeds the worker's in-flight bytes bound (inflight.maxBytes) of ${bound!.maxBytes} bytes`))
-            continue
+          const held = admit(m)
+          if (held !== false) {
+            deliver(m, held)
           }
-          if (held !== undefined && !bound!.tryAdmit(held)) {
-            LargeMessages.refuse(m, new CohortError('OVERLOADED', `the worker is at its in-flight bound: ${bound!.describe()}; retry later`, { retryAfterS: 1 }))
-            continue
-          }
-          if (!large.isRef(m)) {
-            q.push(wrap(m, m.data, held))
-            continue
-          }
-          pulling++
-          large
-            .body(m)
-            .then(
-              (d) => q.push(wrap(m, d, held)),
-              (e: unknown) => {
-                if (held !== undefined) {
-                  bound?.release(held)
-                }
-                LargeMessages.refuse(m, e)
-              },
-            )
-            .finally(() => {
-              pulling--
-              settle()
-            })
-            .catch(() => undefined)
         }
       } catch (e) {
         failure = e
