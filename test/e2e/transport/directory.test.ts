@@ -2,6 +2,7 @@
 // nats-server: with JetStream, and without it.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { NatsConnection } from '@nats-io/nats-core'
+import { Kvm } from '@nats-io/kv'
 import { connect } from '@nats-io/transport-node'
 import { startNatsServer, type NatsServerHandle } from '@cohort/test-support'
 import { createKvDirectory } from '../../../libs/transport/src/nats/directory.ts'
@@ -32,6 +33,9 @@ describe('the KV model directory', () => {
     await createKvDirectory(await conn(js.url), 'dir-a-models', 1).announce('m', info)
     expect(await gateway.known('m')).toBe(true)
     expect(await gateway.known('other')).toBe(false)
+    // A model whose entry was deleted (an operator's `nats kv del`) is no longer known.
+    await (await new Kvm(await conn(js.url)).open('dir-a-models')).delete('m')
+    expect(await gateway.known('m')).toBe(false)
   })
 
   it('keeps deployments apart by bucket name', async () => {
