@@ -21,7 +21,8 @@ export {
   type RateLimitOptions,
   type ResolvedGatewayOptions,
 } from './options.ts'
-export { Upstream, type WorkerEndpointSummary, type WorkerSummary } from './upstream.ts'
+export { Upstream } from './upstream.ts'
+export { type WorkerEndpointSummary, type WorkerSummary } from './discovery.ts'
 export { DEFAULT_ACCEPT_TIMEOUT_MS, DEFAULT_MISSED_HEARTBEATS, WorkerLiveness, type WorkerLossOptions } from './liveness.ts'
 export { DEFAULT_PACK_BYTES, DEFAULT_PACK_REQUESTS, type PackerOptions } from './packer.ts'
 export { effectiveTimeoutMs } from './lag-check.ts'

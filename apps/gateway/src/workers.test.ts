@@ -6,7 +6,7 @@ import { InProcessTransport, type TransportSubscription } from '@cohort/transpor
 import { Type, definePredictor, itemError } from '@cohort/predictor'
 import { CohortWorker, PredictorRunner } from '@cohort/worker'
 import { createApp } from './app.ts'
-import type { WorkerSummary } from './upstream.ts'
+import type { WorkerSummary } from './discovery.ts'
 
 /** The answer of `GET /v2/workers`. */
 type WorkersBody = { workers: WorkerSummary[] }

@@ -5,7 +5,7 @@
  * @module
  */
 import { bucketCounts, bucketDeltas, histogramQuantile, type CumulativeBucket, type MetricFamily } from '@cohort/metrics'
-import type { WorkerSummary } from '../upstream.ts'
+import type { WorkerSummary } from '../discovery.ts'
 import type { DashboardData, ModelRates, ModelView, Tally, WorkerInfo, WorkerModelInfo } from './dashboard-view.ts'
 
 export type * from './dashboard-view.ts'

@@ -9,7 +9,7 @@ import { Type, definePredictor } from '@cohort/predictor'
 import { CohortWorker, PredictorRunner } from '@cohort/worker'
 import { createApp } from '../app.ts'
 import { createGatewayCore } from '../core.ts'
-import type { WorkerSummary } from '../upstream.ts'
+import type { WorkerSummary } from '../discovery.ts'
 import { registerDashboard } from './dashboard.ts'
 import {
   DashboardHistory,
