@@ -43,6 +43,9 @@ interface Pending {
   span: Span
 }
 
+/** A request's items as its runner prepared them. */
+type PreparedItems = ReturnType<ModelRunner['prepare']>
+
 /** One queued item of a request: what the batch engine holds. */
 export interface QItem {
   p: Pending
@@ -211,19 +214,14 @@ export class Requests {
     this.#complete(v.p, v.index, { error: { code: e.code, message: e.msg } })
   }
 
+  /**
+   * One request (alone or from a pack), in named steps: {@link #refuseRoute} (ack subject, version),
+   * the acceptance notice, a generation to {@link #onGenerate}, {@link #prepare} (bounds, outputs,
+   * items), then all or nothing for the queue ({@link #refuseWhole}) and {@link #enqueue}.
+   */
   #onRequest(m: TransportMessage, req: InferRequest, t0: number, sink: ReplySink | undefined): void {
-    const { engine, stats, subjects } = this.#o
-    stats.received()
-    if (req.ack !== undefined && !isAcceptSubject(subjects.accept, req.ack)) {
-      // No confused deputy: publish acceptance notices only under <prefix>.accept. (docs/security.md).
-      const error = { code: 'BAD_REQUEST' as const, message: `ack subject ${JSON.stringify(String(req.ack).slice(0, 200))} is not an acceptance subject (${subjects.accept('<gateway>')}); nothing was published there` }
-      this.#respond(m, { v: 1, id: req.id, error }, t0, undefined, sink)
-      return
-    }
-    const own = this.#o.version ?? '1'
-    if (req.version !== undefined && req.version !== own) {
-      const error = { code: 'MODEL_NOT_FOUND' as const, message: `model "${this.#name}" has no version "${req.version}" on this worker (it serves version ${own})` }
-      this.#respond(m, { v: 1, id: req.id, error }, t0, undefined, sink)
+    this.#o.stats.received()
+    if (this.#refuseRoute(m, req, t0, sink)) {
       return
     }
     if (req.ack) {
@@ -232,38 +230,12 @@ export class Requests {
       this.#o.transport.publish(req.ack, encodeAccept({ v: 1, id: req.id, worker: this.#o.workerId }))
     }
     if (req.generate !== undefined) {
-      if (this.generations) {
-        this.generations.submit(m, req, t0, sink)
-      } else {
-        const kind = this.#o.runner.meta().kind
-        const error = { code: 'BAD_REQUEST' as const, message: `model "${this.#name}" is not generative (kind ${kind}): generate requests need a generative model; send POST /v2/models/${this.#name}/infer` }
-        stats.item(error.code)
-        this.#respond(m, { v: 1, id: req.id, error }, t0, undefined, sink)
-      }
+      this.#onGenerate(m, req, t0, sink)
       return
     }
     const span = this.#o.tel.startRequest(req)
-    let items
-    try {
-      const rows = requestItemCount(req)
-      const { maxQueue, maxTenantQueue } = engine.config
-      if (rows > maxQueue) {
-        throw new CohortError(
-          'TOO_MANY_ITEMS',
-          `request holds ${rows} items (rows); model "${this.#name}" queues at most ${maxQueue} (maxQueue): split it into requests of at most ${maxQueue}`,
-        )
-      }
-      if (maxTenantQueue > 0 && rows > maxTenantQueue) {
-        throw new CohortError(
-          'TOO_MANY_ITEMS',
-          `request holds ${rows} items (rows); model "${this.#name}" queues at most ${maxTenantQueue} per tenant (maxTenantQueue): split it into requests of at most ${maxTenantQueue}`,
-        )
-      }
-      checkRequestedOutputs(req, this.#knownOutputs(), this.#name)
-      items = this.#o.runner.prepare(req)
-    } catch (e) {
-      this.#o.tel.endRequest(span, this.#respond(m, { v: 1, id: req.id, error: toWireError(e, 'BAD_REQUEST') }, t0, undefined, sink), 0)
-      stats.item(e instanceof CohortError ? e.code : 'BAD_REQUEST')
+    const items = this.#prepare(m, req, t0, sink, span)
+    if (!items) {
       return
     }
     const p: Pending = {
@@ -281,8 +253,81 @@ export class Requests {
       return
     }
     const now = Date.now()
-    // All or nothing for the queue bound: a request that fits the bound but not the room left now
-    // is refused whole (503, retryable), never half run.
+    if (this.#refuseWhole(p, items, now)) {
+      return
+    }
+    this.#enqueue(p, items, now)
+    this.#o.stats.queueDepth(this.#o.engine.queued, this.#o.engine.backlogMs)
+    this.#o.regulate()
+  }
+
+  /** Step 1: answer (and true) a request this worker must not take: a foreign ack subject, another version. */
+  #refuseRoute(m: TransportMessage, req: InferRequest, t0: number, sink: ReplySink | undefined): boolean {
+    const { subjects } = this.#o
+    if (req.ack !== undefined && !isAcceptSubject(subjects.accept, req.ack)) {
+      // No confused deputy: publish acceptance notices only under <prefix>.accept. (docs/security.md).
+      const error = { code: 'BAD_REQUEST' as const, message: `ack subject ${JSON.stringify(String(req.ack).slice(0, 200))} is not an acceptance subject (${subjects.accept('<gateway>')}); nothing was published there` }
+      this.#respond(m, { v: 1, id: req.id, error }, t0, undefined, sink)
+      return true
+    }
+    const own = this.#o.version ?? '1'
+    if (req.version !== undefined && req.version !== own) {
+      const error = { code: 'MODEL_NOT_FOUND' as const, message: `model "${this.#name}" has no version "${req.version}" on this worker (it serves version ${own})` }
+      this.#respond(m, { v: 1, id: req.id, error }, t0, undefined, sink)
+      return true
+    }
+    return false
+  }
+
+  /** A `generate` request: to the generations, or 400 when the model is not generative. */
+  #onGenerate(m: TransportMessage, req: InferRequest, t0: number, sink: ReplySink | undefined): void {
+    if (this.generations) {
+      this.generations.submit(m, req, t0, sink)
+      return
+    }
+    const kind = this.#o.runner.meta().kind
+    const error = { code: 'BAD_REQUEST' as const, message: `model "${this.#name}" is not generative (kind ${kind}): generate requests need a generative model; send POST /v2/models/${this.#name}/infer` }
+    this.#o.stats.item(error.code)
+    this.#respond(m, { v: 1, id: req.id, error }, t0, undefined, sink)
+  }
+
+  /**
+   * Step 2: the request's items, after the checks that refuse it whole (more rows than the queue
+   * bounds: 413 TOO_MANY_ITEMS; unknown requested outputs; the runner's own validation); on a
+   * refusal it is answered, the span ended, and `undefined` returned.
+   */
+  #prepare(m: TransportMessage, req: InferRequest, t0: number, sink: ReplySink | undefined, span: Span): PreparedItems | undefined {
+    try {
+      const rows = requestItemCount(req)
+      const { maxQueue, maxTenantQueue } = this.#o.engine.config
+      if (rows > maxQueue) {
+        throw new CohortError(
+          'TOO_MANY_ITEMS',
+          `request holds ${rows} items (rows); model "${this.#name}" queues at most ${maxQueue} (maxQueue): split it into requests of at most ${maxQueue}`,
+        )
+      }
+      if (maxTenantQueue > 0 && rows > maxTenantQueue) {
+        throw new CohortError(
+          'TOO_MANY_ITEMS',
+          `request holds ${rows} items (rows); model "${this.#name}" queues at most ${maxTenantQueue} per tenant (maxTenantQueue): split it into requests of at most ${maxTenantQueue}`,
+        )
+      }
+      checkRequestedOutputs(req, this.#knownOutputs(), this.#name)
+      return this.#o.runner.prepare(req)
+    } catch (e) {
+      this.#o.tel.endRequest(span, this.#respond(m, { v: 1, id: req.id, error: toWireError(e, 'BAD_REQUEST') }, t0, undefined, sink), 0)
+      this.#o.stats.item(e instanceof CohortError ? e.code : 'BAD_REQUEST')
+      return undefined
+    }
+  }
+
+  /**
+   * Step 3, all or nothing for the queue bound: a request that fits the bound but not the room left
+   * now is refused whole (503, retryable), never half run. True when it was.
+   */
+  #refuseWhole(p: Pending, items: PreparedItems, now: number): boolean {
+    const { engine, stats } = this.#o
+    const req = p.req
     const queueable = items.reduce((n, it) => (it.error ? n : n + 1), 0)
     const { maxQueue, maxTenantQueue } = engine.config
     const room = maxQueue - engine.queued
@@ -292,8 +337,15 @@ export class Requests {
       const error = refusal(this.#name, offer, offer.tenant ? maxTenantQueue : maxQueue, req.deadline - now, queueable)
       stats.shed('overloaded', queueable)
       items.forEach((it, index) => this.#complete(p, index, it.error ? { error: it.error } : { error }))
-      return
+      return true
     }
+    return false
+  }
+
+  /** Step 4: offer each item to the batch engine; an item refused there (or already late) is answered alone. */
+  #enqueue(p: Pending, items: PreparedItems, now: number): void {
+    const { engine, stats } = this.#o
+    const req = p.req
     items.forEach((it, index) => {
       if (it.error) {
         this.#complete(p, index, { error: it.error })
@@ -315,8 +367,6 @@ export class Requests {
         }
       }
     })
-    stats.queueDepth(engine.queued, engine.backlogMs)
-    this.#o.regulate()
   }
 
   #complete(p: Pending, index: number, r: ItemResult): void {
