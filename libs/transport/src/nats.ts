@@ -71,6 +71,10 @@ export interface NatsTransportOptions extends LargeMessageOptions {
  * transparently, up to `maxMessageBytes` (64 MiB by default): the sender keeps the bytes and sends
  * a reference; the receiver pulls them in chunks over core NATS request-reply (no JetStream).
  * `maxMessageBytes` reports that bound.
+ *
+ * A thin composition of the parts in `./nats/` (docs/architecture.md#the-nats-transport): the
+ * requester, the publisher, the subscriber (reply guard, in-flight bound, pull), large messages,
+ * the reconnect guard, the KV model directory and the config store.
  * @see docs/protocol.md#large-messages
  */
 export function createNatsTransport(nc: NatsConnection, opts: NatsTransportOptions = {}): Transport {
