@@ -1,7 +1,6 @@
 // The overload benchmark's arithmetic: goodput, refusal and answer percentiles, waits past the
 // deadline, tenant shares against their fair shares, and issue 14's target table.
 import { describe, expect, it } from 'vitest'
-import { layoutFlag } from './overload.ts'
 import {
   overloadTargets,
   tenantShares,
@@ -239,16 +238,5 @@ describe("tenantShares (each tenant's share of the good answers beside its max-m
       [false, true],
       [true, false],
     ])
-  })
-})
-
-describe('layoutFlag (--tenants-multi)', () => {
-  it('parses WxG, defaults to 2x2, turns off with none, and rejects anything else', () => {
-    expect(layoutFlag(undefined)).toEqual({ workers: 2, gateways: 2 })
-    expect(layoutFlag('3x1')).toEqual({ workers: 3, gateways: 1 })
-    expect(layoutFlag('none')).toBeUndefined()
-    for (const bad of ['2', '0x2', '2x9', 'axb']) {
-      expect(() => layoutFlag(bad)).toThrow(/--tenants-multi/)
-    }
   })
 })
