@@ -16,7 +16,7 @@ import { table } from './report.ts'
 import { gitCommit, machineInfo } from './run-info.ts'
 import { metricTotals } from './step-stats.ts'
 import { cpuMicros, identityModel, start, startNats, stopAll, type Proc } from './tax.ts'
-import { attack, ensureVegeta, vegetaRecords, writeVegetaTargets, type VegetaHit } from './vegeta.ts'
+import { attack, ensureVegeta, killAttacks, vegetaRecords, writeVegetaTargets, type VegetaHit } from './vegeta.ts'
 import { hasWrk, runWrk, writeWrkScript } from './wrk.ts'
 import { defineBenchCommand, type BenchCommand, type BenchValues } from './skeleton.ts'
 
@@ -458,6 +458,7 @@ export const benchOverloadCommand = defineBenchCommand({
     track(async () => rmSync(dir, { recursive: true, force: true }))
     const procs: Proc[] = []
     track(() => stopAll(procs))
+    track(async () => killAttacks())
     const layouts: LayoutResult[] = []
     let slo = Number.NaN
     for (const l of o.layouts) {

@@ -133,6 +133,16 @@ export interface RunningAttack {
   proc: ChildProcess
 }
 
+const live = new Set<ChildProcess>()
+
+/** SIGKILL every vegeta attack still running (cleanup on errors and Ctrl-C). */
+export function killAttacks(): void {
+  for (const p of live) {
+    p.kill('SIGKILL')
+  }
+  live.clear()
+}
+
 /** `vegeta attack` (open loop), then `vegeta encode --to json` of its results. */
 export function attack(a: VegetaAttack): RunningAttack {
   const args = [
@@ -146,6 +156,8 @@ export function attack(a: VegetaAttack): RunningAttack {
   ]
   const [cmd, ...pre] = a.prefix && a.prefix.length > 0 ? [...a.prefix, a.vegeta] : [a.vegeta]
   const proc = spawn(cmd!, [...pre, ...args], { stdio: ['ignore', 'ignore', 'pipe'] })
+  live.add(proc)
+  proc.once('exit', () => live.delete(proc))
   let err = ''
   proc.stderr?.on('data', (d: Buffer) => (err += d.toString()))
   const done = new Promise<void>((resolve, reject) => {
