@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process'
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { connect, type NatsConnection } from '@nats-io/transport-node'
@@ -7,8 +7,8 @@ import { decodeValue, subjects } from '@cohort/protocol'
 import { COHORT_BIN } from '@cohort/test-support'
 import { intFlag, numFlag } from '@cohort/cli/args'
 import { CliError } from '@cohort/cli/cli-error'
-import { cacheDir, ensureHeavyModel } from '@cohort/cli/demo-model'
-import { buildMlp } from '@cohort/onnx-builder'
+import { ensureHeavyModel } from '@cohort/cli/demo-model'
+import { deepMacs, ensureDeepModel } from './overload-model.ts'
 import { demoBody } from './bodies.ts'
 import { summariseOverloadStep, type StepSpec } from './overload-stats.ts'
 import { layoutStepTable, layoutTargets, layoutTargetTable, type CapacityRun, type CpuSeconds, type LayoutResult, type LayoutStep, type Metered } from './overload-layout-stats.ts'
@@ -23,7 +23,7 @@ import { defineBenchCommand, type BenchCommand, type BenchValues } from './skele
 /** Help of `cohort bench overload`. */
 export const OVERLOAD_HELP = `cohort bench overload [options]
 Overload as users run it (issue 27; docs/bench/overload.md): nats-server, one cohort worker serving
-a deep MLP (--threads 1: model-bound) and an Identity model (the stack's own ceiling), and cohort
+a deep model (--threads 1: model-bound) and an Identity model (the stack's own ceiling), and cohort
 gateway, each its own process. Capacity: wrk -c128, closed loop. Open-loop load:
 vegeta (Go; built once into the CI cache's bin with go install when missing) at 2x and 4x capacity
 with client deadlines (X-Cohort-Timeout-Ms) and 2x with none (the server SLO), then two tenants (one
@@ -34,8 +34,9 @@ targets, met or missed. Layouts:
   pinned   the worker on core 1 (taskset); gateway, nats-server, vegeta and wrk on core 0
   serve    cohort serve (gateway and worker in one process) on both cores
   --layouts LIST     comma-separated (default shared,pinned,serve)
-  --model deep|heavy deep: 512->2560x10->16 (default; ~60 M multiply-adds per item, 241 MB, built
-                     once into the model cache); heavy: 512->2560x3->16 (~14.5 M)
+  --model deep|heavy deep (default): the 512 FP32 as 8 tokens of 64, each through one MLP
+                     64->2560x4->2 (~159 M multiply-adds per item, 80 MB, built once into the
+                     model cache); heavy: the MLP 512->2560x3->16 (~14.5 M)
   --seconds S        seconds of each open-loop step (default 6); --seconds 3 --capacity-s 3 runs
                      the three layouts in about 4 minutes
   --capacity-s S     seconds of the measured capacity run, after a warm-up as long (default 5)
@@ -59,30 +60,16 @@ type LayoutName = (typeof LAYOUTS)[number]
 /** The two API keys: tenant A (every step but the quiet tenant's) and tenant B. */
 const KEYS = ['cohort-bench-tenant-a', 'cohort-bench-tenant-b'] as const
 const IDENT = 'ident'
-/** The deep MLP: 512 -> 2560 x10 -> 16, about 60 M multiply-adds per item (4.2x heavy; 241 MB). */
-export const DEEP_MLP_SIZES = [512, ...Array.from({ length: 10 }, () => 2560), 16] as const
-
-/** The model-bound MLPs this bench serves (both take one row of 512 FP32 named `input`). */
-const MODELS = {
-  deep: { describe: 'deep MLP 512->2560x10->16 (~60 M multiply-adds per item)', path: () => ensureMlp('deep', DEEP_MLP_SIZES) },
-  heavy: { describe: 'heavy MLP 512->2560x3->16 (~14.5 M multiply-adds per item)', path: () => ensureHeavyModel() },
-} as const
-type ModelName = keyof typeof MODELS
-
-/** An MLP of `sizes` in the model cache (built once, deterministic weights). */
-function ensureMlp(name: string, sizes: readonly number[]): string {
-  const path = join(cacheDir(), `${name}-mlp-${sizes.join('-')}.onnx`)
-  if (!existsSync(path)) {
-    mkdirSync(cacheDir(), { recursive: true })
-    const tmp = `${path}.${process.pid}.tmp`
-    writeFileSync(tmp, buildMlp(sizes))
-    renameSync(tmp, path)
-  }
-  return path
-}
 const FEATURES = 512
 /** The server SLO's floor (max(1000, 4 x t(max batch))): the budget when the SLO cannot be read. */
 const SLO_FLOOR_MS = 1000
+
+/** The model-bound models this bench serves (both take one row of 512 FP32 named `input`). */
+const MODELS = {
+  deep: { describe: `deep: 512 FP32 as 8 tokens of 64, each through 64->2560x4->2 (~${Math.round(deepMacs() / 1e6)} M multiply-adds per item)`, path: () => ensureDeepModel() },
+  heavy: { describe: 'heavy MLP 512->2560x3->16 (~14.5 M multiply-adds per item)', path: () => ensureHeavyModel() },
+} as const
+type ModelName = keyof typeof MODELS
 
 function options(v: BenchValues) {
   const layouts = String(v['layouts'] ?? LAYOUTS.join(','))
