@@ -51,6 +51,8 @@ export interface LayoutResult {
   workerProc: string | undefined
   /** Median latency at one connection (wrk -c1): t(1) plus the serving path, ms. */
   t1Ms: number
+  /** The same for the Identity model: the serving path alone, ms (t(1) is about the difference). */
+  pathMs: number
   /** Closed-loop 200s/s of the same stack serving an Identity model: the ceiling without model compute. */
   ceiling: number
   capacity: CapacityRun

@@ -108,6 +108,7 @@ function layout(o: Partial<LayoutResult> = {}): LayoutResult {
     gatewayProc: 'gateway',
     workerProc: 'worker',
     t1Ms: 10,
+    pathMs: 1,
     ceiling: 400,
     capacity: capacity({ answers: 100, cpuS: { gateway: 0.1, worker: 0.8 } }),
     steps: [],

@@ -269,6 +269,7 @@ async function runLayout(layout: LayoutName, o: Options, dir: string, vegeta: st
     gatewayProc: layout === 'serve' ? 'serve' : 'gateway',
     workerProc: layout === 'serve' ? undefined : 'worker',
     t1Ms: Number.NaN,
+    pathMs: Number.NaN,
     ceiling: Number.NaN,
     capacity: { rate: Number.NaN, answers: 0, non2xx: 0, p99Ms: Number.NaN, wallS: Number.NaN, cpuS: {}, logLines: 0, logBytes: 0 },
     steps: [],
@@ -294,9 +295,9 @@ async function runLayout(layout: LayoutName, o: Options, dir: string, vegeta: st
     const ce = await runWrk(identUrl, identScript, o.connections, Math.max(2, Math.round(o.capacityS / 2)), wrkO)
     r.ceiling = (ce.requests - ce.non2xx) / ce.seconds
     const script = writeWrkScript(dir, `${layout}-${model}`, body, auth)
-    const c1 = await runWrk(url, script, 1, 2, wrkO)
-    r.t1Ms = c1.p50Ms
-    log(`[${layout}] ceiling (Identity, wrk -c${o.connections}) ${Math.round(r.ceiling)}/s; ${model} at c=1 p50 ${r.t1Ms.toFixed(1)} ms`)
+    r.pathMs = (await runWrk(identUrl, identScript, 1, 2, wrkO)).p50Ms
+    r.t1Ms = (await runWrk(url, script, 1, 2, wrkO)).p50Ms
+    log(`[${layout}] ceiling (Identity, wrk -c${o.connections}) ${Math.round(r.ceiling)}/s; c=1 p50 ${model} ${r.t1Ms.toFixed(1)} ms, Identity ${r.pathMs.toFixed(1)} ms`)
 
     // Capacity: closed loop, warmed up first (the worker's self-tuned batch cap settles).
     await runWrk(url, script, o.connections, o.capacityS, wrkO)
@@ -399,8 +400,8 @@ export function formatOverload(r: OverloadResult): string {
   out.push(
     '\n' +
       table(
-        ['layout', 'placement', `${r.options.model} c=1 p50 ms`, 'ceiling (Identity) /s', `capacity (${r.options.model}) /s`, 'ceiling / capacity'],
-        r.layouts.map((l) => [l.layout, l.describe, f(l.t1Ms), f(l.ceiling, 0), f(l.capacity.rate, 0), f(l.ceiling / l.capacity.rate, 1)]),
+        ['layout', 'placement', `c=1 p50 ms: ${r.options.model} / Identity (t(1) ~ the difference)`, 'ceiling (Identity) /s', `capacity (${r.options.model}) /s`, 'ceiling / capacity'],
+        r.layouts.map((l) => [l.layout, l.describe, `${f(l.t1Ms)} / ${f(l.pathMs)}`, f(l.ceiling, 0), f(l.capacity.rate, 0), f(l.ceiling / l.capacity.rate, 1)]),
       ),
   )
   for (const l of r.layouts) {
