@@ -78,9 +78,10 @@ export default defineConfig({
         fileParallelism: false,
       }),
       project('nightly', {
-        // `npm run test:nightly`: the scaling run and the 60 s soak on network namespaces.
-        include: ['test/netns/scaling.test.ts', 'test/netns/soak.test.ts'],
-        env: { SOAK_SECONDS: process.env['SOAK_SECONDS'] ?? '60' },
+        // `npm run test:nightly`: the scaling run and the 60 s soak on network namespaces; durable
+        // jobs through a minute of overload (the flood project runs the same file for 8 s).
+        include: ['test/netns/scaling.test.ts', 'test/netns/soak.test.ts', 'test/flood/jobs-overload.test.ts'],
+        env: { SOAK_SECONDS: process.env['SOAK_SECONDS'] ?? '60', JOBS_FLOOD_SECONDS: process.env['JOBS_FLOOD_SECONDS'] ?? '60' },
         testTimeout: 300_000,
         hookTimeout: 180_000,
         fileParallelism: false,

@@ -23,7 +23,7 @@ export const BENCH_HELP = `usage: cohort bench [<benchmark>] [options]   (or npm
 Benchmarks (cohort bench <benchmark> --help for its flags):
   (none)         offline onnxruntime-node curve of the demo MLP vs the same model served over HTTP
   policies       batching policies under open-loop load
-  overload       issue 14's overload targets over NATS: capacity, 1.5x-10x steps, two tenants
+  overload       issue 27's overload targets (vegeta): shared, pinned and cohort serve layouts
   peers          Cohort beside Triton, Ray Serve, LitServe, BentoML
   pipeline DIR   single module vs fused pipeline vs remote stages
   tax            CPU per request of each process on the serving path (docs/benchmarks.md#serving-tax)

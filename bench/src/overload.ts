@@ -1,181 +1,176 @@
+import { execFileSync } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import { connect, type NatsConnection } from '@nats-io/transport-node'
-import { decodeValue, SERVICE_NAME, serviceSubject, subjects } from '@cohort/protocol'
+import { decodeValue, subjects } from '@cohort/protocol'
 import { COHORT_BIN } from '@cohort/test-support'
 import { intFlag, numFlag } from '@cohort/cli/args'
 import { CliError } from '@cohort/cli/cli-error'
-import { ensureDemoModel, ensureHeavyModel } from '@cohort/cli/demo-model'
+import { ensureHeavyModel } from '@cohort/cli/demo-model'
+import { deepMacs, ensureDeepModel } from './overload-model.ts'
 import { demoBody } from './bodies.ts'
-import { LoadGenerator } from './load-worker.ts'
-import {
-  overloadTargets,
-  stepTable,
-  summariseOverloadStep,
-  targetTable,
-  layoutLabel,
-  tenantShares,
-  tenantShareTable,
-  type CpuShare,
-  type MeasuredStep,
-  type ModelOverload,
-  type MultiTenantFlood,
-  type StepSpec,
-} from './overload-stats.ts'
-import type { LoadStep } from './poisson.ts'
+import { summariseOverloadStep, type StepSpec } from './overload-stats.ts'
+import { layoutStepTable, layoutTargets, layoutTargetTable, type CapacityRun, type CpuSeconds, type LayoutResult, type LayoutStep, type Metered } from './overload-layout-stats.ts'
+import { table } from './report.ts'
 import { gitCommit, machineInfo } from './run-info.ts'
-import { metricTotals, type MetricTotals } from './step-stats.ts'
-import { cpuMicros, start, startNats, stopAll, type Proc } from './tax.ts'
-import { hasWrk, runWrk, writeWrkScript, type SaturationResult } from './wrk.ts'
+import { metricTotals } from './step-stats.ts'
+import { cpuMicros, identityModel, start, startNats, stopAll, type Proc } from './tax.ts'
+import { attack, ensureVegeta, killAttacks, vegetaRecords, writeVegetaTargets, type VegetaHit } from './vegeta.ts'
+import { hasWrk, runWrk, writeWrkScript } from './wrk.ts'
 import { defineBenchCommand, type BenchCommand, type BenchValues } from './skeleton.ts'
-import { seedOf } from './seed.ts'
 
 /** Help of `cohort bench overload`. */
 export const OVERLOAD_HELP = `cohort bench overload [options]
-Issue 14's overload targets in one run (docs/benchmarks.md#overload): per model, nats-server +
-cohort worker (--threads 1) + cohort gateway (two API keys), each its own process; capacity =
-closed-loop wrk -c128; open-loop Poisson steps at 1.5x, 2x, 4x capacity and a 10x burst, each with
-a client deadline (x-cohort-timeout-ms) and with none (the server-side SLO); a two-tenant flood
-(one key at 3x, the other at 15%), for sleep-based models also with several workers and gateways
-(--tenants-multi); then the targets, met or missed.
-  --models LIST        heavy, demo, affine (default heavy,demo,affine): the heavy MLP
-                       512->2560x3->16, the demo MLP 256->1024->1024->10, the sleep-based affine
-                       predictor (test/fixtures/affine-predictor.ts, t(b) = 5 + 0.5 b ms)
-  --step-s S           seconds per overload step (default 3)
-  --burst-s S          seconds of the 10x burst (default 0.5)
-  --tenant-s S         seconds of the two-tenant flood (default 4)
-  --deadline-ms MS     client deadline of the "with deadline" steps (default 250)
-  --tenant-deadline-ms MS  client deadline of both tenants (default 500)
-  --tenants-multi WxG  for sleep-based models (affine), the two-tenant flood again with W worker and
-                       G gateway processes (each tenant round robin over the gateways), beside the
-                       1x1 run (default 2x2; none: skip)
-  --connections N      wrk connections of the capacity run (default 128)
-  --capacity-s S       seconds of each of the 3 capacity runs, whose median is the capacity (default 2)
-  --capacity-warm-s S  wrk warm-up before them (default 8: the self-tuned batch cap and the JIT settle)
-  --max-sockets N      connection cap of each open-loop generator (default 1024)
-  --out FILE           also write the results as JSON`
-
-const ROOT = fileURLToPath(new URL('../../', import.meta.url))
-const AFFINE_FIXTURE = join(ROOT, 'test/fixtures/affine-predictor.ts')
-/** The two API keys of the gateway: tenant `key:0` (everything but the quiet tenant) and `key:1`. */
-const KEYS = ['cohort-bench-tenant-a', 'cohort-bench-tenant-b'] as const
-
-/** A model as this benchmark serves it. */
-interface OverloadModel {
-  name: string
-  describe: string
-  workerArgs: string[]
-  path: string
-  body: string
-  sleepBased: boolean
-  modelBound: boolean
-}
-
-function overloadModel(name: string): OverloadModel {
-  if (name === 'heavy') {
-    return {
-      name,
-      describe: 'heavy MLP 512->2560x3->16, 1 ORT thread',
-      workerArgs: ['--model', `heavy=${ensureHeavyModel()}`, '--threads', '1'],
-      path: '/v2/models/heavy/infer',
-      body: demoBody(512),
-      sleepBased: false,
-      modelBound: true,
-    }
-  }
-  if (name === 'demo') {
-    return {
-      name,
-      describe: 'demo MLP 256->1024->1024->10, 1 ORT thread',
-      workerArgs: ['--model', `demo=${ensureDemoModel()}`, '--threads', '1'],
-      path: '/v2/models/demo/infer',
-      body: demoBody(256),
-      sleepBased: false,
-      modelBound: false,
-    }
-  }
-  if (name === 'affine') {
-    return {
-      name,
-      describe: 'affine predictor, sleeps 5 + 0.5 b ms per batch of b (max batch 32)',
-      workerArgs: ['--predictor', AFFINE_FIXTURE],
-      path: '/models/affine/predictions',
-      body: JSON.stringify({ input: { x: 1 } }),
-      sleepBased: true,
-      modelBound: false,
-    }
-  }
-  throw new CliError(`--models: unknown model "${name}" (use heavy, demo, affine)`)
-}
+Overload as users run it (issue 27; docs/bench/overload.md): nats-server, one cohort worker serving
+a deep model (--threads 1: model-bound) and an Identity model (the stack's own ceiling), and cohort
+gateway, each its own process. Capacity: wrk -c128, closed loop. Open-loop load:
+vegeta (Go; built once into the CI cache's bin with go install when missing) at 2x and 4x capacity
+with client deadlines (X-Cohort-Timeout-Ms) and 2x with none (the server SLO), then two tenants (one
+API key at 3x, the other at 15%). Per step: goodput, refusal p99 beside answer p99, requests with no
+answer, gateway CPU per answer and per refusal, the worker's busy fraction, log lines; then the
+targets, met or missed. Layouts:
+  shared   every process on both cores
+  pinned   the worker on core 1 (taskset); gateway, nats-server, vegeta and wrk on core 0
+  serve    cohort serve (gateway and worker in one process) on both cores
+  --layouts LIST     comma-separated (default shared,pinned,serve)
+  --model deep|heavy deep (default): the 512 FP32 as 8 tokens of 64, each through one MLP
+                     64->2560x4->2 (~159 M multiply-adds per item, 80 MB, built once into the
+                     model cache); heavy: the MLP 512->2560x3->16 (~14.5 M)
+  --seconds S        seconds of each open-loop step (default 6); --seconds 3 --capacity-s 3 runs
+                     the three layouts in about 4 minutes
+  --capacity-s S     seconds of the measured capacity run, after a warm-up as long (default 5)
+  --deadline-ms MS   client deadline of the deadline steps and of both tenants (default 250)
+  --connections N    wrk connections of the capacity run (default 128)
+  --out FILE         also write the results as JSON`
 
 const OVERLOAD_OPTIONS = {
-  models: { type: 'string' },
-  'step-s': { type: 'string' },
-  'burst-s': { type: 'string' },
-  'tenant-s': { type: 'string' },
-  'deadline-ms': { type: 'string' },
-  'tenant-deadline-ms': { type: 'string' },
-  'tenants-multi': { type: 'string' },
-  connections: { type: 'string' },
+  layouts: { type: 'string' },
+  model: { type: 'string' },
+  seconds: { type: 'string' },
   'capacity-s': { type: 'string' },
-  'capacity-warm-s': { type: 'string' },
-  'max-sockets': { type: 'string' },
+  'deadline-ms': { type: 'string' },
+  connections: { type: 'string' },
   out: { type: 'string' },
 } satisfies BenchCommand['options']
 
+const LAYOUTS = ['shared', 'pinned', 'serve'] as const
+type LayoutName = (typeof LAYOUTS)[number]
+
+/** The two API keys: tenant A (every step but the quiet tenant's) and tenant B. */
+const KEYS = ['cohort-bench-tenant-a', 'cohort-bench-tenant-b'] as const
+const IDENT = 'ident'
+const FEATURES = 512
+/** The server SLO's floor (max(1000, 4 x t(max batch))): the budget when the SLO cannot be read. */
+const SLO_FLOOR_MS = 1000
+
+/** The model-bound models this bench serves (both take one row of 512 FP32 named `input`). */
+const MODELS = {
+  deep: { describe: `deep: 512 FP32 as 8 tokens of 64, each through 64->2560x4->2 (~${Math.round(deepMacs() / 1e6)} M multiply-adds per item)`, path: () => ensureDeepModel() },
+  heavy: { describe: 'heavy MLP 512->2560x3->16 (~14.5 M multiply-adds per item)', path: () => ensureHeavyModel() },
+} as const
+type ModelName = keyof typeof MODELS
+
 function options(v: BenchValues) {
-  const models = String(v['models'] ?? 'heavy,demo,affine').split(',').map((s) => s.trim()).filter(Boolean)
+  const layouts = String(v['layouts'] ?? LAYOUTS.join(','))
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean)
+  for (const l of layouts) {
+    if (!(LAYOUTS as readonly string[]).includes(l)) {
+      throw new CliError(`--layouts: unknown layout "${l}" (use ${LAYOUTS.join(', ')})`)
+    }
+  }
   return {
-    models: models.map(overloadModel),
-    stepS: numFlag('step-s', v['step-s']) ?? 3,
-    burstS: numFlag('burst-s', v['burst-s']) ?? 0.5,
-    tenantS: numFlag('tenant-s', v['tenant-s']) ?? 4,
+    layouts: layouts as LayoutName[],
+    model: modelFlag(v['model']),
+    seconds: numFlag('seconds', v['seconds']) ?? 6,
+    capacityS: intFlag('capacity-s', v['capacity-s']) ?? 5,
     deadlineMs: numFlag('deadline-ms', v['deadline-ms']) ?? 250,
-    tenantDeadlineMs: numFlag('tenant-deadline-ms', v['tenant-deadline-ms']) ?? 500,
-    tenantsMulti: layoutFlag(v['tenants-multi']),
     connections: intFlag('connections', v['connections']) ?? 128,
-    capacityS: intFlag('capacity-s', v['capacity-s']) ?? 2,
-    capacityWarmS: intFlag('capacity-warm-s', v['capacity-warm-s']) ?? 8,
-    maxSockets: intFlag('max-sockets', v['max-sockets']) ?? 1024,
     out: v['out'] as string | undefined,
   }
 }
-
 type Options = ReturnType<typeof options>
 
-/** `--tenants-multi WxG` (default 2x2; `none`: undefined). */
-export function layoutFlag(v: unknown): { workers: number; gateways: number } | undefined {
-  const text = String(v ?? '2x2').trim()
-  if (text === 'none') {
-    return undefined
+function modelFlag(v: unknown): ModelName {
+  const m = String(v ?? 'deep')
+  if (m !== 'deep' && m !== 'heavy') {
+    throw new CliError(`--model: expected deep or heavy, got "${m}"`)
   }
-  const m = /^(\d+)x(\d+)$/.exec(text)
-  const workers = Number(m?.[1])
-  const gateways = Number(m?.[2])
-  if (!m || !(workers >= 1 && workers <= 8) || !(gateways >= 1 && gateways <= 8)) {
-    throw new CliError(`--tenants-multi: expected WxG with 1..8 workers and gateways (e.g. 2x2) or none, got "${text}"`)
-  }
-  return { workers, gateways }
+  return m
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 
-
-/** The server-side SLO the model's workers announce in their metadata (ms; NaN: none). */
-async function serverSlo(nc: NatsConnection, model: string): Promise<number> {
+function safeCpu(pid: number | undefined): number {
   try {
-    const m = await nc.request(subjects().meta(model), new Uint8Array(0), { timeout: 2000 })
-    const slo = (decodeValue(m.data) as { slo?: { ms?: number } }).slo?.ms
-    return typeof slo === 'number' && slo > 0 ? slo : Number.NaN
+    return pid === undefined ? Number.NaN : cpuMicros(pid) / 1e6
   } catch {
     return Number.NaN
   }
 }
 
+/**
+ * A meter over a window: CPU seconds of each named process (every thread, /proc/PID/stat) and the
+ * lines and bytes `log` gained. A process started inside the window (vegeta) is read from 0 and
+ * polled every 100 ms, its last reading kept (its /proc entry is gone once it exits).
+ */
+function meter(procs: Record<string, number | undefined>, log: () => string): { add(name: string, pid: number | undefined): void; stop(): Metered } {
+  const base: Record<string, number> = {}
+  const last: Record<string, number> = {}
+  const pids: Record<string, number | undefined> = { ...procs }
+  for (const [n, pid] of Object.entries(procs)) {
+    base[n] = safeCpu(pid)
+    last[n] = base[n]!
+  }
+  const logAt = log().length
+  const linesAt = countLines(log())
+  const t0 = performance.now()
+  const poll = setInterval(() => {
+    for (const [n, pid] of Object.entries(pids)) {
+      const c = safeCpu(pid)
+      if (Number.isFinite(c)) {
+        last[n] = c
+      }
+    }
+  }, 100)
+  return {
+    add(name, pid) {
+      pids[name] = pid
+      base[name] = 0
+      last[name] = 0
+    },
+    stop() {
+      clearInterval(poll)
+      const cpuS: CpuSeconds = {}
+      for (const [n, pid] of Object.entries(pids)) {
+        const c = safeCpu(pid)
+        cpuS[n] = (Number.isFinite(c) ? c : last[n]!) - base[n]!
+      }
+      const text = log()
+      return { wallS: (performance.now() - t0) / 1000, cpuS, logLines: countLines(text) - linesAt, logBytes: Buffer.byteLength(text.slice(logAt)) }
+    },
+  }
+}
+
+function countLines(s: string): number {
+  let n = 0
+  for (let i = s.indexOf('\n'); i >= 0; i = s.indexOf('\n', i + 1)) {
+    n++
+  }
+  return n
+}
+
+/** Pin every thread of `pid` to `cores` (taskset -a -p). */
+function pin(pid: number | undefined, cores: string): void {
+  if (pid !== undefined) {
+    execFileSync('taskset', ['-a', '-p', '-c', cores, String(pid)], { stdio: 'ignore' })
+  }
+}
+
 async function waitReady(url: string, key: string): Promise<void> {
-  const until = Date.now() + 60_000
+  const until = Date.now() + 120_000
   let last = ''
   while (Date.now() < until) {
     try {
@@ -192,54 +187,22 @@ async function waitReady(url: string, key: string): Promise<void> {
   throw new Error(`${url} did not become ready: ${last}`)
 }
 
-/**
- * CPU time of each process (every thread, /proc/PID/stat) and the time its main thread (the
- * event loop) waited on a run queue for a core (/proc/PID/schedstat), between two readings, per
- * second of wall time.
- */
-function cpuMeter(procs: Record<string, number | undefined>): () => { cpu: CpuShare; runqueueWait: CpuShare } {
-  const read = () => Object.fromEntries(Object.entries(procs).map(([n, pid]) => [n, pid === undefined ? [Number.NaN, Number.NaN] : [safeCpu(pid), runqueueWaitNs(pid)]]))
-  const c0 = read()
-  const t0 = performance.now()
-  return () => {
-    const c1 = read()
-    const s = (performance.now() - t0) / 1000
-    const d = (n: string, i: 0 | 1, scale: number) => ((c1[n]![i]! - c0[n]![i]!) / scale) / s
-    return {
-      cpu: Object.fromEntries(Object.keys(procs).map((n) => [n, d(n, 0, 1e6)])),
-      runqueueWait: Object.fromEntries(Object.keys(procs).map((n) => [n, d(n, 1, 1e9)])),
-    }
+/** The server-side SLO the model's workers announce (ms; NaN: unread). */
+async function serverSlo(nc: NatsConnection | undefined, model: string): Promise<number> {
+  if (!nc) {
+    return Number.NaN
   }
-}
-
-function safeCpu(pid: number): number {
   try {
-    return cpuMicros(pid)
+    const m = await nc.request(subjects().meta(model), new Uint8Array(0), { timeout: 2000 })
+    const slo = (decodeValue(m.data) as { slo?: { ms?: number } }).slo?.ms
+    return typeof slo === 'number' && slo > 0 ? slo : Number.NaN
   } catch {
     return Number.NaN
   }
 }
 
-/** ns the main thread of `pid` has waited on a run queue (second field of /proc/PID/schedstat); NaN where unreadable. */
-function runqueueWaitNs(pid: number): number {
-  try {
-    return Number(readFileSync(`/proc/${pid}/schedstat`, 'utf8').split(' ')[1])
-  } catch {
-    return Number.NaN
-  }
-}
-
-function gatewayMean(a: MetricTotals, b: MetricTotals): number {
-  const n = b.requestCount - a.requestCount
-  return n > 0 ? ((b.requestSum - a.requestSum) * 1000) / n : Number.NaN
-}
-
-/**
- * Wait until the gateway's request count (`cohort_request_duration_seconds_count`) stops moving
- * for two polls 200 ms apart (at most 10 s), so a step's backlog (requests still in the
- * gateway's socket buffers after the generator let go) does not spill into the next step.
- */
-async function settle(metricsUrl: string, model: string, log: (s: string) => void): Promise<void> {
+/** Wait until the gateway's request count stops moving (two polls 200 ms apart, at most 10 s). */
+async function settle(metricsUrl: string, model: string): Promise<void> {
   const until = performance.now() + 10_000
   let last = Number.NaN
   let still = 0
@@ -249,260 +212,170 @@ async function settle(metricsUrl: string, model: string, log: (s: string) => voi
     still = n === last ? still + 1 : 0
     last = n
   }
-  if (still < 2) {
-    log('the gateway was still answering the last step after 10 s; the next step starts anyway')
-  }
 }
 
-/** Start nats-server, the worker and the gateway of one model; measure it; stop them. */
-async function runModel(m: OverloadModel, o: Options, dir: string, gens: [LoadGenerator, LoadGenerator], procs: Proc[], log: (s: string) => void): Promise<ModelOverload> {
-  const result: ModelOverload = {
-    model: m.name,
-    describe: m.describe,
-    capacity: Number.NaN,
-    capacityRuns: [],
-    capacityAfter: Number.NaN,
-    capacityNon2xx: 0,
-    capacitySocketErrors: 0,
-    capacityP99Ms: Number.NaN,
-    sleepBased: m.sleepBased,
-    modelBound: m.modelBound,
+/** The processes of one layout, started and ready. */
+interface Stack {
+  base: string
+  gateway: Proc
+  worker: Proc | undefined
+  nats: Proc | undefined
+  nc: NatsConnection | undefined
+  /** A command in front of the load generators (taskset for `pinned`). */
+  genPrefix: string[]
+}
+
+async function startStack(layout: LayoutName, dir: string, models: string[], procs: Proc[], log: (s: string) => void): Promise<Stack> {
+  const keys = KEYS.flatMap((k) => ['--api-key', k])
+  if (layout === 'serve') {
+    log(`[serve] starting cohort serve`)
+    const s = start('serve', process.execPath, [COHORT_BIN, 'serve', '--port', '0', '--drain-ms', '0', '--metrics-open', ...models, ...keys])
+    procs.push(s)
+    const base = (await s.waitFor(/serving .* on (http:\/\/\S+) \(/, 180_000))[1]!
+    return { base, gateway: s, worker: undefined, nats: undefined, nc: undefined, genPrefix: [] }
+  }
+  log(`[${layout}] starting nats-server + cohort worker + cohort gateway`)
+  const nats = await startNats(dir)
+  procs.push(nats.p)
+  const worker = start('worker', process.execPath, [COHORT_BIN, 'worker', '--nats', nats.url, ...models])
+  procs.push(worker)
+  await worker.waitFor(/worker \S+ serving/, 180_000)
+  const gateway = start('gateway', process.execPath, [COHORT_BIN, 'gateway', '--nats', nats.url, '--port', '0', '--drain-ms', '0', '--metrics-open', ...keys])
+  procs.push(gateway)
+  const base = (await gateway.waitFor(/gateway on (http:\/\/\S+) ->/, 180_000))[1]!
+  let genPrefix: string[] = []
+  if (layout === 'pinned') {
+    pin(worker.proc.pid, '1')
+    pin(gateway.proc.pid, '0')
+    pin(nats.p.proc.pid, '0')
+    genPrefix = ['taskset', '-c', '0']
+  }
+  return { base, gateway, worker, nats: nats.p, nc: await connect({ servers: nats.url }), genPrefix }
+}
+
+/** Run one layout: t(1), the Identity ceiling, capacity, the three steps, the two tenants. */
+async function runLayout(layout: LayoutName, o: Options, dir: string, vegeta: string, procs: Proc[], log: (s: string) => void, sloHint: number): Promise<LayoutResult> {
+  const model = o.model
+  const ident = identityModel(dir, FEATURES)
+  const models = ['--model', `${model}=${MODELS[model].path()}`, '--model', `${IDENT}=${ident}`, '--threads', '1']
+  const describe = {
+    shared: 'nats-server, cohort worker, cohort gateway, vegeta and wrk on both cores',
+    pinned: 'cohort worker on core 1 (taskset); gateway, nats-server, vegeta, wrk on core 0',
+    serve: 'cohort serve (gateway + worker in one process), vegeta and wrk on both cores',
+  }[layout]
+  const r: LayoutResult = {
+    layout,
+    describe,
+    gatewayProc: layout === 'serve' ? 'serve' : 'gateway',
+    workerProc: layout === 'serve' ? undefined : 'worker',
+    t1Ms: Number.NaN,
+    pathMs: Number.NaN,
+    ceiling: Number.NaN,
+    capacity: { rate: Number.NaN, answers: 0, non2xx: 0, p99Ms: Number.NaN, wallS: Number.NaN, cpuS: {}, logLines: 0, logBytes: 0 },
     steps: [],
     tenants: undefined,
     errors: [],
   }
-  let nc: NatsConnection | undefined
   try {
-    log(`[${m.name}] starting nats-server + worker + gateway`)
-    const nats = await startNats(dir)
-    procs.push(nats.p)
-    const worker = start('worker', process.execPath, [COHORT_BIN, 'worker', '--nats', nats.url, ...m.workerArgs])
-    procs.push(worker)
-    await worker.waitFor(/worker \S+ serving/, 120_000)
-    const keys = KEYS.flatMap((k) => ['--api-key', k])
-    const gw = start('gateway', process.execPath, [COHORT_BIN, 'gateway', '--nats', nats.url, '--port', '0', '--drain-ms', '0', '--metrics-open', ...keys])
-    procs.push(gw)
-    const base = (await gw.waitFor(/gateway on (http:\/\/\S+) ->/, 120_000))[1]!
-    await waitReady(`${base}/v2/models/${m.name}`, KEYS[0])
-    nc = await connect({ servers: nats.url })
-    const url = base + m.path
-    const gwMetrics = `${base}/metrics`
-    const pids = { gateway: gw.proc.pid, worker: worker.proc.pid, nats: nats.p.proc.pid, gen: gens[0].pid }
+    const st = await startStack(layout, dir, models, procs, log)
+    await waitReady(`${st.base}/v2/models/${model}`, KEYS[0])
+    const url = `${st.base}/v2/models/${model}/infer`
+    const body = demoBody(FEATURES)
+    const identBody = JSON.stringify({ inputs: [{ name: 'in', datatype: 'FP32', shape: [1, FEATURES], data: JSON.parse(body).inputs[0].data }] })
+    const auth = { Authorization: `Bearer ${KEYS[0]}` }
+    const wrkO = { allowNon2xx: true, timeoutS: 10, prefix: st.genPrefix }
+    const pids: Record<string, number | undefined> =
+      layout === 'serve' ? { serve: st.gateway.proc.pid } : { gateway: st.gateway.proc.pid, worker: st.worker?.proc.pid, nats: st.nats?.proc.pid }
+    const gwLog = () => st.gateway.out()
 
-    // Capacity: closed loop, the same layout and key.
-    const script = writeWrkScript(dir, `${m.name}-a`, m.body, { Authorization: `Bearer ${KEYS[0]}` })
-    log(`[${m.name}] capacity: wrk -c${o.connections}, ${o.capacityWarmS} s warm-up, then the median of 3 x ${o.capacityS} s`)
-    await runWrk(url, script, o.connections, o.capacityWarmS, { allowNon2xx: true, timeoutS: 10 })
-    const caps: SaturationResult[] = []
-    for (let i = 0; i < 3; i++) {
-      caps.push(await runWrk(url, script, o.connections, o.capacityS, { allowNon2xx: true, timeoutS: 10 }))
-    }
-    const rate = (r: SaturationResult) => (r.requests - r.non2xx) / r.seconds
-    const cap = [...caps].sort((a, b) => rate(a) - rate(b))[1]!
-    result.capacityRuns = caps.map(rate)
-    result.capacity = rate(cap)
-    result.capacityNon2xx = cap.non2xx
-    result.capacitySocketErrors = cap.socketErrors
-    result.capacityP99Ms = cap.p99Ms
-    const C = result.capacity
-    log(`[${m.name}] capacity ${Math.round(C)} req/s (runs ${result.capacityRuns.map(Math.round).join(', ')}; ${cap.non2xx} non-2xx, p99 ${cap.p99Ms.toFixed(1)} ms)`)
+    // The stack's own ceiling: the same path serving an Identity model.
+    const identScript = writeWrkScript(dir, `${layout}-ident`, identBody, auth)
+    const identUrl = `${st.base}/v2/models/${IDENT}/infer`
+    await runWrk(identUrl, identScript, o.connections, 2, wrkO)
+    const ce = await runWrk(identUrl, identScript, o.connections, Math.max(2, Math.round(o.capacityS / 2)), wrkO)
+    r.ceiling = (ce.requests - ce.non2xx) / ce.seconds
+    const script = writeWrkScript(dir, `${layout}-${model}`, body, auth)
+    r.pathMs = (await runWrk(identUrl, identScript, 1, 2, wrkO)).p50Ms
+    r.t1Ms = (await runWrk(url, script, 1, 2, wrkO)).p50Ms
+    log(`[${layout}] ceiling (Identity, wrk -c${o.connections}) ${Math.round(r.ceiling)}/s; c=1 p50 ${model} ${r.t1Ms.toFixed(1)} ms, Identity ${r.pathMs.toFixed(1)} ms`)
+
+    // Capacity: closed loop, warmed up first (the worker's self-tuned batch cap settles).
+    await runWrk(url, script, o.connections, o.capacityS, wrkO)
+    const m = meter(pids, gwLog)
+    const cap = await runWrk(url, script, o.connections, o.capacityS, wrkO)
+    const cm = m.stop()
+    const capacity: CapacityRun = { ...cm, rate: (cap.requests - cap.non2xx) / cap.seconds, answers: cap.requests - cap.non2xx, non2xx: cap.non2xx, p99Ms: cap.p99Ms }
+    r.capacity = capacity
+    const C = capacity.rate
+    log(`[${layout}] capacity ${Math.round(C)}/s (wrk -c${o.connections}, p99 ${cap.p99Ms.toFixed(1)} ms, ${cap.non2xx} non-2xx)`)
     if (!(C > 0)) {
-      throw new Error(`capacity run got no 2xx answers (${cap.non2xx} non-2xx)`)
+      throw new Error(`the capacity run got no 200s (${cap.non2xx} non-2xx)`)
     }
+    // cohort serve has no NATS to ask: it takes the SLO a NATS layout of this run read, else the floor.
+    const slo = await serverSlo(st.nc, model)
+    const sloMs = Number.isFinite(slo) ? slo : Number.isFinite(sloHint) ? sloHint : SLO_FLOOR_MS
 
-    const loadStep = (label: string, rate: number, durationS: number, key: string, deadline: number | undefined, drainMs: number): LoadStep => ({
-      url,
-      body: m.body,
-      headers: { authorization: `Bearer ${key}`, ...(deadline !== undefined ? { 'x-cohort-timeout-ms': String(deadline) } : {}) },
-      rate,
-      durationS,
-      seed: seedOf(`${m.name} ${label}`),
-      maxSockets: o.maxSockets,
-      drainMs,
-    })
-    const runStep = async (label: string, multiple: number, durationS: number, deadline: number | undefined): Promise<MeasuredStep> => {
-      const sloMs = await serverSlo(nc!, m.name)
-      const budget = deadline ?? sloMs
-      const spec: StepSpec = { label, multiple, rate: multiple * C, clientDeadlineMs: deadline, sloMs, capacity: C }
-      const meter = cpuMeter(pids)
-      const g0 = await metricTotals(gwMetrics, m.name)
-      const rec = await gens[0].run(loadStep(label, spec.rate, durationS, KEYS[0], deadline, (Number.isFinite(budget) ? budget : 30_000) + 3000))
-      const s = { ...summariseOverloadStep(spec, rec), ...meter(), gatewayMeanMs: gatewayMean(g0, await metricTotals(gwMetrics, m.name)) }
-      log(`[${m.name}] ${label} ${deadline !== undefined ? `deadline ${deadline} ms` : `no deadline (SLO ${sloMs} ms)`}: goodput ${s.goodputFraction.toFixed(2)} of capacity, ok p99 ${s.okP99.toFixed(1)} ms, refusal p99 ${s.refusalP99.toFixed(1)} ms, ${JSON.stringify(s.byStatus)}`)
-      await sleep(300)
-      await settle(gwMetrics, m.name, log)
+    const target = (name: string, key: string, deadline: number | undefined) =>
+      writeVegetaTargets(dir, `${layout}-${name}`, url, body, { Authorization: `Bearer ${key}`, ...(deadline !== undefined ? { 'X-Cohort-Timeout-Ms': String(deadline) } : {}) })
+    const spec = (label: string, multiple: number, deadline: number | undefined): StepSpec => ({ label, multiple, rate: multiple * C, clientDeadlineMs: deadline, sloMs, capacity: C })
+    const go = (name: string, key: string, rate: number, deadline: number | undefined) =>
+      attack({ vegeta, targets: target(name, key, deadline), rate, durationS: o.seconds, output: join(dir, `${layout}-${name}.bin`), prefix: st.genPrefix })
+    const step = async (label: string, multiple: number, deadline: number | undefined): Promise<LayoutStep> => {
+      const mm = meter(pids, gwLog)
+      const a = go(label.replace(/\W+/g, '_'), KEYS[0], multiple * C, deadline)
+      mm.add('vegeta', a.pid)
+      const hits = await a.done
+      const s = { ...summariseOverloadStep(spec(label, multiple, deadline), vegetaRecords(hits, o.seconds)), ...mm.stop() }
+      log(`[${layout}] ${label} ${deadline !== undefined ? `deadline ${deadline} ms` : `no deadline (SLO ${sloMs} ms)`}: goodput ${s.goodputFraction.toFixed(2)}, ok p99 ${s.okP99.toFixed(1)} ms, refusal p99 ${s.refusalP99.toFixed(1)} ms, ${JSON.stringify(s.byStatus)}`)
+      await settle(`${st.base}/metrics`, model)
       return s
     }
-    for (const deadline of [o.deadlineMs, undefined]) {
-      for (const mult of [1.5, 2, 4]) {
-        result.steps.push(await runStep(`${mult}x`, mult, o.stepS, deadline))
-      }
-      await sleep(700)
-      result.steps.push(await runStep('burst 10x', 10, o.burstS, deadline))
-    }
+    r.steps.push(await step('2x', 2, o.deadlineMs))
+    r.steps.push(await step('4x', 4, o.deadlineMs))
+    r.steps.push(await step('2x', 2, undefined))
 
-    // Two tenants: key 0 floods at 3x, key 1 sends 15 %, at once, from two generator processes.
-    const floodM = 3
-    const quietM = 0.15
-    const sloMs = await serverSlo(nc, m.name)
-    const d = o.tenantDeadlineMs
-    log(`[${m.name}] two tenants: ${floodM}x and ${quietM * 100}% of capacity, ${d} ms deadlines, ${o.tenantS} s`)
-    const meter = cpuMeter({ ...pids, gen2: gens[1].pid })
-    const g0 = await metricTotals(gwMetrics, m.name)
-    const [fr, qr] = await Promise.all([
-      gens[0].run(loadStep('flood', floodM * C, o.tenantS, KEYS[0], d, d + 3000)),
-      gens[1].run(loadStep('quiet', quietM * C, o.tenantS, KEYS[1], d, d + 3000)),
-    ])
-    const cpu = { ...meter(), gatewayMeanMs: gatewayMean(g0, await metricTotals(gwMetrics, m.name)) }
-    const spec = (label: string, multiple: number): StepSpec => ({ label, multiple, rate: multiple * C, clientDeadlineMs: d, sloMs, capacity: C })
-    result.tenants = {
-      flood: { ...summariseOverloadStep(spec(`tenant A ${floodM}x`, floodM), fr), ...cpu },
-      quiet: { ...summariseOverloadStep(spec(`tenant B ${quietM * 100}%`, quietM), qr), ...cpu },
+    // Two tenants at once: key A at 3x, key B at 15 %, both with the client deadline.
+    const tm = meter(pids, gwLog)
+    const fa = go('flood', KEYS[0], 3 * C, o.deadlineMs)
+    const qa = go('quiet', KEYS[1], 0.15 * C, o.deadlineMs)
+    tm.add('vegeta', fa.pid)
+    tm.add('vegeta2', qa.pid)
+    const [fh, qh] = await Promise.all([fa.done, qa.done])
+    const t0 = Math.min(fh[0]?.atMs ?? Infinity, qh[0]?.atMs ?? Infinity)
+    const w = tm.stop()
+    const rec = (h: VegetaHit[]) => vegetaRecords(h, o.seconds, t0)
+    r.tenants = {
+      flood: { ...summariseOverloadStep(spec('tenant A 3x', 3, o.deadlineMs), rec(fh)), ...w },
+      quiet: { ...summariseOverloadStep(spec('tenant B 15%', 0.15, o.deadlineMs), rec(qh)), ...w },
     }
-    const q = result.tenants.quiet
-    log(`[${m.name}] quiet tenant: ${q.goodShare.toFixed(2)} of ${q.sent} within ${d} ms, ${JSON.stringify(q.byStatus)}`)
-    await settle(gwMetrics, m.name, log)
-    const again = await runWrk(url, script, o.connections, o.capacityS, { allowNon2xx: true, timeoutS: 10 })
-    result.capacityAfter = (again.requests - again.non2xx) / again.seconds
-    log(`[${m.name}] capacity after the steps ${Math.round(result.capacityAfter)} req/s`)
+    log(`[${layout}] quiet tenant: ${r.tenants.quiet.goodShare.toFixed(2)} of ${r.tenants.quiet.sent} on time`)
+    await st.nc?.close().catch(() => undefined)
   } catch (e) {
     const msg = e instanceof Error ? e.message.split('\n')[0]! : String(e)
-    log(`[${m.name}] failed: ${msg}`)
-    result.errors.push(msg)
+    log(`[${layout}] failed: ${msg}`)
+    r.errors.push(msg)
   } finally {
     for (const p of procs) {
       if (p.proc.exitCode !== null || p.proc.signalCode !== null) {
-        const msg = `${p.name} exited during the run (${p.proc.signalCode ?? p.proc.exitCode}); its last output: ${p.out().slice(-600)}`
-        log(`[${m.name}] ${msg}`)
-        result.errors.push(msg)
+        r.errors.push(`${p.name} exited during the run (${p.proc.signalCode ?? p.proc.exitCode}); its last output: ${p.out().slice(-600)}`)
       }
     }
-    await nc?.close().catch(() => undefined)
     await stopAll(procs)
     procs.length = 0
   }
-  return result
+  return r
 }
 
-/** Inference requests each worker has received (`$SRV.STATS` of its instance: `num_requests` summed over endpoints); NaN where unread. */
-async function workerRequests(nc: NatsConnection, ids: string[]): Promise<Record<string, number>> {
-  const out: Record<string, number> = {}
-  for (const id of ids) {
-    try {
-      const m = await nc.request(serviceSubject('STATS', SERVICE_NAME, id), new Uint8Array(0), { timeout: 2000 })
-      const st = JSON.parse(new TextDecoder().decode(m.data)) as { endpoints?: { num_requests?: number }[] }
-      out[id] = (st.endpoints ?? []).reduce((a, e) => a + (e.num_requests ?? 0), 0)
-    } catch {
-      out[id] = Number.NaN
-    }
-  }
-  return out
-}
-
-/**
- * The two-tenant flood with `workers` worker and `gateways` gateway processes on one nats-server
- * (the same keys on every gateway, so a key is the same tenant everywhere): capacity = one wrk per
- * gateway at once, summed (median of 3); then tenant A at 3x and tenant B at 15 % of that, each
- * generator sending round robin over the gateways.
- */
-async function runTenantsMulti(
-  m: OverloadModel,
-  o: Options,
-  layout: { workers: number; gateways: number },
-  dir: string,
-  gens: [LoadGenerator, LoadGenerator],
-  procs: Proc[],
-  log: (s: string) => void,
-): Promise<MultiTenantFlood | undefined> {
-  const tag = `[${m.name} ${layoutLabel(layout)}]`
-  let nc: NatsConnection | undefined
-  try {
-    log(`${tag} starting nats-server + ${layout.workers} workers + ${layout.gateways} gateways`)
-    const nats = await startNats(dir)
-    procs.push(nats.p)
-    const ids = Array.from({ length: layout.workers }, (_, i) => `bench-w${i + 1}`)
-    const workers = ids.map((id) => start(id, process.execPath, [COHORT_BIN, 'worker', '--nats', nats.url, '--id', id, ...m.workerArgs]))
-    procs.push(...workers)
-    await Promise.all(workers.map((w) => w.waitFor(/worker \S+ serving/, 120_000)))
-    const keys = KEYS.flatMap((k) => ['--api-key', k])
-    const gws = Array.from({ length: layout.gateways }, (_, i) =>
-      start(`gateway${i + 1}`, process.execPath, [COHORT_BIN, 'gateway', '--nats', nats.url, '--port', '0', '--drain-ms', '0', '--metrics-open', ...keys]),
-    )
-    procs.push(...gws)
-    const bases = await Promise.all(gws.map(async (g) => (await g.waitFor(/gateway on (http:\/\/\S+) ->/, 120_000))[1]!))
-    await Promise.all(bases.map((b) => waitReady(`${b}/v2/models/${m.name}`, KEYS[0])))
-    nc = await connect({ servers: nats.url })
-    const urls = bases.map((b) => b + m.path)
-    const script = writeWrkScript(dir, `${m.name}-multi`, m.body, { Authorization: `Bearer ${KEYS[0]}` })
-    const per = Math.max(1, Math.round(o.connections / layout.gateways))
-    log(`${tag} capacity: ${layout.gateways} x wrk -c${per} at once, ${o.capacityWarmS} s warm-up, then the median of 3 x ${o.capacityS} s`)
-    await Promise.all(urls.map((u) => runWrk(u, script, per, o.capacityWarmS, { allowNon2xx: true, timeoutS: 10 })))
-    const caps: number[] = []
-    for (let i = 0; i < 3; i++) {
-      const rs = await Promise.all(urls.map((u) => runWrk(u, script, per, o.capacityS, { allowNon2xx: true, timeoutS: 10 })))
-      caps.push(rs.reduce((a, r) => a + (r.requests - r.non2xx) / r.seconds, 0))
-    }
-    const C = [...caps].sort((a, b) => a - b)[1]!
-    log(`${tag} capacity ${Math.round(C)} req/s (runs ${caps.map(Math.round).join(', ')})`)
-    if (!(C > 0)) {
-      throw new Error('capacity run got no 2xx answers')
-    }
-    const floodM = 3
-    const quietM = 0.15
-    const d = o.tenantDeadlineMs
-    const sloMs = await serverSlo(nc, m.name)
-    const step = (label: string, rate: number, key: string): LoadStep => ({
-      url: urls[0]!,
-      urls,
-      body: m.body,
-      headers: { authorization: `Bearer ${key}`, 'x-cohort-timeout-ms': String(d) },
-      rate,
-      durationS: o.tenantS,
-      seed: seedOf(`${m.name} ${label} multi`),
-      maxSockets: o.maxSockets,
-      drainMs: d + 3000,
-    })
-    log(`${tag} two tenants: ${floodM}x and ${quietM * 100}% of capacity, ${d} ms deadlines, ${o.tenantS} s`)
-    const pids: Record<string, number | undefined> = { nats: nats.p.proc.pid, gen: gens[0].pid, gen2: gens[1].pid }
-    gws.forEach((g, i) => (pids[`gateway${i + 1}`] = g.proc.pid))
-    workers.forEach((w, i) => (pids[`worker${i + 1}`] = w.proc.pid))
-    const meter = cpuMeter(pids)
-    const r0 = await workerRequests(nc, ids)
-    const [fr, qr] = await Promise.all([gens[0].run(step('flood', floodM * C, KEYS[0])), gens[1].run(step('quiet', quietM * C, KEYS[1]))])
-    const cpu = { ...meter(), gatewayMeanMs: Number.NaN }
-    const r1 = await workerRequests(nc, ids)
-    const spec = (label: string, multiple: number): StepSpec => ({ label, multiple, rate: multiple * C, clientDeadlineMs: d, sloMs, capacity: C })
-    const result: MultiTenantFlood = {
-      ...layout,
-      capacity: C,
-      capacityRuns: caps,
-      perWorker: Object.fromEntries(ids.map((id) => [id, (r1[id] ?? Number.NaN) - (r0[id] ?? Number.NaN)])),
-      flood: { ...summariseOverloadStep(spec(`tenant A ${floodM}x`, floodM), fr), ...cpu },
-      quiet: { ...summariseOverloadStep(spec(`tenant B ${quietM * 100}%`, quietM), qr), ...cpu },
-    }
-    const sh = tenantShares(result)
-    log(`${tag} quiet tenant: ${result.quiet.goodShare.toFixed(2)} of ${result.quiet.sent} within ${d} ms; shares of the good answers: flood ${sh.floodShare.toFixed(3)} (fair ${sh.floodFair.toFixed(3)}), quiet ${sh.quietShare.toFixed(3)} (fair ${sh.quietFair.toFixed(3)})`)
-    return result
-  } catch (e) {
-    const msg = e instanceof Error ? e.message.split('\n')[0]! : String(e)
-    log(`${tag} failed: ${msg}`)
-    throw new Error(`${layoutLabel(layout)}: ${msg}`)
-  } finally {
-    await nc?.close().catch(() => undefined)
-    await stopAll(procs)
-    procs.length = 0
-  }
-}
-
-/** Everything one `cohort bench overload` run measured (the `--out` JSON). */
+/** Everything one run measured (the `--out` JSON). */
 export interface OverloadResult {
   startedAt: string
   commit: string
   command: string
   wallS: number
+  vegeta: string
   machine: ReturnType<typeof machineInfo> & { procLoadavg: [string, string] }
-  options: Omit<Options, 'models' | 'out'>
-  models: ModelOverload[]
+  options: Omit<Options, 'out'>
+  layouts: LayoutResult[]
 }
 
 const loadavgText = () => {
@@ -513,39 +386,51 @@ const loadavgText = () => {
   }
 }
 
-/** Render the report: run info, per model its capacity and step table, then the targets. */
+const f = (n: number, d = 1) => (Number.isFinite(n) ? n.toFixed(d) : 'n/a')
+
+/** The report: run info, per layout its ceiling, capacity and steps, then the targets. */
 export function formatOverload(r: OverloadResult): string {
   const out: string[] = []
   out.push(`${r.command} @ ${r.commit}, ${r.startedAt}; ${r.machine.cpu}, ${r.machine.cores} cores, Node ${r.machine.node}; ${(r.wallS / 60).toFixed(1)} min`)
   out.push(`/proc/loadavg at start: ${r.machine.procLoadavg[0]}; at end: ${r.machine.procLoadavg[1]}`)
   out.push(
-    `steps ${r.options.stepS} s (burst ${r.options.burstS} s, tenants ${r.options.tenantS} s), open-loop Poisson from separate generator processes (<= ${r.options.maxSockets} sockets each), ` +
-      `latency from the scheduled send; client deadline ${r.options.deadlineMs} ms or none (the server SLO); tenants ${r.options.tenantDeadlineMs} ms`,
+    `model: ${MODELS[r.options.model].describe}, --threads 1, one row of 512 FP32 as OIP JSON; open loop: ${r.vegeta} (constant rate, -timeout 10s: no answer in 10 s = no answer), ${r.options.seconds} s per step; ` +
+      `capacity: wrk -c${r.options.connections} ${r.options.capacityS} s after a warm-up as long; client deadline ${r.options.deadlineMs} ms or none (the server SLO)`,
   )
-  for (const m of r.models) {
-    out.push(`\n=== ${m.model}: ${m.describe}`)
-    out.push(`capacity (wrk -c${r.options.connections}, median of ${m.capacityRuns.map(Math.round).join(', ')} over ${r.options.capacityS} s each): ${Math.round(m.capacity)} 200s/s, p99 ${m.capacityP99Ms.toFixed(1)} ms, ${m.capacityNon2xx} non-2xx, ${m.capacitySocketErrors} socket errors; after every step ${Math.round(m.capacityAfter)} 200s/s`)
-    for (const e of m.errors) {
+  out.push(
+    '\n' +
+      table(
+        ['layout', 'placement', `c=1 p50 ms: ${r.options.model} / Identity (t(1) ~ the difference)`, 'ceiling (Identity) /s', `capacity (${r.options.model}) /s`, 'ceiling / capacity'],
+        r.layouts.map((l) => [l.layout, l.describe, `${f(l.t1Ms)} / ${f(l.pathMs)}`, f(l.ceiling, 0), f(l.capacity.rate, 0), f(l.ceiling / l.capacity.rate, 1)]),
+      ),
+  )
+  for (const l of r.layouts) {
+    out.push(`\n=== ${l.layout}: ${l.describe}`)
+    for (const e of l.errors) {
       out.push(`FAILED ${e}`)
     }
-    if (m.steps.length > 0) {
-      out.push(stepTable(m))
-    }
-    if (m.tenantsMulti) {
-      out.push(`\nTwo tenants, ${layoutLabel({ workers: 1, gateways: 1 })} vs ${layoutLabel(m.tenantsMulti)} (each tenant's share of the good answers, 200s within the deadline, and its max-min fair share in brackets; ${m.describe}, so the workers are not CPU-bound)`)
-      out.push(tenantShareTable(m))
-    }
+    out.push(layoutStepTable(l))
   }
-  out.push('\nTargets (issue 14)')
-  out.push(targetTable(overloadTargets(r.models)))
+  out.push(
+    '\nCPU per refusal is attributed: (gateway CPU in the step - CPU per answer at capacity x its 200s) / its other requests. ' +
+      'Worker busy = worker CPU s/s in the step / the same at capacity.',
+  )
+  out.push('\nTargets (issue 27)')
+  out.push(layoutTargetTable(layoutTargets(r.layouts)))
   return out.join('\n')
 }
 
-/**
- * `cohort bench overload`: issue 14's overload benchmark over NATS. Every child process (NATS,
- * worker, gateway, wrk, the two load generators) is stopped on exit, on errors and on
- * SIGINT/SIGTERM.
- */
+/** vegeta's version (`-version` is empty in a `go install` build: then the module version the binary records). */
+function vegetaVersion(bin: string): string {
+  try {
+    const v = /Version:[ \t]*(\S+)/.exec(execFileSync(bin, ['-version']).toString())?.[1]
+    return v ?? /\bmod\s+\S+\s+(\S+)/.exec(execFileSync('go', ['version', '-m', bin]).toString())?.[1] ?? '?'
+  } catch {
+    return '?'
+  }
+}
+
+/** `cohort bench overload`: issue 27's layouts. Every child process is stopped on exit, on errors and on SIGINT/SIGTERM. */
 export const benchOverloadCommand = defineBenchCommand({
   help: OVERLOAD_HELP,
   options: OVERLOAD_OPTIONS,
@@ -554,47 +439,38 @@ export const benchOverloadCommand = defineBenchCommand({
     if (!hasWrk()) {
       throw new CliError('cohort bench overload needs wrk for its capacity runs (apt-get install -y wrk)')
     }
+    const vegeta = ensureVegeta(log)
+    const version = vegetaVersion(vegeta)
     const la0 = loadavgText()
     const dir = mkdtempSync(join(tmpdir(), 'cohort-bench-overload-'))
     track(async () => rmSync(dir, { recursive: true, force: true }))
-    const gens: [LoadGenerator, LoadGenerator] = [LoadGenerator.start(), LoadGenerator.start()]
-    track(() => Promise.all(gens.map((g) => g.stop())))
     const procs: Proc[] = []
     track(() => stopAll(procs))
-    const models: ModelOverload[] = []
-    for (const m of o.models) {
-      for (let i = 0; i < gens.length; i++) {
-        if (!gens[i]!.running) {
-          log('a load generator died; starting a new one')
-          gens[i] = LoadGenerator.start()
-        }
-      }
-      const r = await runModel(m, o, dir, gens, procs, log)
-      if (m.sleepBased && o.tenantsMulti !== undefined && r.errors.length === 0) {
-        try {
-          r.tenantsMulti = await runTenantsMulti(m, o, o.tenantsMulti, dir, gens, procs, log)
-        } catch (e) {
-          r.errors.push(e instanceof Error ? e.message : String(e))
-        }
-      }
-      models.push(r)
+    track(async () => killAttacks())
+    const layouts: LayoutResult[] = []
+    let slo = Number.NaN
+    for (const l of o.layouts) {
+      const r = await runLayout(l, o, dir, vegeta, procs, log, slo)
+      slo = r.steps.find((s) => s.clientDeadlineMs === undefined)?.budgetMs ?? slo
+      layouts.push(r)
     }
-    const { models: _m, out, ...opts } = o
+    const { out, ...opts } = o
     const result: OverloadResult = {
       startedAt,
       commit: gitCommit(),
       command: `cohort bench overload ${args.join(' ')}`.trim(),
       wallS: (performance.now() - t0) / 1000,
+      vegeta: `vegeta ${version}`,
       machine: { ...machineInfo(load0), procLoadavg: [la0, loadavgText()] },
       options: opts,
-      models,
+      layouts,
     }
     console.log(formatOverload(result))
     if (out) {
       writeJson(out, result)
     }
-    if (models.some((x) => x.errors.length > 0)) {
-      throw new CliError(`some models failed: ${models.flatMap((x) => x.errors.map((e) => `${x.model}: ${e}`)).join('; ')}`)
+    if (layouts.some((x) => x.errors.length > 0)) {
+      throw new CliError(`some layouts failed: ${layouts.flatMap((x) => x.errors.map((e) => `${x.layout}: ${e}`)).join('; ')}`)
     }
   },
 })

@@ -101,18 +101,19 @@ export function writeWrkBinaryScript(dir: string, name: string, body: { bytes: U
 /**
  * `wrk -t1 -c<connections> -d<seconds>s --latency -s <script> <url>`; rejects when wrk fails or
  * (unless `allowNon2xx`) any response is not 2xx/3xx. `timeoutS`: wrk's `--timeout` (its default, 2 s,
- * drops slower answers from the count as socket timeouts).
+ * drops slower answers from the count as socket timeouts). `prefix`: a command in front (`taskset -c 0`).
  */
 export async function runWrk(
   url: string,
   script: string,
   connections: number,
   seconds: number,
-  o: { allowNon2xx?: boolean; timeoutS?: number } = {},
+  o: { allowNon2xx?: boolean; timeoutS?: number; prefix?: string[] } = {},
 ): Promise<SaturationResult> {
   const args = ['-t1', `-c${connections}`, `-d${seconds}s`, ...(o.timeoutS !== undefined ? ['--timeout', `${o.timeoutS}s`] : []), '--latency', '-s', script, url]
+  const [cmd, ...pre] = o.prefix && o.prefix.length > 0 ? [...o.prefix, 'wrk'] : ['wrk']
   const out = await new Promise<string>((resolve, reject) => {
-    const p = spawn('wrk', args, { stdio: ['ignore', 'pipe', 'pipe'] })
+    const p = spawn(cmd!, [...pre, ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
     live.add(p)
     p.once('exit', () => live.delete(p))
     let text = ''

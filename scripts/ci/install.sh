@@ -2,7 +2,8 @@
 # What the suites need beyond node_modules, installed only when missing (.ci/run calls it; run it
 # alone to warm the cache): Debian packages in ONE apt-get update + install, the nats CLI built once
 # into the cache's bin (go install), the Python venvs linked from the cache (scripts/ci/cache.sh).
-#   scripts/ci/install.sh [debs|nats-cli|venvs]...   (default: all three, in that order)
+#   scripts/ci/install.sh [debs|nats-cli|venvs|vegeta]...   (default: the first three, in that order;
+#   vegeta, the load generator of `cohort bench overload`, only when asked: no suite needs it)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 # shellcheck source=cache.sh
@@ -52,6 +53,17 @@ nats_cli() {
   touch "$stamp"
 }
 
+VEGETA_VERSION=v12.13.0 # bench/src/vegeta.ts builds the same one when it finds none
+vegeta() {
+  local bin="$COHORT_CI_CACHE/bin/vegeta"
+  if [ -x "$bin" ]; then
+    echo "ci: vegeta cached ($bin)"
+    return
+  fi
+  echo "ci: building vegeta (go install github.com/tsenart/vegeta/v12@$VEGETA_VERSION into $COHORT_CI_CACHE/bin)"
+  GOBIN="$COHORT_CI_CACHE/bin" go install "github.com/tsenart/vegeta/v12@$VEGETA_VERSION"
+}
+
 venvs() {
   # test/infra: kubernetes-validate (bundles the pinned Kubernetes schemas). test/python: the Triton
   # clients and perf_analyzer, schemathesis (setup.sh).
@@ -65,7 +77,8 @@ for what in "${@:-debs nats-cli venvs}"; do
       debs) debs ;;
       nats-cli) nats_cli ;;
       venvs) venvs ;;
-      *) echo "install.sh: unknown part $w (debs, nats-cli, venvs)" >&2; exit 2 ;;
+      vegeta) vegeta ;;
+      *) echo "install.sh: unknown part $w (debs, nats-cli, venvs, vegeta)" >&2; exit 2 ;;
     esac
   done
 done

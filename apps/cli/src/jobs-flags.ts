@@ -58,7 +58,8 @@ export const PREDICTION_HELP = `  --default-model NAME   model answered at /pred
 export const JOB_HELP = `  --job-ack-wait-ms MS   async prediction jobs (NATS JetStream): redeliver a job whose worker died after
                          this long (default 30000; set when the job consumer is first created)
   --job-max-deliver N    deliveries of one job that may run it; the next one records it failed
-                         (default 10)`
+                         (default 10; a job handed back because its model was overloaded or
+                         draining is not counted)`
 
 /** `defaultModel`, `maxBulkInputs` and webhook settings for createApp. */
 export function predictionOptions(v: Values): { defaultModel?: string; maxBulkInputs?: number; predictions?: { webhooks: WebhookOptions } } {

@@ -4,10 +4,10 @@
 // room, a cancel during the run wins over the late result, close() waits for the jobs taken.
 import { afterEach, describe, expect, it } from 'vitest'
 import { type InferReply, type InferRequest } from '@cohort/protocol'
-import { decodePrediction, encodePrediction, newPrediction, type Prediction } from '@cohort/predictions'
+import { decodePrediction, encodePrediction, isTerminal, newPrediction, type Prediction } from '@cohort/predictions'
 import { noopLogger } from '@cohort/observability'
 import { MemoryJobQueue } from '@cohort/test-support'
-import { JobRunner, type JobTarget } from './jobs.ts'
+import { deferDelay, JobRunner, type JobTarget, type WorkerJobOptions } from './jobs.ts'
 
 const runners: JobRunner[] = []
 afterEach(async () => {
@@ -61,8 +61,8 @@ async function until(f: () => Promise<boolean> | boolean, ms = 5000): Promise<vo
   }
 }
 
-function start(q: MemoryJobQueue, t: JobTarget, fetch?: typeof globalThis.fetch): JobRunner {
-  const r = new JobRunner({ queue: q, ackWaitMs: 200, webhooks: { ...(fetch ? { fetch } : {}), initialDelayMs: 1 } }, t, noopLogger)
+function start(q: MemoryJobQueue, t: JobTarget, fetch?: typeof globalThis.fetch, o: Partial<WorkerJobOptions> = {}): JobRunner {
+  const r = new JobRunner({ queue: q, ackWaitMs: 200, webhooks: { ...(fetch ? { fetch } : {}), initialDelayMs: 1 }, deferDelayMs: 5, deferMaxDelayMs: 20, ...o }, t, noopLogger)
   runners.push(r)
   r.start()
   return r
@@ -106,8 +106,49 @@ describe('JobRunner', () => {
     start(q, t)
     await until(async () => (await record(q, 'busy')).status === 'succeeded')
     expect(q.log.slice(0, 3)).toEqual(['enqueue busy', 'deliver busy 1', 'nak busy'])
-    expect(await record(q, 'busy')).toMatchObject({ output: { y: 4 }, attempts: 2 })
+    expect(await record(q, 'busy')).toMatchObject({ output: { y: 4 }, attempts: 1, deferrals: 1 })
     expect(t.got).toHaveLength(2)
+  })
+
+  it('does not count refusals for load against maxDeliver: refused 6 times with a budget of 2, the job still runs, once', async () => {
+    const q = new MemoryJobQueue({ maxDeliver: 2 })
+    const h = hooks()
+    await submitJob(q, 'flood', { x: 3 }, 'http://hook.invalid/')
+    let refusals = 6
+    const t = target((req) =>
+      refusals-- > 0
+        ? Promise.resolve({ v: 1, id: req.id, error: { code: refusals % 2 ? 'OVERLOADED' : 'SHUTTING_DOWN', message: 'busy' } } as InferReply)
+        : ok(req),
+    )
+    const r = start(q, t, h.fetch)
+    await until(async () => isTerminal((await record(q, 'flood')).status), 8000)
+    expect(await record(q, 'flood')).toMatchObject({ status: 'succeeded', output: { y: 6 }, attempts: 1, deferrals: 6 })
+    expect(q.log.filter((l) => l.startsWith('deliver')), 'seven deliveries, six of them refused').toHaveLength(7)
+    expect(t.got.filter((g) => g.id === 'flood'), 'submitted once per delivery, run (answered) once').toHaveLength(7)
+    await until(() => q.pending().length === 0)
+    await r.webhooks.idle()
+    expect(h.calls.map((c) => c.status), 'one start, one output, one completed').toEqual(['processing', 'succeeded', 'succeeded'])
+  }, 10_000)
+
+  it('still gives up after maxDeliver runs that failed, whatever the refusals between them', async () => {
+    const q = new MemoryJobQueue({ maxDeliver: 2 })
+    await submitJob(q, 'mixed', { x: 4 })
+    // refused, failed (handed back), refused, failed: two runs, then the next delivery gives up.
+    const script = ['OVERLOADED', 'throw', 'OVERLOADED', 'throw']
+    const t = target((req) => {
+      const s = script.shift()
+      return s === 'throw' ? Promise.reject(new Error('worker trouble')) : s ? Promise.resolve({ v: 1, id: req.id, error: { code: s, message: 'busy' } } as InferReply) : ok(req)
+    })
+    start(q, t)
+    await until(async () => isTerminal((await record(q, 'mixed')).status), 8000)
+    expect(await record(q, 'mixed')).toMatchObject({ status: 'failed', code: 'PREDICTOR_FAILED', attempts: 2, deferrals: 2 })
+    expect(t.got, 'four deliveries submitted; the fifth gave up without running').toHaveLength(4)
+  }, 10_000)
+
+  it('backs a refused job off: the wait doubles per refusal up to its bound, with a random half to all of it', () => {
+    expect([1, 2, 3, 4, 5, 9].map((n) => deferDelay(n, 1000, 10_000, () => 1))).toEqual([1000, 2000, 4000, 8000, 10_000, 10_000])
+    expect(deferDelay(3, 1000, 10_000, () => 0)).toBe(2000)
+    expect(deferDelay(1000, 1000, 10_000, () => 1), 'no overflow').toBe(10_000)
   })
 
   it('records a job failed on the delivery past maxDeliver even when a delivery went to a dead worker', async () => {

@@ -23,6 +23,16 @@ export interface WorkerJobOptions {
    * @default 30000
    */
   storeRetryMs?: number
+  /**
+   * Wait before a job the model refused for load (OVERLOADED, or SHUTTING_DOWN) is delivered again,
+   * ms: doubled after each refusal of the same job up to `deferMaxDelayMs`, with jitter (a random
+   * half to all of it). A refusal for load does not count against the delivery budget
+   * (`maxDeliver`): it is recorded in the job's record (`deferrals`) and subtracted.
+   * @default 1000
+   */
+  deferDelayMs?: number
+  /** Longest wait before a refused job is delivered again, ms. @default 10000 */
+  deferMaxDelayMs?: number
 }
 
 /** What the runner needs from the model server. */
@@ -41,6 +51,12 @@ const WEBHOOK_DRAIN_MS = 5_000
 /** Default time a result that could not be stored is retried: 30 s. */
 export const DEFAULT_STORE_RETRY_MS = 30_000
 
+/** Default first wait before a job refused for load is delivered again: 1 s. */
+export const DEFAULT_DEFER_DELAY_MS = 1_000
+
+/** Default longest wait before a job refused for load is delivered again: 10 s. */
+export const DEFAULT_DEFER_MAX_DELAY_MS = 10_000
+
 /** Default ack wait of a job consumer: 30 s. */
 export const DEFAULT_JOB_ACK_WAIT_MS = 30_000
 
@@ -49,6 +65,10 @@ export const DEFAULT_JOB_ACK_WAIT_MS = 30_000
  * the engine has room (the same bound that pauses the main subject), so jobs batch with sync work.
  * At-least-once: a job is acked after its result is stored; the result is stored only while the
  * record is not terminal (compare-and-set), so a redelivered job is recorded once.
+ *
+ * A job the engine refuses for load is handed back (nak, with backoff) and its record's `deferrals`
+ * counted up first: the runs a delivery may still take are its JetStream delivery count minus those,
+ * so a long overload does not use up `maxDeliver` for jobs that never ran (docs/reliability.md).
  */
 export class JobRunner {
   readonly #o: WorkerJobOptions
@@ -125,30 +145,29 @@ export class JobRunner {
 
   async #handle(d: JobDelivery, ackWaitMs: number): Promise<void> {
     const maxDeliver = this.#o.queue.maxDeliver
-    if (d.deliveries > maxDeliver) {
-      // Every allowed delivery was taken and none finished (its worker died, or storing failed):
-      // record it failed rather than run it again or leave it `processing` for good.
-      const failed = await this.#update(d.id, (p) =>
-        this.#life.finish(
+    // One compare-and-set decides from the record: the deliveries that were refusals for load
+    // (`deferrals`) are not runs, so only the rest count against the budget.
+    let runs = d.deliveries
+    const started = await this.#update(d.id, (p) => {
+      runs = d.deliveries - (p.deferrals ?? 0)
+      if (runs > maxDeliver) {
+        // Every allowed run was taken and none finished (its worker died, or storing failed):
+        // record it failed rather than run it again or leave it `processing` for good.
+        return this.#life.finish(
           { ...p, attempts: maxDeliver },
-          {
-            error: {
-              code: 'PREDICTOR_FAILED',
-              message: `gave up after ${maxDeliver} deliveries: none finished (its worker stopped or failed every time)`,
-            },
-          },
-        ),
-      )
-      d.ack()
-      if (failed) {
-        this.#log.warn({ model: this.#t.name, predictionId: d.id, deliveries: maxDeliver }, 'async prediction job given up')
-        this.#life.finished(failed.after)
+          { error: { code: 'PREDICTOR_FAILED', message: `gave up after ${maxDeliver} deliveries: none finished (its worker stopped or failed every time)` } },
+        )
       }
-      return
-    }
-    const started = await this.#update(d.id, (p) => this.#life.start(p, { attempts: d.deliveries }))
+      return this.#life.start(p, { attempts: runs })
+    })
     if (!started) {
       d.ack() // unknown, canceled or already finished: nothing to run (deduplicated)
+      return
+    }
+    if (started.after.status === 'failed') {
+      d.ack()
+      this.#log.warn({ model: this.#t.name, predictionId: d.id, deliveries: maxDeliver }, 'async prediction job given up')
+      this.#life.finished(started.after)
       return
     }
     if (started.before.status === 'starting') {
@@ -171,7 +190,7 @@ export class JobRunner {
     const outcome = outcomeOf(reply)
     const code = outcome.error?.code
     if (code === 'OVERLOADED' || code === 'SHUTTING_DOWN') {
-      d.nak(1000) // not run: another worker (or this one, later) takes it
+      await this.#defer(d)
       return
     }
     const done = this.#life.finish(p, outcome)
@@ -180,6 +199,28 @@ export class JobRunner {
     if (stored) {
       this.#life.finished(done)
     }
+  }
+
+  /**
+   * Hand back a job the engine refused for load (not run): count the refusal in its record first,
+   * so this delivery is not a run, then nak it with backoff. When the count cannot be stored (the
+   * record kept changing, KV unavailable) the delivery counts as a run, as before.
+   */
+  async #defer(d: JobDelivery): Promise<void> {
+    let deferrals = 1
+    try {
+      const r = await this.#update(d.id, (p) => {
+        deferrals = (p.deferrals ?? 0) + 1
+        return { ...p, attempts: Math.max(0, d.deliveries - deferrals), deferrals }
+      })
+      if (!r) {
+        d.ack() // canceled (or finished elsewhere) meanwhile: nothing left to run
+        return
+      }
+    } catch (e) {
+      this.#log.warn({ model: this.#t.name, predictionId: d.id, err: e instanceof Error ? e.message : String(e) }, 'async prediction job refusal not counted; it counts as a delivery')
+    }
+    d.nak(deferDelay(deferrals, this.#o.deferDelayMs ?? DEFAULT_DEFER_DELAY_MS, this.#o.deferMaxDelayMs ?? DEFAULT_DEFER_MAX_DELAY_MS))
   }
 
   /**
@@ -222,6 +263,15 @@ export class JobRunner {
     }
     throw new Error(`prediction ${id} kept changing`)
   }
+}
+
+/**
+ * The wait before the `n`th refusal of a job is delivered again: `base` doubled per refusal up to
+ * `max`, then a random half to all of it (jitter, so refused jobs do not come back in one wave).
+ */
+export function deferDelay(n: number, base: number, max: number, random: () => number = Math.random): number {
+  const full = Math.min(max, base * 2 ** Math.min(30, Math.max(0, n - 1)))
+  return Math.round(full * (0.5 + 0.5 * random()))
 }
 
 function sleep(ms: number): Promise<void> {

@@ -35,8 +35,13 @@ export interface Prediction {
   metrics: Record<string, number>
   webhook?: string
   webhook_events_filter?: WebhookEvent[]
-  /** How many times a worker picked the job up (more than 1 after a redelivery). */
+  /** How many times a worker picked the job up to run it (more than 1 after a redelivery). */
   attempts?: number
+  /**
+   * How many times a worker handed the job back unrun because its model was overloaded or shutting
+   * down. Not counted in `attempts` nor against the delivery budget (docs/reliability.md).
+   */
+  deferrals?: number
 }
 
 /** Prediction ids: what a NATS KV key and a URL path segment both take. */

@@ -24,7 +24,8 @@ export interface JobQueue {
   pull(model: string, max: number, o: { ackWaitMs: number; expiresMs: number }): Promise<JobDelivery[]>
   /**
    * Deliveries of one job that may run it. The consumer itself redelivers without limit: the worker
-   * that gets a delivery past this records the job failed without running it (a poison job that
+   * that gets a delivery past this (less the deliveries it handed back unrun because its model was
+   * overloaded or draining, counted in the record's `deferrals`) records the job failed without running it (a poison job that
    * kills its worker every time ends failed instead of staying `processing` for good). A limit on
    * the consumer would not do: a delivery to the pull request a dead worker left behind counts too,
    * so the last one could be swallowed and the job never recorded.
