@@ -11,6 +11,7 @@ import * as protoLoader from '@grpc/proto-loader'
 import { createApp } from './app.ts'
 import type { GatewayOptions } from './options.ts'
 import { PROTO_DIR, startGrpcServer } from './adapters/grpc/server.ts'
+import { keptLogger } from '@cohort/test-support'
 
 const subj = subjects('cohort')
 
@@ -32,8 +33,8 @@ async function setup(o: Partial<GatewayOptions> = {}) {
     })()
   }
   await deepQueue(transport)
-  const post = (timeoutMs = '1000') =>
-    app.request('/v2/models/m/infer', { method: 'POST', headers: { 'content-type': 'application/json', 'x-cohort-timeout-ms': timeoutMs }, body: '{ not json' })
+  const post = (timeoutMs = '1000', headers: Record<string, string> = {}) =>
+    app.request('/v2/models/m/infer', { method: 'POST', headers: { 'content-type': 'application/json', 'x-cohort-timeout-ms': timeoutMs, ...headers }, body: '{ not json' })
   const refusals = (check: string) => {
     const line = registry
       .render()
@@ -71,6 +72,42 @@ describe('the door checks in the HTTP app', () => {
     const { transport, post, refusals } = await setup({ adapter: { queueDelayMs: () => 5000 } })
     expect((await post()).status).toBe(503)
     expect([refusals('event_loop_lag'), refusals('worker_wait')]).toEqual([1, 0])
+    await transport.close()
+  })
+
+  it('refusals write no warn line each: 50 refusals are 50 counts and one aggregated line (the first), nothing published', async () => {
+    const { logger, lines } = keptLogger()
+    const { transport, published, post, refusals } = await setup({ logger, workerWait: { probeIntervalMs: 1e9 } })
+    expect((await post()).status).toBe(400) // the probe: read, a bad body, logged as a failure
+    lines.length = 0
+    for (let i = 0; i < 50; i++) expect((await post()).status).toBe(503)
+    expect(refusals('worker_wait')).toBe(50)
+    expect(lines.map((l) => `${l.level} ${l.msg}`)).toEqual(['warn requests refused (overload): 503 OVERLOADED, counted in cohort_door_refusals_total'])
+    expect(published).toEqual([])
+    await transport.close()
+  })
+
+  it('arrival-wait: a request that already waited its budget before the door saw it is refused at once, before its body is read; a shorter wait is taken off its deadline', async () => {
+    let waited = 2000
+    const { transport, post, refusals } = await setup({ workerWait: false, adapter: { arrivedAt: () => performance.now() - waited } })
+    const res = await post('1000')
+    expect(res.status).toBe(503)
+    expect(await res.json()).toMatchObject({ code: 'OVERLOADED', error: expect.stringMatching(/waited 2\d{3} ms before the gateway could judge it.*arrival-wait check/) })
+    expect(refusals('arrival_wait')).toBe(1)
+    waited = 100
+    expect((await post('1000')).status).toBe(400) // passed the door: its body was read
+    expect(refusals('arrival_wait')).toBe(1)
+    await transport.close()
+  })
+
+  it('the connection rule holds for a door refusal: a refused body over 64 KiB (declared) gets Connection: close, a small one keeps the connection', async () => {
+    const { transport, post } = await setup({ workerWait: false, adapter: { queueDelayMs: () => 5000 } })
+    const big = await post('1000', { 'content-length': String(70 * 1024) })
+    expect(big.status).toBe(503)
+    expect(big.headers.get('connection')).toBe('close')
+    const small = await post('1000', { 'content-length': '10' })
+    expect(small.status).toBe(503)
+    expect(small.headers.get('connection')).toBeNull()
     await transport.close()
   })
 

@@ -176,6 +176,13 @@ export interface GatewayAdapter {
    * whole budget it exceeds is refused 503 at once, before its body is read. @default 0
    */
   queueDelayMs?(): number
+  /**
+   * When the request arrived (`performance.now()` ms; the Node listener: its connection's accept
+   * for the first request, its `request` event for later ones). The door counts the wait since
+   * then ({@link Arrival.waitedMs}): taken off the deadline, and a request that already waited its
+   * budget is refused 503 at once (check `arrival_wait`). @default none (not measured)
+   */
+  arrivedAt?(c: Context): number | undefined
 }
 
 /** Settings of the live dashboard's server-side history (a ring buffer of samples). */
