@@ -111,10 +111,11 @@ describe('the door checks in the HTTP app', () => {
     await transport.close()
   })
 
-  it('over gRPC the worker-wait refusal is RESOURCE_EXHAUSTED with cohort-code OVERLOADED and retry-after', async () => {
+  it('over gRPC the worker-wait refusal is RESOURCE_EXHAUSTED with cohort-code OVERLOADED, retry-after and grpc-retry-pushback-ms, and writes no warn line each', async () => {
     const transport = new InProcessTransport()
     // One probe, then none within the test (a loaded machine may take longer than the default 100 ms between calls).
-    const server = await startGrpcServer({ transport, port: 0, workerWait: { probeIntervalMs: 1e9 } })
+    const kept = keptLogger()
+    const server = await startGrpcServer({ transport, port: 0, workerWait: { probeIntervalMs: 1e9 }, logger: kept.logger })
     await deepQueue(transport)
     const def = protoLoader.loadSync('grpc_service.proto', { includeDirs: [PROTO_DIR], keepCase: true, longs: String, enums: String, defaults: true, oneofs: true })
     const { GRPCInferenceService } = (grpc.loadPackageDefinition(def) as { inference: { GRPCInferenceService: grpc.ServiceClientConstructor } }).inference
@@ -129,6 +130,11 @@ describe('the door checks in the HTTP app', () => {
     expect(e?.metadata.get('cohort-code')).toEqual(['OVERLOADED'])
     expect(e?.details).toMatch(/worker-wait check/)
     expect(Number(e?.metadata.get('retry-after')[0])).toBeGreaterThanOrEqual(1)
+    expect(Number(e?.metadata.get('grpc-retry-pushback-ms')[0])).toBe(1000 * Number(e?.metadata.get('retry-after')[0]))
+    // As cheap as over HTTP: 20 more refusals, no warn line of their own (the one aggregated line came with the first).
+    const warns = kept.count('warn')
+    for (let i = 0; i < 20; i++) expect((await call())?.code).toBe(grpc.status.RESOURCE_EXHAUSTED)
+    expect(kept.count('warn')).toBe(warns)
     client.close()
     await server.close()
     await transport.close()
