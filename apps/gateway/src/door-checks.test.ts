@@ -5,7 +5,7 @@
 import { describe, expect, it } from 'vitest'
 import { Registry } from '@cohort/metrics'
 import { InProcessTransport } from '@cohort/transport'
-import { encodeHeartbeat, subjects } from '@cohort/protocol'
+import { decodeRequest, encodeHeartbeat, encodeReply, subjects } from '@cohort/protocol'
 import * as grpc from '@grpc/grpc-js'
 import * as protoLoader from '@grpc/proto-loader'
 import { createApp } from './app.ts'
@@ -108,6 +108,35 @@ describe('the door checks in the HTTP app', () => {
     const small = await post('1000', { 'content-length': '10' })
     expect(small.status).toBe(503)
     expect(small.headers.get('connection')).toBeNull()
+    await transport.close()
+  })
+
+  it('feedback through the door: a request it admitted and that was answered after its deadline lowers that model and tenant\'s admission fraction; one answered in time does not', async () => {
+    const transport = new InProcessTransport()
+    const app = createApp({ transport, registry: new Registry(), logger: keptLogger().logger })
+    // A v1 worker with an idle queue (10 ms to run): the door admits by the estimate, with a ticket.
+    transport.publish(subj.heartbeat(), encodeHeartbeat({ v: 1, id: 'w1', intervalMs: 60_000, proto: 1, models: { m: { queued: 0, waitMs: 0, serviceMs: 10 } } }))
+    await new Promise((r) => setTimeout(r, 10))
+    let delayMs = 0
+    const sub = transport.subscribe(subj.infer('m'))
+    void (async () => {
+      for await (const m of sub) {
+        const req = decodeRequest(m.data)
+        // Answer OK `delayMs` past the request's deadline (negative: before it).
+        setTimeout(() => m.respond?.(encodeReply({ v: 1, id: req.id, tensors: {} })), Math.max(0, req.deadline + delayMs - Date.now()))
+      }
+    })()
+    const body = JSON.stringify({ inputs: [{ name: 'x', datatype: 'FP32', shape: [1], data: [1] }] })
+    const post = () => app.request('/v2/models/m/infer', { method: 'POST', headers: { 'content-type': 'application/json', 'x-cohort-timeout-ms': '400' }, body })
+    const control = app.core.door.workerWait!.control
+    delayMs = -350 // well in time
+    expect((await post()).status).toBe(200)
+    expect(control.fraction('m', '')).toBeCloseTo(0.8)
+    delayMs = 20 // within the reply grace, but past the deadline (on a slow machine past the grace too: 504, late all the same)
+    expect([200, 504]).toContain((await post()).status)
+    expect(control.fraction('m', '')).toBeCloseTo(0.56)
+    expect(control.fraction('other', '')).toBeCloseTo(0.8)
+    await app.close()
     await transport.close()
   })
 
