@@ -82,6 +82,19 @@ describe('feedback: admitted requests that finish late mean admit less', () => {
     expect(check.control.fraction('m', '')).toBeCloseTo(0.392)
   })
 
+  it('a state without a late outcome for resetAfterMs (10 s) is forgotten: a cut during a spike does not hold back later traffic', () => {
+    const { check, clock } = setup()
+    check.control.outcome(check.control.ticket('m', ''), true)
+    expect(check.control.fraction('m', '')).toBeCloseTo(0.56)
+    clock.advance(9_000)
+    check.control.outcome(check.control.ticket('m', ''), true) // late again: the 10 s start over
+    expect(check.control.fraction('m', '')).toBeCloseTo(0.392)
+    clock.advance(9_999)
+    expect(check.control.fraction('m', '')).toBeCloseTo(0.392)
+    clock.advance(2)
+    expect(check.control.fraction('m', '')).toBeCloseTo(0.8)
+  })
+
   it('never below the floor: a long run of late outcomes keeps admitting what fits 10% of the budget', () => {
     const ctl = new AdmissionControl()
     for (let i = 0; i < 50; i++) ctl.outcome(ctl.ticket('m', ''), true)
@@ -105,5 +118,6 @@ describe('per tenant', () => {
     expect(() => new AdmissionControl({ margin: 1 })).toThrow(RangeError)
     expect(() => new AdmissionControl({ decrease: 1 })).toThrow(RangeError)
     expect(() => new AdmissionControl({ increase: 0 })).toThrow(RangeError)
+    expect(() => new AdmissionControl({ resetAfterMs: 0 })).toThrow(RangeError)
   })
 })

@@ -22,6 +22,8 @@ export const DEFAULT_ADMISSION_DECREASE = 0.7
 export const DEFAULT_ADMISSION_INCREASE = 0.02
 /** Default {@link AdmissionControlOptions.floor}. */
 export const DEFAULT_ADMISSION_FLOOR = 0.1
+/** Default {@link AdmissionControlOptions.resetAfterMs}. */
+export const DEFAULT_ADMISSION_RESET_MS = 10_000
 /** Most model/tenant states kept (the oldest is forgotten first: bounded memory). */
 export const ADMISSION_MAX_KEYS = 1024
 
@@ -35,6 +37,14 @@ export interface AdmissionControlOptions {
   increase?: number
   /** Lowest fraction, in (0, 1 - margin]. @default 0.1 */
   floor?: number
+  /**
+   * A state without a late outcome for this many ms is forgotten (back to `1 - margin`), as CoDel
+   * leaves its dropping state once the queue has been good for an interval: a fraction cut during
+   * a spike does not hold back the traffic of an hour later. @default 10000
+   */
+  resetAfterMs?: number
+  /** Clock, ms. @default Date.now */
+  now?: () => number
 }
 
 /** What a request admitted by the controller carries to its outcome. */
@@ -47,6 +57,8 @@ export interface AdmissionTicket {
 interface State {
   fraction: number
   epoch: number
+  /** When its last late outcome came (clock ms). */
+  lateAt: number
 }
 
 /** Per model and tenant, the fraction of the budget admission may fill. */
@@ -55,6 +67,8 @@ export class AdmissionControl {
   readonly decrease: number
   readonly increase: number
   readonly floor: number
+  readonly resetAfterMs: number
+  readonly #now: () => number
   readonly #states = new Map<string, State>()
 
   constructor(o: AdmissionControlOptions = {}) {
@@ -62,8 +76,10 @@ export class AdmissionControl {
     this.decrease = o.decrease ?? DEFAULT_ADMISSION_DECREASE
     this.increase = o.increase ?? DEFAULT_ADMISSION_INCREASE
     this.floor = Math.min(o.floor ?? DEFAULT_ADMISSION_FLOOR, 1 - this.margin)
-    if (!(this.margin >= 0 && this.margin <= 0.9) || !(this.decrease > 0 && this.decrease < 1) || !(this.increase > 0) || !(this.floor > 0)) {
-      throw new RangeError('admissionControl: margin in [0, 0.9], decrease in (0, 1), increase > 0, floor > 0')
+    this.resetAfterMs = o.resetAfterMs ?? DEFAULT_ADMISSION_RESET_MS
+    this.#now = o.now ?? Date.now
+    if (!(this.margin >= 0 && this.margin <= 0.9) || !(this.decrease > 0 && this.decrease < 1) || !(this.increase > 0) || !(this.floor > 0) || !(this.resetAfterMs > 0)) {
+      throw new RangeError('admissionControl: margin in [0, 0.9], decrease in (0, 1), increase > 0, floor > 0, resetAfterMs > 0')
     }
   }
 
@@ -74,7 +90,17 @@ export class AdmissionControl {
 
   /** The fraction of its remaining budget a request of `tenant` for `model` may fill now. */
   fraction(model: string, tenant: string): number {
-    return this.#states.get(keyOf(model, tenant))?.fraction ?? this.ceiling
+    return this.#state(keyOf(model, tenant))?.fraction ?? this.ceiling
+  }
+
+  /** The state of `key`, unless it had no late outcome for `resetAfterMs` (then it is forgotten). */
+  #state(key: string): State | undefined {
+    const s = this.#states.get(key)
+    if (s !== undefined && this.#now() - s.lateAt > this.resetAfterMs) {
+      this.#states.delete(key)
+      return undefined
+    }
+    return s
   }
 
   /**
@@ -83,7 +109,7 @@ export class AdmissionControl {
    */
   admit(model: string, tenant: string, predictedMs: number, leftMs: number): AdmissionTicket | undefined {
     const key = keyOf(model, tenant)
-    const s = this.#states.get(key)
+    const s = this.#state(key)
     const fraction = s?.fraction ?? this.ceiling
     if (predictedMs > leftMs * fraction) {
       return undefined
@@ -94,7 +120,7 @@ export class AdmissionControl {
   /** A ticket for a request let through whatever the estimate (a probe): its outcome still counts. */
   ticket(model: string, tenant: string): AdmissionTicket {
     const key = keyOf(model, tenant)
-    return { key, epoch: this.#states.get(key)?.epoch ?? 0 }
+    return { key, epoch: this.#state(key)?.epoch ?? 0 }
   }
 
   /**
@@ -102,15 +128,16 @@ export class AdmissionControl {
    * worker) decreases its state's fraction once per epoch; in time increases it additively.
    */
   outcome(t: AdmissionTicket, late: boolean): void {
-    let s = this.#states.get(t.key)
+    let s = this.#state(t.key)
     if (s === undefined) {
       if (!late) {
         return // already at the ceiling
       }
-      s = { fraction: this.ceiling, epoch: 0 }
+      s = { fraction: this.ceiling, epoch: t.epoch, lateAt: this.#now() }
       this.#remember(t.key, s)
     }
     if (late) {
+      s.lateAt = this.#now()
       if (t.epoch === s.epoch) {
         s.fraction = Math.max(this.floor, s.fraction * this.decrease)
         s.epoch++

@@ -54,7 +54,7 @@ export class WorkerWaitCheck {
   ) {
     this.probeIntervalMs = o.probeIntervalMs ?? DEFAULT_PROBE_INTERVAL_MS
     this.staleHeartbeats = o.staleHeartbeats ?? DEFAULT_STALE_HEARTBEATS
-    this.control = new AdmissionControl(o.control)
+    this.control = new AdmissionControl({ now: waits.now, ...o.control })
     if (!(this.probeIntervalMs >= 0) || !(this.staleHeartbeats > 0)) {
       throw new RangeError('workerWait: probeIntervalMs >= 0 and staleHeartbeats > 0')
     }
