@@ -87,6 +87,16 @@ describe('the door checks in the HTTP app', () => {
     await transport.close()
   })
 
+  it('refusalLogIntervalMs: 0 logs every refusal (for debugging); the option reaches the door', async () => {
+    const { logger, count } = keptLogger()
+    const { transport, post } = await setup({ logger, workerWait: { probeIntervalMs: 1e9 }, refusalLogIntervalMs: 0 })
+    await post() // the probe
+    const before = count('warn')
+    for (let i = 0; i < 5; i++) expect((await post()).status).toBe(503)
+    expect(count('warn') - before).toBe(5)
+    await transport.close()
+  })
+
   it('arrival-wait: a request that already waited its budget before the door saw it is refused at once, before its body is read; a shorter wait is taken off its deadline', async () => {
     let waited = 2000
     const { transport, post, refusals } = await setup({ workerWait: false, adapter: { arrivedAt: () => performance.now() - waited } })
