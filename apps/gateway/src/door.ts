@@ -502,7 +502,7 @@ export class Passage {
   fail(e: unknown, status?: number): CohortError {
     if (e instanceof CohortError && e.code === 'OVERLOADED' && status === undefined) {
       this.#code = e.code
-      this.door.refusals.note(this.#check ?? (this.#sentDeadline === undefined ? 'inflight' : 'worker'), this.model)
+      this.door.refusals.note(this.#check ?? (this.#sentDeadline === undefined ? 'door' : 'worker'), this.model)
       return this.obs.refused(e)
     }
     const ce = this.obs.fail(e, status)
