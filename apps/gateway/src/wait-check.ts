@@ -63,9 +63,9 @@ export class WorkerWaitCheck {
   /**
    * Judge a request of `tenant` ('' anonymous) for `model` with `leftMs` to its deadline, the
    * gateway's own delay `delayMs` (its reply waits about as long as the request did): admitted
-   * when the predicted finish, the best worker's wait plus its service estimate plus `delayMs`,
-   * fits the fraction of `leftMs` the controller allows this model and tenant (`1 - margin` at
-   * most, less after late outcomes: {@link AdmissionControl}); else refused 503 OVERLOADED with
+   * when the predicted finish, the best worker's wait (times the controller's scale for this
+   * model and tenant: above 1 after late outcomes, {@link AdmissionControl}) plus its service
+   * estimate plus `delayMs`, fits `1 - margin` of `leftMs`; else refused 503 OVERLOADED with
    * Retry-After (retrying can help). Admitted when nothing fresh is known, when even an idle
    * worker could not finish it (`leftMs` below the service estimate: the worker answers that
    * exactly, a retry would not help), and as a probe once per `probeIntervalMs` per model. A
@@ -79,8 +79,7 @@ export class WorkerWaitCheck {
     if (best === undefined || leftMs < best.serviceMs) {
       return { admit: true }
     }
-    const predicted = best.waitMs + best.serviceMs + delayMs
-    const ticket = this.control.admit(model, tenant, predicted, leftMs)
+    const ticket = this.control.admit(model, tenant, best.waitMs, best.serviceMs + delayMs, leftMs)
     if (ticket !== undefined) {
       this.waits.admitted(model, tenant, 1)
       return { admit: true, ticket }
@@ -99,7 +98,7 @@ export class WorkerWaitCheck {
       admit: false,
       error: new CohortError(
         'OVERLOADED',
-        `model "${model}": no worker can finish this request well within its deadline (best of ${best.workers} worker${best.workers === 1 ? '' : 's'}: about ${Math.ceil(best.waitMs)} ms of queued work and ${Math.ceil(best.serviceMs)} ms to run it, ${Math.floor(leftMs)} ms left, of which admission fills at most ${Math.round(this.control.fraction(model, tenant) * 100)}%); refused at the door (worker-wait check), retry after Retry-After`,
+        `model "${model}": no worker can finish this request well within its deadline (best of ${best.workers} worker${best.workers === 1 ? '' : 's'}: about ${Math.ceil(best.waitMs)} ms of queued work and ${Math.ceil(best.serviceMs)} ms to run it, ${Math.floor(leftMs)} ms left, of which admission fills at most ${Math.round(this.control.ceiling * 100)}%, counting queued work x${this.control.scale(model, tenant).toFixed(2)}); refused at the door (worker-wait check), retry after Retry-After`,
         { retryAfterS: Math.max(1, Math.ceil(best.waitMs / 1000)) },
       ),
     }
