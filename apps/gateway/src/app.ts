@@ -2,8 +2,7 @@ import { Hono, type Context } from 'hono'
 import { CohortError, type ModelMeta } from '@cohort/protocol'
 import { PROMETHEUS_CONTENT_TYPE } from '@cohort/metrics'
 import { asCohortError, errorResponse } from './errors.ts'
-import { bodyWasRead } from './body.ts'
-import { closesConnection } from './refusal.ts'
+import { closeIfBodyUnread } from './body.ts'
 import type { GatewayOptions } from './options.ts'
 import { createGatewayCore, isGatewayCore, type GatewayCore } from './core.ts'
 import { checkModelPath, inferHandler } from './routes/infer.ts'
@@ -55,10 +54,7 @@ export function createApp(from: GatewayOptions | GatewayCore): GatewayApp {
   const app = new Hono()
 
   app.onError((e, c) => {
-    // An answer before the body was read: the connection rule of refusals (refusal.ts).
-    if (!bodyWasRead(c) && closesConnection(c.req.method, c.req.header('content-length'), c.req.header('transfer-encoding'))) {
-      c.header('connection', 'close')
-    }
+    closeIfBodyUnread(c) // an answer before the body was read: the connection rule (refusal.ts)
     return errorResponse(c, asCohortError(e, o.onUnexpectedError))
   })
   app.notFound((c) => errorResponse(c, new CohortError('NOT_FOUND', `no route ${c.req.method} ${c.req.path}`)))

@@ -2,6 +2,7 @@ import type { Context } from 'hono'
 import { CohortError } from '@cohort/protocol'
 import type { AbortSignalLike } from '@cohort/transport'
 import type { ResolvedGatewayOptions } from './options.ts'
+import { closesConnection } from './refusal.ts'
 
 /** Counts the body bytes of one admitted request as they are read (the in-flight bound). */
 export interface BodyTicket {
@@ -18,6 +19,16 @@ const read = new WeakSet<Request>()
 /** True once the request's body was asked for through {@link bodyOf}. */
 export function bodyWasRead(c: Context): boolean {
   return read.has(c.req.raw)
+}
+
+/**
+ * The connection rule of an answer given before the body was read ({@link closesConnection}):
+ * `Connection: close` for an unread body over 64 KiB or of unknown length, nothing otherwise.
+ */
+export function closeIfBodyUnread(c: Context): void {
+  if (!read.has(c.req.raw) && closesConnection(c.req.method, c.req.header('content-length'), c.req.header('transfer-encoding'))) {
+    c.header('connection', 'close')
+  }
 }
 
 /** Attach a request's in-flight ticket (middleware/inflight). */
