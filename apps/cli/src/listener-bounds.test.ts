@@ -6,8 +6,11 @@ import { connect, type Socket } from 'node:net'
 import type { IncomingMessage } from 'node:http'
 import { afterEach, describe, expect, it } from 'vitest'
 import { Hono } from 'hono'
+import { createApp } from '@cohort/gateway'
+import { InProcessTransport } from '@cohort/transport'
 import { listen, type HttpServer } from './http.ts'
 import { arrivedAt } from './listener-bounds.ts'
+import { gatewayAdapter } from './node-adapter.ts'
 
 const servers: HttpServer[] = []
 const sockets: Socket[] = []
@@ -80,5 +83,26 @@ describe('listener bounds', () => {
     expect(waits[0]).toBeGreaterThanOrEqual(190)
     // The next request on the same connection arrives when its request event comes: no accept wait.
     expect(waits[1]).toBeLessThan(waits[0]!)
+  })
+
+  it('through the gateway: a request whose bytes came 300 ms after its connection was accepted, with a 200 ms budget, is refused 503 by the arrival-wait check before its body is read', async () => {
+    const transport = new InProcessTransport()
+    const app = createApp({ transport, adapter: gatewayAdapter(true), workerWait: false })
+    const srv = await listen(app, '127.0.0.1', 0)
+    servers.push(srv)
+    const req = (timeoutMs: number) =>
+      `POST /v2/models/m/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-Cohort-Timeout-Ms: ${timeoutMs}\r\nConnection: close\r\nContent-Length: 10\r\n\r\n{ not json`
+    const late = raw(srv.port)
+    await late.opened
+    await new Promise((r) => setTimeout(r, 300))
+    late.socket.write(req(200))
+    const refused = await late.read
+    expect(refused).toMatch(/^HTTP\/1\.1 503 /)
+    expect(refused).toMatch(/arrival-wait check/)
+    // The same request sent at once is judged within its budget: its body is read (a bad body: 400).
+    const prompt = await raw(srv.port, req(200)).read
+    expect(prompt).toMatch(/^HTTP\/1\.1 400 /)
+    await app.close()
+    await transport.close()
   })
 })
