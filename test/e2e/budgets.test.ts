@@ -21,6 +21,7 @@ import { serve } from '@hono/node-server'
 import {
   SLEEPY_PREDICTOR,
   countPerRequest,
+  keptLogger,
   countsAbove,
   startNatsServer,
   writeModelFixtures,
@@ -32,15 +33,15 @@ const FEATURES = 64
 const N = 40
 const agent = new Agent({ keepAlive: true, maxSockets: 1 })
 
-/** One keep-alive POST (or GET without a body), 200 expected; the body as text. */
-function post(url: string, body: string | undefined, headers: Record<string, string> = {}): Promise<string> {
+/** One keep-alive POST (or GET without a body), `status` expected (200 by default); the body as text. */
+function post(url: string, body: string | undefined, headers: Record<string, string> = {}, status = 200): Promise<string> {
   return new Promise((resolve, reject) => {
     const req = httpRequest(url, { method: body === undefined ? 'GET' : 'POST', agent, headers: { 'content-type': 'application/json', ...headers } }, (res) => {
       const chunks: Buffer[] = []
       res.on('data', (d: Buffer) => chunks.push(d))
       res.on('end', () => {
         const text = Buffer.concat(chunks).toString()
-        if (res.statusCode !== 200) {
+        if (res.statusCode !== status) {
           reject(new Error(`${url}: ${res.statusCode} ${text}`))
         } else {
           resolve(text)
@@ -273,6 +274,41 @@ describe('per-request budgets: distributed (gateway and worker on their own NATS
     // The request, the worker's accept notice, the reply: heartbeats are periodic, not per request.
     const perRequest = [...seen].filter(([k]) => k !== 'cohort.heartbeat').reduce((a, [, v]) => a + v, 0) / N
     expect({ natsMessagesPerRequest: perRequest <= 3.05 ? 'within' : perRequest }).toEqual({ natsMessagesPerRequest: 'within' })
+  })
+
+  it('a refusal at the door (503 OVERLOADED) costs no NATS message, no log line, no JSON parse, and a fraction of an answer', async () => {
+    // A second gateway on the same bus whose door refuses every request: its event-loop-lag check
+    // reads a delay past any budget. The answer is the first gateway's, counted the same way.
+    const kept = keptLogger()
+    const refusing = createApp({ transport: createNatsTransport(gwNc), registry: new Registry(), logger: kept.logger, adapter: { queueDelayMs: () => 60_000 } })
+    const server = await new Promise<ReturnType<typeof serve>>((resolve) => {
+      const srv = serve({ fetch: refusing.fetch, hostname: '127.0.0.1', port: 0 }, () => resolve(srv))
+    })
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v2/models/tensor/infer`
+    try {
+      await post(url, inferBody, {}, 503)
+      seen.clear()
+      kept.lines.length = 0
+      const cpu0 = process.cpuUsage()
+      const refusal = await countPerRequest(() => post(url, inferBody, {}, 503), N, 0)
+      const refusalCpu = process.cpuUsage(cpu0)
+      const msgs = [...seen].filter(([k]) => k !== 'cohort.heartbeat').reduce((a, [, v]) => a + v, 0)
+      const cpu1 = process.cpuUsage()
+      const answer = await countPerRequest(() => post(`${s.base}/v2/models/tensor/infer`, inferBody), N, 0)
+      const answerCpu = process.cpuUsage(cpu1)
+      const above = { refusal: countsAbove(refusal, floor), answer: countsAbove(answer, floor) }
+      const us = (c: NodeJS.CpuUsage) => Math.round((c.user + c.system) / N)
+      // CPU per request of this whole process (client, both gateways, the worker): printed, not asserted (a rate).
+      console.log(`budget refusal vs answer: ${JSON.stringify(above)}; process CPU per request: refusal ${us(refusalCpu)} us, answer ${us(answerCpu)} us`)
+      // A fifth of an answer, counted in promises (the closest count to CPU that does not depend on the machine).
+      expect({ refusalOverAnswerPromises: above.refusal.promises <= 0.2 * above.answer.promises ? 'within a fifth' : above.refusal.promises / above.answer.promises }).toEqual({ refusalOverAnswerPromises: 'within a fifth' })
+      expect({ natsMessages: msgs, logLines: kept.lines.length, jsonParses: refusal.jsonParses - floor.jsonParses }).toEqual({ natsMessages: 0, logLines: 0, jsonParses: 0 })
+      // The one timer: @hono/node-server's drain of the unread body (500 ms, unref'd), as for any answer given before the body is read.
+      expectWithin('distributed refusal', refusal, { timers: 1.2, immediates: 0.2, promises: 30, socketWrites: 0.2, postMessages: 0, jsonParses: 0, jsonStringifies: 1, msgpackEncodes: 0, msgpackDecodes: 0 })
+    } finally {
+      await new Promise<void>((r) => (server as Server).close(() => r()))
+      await refusing.close()
+    }
   })
 
   it('a request over the pack size is encoded once (not once for the pack and again with ack)', async () => {

@@ -16,7 +16,7 @@ import { listen, type HttpServer } from './http.ts'
 import { installShutdown, type StopStep } from './shutdown.ts'
 import { DEFAULT_REQUEST_TIMEOUT_MS } from '@cohort/gateway'
 import { GRPC_HELP, GRPC_OPTIONS, startGrpcFromFlags } from './grpc-flags.ts'
-import { DOOR_HELP, DOOR_OPTIONS, HTTP_KNOB_HELP, HTTP_OPTIONS, doorOptions, httpKnobs } from './door-flags.ts'
+import { DOOR_HELP, DOOR_OPTIONS, HTTP_KNOB_HELP, HTTP_OPTIONS, doorOptions, httpKnobs, listenerBounds } from './door-flags.ts'
 import { gatewayAdapter } from './node-adapter.ts'
 import { PROCESSES_HELP, PROCESSES_OPTIONS, isClusterChild, notifyListening, onPrimaryStop, processesFlag, runPrimary } from './cluster.ts'
 import { buildRunners, type ModelFlags } from './runners.ts'
@@ -212,6 +212,14 @@ function gatewayOf(gwo: GatewayOptions): { core: GatewayCore; app: GatewayApp } 
   return { core, app: createApp(core) }
 }
 
+/** Count a connection refused at accept (over `--max-connections`) as a door refusal. */
+function connectionRefused(core: GatewayCore): () => void {
+  return () => {
+    core.metrics.doorRefusals.inc({ model: '_unknown', check: 'connections' })
+    core.door.refusals.note('connections', '_unknown')
+  }
+}
+
 /** After the servers stop: the app's jobs, then the core (its heartbeat subscription). */
 function gatewayStopStep(app: GatewayApp, core: GatewayCore): StopStep {
   return { name: 'gateway', run: async () => {
@@ -249,6 +257,8 @@ export const SERVE_OPTIONS = {
   host: { type: 'string', default: hostDefault('COHORT_HOST') },
   nats: { type: 'string' },
   'timeout-ms': { type: 'string' },
+  'max-connections': { type: 'string' },
+  'listen-backlog': { type: 'string' },
   'drain-ms': { type: 'string' },
   'admin-key': { type: 'string', multiple: true },
   ...PREDICTION_OPTIONS,
@@ -361,7 +371,7 @@ export async function serveCommand(args: string[]): Promise<void> {
     ...(jobs ? { jobs } : {}),
   }
   const { core, app } = gatewayOf(gwo)
-  const http = await listen(app, host, port, tls)
+  const http = await listen(app, host, port, tls, listenerBounds(knobs, connectionRefused(core)))
   const grpc = await startGrpcFromFlags(v, host, core)
   const timeoutMs = timeout ?? DEFAULT_REQUEST_TIMEOUT_MS
   shutdown.ready(
@@ -477,7 +487,7 @@ export async function gatewayCommand(args: string[]): Promise<void> {
     jobs: jobQueue(nc, kvReplicas(v), v),
   }
   const { core, app } = gatewayOf(gwo)
-  const http = await listen(app, host, port, tls)
+  const http = await listen(app, host, port, tls, listenerBounds(knobs, connectionRefused(core)))
   const grpc = await startGrpcFromFlags(v, host, core)
   const timeoutMs = timeout ?? DEFAULT_REQUEST_TIMEOUT_MS
   shutdown.ready(

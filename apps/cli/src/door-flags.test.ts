@@ -4,19 +4,38 @@ import { describe, expect, it } from 'vitest'
 import { createGatewayCore } from '@cohort/gateway'
 import { InProcessTransport } from '@cohort/transport'
 import { parse } from './args.ts'
-import { DOOR_OPTIONS, doorOptions } from './door-flags.ts'
+import { DOOR_OPTIONS, doorOptions, httpKnobs, listenerBounds } from './door-flags.ts'
 import { GATEWAY_HELP, GATEWAY_OPTIONS, SERVE_HELP, SERVE_OPTIONS } from './commands.ts'
 
 describe('door flags', () => {
   it('--no-worker-wait turns the worker-wait check off; without it the door has one', async () => {
     expect(doorOptions(parse(['--no-worker-wait'], DOOR_OPTIONS).values)).toEqual({ workerWait: false })
-    expect(doorOptions(parse([], DOOR_OPTIONS).values)).toEqual({})
+    expect(doorOptions(parse([], DOOR_OPTIONS).values)).toEqual({ workerWait: { control: { margin: 0.2 } } })
     const transport = new InProcessTransport()
     const cores = [createGatewayCore({ transport, ...doorOptions(parse([], DOOR_OPTIONS).values) }), createGatewayCore({ transport, ...doorOptions(parse(['--no-worker-wait'], DOOR_OPTIONS).values) })]
     expect(cores[0]!.door.workerWait).toBeDefined()
     expect(cores[1]!.door.workerWait).toBeUndefined()
     for (const c of cores) await c.close()
     await transport.close()
+  })
+
+  it('--admission-margin-pct sets the margin of the door (default 20%), at most 90', async () => {
+    expect(doorOptions(parse(['--admission-margin-pct', '35'], DOOR_OPTIONS).values)).toEqual({ workerWait: { control: { margin: 0.35 } } })
+    expect(() => doorOptions(parse(['--admission-margin-pct', '95'], DOOR_OPTIONS).values)).toThrow(/at most 90/)
+    const transport = new InProcessTransport()
+    const core = createGatewayCore({ transport, ...doorOptions(parse(['--admission-margin-pct', '0'], DOOR_OPTIONS).values) })
+    expect(core.door.workerWait!.control.ceiling).toBe(1)
+    await core.close()
+    await transport.close()
+  })
+
+  it('--max-connections and --listen-backlog: defaults 1024 and 511, 0 connections means unbounded', () => {
+    const bounds = (args: string[]) => listenerBounds(httpKnobs(parse(args, GATEWAY_OPTIONS).values), () => undefined)
+    expect(bounds([])).toMatchObject({ maxConnections: 1024, backlog: 511 })
+    expect(bounds(['--max-connections', '0', '--listen-backlog', '64'])).toMatchObject({ maxConnections: 0, backlog: 64 })
+    expect(parse(['--max-connections', '8'], SERVE_OPTIONS).values['max-connections']).toBe('8')
+    expect(SERVE_HELP).toContain('--max-connections')
+    expect(GATEWAY_HELP).toContain('--listen-backlog')
   })
 
   it('serve and gateway take the flag and list it in their help', () => {

@@ -4,8 +4,10 @@
  * the help lines and the frozen values are all made from it.
  * @module
  */
-import { DEFAULT_REQUEST_TIMEOUT_MS, type GatewayOptions } from '@cohort/gateway'
+import { DEFAULT_ADMISSION_MARGIN, DEFAULT_REQUEST_TIMEOUT_MS, type GatewayOptions } from '@cohort/gateway'
+import { CliError } from './cli-error.ts'
 import { knobHelp, knobOptions, knobValues, type Knob, type KnobValues } from './knobs.ts'
+import { DEFAULT_LISTEN_BACKLOG, DEFAULT_MAX_CONNECTIONS, type ListenerBounds } from './listener-bounds.ts'
 
 /** Default HTTP port of `serve` and `gateway` (also `$PORT`). */
 export const DEFAULT_HTTP_PORT = 8080
@@ -17,10 +19,29 @@ export const HTTP_KNOBS = Object.freeze({
   port: { kind: 'int', arg: 'N', env: 'PORT', default: DEFAULT_HTTP_PORT, min: 0, help: ['HTTP port'] },
   host: { kind: 'string', arg: 'H', env: 'COHORT_HOST', default: DEFAULT_HTTP_HOST, help: ['HTTP host'] },
   'timeout-ms': { kind: 'int', arg: 'MS', default: DEFAULT_REQUEST_TIMEOUT_MS, help: ['server-side request deadline'] },
+  'max-connections': {
+    kind: 'int',
+    arg: 'N',
+    default: DEFAULT_MAX_CONNECTIONS,
+    min: 0,
+    help: ['most open HTTP connections; a new one over it is answered 503 at accept', 'and closed, before it is parsed (0: unbounded)'],
+  },
+  'listen-backlog': { kind: 'int', arg: 'N', default: DEFAULT_LISTEN_BACKLOG, help: ["connections the kernel queues before they are accepted (capped by", 'net.core.somaxconn)'] },
 } as const satisfies Record<string, Knob>)
 
-/** The door's knobs: its two admission checks (docs/architecture.md#the-inference-door). */
+/** The door's knobs: its admission checks (docs/architecture.md#the-inference-door). */
 export const DOOR_KNOBS = Object.freeze({
+  'admission-margin-pct': {
+    kind: 'int',
+    arg: 'P',
+    default: Math.round(DEFAULT_ADMISSION_MARGIN * 100),
+    min: 0,
+    help: [
+      'admit a request only when its predicted finish (queue wait + run + the',
+      "gateway's delay) is within (100 - P)% of its time left; the queue wait counts",
+      'more while admitted requests finish late (0-90; docs/reliability.md#admission-with-a-margin)',
+    ],
+  },
   'no-event-loop-lag-check': {
     kind: 'bool',
     aliases: ['no-front-door'],
@@ -52,5 +73,18 @@ export function httpKnobs(v: Record<string, unknown>): KnobValues<typeof HTTP_KN
 
 /** The gateway options of the door flags. */
 export function doorOptions(v: Record<string, unknown>): Pick<GatewayOptions, 'workerWait'> {
-  return knobValues(DOOR_KNOBS, v)['no-worker-wait'] ? { workerWait: false } : {}
+  const k = knobValues(DOOR_KNOBS, v)
+  if (k['no-worker-wait']) {
+    return { workerWait: false }
+  }
+  const pct = k['admission-margin-pct']!
+  if (pct > 90) {
+    throw new CliError(`--admission-margin-pct must be at most 90, got ${pct}`)
+  }
+  return { workerWait: { control: { margin: pct / 100 } } }
+}
+
+/** The listener bounds of the HTTP knobs; `onRefused` counts a connection refused at accept. */
+export function listenerBounds(k: ReturnType<typeof httpKnobs>, onRefused: () => void): ListenerBounds {
+  return { maxConnections: k['max-connections']!, backlog: k['listen-backlog']!, onRefused }
 }

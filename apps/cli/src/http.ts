@@ -1,10 +1,11 @@
-import { serve } from '@hono/node-server'
+import { createAdaptorServer } from '@hono/node-server'
 import type { Hono } from 'hono'
 import type { IncomingMessage, Server } from 'node:http'
 import type { Socket } from 'node:net'
 import { createServer as createHttpsServer } from 'node:https'
 import type { AddressInfo } from 'node:net'
 import { CliError } from './cli-error.ts'
+import { DEFAULT_LISTEN_BACKLOG, boundListener, type ListenerBounds } from './listener-bounds.ts'
 
 /** A started HTTP server. */
 export interface HttpServer {
@@ -64,13 +65,18 @@ export interface TlsFiles {
   key: string | Buffer
 }
 
-/** Serve a Hono app on host:port (port 0 = any free port); over HTTPS when `tls` is given. */
-export function listen(app: Hono, host: string, port: number, tls?: TlsFiles): Promise<HttpServer> {
+/**
+ * Serve a Hono app on host:port (port 0 = any free port); over HTTPS when `tls` is given, within
+ * `bounds` (the listen backlog and the open connections; listener-bounds.ts).
+ */
+export function listen(app: Hono, host: string, port: number, tls?: TlsFiles, bounds: ListenerBounds = {}): Promise<HttpServer> {
   return new Promise((resolve, reject) => {
     const https = tls ? { createServer: createHttpsServer, serverOptions: { cert: tls.cert, key: tls.key } } : {}
-    let server: ReturnType<typeof serve>
+    let server: ReturnType<typeof createAdaptorServer>
     try {
-      server = serve({ fetch: app.fetch, hostname: host, port, ...https }, onListening)
+      server = createAdaptorServer({ fetch: app.fetch, ...https })
+      boundListener(server as Server, bounds)
+      server.listen({ port, host, backlog: bounds.backlog ?? DEFAULT_LISTEN_BACKLOG }, () => onListening(server.address() as AddressInfo))
     } catch (e) {
       // A certificate that does not parse, or a key that does not match it.
       reject(new CliError(`cannot serve HTTPS with --tls-cert/--tls-key: ${e instanceof Error ? e.message : String(e)}`))

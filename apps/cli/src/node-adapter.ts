@@ -4,6 +4,7 @@ import { declaredLength, readBody, type GatewayAdapter } from '@cohort/gateway'
 import { CohortError } from '@cohort/protocol'
 import type { AbortSignalLike } from '@cohort/transport'
 import { LoopLag } from './loop-lag.ts'
+import { arrivedAt } from './listener-bounds.ts'
 
 interface NodeBindings {
   incoming?: IncomingMessage
@@ -114,6 +115,10 @@ export const nodeAdapter: GatewayAdapter = {
   },
   clientAddress(c: Context) {
     return (c.env as NodeBindings | undefined)?.incoming?.socket?.remoteAddress
+  },
+  arrivedAt(c: Context) {
+    const inc = (c.env as NodeBindings | undefined)?.incoming
+    return inc ? arrivedAt(inc) : undefined
   },
 }
 

@@ -2,6 +2,7 @@ import { Hono, type Context } from 'hono'
 import { CohortError, type ModelMeta } from '@cohort/protocol'
 import { PROMETHEUS_CONTENT_TYPE } from '@cohort/metrics'
 import { asCohortError, errorResponse } from './errors.ts'
+import { closeIfBodyUnread } from './body.ts'
 import type { GatewayOptions } from './options.ts'
 import { createGatewayCore, isGatewayCore, type GatewayCore } from './core.ts'
 import { checkModelPath, inferHandler } from './routes/infer.ts'
@@ -52,9 +53,19 @@ export function createApp(from: GatewayOptions | GatewayCore): GatewayApp {
   const { options: o, registry, upstream: up, door } = core
   const app = new Hono()
 
-  app.onError((e, c) => errorResponse(c, asCohortError(e, o.onUnexpectedError)))
+  app.onError((e, c) => {
+    closeIfBodyUnread(c) // an answer before the body was read: the connection rule (refusal.ts)
+    return errorResponse(c, asCohortError(e, o.onUnexpectedError))
+  })
   app.notFound((c) => errorResponse(c, new CohortError('NOT_FOUND', `no route ${c.req.method} ${c.req.path}`)))
 
+  const arrivedAt = o.adapter?.arrivedAt
+  if (arrivedAt) {
+    app.use('*', (c, next) => {
+      c.set('cohortArrivedAt', arrivedAt(c))
+      return next()
+    })
+  }
   app.use('*', responseIds())
   for (const mw of gatewayMiddleware(o, door)) {
     app.use('*', mw)

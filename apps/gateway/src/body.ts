@@ -2,6 +2,7 @@ import type { Context } from 'hono'
 import { CohortError } from '@cohort/protocol'
 import type { AbortSignalLike } from '@cohort/transport'
 import type { ResolvedGatewayOptions } from './options.ts'
+import { closesConnection } from './refusal.ts'
 
 /** Counts the body bytes of one admitted request as they are read (the in-flight bound). */
 export interface BodyTicket {
@@ -12,6 +13,23 @@ export interface BodyTicket {
 }
 
 const tickets = new WeakMap<Request, BodyTicket>()
+/** Requests whose body a route started to read (the connection rule of refusals applies to the others). */
+const read = new WeakSet<Request>()
+
+/** True once the request's body was asked for through {@link bodyOf}. */
+export function bodyWasRead(c: Context): boolean {
+  return read.has(c.req.raw)
+}
+
+/**
+ * The connection rule of an answer given before the body was read ({@link closesConnection}):
+ * `Connection: close` for an unread body over 64 KiB or of unknown length, nothing otherwise.
+ */
+export function closeIfBodyUnread(c: Context): void {
+  if (!read.has(c.req.raw) && closesConnection(c.req.method, c.req.header('content-length'), c.req.header('transfer-encoding'))) {
+    c.header('connection', 'close')
+  }
+}
 
 /** Attach a request's in-flight ticket (middleware/inflight). */
 export function setBodyTicket(c: Context, t: BodyTicket): void {
@@ -43,6 +61,7 @@ export function declaredLength(v: string | null | undefined): number | undefined
 
 /** The request body through the runtime adapter when it has a reader, else the Web Request. */
 export function bodyOf(c: Context, o: ResolvedGatewayOptions, max = o.maxBodyBytes): Promise<Uint8Array> {
+  read.add(c.req.raw)
   const t = tickets.get(c.req.raw)
   // A declared length was counted in full at admission; an undeclared one is counted as it arrives.
   const onChunk = t && !t.declared ? (n: number) => t.take(n) : undefined

@@ -55,6 +55,7 @@ export function createGatewayCore(options: GatewayOptions): GatewayCore {
     serverSlo: o.serverSlo,
     queueDelayMs: adapter?.queueDelayMs ? () => adapter.queueDelayMs!() : undefined,
     workerWait: o.workerWait,
+    refusalLogIntervalMs: o.refusalLogIntervalMs,
     inflight: o.inflight,
     apiKeys: o.apiKeys,
     jwt: o.jwt,

@@ -5,12 +5,13 @@
 import { describe, expect, it } from 'vitest'
 import { Registry } from '@cohort/metrics'
 import { InProcessTransport } from '@cohort/transport'
-import { encodeHeartbeat, subjects } from '@cohort/protocol'
+import { decodeRequest, encodeHeartbeat, encodeReply, subjects } from '@cohort/protocol'
 import * as grpc from '@grpc/grpc-js'
 import * as protoLoader from '@grpc/proto-loader'
 import { createApp } from './app.ts'
 import type { GatewayOptions } from './options.ts'
 import { PROTO_DIR, startGrpcServer } from './adapters/grpc/server.ts'
+import { keptLogger } from '@cohort/test-support'
 
 const subj = subjects('cohort')
 
@@ -32,8 +33,8 @@ async function setup(o: Partial<GatewayOptions> = {}) {
     })()
   }
   await deepQueue(transport)
-  const post = (timeoutMs = '1000') =>
-    app.request('/v2/models/m/infer', { method: 'POST', headers: { 'content-type': 'application/json', 'x-cohort-timeout-ms': timeoutMs }, body: '{ not json' })
+  const post = (timeoutMs = '1000', headers: Record<string, string> = {}) =>
+    app.request('/v2/models/m/infer', { method: 'POST', headers: { 'content-type': 'application/json', 'x-cohort-timeout-ms': timeoutMs, ...headers }, body: '{ not json' })
   const refusals = (check: string) => {
     const line = registry
       .render()
@@ -74,10 +75,86 @@ describe('the door checks in the HTTP app', () => {
     await transport.close()
   })
 
-  it('over gRPC the worker-wait refusal is RESOURCE_EXHAUSTED with cohort-code OVERLOADED and retry-after', async () => {
+  it('refusals write no warn line each: 50 refusals are 50 counts and one aggregated line (the first), nothing published', async () => {
+    const { logger, lines } = keptLogger()
+    const { transport, published, post, refusals } = await setup({ logger, workerWait: { probeIntervalMs: 1e9 } })
+    expect((await post()).status).toBe(400) // the probe: read, a bad body, logged as a failure
+    lines.length = 0
+    for (let i = 0; i < 50; i++) expect((await post()).status).toBe(503)
+    expect(refusals('worker_wait')).toBe(50)
+    expect(lines.map((l) => `${l.level} ${l.msg}`)).toEqual(['warn requests refused (overload): 503 OVERLOADED, counted in cohort_door_refusals_total'])
+    expect(published).toEqual([])
+    await transport.close()
+  })
+
+  it('refusalLogIntervalMs: 0 logs every refusal (for debugging); the option reaches the door', async () => {
+    const { logger, count } = keptLogger()
+    const { transport, post } = await setup({ logger, workerWait: { probeIntervalMs: 1e9 }, refusalLogIntervalMs: 0 })
+    await post() // the probe
+    const before = count('warn')
+    for (let i = 0; i < 5; i++) expect((await post()).status).toBe(503)
+    expect(count('warn') - before).toBe(5)
+    await transport.close()
+  })
+
+  it('arrival-wait: a request that already waited its budget before the door saw it is refused at once, before its body is read; a shorter wait is taken off its deadline', async () => {
+    let waited = 2000
+    const { transport, post, refusals } = await setup({ workerWait: false, adapter: { arrivedAt: () => performance.now() - waited } })
+    const res = await post('1000')
+    expect(res.status).toBe(503)
+    expect(await res.json()).toMatchObject({ code: 'OVERLOADED', error: expect.stringMatching(/waited 2\d{3} ms before the gateway could judge it.*arrival-wait check/) })
+    expect(refusals('arrival_wait')).toBe(1)
+    waited = 100
+    expect((await post('1000')).status).toBe(400) // passed the door: its body was read
+    expect(refusals('arrival_wait')).toBe(1)
+    await transport.close()
+  })
+
+  it('the connection rule holds for a door refusal: a refused body over 64 KiB (declared) gets Connection: close, a small one keeps the connection', async () => {
+    const { transport, post } = await setup({ workerWait: false, adapter: { queueDelayMs: () => 5000 } })
+    const big = await post('1000', { 'content-length': String(70 * 1024) })
+    expect(big.status).toBe(503)
+    expect(big.headers.get('connection')).toBe('close')
+    const small = await post('1000', { 'content-length': '10' })
+    expect(small.status).toBe(503)
+    expect(small.headers.get('connection')).toBeNull()
+    await transport.close()
+  })
+
+  it('feedback through the door: a request it admitted and that was answered after its deadline raises the scale of that model and tenant\'s queued wait; one answered in time does not', async () => {
+    const transport = new InProcessTransport()
+    const app = createApp({ transport, registry: new Registry(), logger: keptLogger().logger })
+    // A v1 worker with an idle queue (10 ms to run): the door admits by the estimate, with a ticket.
+    transport.publish(subj.heartbeat(), encodeHeartbeat({ v: 1, id: 'w1', intervalMs: 60_000, proto: 1, models: { m: { queued: 0, waitMs: 0, serviceMs: 10 } } }))
+    await new Promise((r) => setTimeout(r, 10))
+    let delayMs = 0
+    const sub = transport.subscribe(subj.infer('m'))
+    void (async () => {
+      for await (const m of sub) {
+        const req = decodeRequest(m.data)
+        // Answer OK `delayMs` past the request's deadline (negative: before it).
+        setTimeout(() => m.respond?.(encodeReply({ v: 1, id: req.id, tensors: {} })), Math.max(0, req.deadline + delayMs - Date.now()))
+      }
+    })()
+    const body = JSON.stringify({ inputs: [{ name: 'x', datatype: 'FP32', shape: [1], data: [1] }] })
+    const post = () => app.request('/v2/models/m/infer', { method: 'POST', headers: { 'content-type': 'application/json', 'x-cohort-timeout-ms': '400' }, body })
+    const control = app.core.door.workerWait!.control
+    delayMs = -350 // well in time
+    expect((await post()).status).toBe(200)
+    expect(control.scale('m', '')).toBe(1)
+    delayMs = 20 // within the reply grace, but past the deadline (on a slow machine past the grace too: 504, late all the same)
+    expect([200, 504]).toContain((await post()).status)
+    expect(control.scale('m', '')).toBeCloseTo(1 / 0.7)
+    expect(control.scale('other', '')).toBe(1)
+    await app.close()
+    await transport.close()
+  })
+
+  it('over gRPC the worker-wait refusal is RESOURCE_EXHAUSTED with cohort-code OVERLOADED, retry-after and grpc-retry-pushback-ms, and writes no warn line each', async () => {
     const transport = new InProcessTransport()
     // One probe, then none within the test (a loaded machine may take longer than the default 100 ms between calls).
-    const server = await startGrpcServer({ transport, port: 0, workerWait: { probeIntervalMs: 1e9 } })
+    const kept = keptLogger()
+    const server = await startGrpcServer({ transport, port: 0, workerWait: { probeIntervalMs: 1e9 }, logger: kept.logger })
     await deepQueue(transport)
     const def = protoLoader.loadSync('grpc_service.proto', { includeDirs: [PROTO_DIR], keepCase: true, longs: String, enums: String, defaults: true, oneofs: true })
     const { GRPCInferenceService } = (grpc.loadPackageDefinition(def) as { inference: { GRPCInferenceService: grpc.ServiceClientConstructor } }).inference
@@ -92,6 +169,11 @@ describe('the door checks in the HTTP app', () => {
     expect(e?.metadata.get('cohort-code')).toEqual(['OVERLOADED'])
     expect(e?.details).toMatch(/worker-wait check/)
     expect(Number(e?.metadata.get('retry-after')[0])).toBeGreaterThanOrEqual(1)
+    expect(Number(e?.metadata.get('grpc-retry-pushback-ms')[0])).toBe(1000 * Number(e?.metadata.get('retry-after')[0]))
+    // As cheap as over HTTP: 20 more refusals, no warn line of their own (the one aggregated line came with the first).
+    const warns = kept.count('warn')
+    for (let i = 0; i < 20; i++) expect((await call())?.code).toBe(grpc.status.RESOURCE_EXHAUSTED)
+    expect(kept.count('warn')).toBe(warns)
     client.close()
     await server.close()
     await transport.close()

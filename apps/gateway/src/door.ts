@@ -21,6 +21,8 @@ import type { Upstream } from './upstream.ts'
 import { Authenticator } from './middleware/auth/credentials.ts'
 import { ModelSlos, SLO_TTL_MS } from './slo.ts'
 import { DOOR_CHECKS, WorkerWaitCheck, type DoorCheck, type WorkerWaitOptions } from './wait-check.ts'
+import type { AdmissionTicket } from './admission-control.ts'
+import { RefusalLog } from './refusal.ts'
 import { ADMISSION, checkModelPath, inflightOverloaded, inflightTooLarge, type Origin } from './admission.ts'
 import { TokenBuckets } from './middleware/rate-limit/index.ts'
 
@@ -65,6 +67,11 @@ export interface DoorOptions extends ObservationOptions {
    * bytes held at once, shared by every codec of the gateway. `false` turns it off. @default {}
    */
   inflight?: InflightLimits | false | undefined
+  /**
+   * Refusals (503 OVERLOADED) are not logged one by one: they are counted, and one aggregated
+   * `warn` line is written at most every this many ms (refusal.ts). @default 10000
+   */
+  refusalLogIntervalMs?: number | undefined
 }
 
 /** Label value for a model in request metrics: unknown or invalid names share one series (bounded memory). */
@@ -209,6 +216,13 @@ export interface Arrival extends ObservedCall {
    * the workers' fair shares. Absent (auth off): the one anonymous tenant.
    */
   tenant?: string | undefined
+  /**
+   * How long the call had waited before the door saw it, ms: from its arrival (the Node listener:
+   * the connection's accept, or the first bytes of a keep-alive connection's next request) to now.
+   * Taken off its deadline; a call that already waited its whole budget is refused at once
+   * (503 OVERLOADED, check `arrival_wait`).
+   */
+  waitedMs?: number | undefined
   /** Called with the passage once made (HTTP: to answer its `traceparent`). */
   entered?: ((p: Passage) => void) | undefined
 }
@@ -235,7 +249,16 @@ export class Passage {
   readonly obs: RequestObservation
   /** Count this call in the request metrics when it ends (bulk counts its items instead). */
   counted = true
+  /** The delay taken off the deadline: the larger of the event-loop lag and the arrival wait, ms. */
   #lag = 0
+  /** The event loop's lag at entry, ms: the gateway's own delay a reply waits too. */
+  #loopLag = 0
+  /** The admission controller's ticket of a call judged by estimates (its outcome goes back). */
+  #ticket: AdmissionTicket | undefined
+  /** The deadline of the call's envelope, once sent (ms since the epoch). */
+  #sentDeadline: number | undefined
+  /** The door check that refused the call, if one did. */
+  #check: DoorCheck | undefined
   /** True once the client sent a deadline of its own (header, parameter, transport deadline). */
   #clientTimed = false
   #code = 'OK'
@@ -293,12 +316,30 @@ export class Passage {
       return
     }
     try {
-      this.#lag = admitAtDoor(this.door.o.requestTimeoutMs, a.timeoutHeader, this.door.o.queueDelayMs)
+      this.#loopLag = this.#lag = admitAtDoor(this.door.o.requestTimeoutMs, a.timeoutHeader, this.door.o.queueDelayMs)
     } catch (e) {
       this.#refused(e, DOOR_CHECKS.eventLoopLag)
       throw e
     }
+    const waited = a.waitedMs ?? 0
+    if (waited > this.#lag) {
+      this.#arrivalWait(waited)
+    }
     this.#judge()
+  }
+
+  /** The arrival-wait check: a call that already waited its budget is refused at once; else the wait is taken off its deadline. */
+  #arrivalWait(waited: number): void {
+    const own = ADMISSION[this.arrival.origin].budget === 'own' && this.arrival.deadlineAt !== undefined
+    const budget = own ? this.arrival.deadlineAt! - Date.now() + waited : this.timeoutMs(this.arrival.timeoutParamUs)
+    if (waited >= budget) {
+      const e = new CohortError('OVERLOADED', `the request waited ${Math.ceil(waited)} ms before the gateway could judge it, not less than its ${Math.round(budget)} ms budget (arrival-wait check)`, {
+        retryAfterS: 1,
+      })
+      this.#refused(e, DOOR_CHECKS.arrivalWait)
+      throw e
+    }
+    this.#lag = waited
   }
 
   /** Room for the call in the door's in-flight bound, until {@link Passage.end}. */
@@ -329,11 +370,12 @@ export class Passage {
     const a = this.arrival
     const own = ADMISSION[a.origin].budget === 'own' && a.deadlineAt !== undefined
     const left = own ? a.deadlineAt! - Date.now() : this.timeoutMs(a.timeoutParamUs)
-    const v = ww.judge(this.model, a.tenant?.slice(0, 128) ?? '', left - this.#lag)
+    const v = ww.judge(this.model, a.tenant?.slice(0, 128) ?? '', left - this.#lag, this.#loopLag)
     if (!v.admit) {
       this.#refused(v.error, DOOR_CHECKS.workerWait)
       throw v.error
     }
+    this.#ticket = v.ticket
     if (v.probe) {
       this.door.o.metrics.doorProbes.inc({ model: metricModel(this.model, 'OK') })
     }
@@ -341,6 +383,7 @@ export class Passage {
 
   #refused(e: unknown, check: DoorCheck): void {
     if (e instanceof CohortError && e.code === 'OVERLOADED') {
+      this.#check = check
       this.door.o.metrics.doorRefusals.inc({ model: metricModel(this.model, e.code), check })
     }
   }
@@ -421,6 +464,7 @@ export class Passage {
       ...this.trace,
     }
     this.obs.sent(req)
+    this.#sentDeadline = req.deadline
     const reply = await doorSend(this.door.o.upstream, req, o)
     firstItemError(reply)
     return reply
@@ -450,8 +494,17 @@ export class Passage {
     this.#open = true
   }
 
-  /** Record a failure; answers what to throw (see {@link RequestObservation.fail}). */
+  /**
+   * Record a failure; answers what to throw (see {@link RequestObservation.fail}). A refusal for
+   * load (503 OVERLOADED: a door check, the in-flight bound, a worker's full queue) is not logged
+   * on its own: it is counted, and the door's {@link RefusalLog} writes one aggregated line.
+   */
   fail(e: unknown, status?: number): CohortError {
+    if (e instanceof CohortError && e.code === 'OVERLOADED' && status === undefined) {
+      this.#code = e.code
+      this.door.refusals.note(this.#check ?? (this.#sentDeadline === undefined ? 'door' : 'worker'), this.model)
+      return this.obs.refused(e)
+    }
     const ce = this.obs.fail(e, status)
     this.#code = ce.code
     return ce
@@ -459,6 +512,10 @@ export class Passage {
 
   /** Count the call, give back its in-flight room and end its span. Idempotent (the span's end is). */
   end(): void {
+    if (this.#ticket !== undefined) {
+      this.#outcome(this.#ticket)
+      this.#ticket = undefined
+    }
     if (this.#held !== undefined) {
       this.door.inflight?.release(this.#held)
       this.#held = undefined
@@ -468,6 +525,24 @@ export class Passage {
       this.door.count(this.model, this.#code, this.#t0)
     }
     this.obs.end()
+  }
+
+  /**
+   * An admitted call's outcome back to the admission controller: late when answered past its
+   * deadline, 504, or refused by the worker (the door let in what the worker could not take);
+   * on time when answered within it. Other failures (bad input, cancels) say nothing of load.
+   */
+  #outcome(t: AdmissionTicket): void {
+    const ctl = this.door.workerWait?.control
+    const code = this.#code
+    if (ctl === undefined || this.#sentDeadline === undefined) {
+      return
+    }
+    if (code === 'OK') {
+      ctl.outcome(t, Date.now() > this.#sentDeadline)
+    } else if (code === 'DEADLINE_EXCEEDED' || code === 'OVERLOADED') {
+      ctl.outcome(t, true)
+    }
   }
 
   /** @internal */
@@ -491,8 +566,11 @@ export class InferenceDoor {
    * in it before a body is read; other codecs through {@link Arrival.holdBytes}.
    */
   readonly inflight: InflightBudget | undefined
+  /** The aggregated log of this door's refusals (no line per refusal). */
+  readonly refusals: RefusalLog
 
   constructor(readonly o: DoorOptions) {
+    this.refusals = new RefusalLog(o.logger, o.refusalLogIntervalMs !== undefined ? { intervalMs: o.refusalLogIntervalMs } : {})
     this.slos = o.serverSlo === false ? undefined : new ModelSlos<number, Pick<ModelMeta, 'slo'>>((m) => o.upstream.heldMeta(m))
     this.generationSlos = o.serverSlo === false ? undefined : new ModelSlos((m) => o.upstream.heldMeta(m), SLO_TTL_MS, Date.now, (m) => m.generative?.slo)
     const lv = o.upstream.liveness

@@ -166,6 +166,16 @@ export class RequestObservation {
     return ce
   }
 
+  /**
+   * Record a refusal for load (503 OVERLOADED) without a log line: the caller counts it (the
+   * door's aggregated {@link RefusalLog}). Answers the error to throw.
+   */
+  refused(e: CohortError): CohortError {
+    this.#code = e.code
+    this.#status = e.status
+    return e
+  }
+
   /** Log a failed item of a bulk request (its own envelope id) at `warn`. */
   failedItem(requestId: string, index: number, code: string, message: string): void {
     this.o.logger.warn(

@@ -104,9 +104,15 @@ export interface GatewayOptions {
    * finish before its deadline, by the workers' queue-wait estimates, is refused 503 OVERLOADED
    * with `Retry-After` before its body is read, without a NATS round trip. Needs `workerLoss` (the
    * estimates come with heartbeats and accept notices). `false` turns it off (`--no-worker-wait`).
-   * @default {} (probe every 100 ms, estimates stale after 2 heartbeat intervals)
+   * `control`: the admission margin and outcome feedback (docs/reliability.md#admission-with-a-margin).
+   * @default {} (probe every 100 ms, estimates stale after 2 heartbeat intervals, margin 0.2)
    */
   workerWait?: WorkerWaitOptions | false
+  /**
+   * Refusals (503 OVERLOADED) write no log line each: one aggregated `warn` line at most every this
+   * many ms (docs/reliability.md#refusals-under-overload); 0 logs each. @default 10000
+   */
+  refusalLogIntervalMs?: number
   /** Id of this gateway instance (its acceptance-notice subject). @default random (`g-` and 8 hex digits) */
   gatewayId?: string
   /**
@@ -176,6 +182,13 @@ export interface GatewayAdapter {
    * whole budget it exceeds is refused 503 at once, before its body is read. @default 0
    */
   queueDelayMs?(): number
+  /**
+   * When the request arrived (`performance.now()` ms; the Node listener: its connection's accept
+   * for the first request, its `request` event for later ones). The door counts the wait since
+   * then ({@link Arrival.waitedMs}): taken off the deadline, and a request that already waited its
+   * budget is refused 503 at once (check `arrival_wait`). @default none (not measured)
+   */
+  arrivedAt?(c: Context): number | undefined
 }
 
 /** Settings of the live dashboard's server-side history (a ring buffer of samples). */
@@ -200,7 +213,7 @@ export type ResolvedGatewayOptions = Required<Omit<GatewayOptions, 'registry' | 
 type JobOptionKeys = 'jobs' | 'predictions'
 
 /** Worker-loss settings: their defaults are applied where the detector is built (liveness.ts). */
-type LivenessOptionKeys = 'workerLoss' | 'gatewayId' | 'workerWait' | 'serverSlo'
+type LivenessOptionKeys = 'workerLoss' | 'gatewayId' | 'workerWait' | 'serverSlo' | 'refusalLogIntervalMs'
 
 /** The optional security settings (authentication, rate limit, CORS): no defaults to apply. */
 type SecurityOptionKeys = 'apiKeys' | 'jwt' | 'metricsOpen' | 'rateLimit' | 'cors' | 'inflight'

@@ -8,9 +8,10 @@
  */
 import { CohortError } from '@cohort/protocol'
 import type { WorkerWaits } from './wait-table.ts'
+import { AdmissionControl, type AdmissionControlOptions, type AdmissionTicket } from './admission-control.ts'
 
 /** The door's checks, as named in code, in the `check` label of `cohort_door_refusals_total` and in the docs. */
-export const DOOR_CHECKS = { eventLoopLag: 'event_loop_lag', workerWait: 'worker_wait' } as const
+export const DOOR_CHECKS = { eventLoopLag: 'event_loop_lag', arrivalWait: 'arrival_wait', workerWait: 'worker_wait' } as const
 /** One of {@link DOOR_CHECKS}. */
 export type DoorCheck = (typeof DOOR_CHECKS)[keyof typeof DOOR_CHECKS]
 
@@ -24,6 +25,8 @@ export interface WorkerWaitOptions {
   probeIntervalMs?: number
   /** An estimate is used for this many of its worker's heartbeat intervals after it came, then dropped. @default 2 */
   staleHeartbeats?: number
+  /** The margin and the outcome feedback of admission (admission-control.ts). @default {} */
+  control?: AdmissionControlOptions
 }
 
 /** Default {@link WorkerWaitOptions.probeIntervalMs}. */
@@ -33,13 +36,15 @@ export const DEFAULT_STALE_HEARTBEATS = 2
 
 /** What the check decided for one request. */
 export type WaitVerdict =
-  | { admit: true; probe?: true }
+  | { admit: true; probe?: true; ticket?: AdmissionTicket }
   | { admit: false; error: CohortError }
 
 /** The worker-wait check of one door. */
 export class WorkerWaitCheck {
   readonly probeIntervalMs: number
   readonly staleHeartbeats: number
+  /** The margin and outcome feedback: how much of the budget the predicted finish may fill. */
+  readonly control: AdmissionControl
   /** Last probe per model (clock ms); bounded by the models the state knows. */
   readonly #probes = new Map<string, number>()
 
@@ -49,28 +54,35 @@ export class WorkerWaitCheck {
   ) {
     this.probeIntervalMs = o.probeIntervalMs ?? DEFAULT_PROBE_INTERVAL_MS
     this.staleHeartbeats = o.staleHeartbeats ?? DEFAULT_STALE_HEARTBEATS
+    this.control = new AdmissionControl({ now: waits.now, ...o.control })
     if (!(this.probeIntervalMs >= 0) || !(this.staleHeartbeats > 0)) {
       throw new RangeError('workerWait: probeIntervalMs >= 0 and staleHeartbeats > 0')
     }
   }
 
   /**
-   * Judge a request of `tenant` ('' anonymous) for `model` with `leftMs` to its deadline: refused
-   * (503 OVERLOADED, Retry-After: retrying can help) when the best worker's wait plus its service
-   * estimate exceeds `leftMs`. Admitted when nothing fresh is known, when even an idle worker could
-   * not finish it (`leftMs` below the service estimate: the worker answers that exactly, a retry
-   * would not help), and as a probe once per `probeIntervalMs` per model. A request admitted
-   * because it fits is added to the waits (one item; {@link WorkerWaits.admitted}), so a burst
-   * between two estimates is refused once the work this door let in would make it late.
+   * Judge a request of `tenant` ('' anonymous) for `model` with `leftMs` to its deadline, the
+   * gateway's own delay `delayMs` (its reply waits about as long as the request did): admitted
+   * when the predicted finish, the best worker's wait (times the controller's scale for this
+   * model and tenant: above 1 after late outcomes, {@link AdmissionControl}) plus its service
+   * estimate plus `delayMs`, fits `1 - margin` of `leftMs`; else refused 503 OVERLOADED with
+   * Retry-After (retrying can help). Admitted when nothing fresh is known, when even an idle
+   * worker could not finish it (`leftMs` below the service estimate: the worker answers that
+   * exactly, a retry would not help), and as a probe once per `probeIntervalMs` per model. A
+   * request admitted because it fits is added to the waits (one item; {@link WorkerWaits.admitted}),
+   * so a burst between two estimates is refused once the work this door let in would make it
+   * late. An admitted request judged by estimates carries a ticket: its outcome goes back to the
+   * controller ({@link AdmissionControl.outcome}).
    */
-  judge(model: string, tenant: string, leftMs: number): WaitVerdict {
+  judge(model: string, tenant: string, leftMs: number, delayMs = 0): WaitVerdict {
     const best = this.waits.best(model, tenant, this.staleHeartbeats)
     if (best === undefined || leftMs < best.serviceMs) {
       return { admit: true }
     }
-    if (leftMs >= best.waitMs + best.serviceMs) {
+    const ticket = this.control.admit(model, tenant, best.waitMs, best.serviceMs + delayMs, leftMs)
+    if (ticket !== undefined) {
       this.waits.admitted(model, tenant, 1)
-      return { admit: true }
+      return { admit: true, ticket }
     }
     const now = this.waits.now()
     const last = this.#probes.get(model)
@@ -80,13 +92,13 @@ export class WorkerWaitCheck {
       if (this.#probes.size > 1024) {
         this.#probes.delete(this.#probes.keys().next().value as string)
       }
-      return { admit: true, probe: true }
+      return { admit: true, probe: true, ticket: this.control.ticket(model, tenant) }
     }
     return {
       admit: false,
       error: new CohortError(
         'OVERLOADED',
-        `model "${model}": no worker can finish this request within its deadline (best of ${best.workers} worker${best.workers === 1 ? '' : 's'}: about ${Math.ceil(best.waitMs)} ms of queued work and ${Math.ceil(best.serviceMs)} ms to run it, ${Math.floor(leftMs)} ms left); refused at the door (worker-wait check), retry after Retry-After`,
+        `model "${model}": no worker can finish this request well within its deadline (best of ${best.workers} worker${best.workers === 1 ? '' : 's'}: about ${Math.ceil(best.waitMs)} ms of queued work and ${Math.ceil(best.serviceMs)} ms to run it, ${Math.floor(leftMs)} ms left, of which admission fills at most ${Math.round(this.control.ceiling * 100)}%, counting queued work x${this.control.scale(model, tenant).toFixed(2)}); refused at the door (worker-wait check), retry after Retry-After`,
         { retryAfterS: Math.max(1, Math.ceil(best.waitMs / 1000)) },
       ),
     }

@@ -12,7 +12,7 @@ export function gatewayMetrics(r: Registry) {
     info: r.gauge('cohort_gateway_info', 'Always 1; the gateway id of each gateway in this process (HTTP, gRPC) in the gateway label.'),
     doorRefusals: r.counter(
       'cohort_door_refusals_total',
-      "Inference requests refused at the gateway's door before their body was read (503 OVERLOADED, nothing sent to a worker), by model and check (event_loop_lag: the gateway's own event loop is later than the request's budget; worker_wait: no worker's queue-wait estimate meets its deadline).",
+      "Inference requests refused at the gateway's door before their body was read (503 OVERLOADED, nothing sent to a worker), by model and check (event_loop_lag: the gateway's own event loop is later than the request's budget; arrival_wait: the request already waited its budget before the door saw it; worker_wait: no worker's queue-wait estimate meets its deadline within the admission margin; connections: a connection over the gateway's open-connections bound, answered at accept).",
     ),
     doorProbes: r.counter(
       'cohort_door_probes_total',

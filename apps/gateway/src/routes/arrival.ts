@@ -3,6 +3,17 @@ import type { Arrival } from '../door.ts'
 import type { Origin } from '../admission.ts'
 import { httpCall } from '../observe.ts'
 
+declare module 'hono' {
+  interface ContextVariableMap {
+    /** When the request arrived (`performance.now()` ms), from the runtime adapter's `arrivedAt`. */
+    cohortArrivedAt: number | undefined
+  }
+}
+
+function waitedSince(at: number | undefined): number | undefined {
+  return at === undefined ? undefined : performance.now() - at
+}
+
 /** The door's {@link Arrival} of an HTTP request: its origin, method, route, model, trace context and timeout header. */
 export function httpArrival(c: Context, origin: Origin, model: string, version?: string): Arrival {
   return {
@@ -13,6 +24,7 @@ export function httpArrival(c: Context, origin: Origin, model: string, version?:
     timeoutHeader: c.req.header('x-cohort-timeout-ms'),
     ttftHeader: c.req.header('x-cohort-ttft-timeout-ms'),
     tenant: c.get('cohortClient'),
+    waitedMs: waitedSince(c.get('cohortArrivedAt')),
     entered: (p) => c.set('cohortTraceparent', p.trace?.traceparent),
   }
 }

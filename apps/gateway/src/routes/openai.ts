@@ -8,7 +8,7 @@
  */
 import type { Context, Hono } from 'hono'
 import { CohortError, generateFrom, type GenerateInput, type GenerateResult, type TokenLogprob } from '@cohort/protocol'
-import { bodyOf, clientGone, parseJson } from '../body.ts'
+import { bodyOf, clientGone, closeIfBodyUnread, parseJson } from '../body.ts'
 import { applyChatTemplate, chatMessages } from '../chat-template.ts'
 import type { InferenceDoor, Passage } from '../door.ts'
 import { collect, sseResponse, startGeneration, type GenEvent } from '../generation.ts'
@@ -23,6 +23,7 @@ type Body = Record<string, unknown>
 
 /** The OpenAI error body of a CohortError (`param`: the field its message starts with, if any). */
 function openaiError(c: Context, e: CohortError): Response {
+  closeIfBodyUnread(c)
   if (e.retryAfterS !== undefined || e.status === 503) {
     c.header('Retry-After', String(Math.max(1, Math.ceil(e.retryAfterS ?? 1))))
   }

@@ -98,37 +98,34 @@ function loadService(): grpc.ServiceDefinition {
 
 const metaTensors = (ts: ModelMeta['inputs']) => ts.map((t) => ({ name: t.name, datatype: t.datatype, shape: t.shape }))
 
-/**
- * Serve `inference.GRPCInferenceService` (Triton's grpc_service.proto, the gRPC form of the Open
- * Inference Protocol) over the same bus as the HTTP gateway: health, metadata, config, statistics,
- * ModelInfer (raw or typed input contents; outputs always as `raw_output_contents`) and
- * ModelStreamInfer. Repository, shared-memory, trace and log RPCs answer UNIMPLEMENTED.
- * Node only (an app adapter, like the HTTP listener).
- */
-export async function startGrpcServer(options: GrpcServerOptions): Promise<GrpcServerHandle> {
-  const owned = !('core' in options)
-  const core = 'core' in options ? options.core : createGatewayCore(options)
-  const { door, upstream: up, options: gw } = core
-  const report = gw.onUnexpectedError
+/** The first string value of a metadata key. */
+function first(md: grpc.Metadata, key: string): string | undefined {
+  const v = md.get(key)[0]
+  return typeof v === 'string' ? v : undefined
+}
 
-  const first = (md: grpc.Metadata, key: string): string | undefined => {
-    const v = md.get(key)[0]
-    return typeof v === 'string' ? v : undefined
-  }
-  /** Authenticate and rate-limit a call through the door (health RPCs are not rate-limited). */
-  const authorize = (call: { metadata: grpc.Metadata; getPeer(): string }, limited = true) =>
-    door.authorize(first(call.metadata, 'authorization'), call.getPeer().replace(/:\d+$/, ''), limited)
-  /**
-   * The door's arrival of one inference request. `tenant`: the authenticated client (`key:<i>`,
-   * `jwt:<sub>`), the envelope's tenant for fair shares, as over HTTP (none when auth is off).
-   */
-  const arrival = (call: { metadata: grpc.Metadata; getDeadline(): grpc.Deadline }, method: string, r: ModelInferRequestMsg, tenant: string | undefined): Arrival => ({
+type Authorize = (call: { metadata: grpc.Metadata; getPeer(): string }, limited?: boolean) => Promise<string | undefined>
+type Infer = (call: { metadata: grpc.Metadata; getDeadline(): grpc.Deadline }, method: string, r: ModelInferRequestMsg, signal: AbortSignal, tenant: string | undefined) => Promise<unknown>
+
+/** Step 1: authenticate and rate-limit a call through the door (health RPCs are not rate-limited). */
+function authorizer(door: GatewayCore['door']): Authorize {
+  return (call, limited = true) => door.authorize(first(call.metadata, 'authorization'), call.getPeer().replace(/:\d+$/, ''), limited)
+}
+
+/**
+ * Step 2: the door's arrival of one inference request, and the call through the door. `tenant`:
+ * the authenticated client (`key:<i>`, `jwt:<sub>`), the envelope's tenant for fair shares, as
+ * over HTTP (none when auth is off). The door's checks run before the inputs are decoded (the
+ * `timeout` parameter is already known here); a refusal costs what an HTTP refusal costs: no log
+ * line (aggregated), no NATS message, no decode.
+ */
+function inferThroughDoor(door: GatewayCore['door']): Infer {
+  const arrival = (call: Parameters<Infer>[0], method: string, r: ModelInferRequestMsg, tenant: string | undefined): Arrival => ({
     origin: 'grpc',
     method: 'POST',
     route: `/inference.GRPCInferenceService/${method}`,
     model: r.model_name,
     version: r.model_version === '' || r.model_version === undefined ? undefined : r.model_version,
-    // Both door checks before the inputs are decoded; the `timeout` parameter is already known here.
     timeoutParamUs: paramValue(r.parameters?.['timeout']),
     holdBytes: messageBytes(r),
     traceparent: first(call.metadata, TRACEPARENT),
@@ -136,12 +133,13 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<GrpcS
     deadlineAt: deadlineAt(call.getDeadline()),
     tenant,
   })
-  const infer = (call: Parameters<typeof arrival>[0], method: string, r: ModelInferRequestMsg, signal: AbortSignal, tenant: string | undefined) =>
+  return (call, method, r, signal, tenant) =>
     door.serve(arrival(call, method, r, tenant), (p) => modelInfer(p, r, signal, first(call.metadata, 'idempotency-key') !== undefined))
+}
 
-  /** A unary handler: authorize, run, answer or map the error. */
-  const unary =
-    <Req, Res>(fn: (req: Req, call: grpc.ServerUnaryCall<Req, Res>) => Promise<Res>, limited = true) =>
+/** A unary handler: authorize, run, answer or map the error. */
+function unaryOf(authorize: Authorize, report: (e: unknown) => void) {
+  return <Req, Res>(fn: (req: Req, call: grpc.ServerUnaryCall<Req, Res>) => Promise<Res>, limited = true) =>
     (call: grpc.ServerUnaryCall<Req, Res>, cb: grpc.sendUnaryData<Res>): void => {
       Promise.resolve()
         .then(() => authorize(call, limited))
@@ -151,15 +149,24 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<GrpcS
           (e) => cb(toServiceError(e, report)),
         )
     }
+}
 
-  const impl: grpc.UntypedServiceImplementation = {
+/** The optional `version` of a metadata request ('' is none), checked with its model name. */
+function namedVersion(r: { name: string; version: string }): string | undefined {
+  const version = r.version === '' ? undefined : r.version
+  checkModelPath(r.name, version)
+  return version
+}
+
+/** Step 3: health, metadata, config and statistics RPCs. */
+function metadataRpcs(core: GatewayCore, unary: ReturnType<typeof unaryOf>): grpc.UntypedServiceImplementation {
+  const { upstream: up, options: gw } = core
+  return {
     ServerLive: unary(async () => ({ live: true }), false),
     ServerReady: unary(async () => ({ ready: (await up.readiness()).ready }), false),
     ModelReady: unary(async (r: { name: string; version: string }) => {
       try {
-        const version = r.version === '' ? undefined : r.version
-        checkModelPath(r.name, version)
-        return { ready: (await up.meta(r.name, version)).ready }
+        return { ready: (await up.meta(r.name, namedVersion(r))).ready }
       } catch (e) {
         if (e instanceof CohortError && (e.code === 'MODEL_NOT_FOUND' || e.code === 'NO_WORKER')) {
           return { ready: false }
@@ -173,83 +180,88 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<GrpcS
       extensions: ['binary_tensor_data', 'parameters', 'statistics', 'model_configuration'],
     })),
     ModelMetadata: unary(async (r: { name: string; version: string }) => {
-      const version = r.version === '' ? undefined : r.version
-      checkModelPath(r.name, version)
-      const m = await up.meta(r.name, version)
+      const m = await up.meta(r.name, namedVersion(r))
       return { name: m.name, versions: m.versions, platform: m.platform, inputs: metaTensors(m.inputs), outputs: metaTensors(m.outputs) }
     }),
-    ModelConfig: unary(async (r: { name: string; version: string }) => {
-      const version = r.version === '' ? undefined : r.version
-      checkModelPath(r.name, version)
-      return { config: tritonConfig(await up.meta(r.name, version)) }
-    }),
+    ModelConfig: unary(async (r: { name: string; version: string }) => ({ config: tritonConfig(await up.meta(r.name, namedVersion(r))) })),
     ModelStatistics: unary(async (r: { name: string; version: string }) =>
       modelStats(up, r.name === '' ? undefined : r.name, r.version === '' ? undefined : r.version),
     ),
-    ModelInfer: (call: grpc.ServerUnaryCall<ModelInferRequestMsg, unknown>, cb: grpc.sendUnaryData<unknown>) => {
-      const ac = new AbortController()
-      call.on('cancelled', () => ac.abort())
-      Promise.resolve()
-        .then(() => authorize(call))
-        .then((tenant) => infer(call, 'ModelInfer', call.request, ac.signal, tenant))
-        .then(
-          (res) => cb(null, res),
-          (e) => cb(toServiceError(e, report)),
-        )
-    },
-    ModelStreamInfer: (call: grpc.ServerDuplexStream<ModelInferRequestMsg, unknown>) => {
-      const ac = new AbortController()
-      call.on('cancelled', () => ac.abort())
-      let pending = 0
-      let ended = false
-      const maybeEnd = () => {
-        if (ended && pending === 0) {
-          call.end()
-        }
-      }
-      // Credentials once per stream; the rate limit per request on it, as each is one inference.
-      let refused = false
-      const authorized = door.authorize(first(call.metadata, 'authorization'), undefined, false)
-      authorized.catch((e: unknown) => {
-        refused = true
-        call.emit('error', toServiceError(e, report))
-      })
-      call.on('data', (r: ModelInferRequestMsg) => {
-        pending++
-        authorized
-          .then(() => authorize(call))
-          .then((tenant) => infer(call, 'ModelStreamInfer', r, ac.signal, tenant))
-          .then(
-            (res) => call.write({ error_message: '', infer_response: res }),
-            (e) => {
-              if (refused) {
-                return // the stream already ended with the refusal
-              }
-              const se = toServiceError(e, report)
-              call.write({ error_message: se.details ?? 'error', infer_response: { model_name: r.model_name, id: r.id ?? '' } })
-            },
-          )
-          .finally(() => {
-            pending--
-            maybeEnd()
-          })
-      })
-      call.on('end', () => {
-        ended = true
-        maybeEnd()
-      })
-    },
   }
+}
 
-  const maxBytes = options.maxMessageBytes ?? gw.maxBodyBytes
-  const server = new grpc.Server(grpcServerChannelOptions(maxBytes, options.connectionLimits))
-  server.addService(loadService(), impl)
-  const host = options.host ?? '127.0.0.1'
-  const port = await new Promise<number>((resolve, reject) =>
-    server.bindAsync(`${host.includes(':') ? `[${host}]` : host}:${options.port}`, grpc.ServerCredentials.createInsecure(), (err, p) =>
-      err ? reject(err) : resolve(p),
-    ),
+/** Step 4: ModelInfer, one request through the door. */
+function modelInferRpc(authorize: Authorize, infer: Infer, report: (e: unknown) => void) {
+  return (call: grpc.ServerUnaryCall<ModelInferRequestMsg, unknown>, cb: grpc.sendUnaryData<unknown>) => {
+    const ac = new AbortController()
+    call.on('cancelled', () => ac.abort())
+    Promise.resolve()
+      .then(() => authorize(call))
+      .then((tenant) => infer(call, 'ModelInfer', call.request, ac.signal, tenant))
+      .then(
+        (res) => cb(null, res),
+        (e) => cb(toServiceError(e, report)),
+      )
+  }
+}
+
+/**
+ * Step 5: ModelStreamInfer: credentials once per stream, the rate limit and the door per request
+ * on it (each is one inference); a failed request is an `error_message` on the stream.
+ */
+function modelStreamInferRpc(door: GatewayCore['door'], authorize: Authorize, infer: Infer, report: (e: unknown) => void) {
+  return (call: grpc.ServerDuplexStream<ModelInferRequestMsg, unknown>) => {
+    const ac = new AbortController()
+    call.on('cancelled', () => ac.abort())
+    let pending = 0
+    let ended = false
+    const maybeEnd = () => {
+      if (ended && pending === 0) {
+        call.end()
+      }
+    }
+    let refused = false
+    const authorized = door.authorize(first(call.metadata, 'authorization'), undefined, false)
+    authorized.catch((e: unknown) => {
+      refused = true
+      call.emit('error', toServiceError(e, report))
+    })
+    call.on('data', (r: ModelInferRequestMsg) => {
+      pending++
+      authorized
+        .then(() => authorize(call))
+        .then((tenant) => infer(call, 'ModelStreamInfer', r, ac.signal, tenant))
+        .then(
+          (res) => call.write({ error_message: '', infer_response: res }),
+          (e) => {
+            if (refused) {
+              return // the stream already ended with the refusal
+            }
+            const se = toServiceError(e, report)
+            call.write({ error_message: se.details ?? 'error', infer_response: { model_name: r.model_name, id: r.id ?? '' } })
+          },
+        )
+        .finally(() => {
+          pending--
+          maybeEnd()
+        })
+    })
+    call.on('end', () => {
+      ended = true
+      maybeEnd()
+    })
+  }
+}
+
+/** Step 6: bind the server on host:port; the port bound. */
+function bind(server: grpc.Server, host: string, port: number): Promise<number> {
+  return new Promise<number>((resolve, reject) =>
+    server.bindAsync(`${host.includes(':') ? `[${host}]` : host}:${port}`, grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
   )
+}
+
+/** Step 7: the handle: an idempotent close (calls running finish, forced after 5 s), then the core when the server owns it. */
+function handleOf(server: grpc.Server, port: number, core: GatewayCore, owned: boolean): GrpcServerHandle {
   let closing: Promise<void> | undefined
   return {
     port,
@@ -265,4 +277,28 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<GrpcS
       return closing
     },
   }
+}
+
+/**
+ * Serve `inference.GRPCInferenceService` (Triton's grpc_service.proto, the gRPC form of the Open
+ * Inference Protocol) over the same bus as the HTTP gateway: health, metadata, config, statistics,
+ * ModelInfer (raw or typed input contents; outputs always as `raw_output_contents`) and
+ * ModelStreamInfer. Repository, shared-memory, trace and log RPCs answer UNIMPLEMENTED.
+ * Node only (an app adapter, like the HTTP listener). Its steps are the functions above.
+ */
+export async function startGrpcServer(options: GrpcServerOptions): Promise<GrpcServerHandle> {
+  const owned = !('core' in options)
+  const core = 'core' in options ? options.core : createGatewayCore(options)
+  const report = core.options.onUnexpectedError
+  const authorize = authorizer(core.door)
+  const infer = inferThroughDoor(core.door)
+  const impl: grpc.UntypedServiceImplementation = {
+    ...metadataRpcs(core, unaryOf(authorize, report)),
+    ModelInfer: modelInferRpc(authorize, infer, report),
+    ModelStreamInfer: modelStreamInferRpc(core.door, authorize, infer, report),
+  }
+  const server = new grpc.Server(grpcServerChannelOptions(options.maxMessageBytes ?? core.options.maxBodyBytes, options.connectionLimits))
+  server.addService(loadService(), impl)
+  const port = await bind(server, options.host ?? '127.0.0.1', options.port)
+  return handleOf(server, port, core, owned)
 }

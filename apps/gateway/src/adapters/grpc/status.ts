@@ -49,14 +49,18 @@ export function grpcStatusOf(e: Pick<CohortError, 'code' | 'status'>): status {
 
 /**
  * A CohortError as a gRPC error: the status code of {@link grpcStatusOf}, the message as details, and the stable
- * code (plus Retry-After when known) as trailing metadata `cohort-code` / `retry-after`.
+ * code (plus Retry-After when known) as trailing metadata `cohort-code` / `retry-after`, and the
+ * same wait as `grpc-retry-pushback-ms` (gRFC A6: a retrying gRPC client honours it).
  */
 export function toServiceError(e: unknown, report: (e: unknown) => void): Partial<ServiceError> {
   const err = e instanceof CohortError ? e : (report(e), new CohortError('INTERNAL', 'internal error'))
   const metadata = new Metadata()
   metadata.set('cohort-code', err.code)
   if (err.retryAfterS !== undefined) {
-    metadata.set('retry-after', String(Math.max(1, Math.ceil(err.retryAfterS))))
+    const s = Math.max(1, Math.ceil(err.retryAfterS))
+    metadata.set('retry-after', String(s))
+    // gRFC A6's retry pushback: grpc clients with a retry policy wait this long before retrying.
+    metadata.set('grpc-retry-pushback-ms', String(s * 1000))
   }
   return { code: grpcStatusOf(err), details: err.message, metadata }
 }

@@ -2,6 +2,7 @@ import type { MiddlewareHandler } from 'hono'
 import type { CohortError } from '@cohort/protocol'
 import type { InflightBudget } from '@cohort/transport'
 import { declaredLength, setBodyTicket } from '../../body.ts'
+import { DRAIN_REFUSED_BYTES } from '../../refusal.ts'
 import { errorResponse } from '../../errors.ts'
 import { inflightOverloaded, inflightTooLarge } from '../../admission.ts'
 import type { InferenceDoor } from '../../door.ts'
@@ -14,11 +15,7 @@ import type { InferenceDoor } from '../../door.ts'
  */
 export const JSON_BODY_WEIGHT = 3
 
-/**
- * A refused body up to this many bytes is read and discarded (the connection stays open for the
- * client's next request); a larger one gets `Connection: close`.
- */
-export const DRAIN_REFUSED_BYTES = 64 * 1024
+export { DRAIN_REFUSED_BYTES } from '../../refusal.ts'
 
 /** True for a body that is held as bytes (binary), false for one that is parsed as JSON. */
 function isBinary(contentType: string | undefined, inferenceHeader: string | undefined): boolean {
