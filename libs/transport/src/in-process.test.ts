@@ -102,4 +102,29 @@ describe('InProcessTransport', () => {
     await t.directory.announce('m', enc('{}'))
     expect(await t.directory.known('m')).toBe(true)
   })
+
+  it('carries a value without encoding it; data is its encoding, made only when read; answers come back as values', async () => {
+    const t = new InProcessTransport()
+    const value = { n: 1, bytes: new Uint8Array([1, 2, 3]) }
+    let encodes = 0
+    const sub = t.subscribe('s')
+    const inbox = t.subscribe('_INBOX.x.>')
+    t.publishValue('s', { value, encode: () => (encodes++, enc('bytes')) }, { reply: '_INBOX.x.1' })
+    const got = (await sub[Symbol.asyncIterator]().next()).value!
+    expect(got.value).toBe(value) // the object itself: no copy
+    expect(encodes).toBe(0)
+    expect(dec(got.data)).toBe('bytes')
+    expect(dec(got.data)).toBe('bytes')
+    expect(encodes).toBe(1)
+    const answer = { ok: true }
+    expect(got.respondValue!({ value: answer, encode: () => enc('answer') })).toBe(true)
+    const back = (await inbox[Symbol.asyncIterator]().next()).value!
+    expect(back.value).toBe(answer)
+    expect(back.subject).toBe('_INBOX.x.1')
+    // Nobody on the subject: the no-responders notice on the reply subject, as for publish.
+    t.publishValue('nobody', { value: 1, encode: () => enc('1') }, { reply: '_INBOX.x.2' })
+    const none = (await inbox[Symbol.asyncIterator]().next()).value!
+    expect(none).toMatchObject({ subject: '_INBOX.x.2', noResponders: true })
+    await t.close()
+  })
 })

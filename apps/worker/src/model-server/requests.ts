@@ -4,8 +4,8 @@ import {
   decodeCancel,
   decodeInferMessage,
   encodeAccept,
-  encodeNotice,
   encodeReply,
+  inferMessageFrom,
   isAcceptSubject,
   requestItemCount,
   toWireError,
@@ -122,7 +122,8 @@ export class Requests {
     const t0 = performance.now()
     let msg: ReturnType<typeof decodeInferMessage>
     try {
-      msg = decodeInferMessage(m.data)
+      // Carried as a value (in-process): checked as a decode checks it, without the decode.
+      msg = m.value !== undefined ? inferMessageFrom(m.value) : decodeInferMessage(m.data)
     } catch (e) {
       this.#o.stats.received()
       this.#respond(m, { v: 1, id: '', error: toWireError(e, 'BAD_REQUEST') }, t0)
@@ -153,7 +154,7 @@ export class Requests {
     // One acceptance notice for the pack (before any reply: replies leave in a later microtask),
     // with the queue-wait estimate for the gateway's door (docs/batching.md#admission-at-the-door).
     const wait = wireWait(this.#o.engine, tenantsOf(msg.reqs))
-    sink.publish(encodeNotice({ v: 2, t: 'accept', worker: this.#o.workerId, ids, queued: this.#o.engine.queued, ...(wait ? { waitMs: wait.waitMs, serviceMs: wait.serviceMs, ...(wait.itemMs !== undefined ? { itemMs: wait.itemMs } : {}), ...(wait.tenants ? { tenants: wait.tenants } : {}) } : {}) }))
+    sink.notice({ v: 2, t: 'accept', worker: this.#o.workerId, ids, queued: this.#o.engine.queued, ...(wait ? { waitMs: wait.waitMs, serviceMs: wait.serviceMs, ...(wait.itemMs !== undefined ? { itemMs: wait.itemMs } : {}), ...(wait.tenants ? { tenants: wait.tenants } : {}) } : {}) })
   }
 
   onCancel(m: TransportMessage): void {
