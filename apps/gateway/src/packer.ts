@@ -11,7 +11,7 @@ import {
   type TokenStep,
 } from '@cohort/protocol'
 import { consume, newReplyKey, type AbortSignalLike, type Transport, type TransportMessage } from '@cohort/transport'
-import { Deadlines, monotonicNow } from './deadlines.ts'
+import { Deadlines, monotonicNow } from '@cohort/batching'
 import type { WorkerLiveness } from './liveness.ts'
 
 /** Options of {@link Packer}. */

@@ -54,3 +54,4 @@ export {
 export { estimateFinish, type AdmissionEstimate, type AdmissionState, type Arrival, type QueueWait } from './admission.ts'
 export { BatchEngine } from './engine.ts'
 export { FakeClock, type FakeTimer } from './fake-clock.ts'
+export { Deadlines, monotonicNow, type Deadlined, type DeadlinesOptions } from './deadlines.ts'
