@@ -269,7 +269,8 @@ export function decodeReply(buf: Uint8Array): InferReply {
   return replyFrom(decodeValue(buf))
 }
 
-function replyFrom(v: unknown): InferReply {
+/** {@link decodeReply} of a value already decoded or carried without encoding (see {@link inferMessageFrom}). */
+export function replyFrom(v: unknown): InferReply {
   const what = 'reply'
   if (!isObj(v)) {
     throw bad(`${what} must be a msgpack map`)

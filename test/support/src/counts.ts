@@ -8,7 +8,7 @@
  */
 import { createHook } from 'node:async_hooks'
 import { Socket } from 'node:net'
-import { MessagePort, Worker } from 'node:worker_threads'
+import { MessagePort } from 'node:worker_threads'
 import { wireCounts } from '@cohort/protocol'
 
 /** What {@link countPerRequest} counts, per request. */
@@ -21,7 +21,11 @@ export interface RequestCounts {
   promises: number
   /** Writes handed to sockets (`_writeGeneric` / `_writev`: HTTP responses, NATS frames, client requests). */
   socketWrites: number
-  /** `postMessage` calls on this thread (hand-offs to ORT or predictor threads). */
+  /**
+   * `postMessage` calls on this thread (hand-offs to ORT or predictor threads; their answers are
+   * posted on those threads, not counted). `Worker#postMessage` forwards to its port's, so each
+   * is counted once, on `MessagePort` (counting both counted every hand-off twice).
+   */
   postMessages: number
   jsonParses: number
   jsonStringifies: number
@@ -68,7 +72,6 @@ export async function countPerRequest(one: () => Promise<unknown>, n = 50, warmu
     },
   })
   const { parse, stringify } = JSON
-  const wpost = Worker.prototype.postMessage
   const ppost = MessagePort.prototype.postMessage
   JSON.parse = function (this: unknown, ...a: Parameters<typeof parse>) {
     c.jsonParses++
@@ -78,10 +81,6 @@ export async function countPerRequest(one: () => Promise<unknown>, n = 50, warmu
     c.jsonStringifies++
     return stringify.apply(this, a)
   } as typeof stringify
-  Worker.prototype.postMessage = function (this: Worker, ...a: Parameters<Worker['postMessage']>) {
-    c.postMessages++
-    return wpost.apply(this, a)
-  }
   MessagePort.prototype.postMessage = function (this: MessagePort, ...a: Parameters<MessagePort['postMessage']>) {
     c.postMessages++
     return ppost.apply(this, a)
@@ -106,7 +105,6 @@ export async function countPerRequest(one: () => Promise<unknown>, n = 50, warmu
     hook.disable()
     JSON.parse = parse
     JSON.stringify = stringify
-    Worker.prototype.postMessage = wpost
     MessagePort.prototype.postMessage = ppost
     sp._writeGeneric = writeGeneric
     sp._writev = writev

@@ -7,6 +7,7 @@ import {
   encodeReply,
   inferMessageFrom,
   isAcceptSubject,
+  msgpackSizeBound,
   requestItemCount,
   toWireError,
   type InferReply,
@@ -352,8 +353,15 @@ export class Requests {
       sink.push(reply)
       return reply
     }
-    let bytes = encodeReply(reply)
     const max = this.#o.transport.maxMessageBytes
+    if (m.respondValue && msgpackSizeBound(reply) <= max) {
+      // In this process and surely within the bus bound: the reply itself, not encoded.
+      const r = reply
+      this.#o.stats.replied(r, t0, timing)
+      m.respondValue({ value: r, encode: () => encodeReply(r) })
+      return r
+    }
+    let bytes = encodeReply(reply)
     if (bytes.byteLength > max) {
       reply = {
         v: 1,
