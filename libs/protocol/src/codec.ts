@@ -5,6 +5,7 @@
  */
 import { Packr, type Options } from 'msgpackr'
 import { ENVELOPE_VERSION, MAX_WAIT_TENANTS, type WaitEstimate, type AcceptNotice, type GatewayNotice, type InferPack, type CancelNotice, type Heartbeat, type InferReply, type InferRequest, type ItemTiming, type WireError } from './envelope.ts'
+import { wireCounts } from './wire-counts.ts'
 import { CohortError } from './errors.ts'
 import { checkTensor, safeString } from './tensor-data.ts'
 import { generateFrom, generatedFrom, tokenStepsFrom } from './generate-codec.ts'
@@ -57,11 +58,7 @@ const ENVELOPE_SLACK = 64 * 1024
  * small afterwards: a large message holds about its own size (a binary body and its message, 2x),
  * and one large message does not keep a buffer twice its size alive for the life of the process.
  */
-/**
- * Messages this process encoded and decoded as msgpack, for the per-request budget tests
- * (docs/architecture.md#per-request-budgets): two increments, never read on a request's path.
- */
-export const wireCounts = { encodes: 0, decodes: 0 }
+export { wireCounts } from './wire-counts.ts'
 
 function pack(v: unknown, bytesHint = 0): Uint8Array {
   wireCounts.encodes++

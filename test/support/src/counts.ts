@@ -1,8 +1,8 @@
 /**
  * Per-request work, counted (not timed) for the budget tests (docs/architecture.md#per-request-budgets):
  * async resources by type (timers, immediates, promises, socket writes) from `async_hooks`, thread
- * hand-offs (`postMessage` on this thread), JSON parses and stringifies, and msgpack encodes and
- * decodes (@cohort/protocol's `wireCounts`). Counts do not depend on the machine's load, so the
+ * hand-offs (`postMessage` on this thread), JSON parses and stringifies, msgpack encodes and
+ * decodes, and copies of tensor bytes (@cohort/protocol's `wireCounts`). Counts do not depend on the machine's load, so the
  * budgets hold on a busy CI runner as on a quiet laptop.
  * @module
  */
@@ -31,6 +31,8 @@ export interface RequestCounts {
   jsonStringifies: number
   msgpackEncodes: number
   msgpackDecodes: number
+  /** Copies of tensor bytes to join rows: `concatRows` when the rows are not adjacent, a runner's batch assembly. */
+  tensorCopies: number
 }
 
 const ZERO: RequestCounts = {
@@ -43,6 +45,7 @@ const ZERO: RequestCounts = {
   jsonStringifies: 0,
   msgpackEncodes: 0,
   msgpackDecodes: 0,
+  tensorCopies: 0,
 }
 
 const TYPE_KEY: Record<string, keyof RequestCounts> = {
@@ -111,6 +114,7 @@ export async function countPerRequest(one: () => Promise<unknown>, n = 50, warmu
   }
   c.msgpackEncodes = wireCounts.encodes - w0.encodes
   c.msgpackDecodes = wireCounts.decodes - w0.decodes
+  c.tensorCopies = wireCounts.copies - w0.copies
   const out = { ...c }
   for (const k of Object.keys(out) as (keyof RequestCounts)[]) {
     out[k] = Math.round((out[k] / n) * 100) / 100
