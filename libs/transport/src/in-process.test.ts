@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { CohortError } from '@cohort/protocol'
-import { InProcessTransport } from './index.ts'
+import { InProcessTransport, consume } from './index.ts'
 
 const enc = (s: string) => new TextEncoder().encode(s)
 const dec = (b: Uint8Array) => new TextDecoder().decode(b)
@@ -125,6 +125,39 @@ describe('InProcessTransport', () => {
     t.publishValue('nobody', { value: 1, encode: () => enc('1') }, { reply: '_INBOX.x.2' })
     const none = (await inbox[Symbol.asyncIterator]().next()).value!
     expect(none).toMatchObject({ subject: '_INBOX.x.2', noResponders: true })
+    await t.close()
+  })
+
+  it('consume() of an in-process subscription (listen, no for await): in order, a throwing handler reported, the rest dropped at unsubscribe, delivered ones consumed at drain', async () => {
+    const t = new InProcessTransport()
+    const sub = t.subscribe('s')
+    t.publish('s', enc('before'))
+    const seen: string[] = []
+    let ended = false
+    const loop = consume(sub, (m) => {
+      seen.push(dec(m.data))
+      if (dec(m.data) === 'boom') {
+        throw new Error('handler threw')
+      }
+    }, (e) => seen.push(`error: ${(e as Error).message}`)).then(() => (ended = true))
+    for (const x of ['a', 'boom', 'b']) {
+      t.publish('s', enc(x))
+    }
+    await Promise.resolve()
+    await new Promise((r) => setImmediate(r))
+    expect(seen).toEqual(['before', 'a', 'boom', 'error: handler threw', 'b'])
+    t.publish('s', enc('c'))
+    sub.unsubscribe() // 'c' was handed to a microtask, not yet run: dropped
+    await loop
+    expect(ended).toBe(true)
+    expect(seen.at(-1)).toBe('b')
+    const sub2 = t.subscribe('s2')
+    const got: string[] = []
+    const loop2 = consume(sub2, (m) => got.push(dec(m.data)))
+    t.publish('s2', enc('x'))
+    await sub2.drain() // drain: what was delivered is still consumed
+    await loop2
+    expect(got).toEqual(['x'])
     await t.close()
   })
 })

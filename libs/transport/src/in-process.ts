@@ -217,6 +217,7 @@ export class InProcessTransport implements Transport {
     }
     return {
       [Symbol.asyncIterator]: () => sub.q,
+      listen: (fn) => sub.q.listen(fn),
       unsubscribe: () => {
         remove()
         sub.q.end(true)

@@ -61,6 +61,11 @@ export interface TransportSubscription extends AsyncIterable<TransportMessage> {
   unsubscribe(): void
   /** Stop receiving new messages; the iterator ends once the delivered ones are consumed. */
   drain(): Promise<void>
+  /**
+   * Instead of iterating: `fn` gets each message, in order, without a promise per message; resolves
+   * when the subscription ends. Present on buses that can (in-process); {@link consume} uses it.
+   */
+  listen?(fn: (m: TransportMessage) => void): Promise<void>
 }
 
 /** Options of {@link Transport.request}. */
