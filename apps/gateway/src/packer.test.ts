@@ -193,3 +193,21 @@ describe('Deadlines', () => {
     expect(vi.getTimerCount()).toBe(0)
   })
 })
+
+describe('Deadlines on real timers', () => {
+  it('the idle timer left when the last item goes keeps no process alive (unref\'d), and is ref\'d again while an item waits on it', () => {
+    const timers = () => process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length
+    const before = timers()
+    const d = new Deadlines<Deadlined>(() => undefined)
+    const a = { deadline: performance.now() + 60_000, heapIndex: -1 }
+    d.add(a)
+    expect(timers()).toBe(before + 1)
+    d.remove(a)
+    expect(d.armed).toBe(true) // kept for the next item...
+    expect(timers()).toBe(before) // ...but not holding the event loop
+    d.add({ deadline: performance.now() + 60_001, heapIndex: -1 })
+    expect(timers()).toBe(before + 1)
+    d.close()
+    expect(timers()).toBe(before)
+  })
+})
