@@ -186,6 +186,12 @@ describe('per-request budgets: embedded (in-process transport, what cohort serve
     expectWithin('embedded ONNX infer', c, { timers: 0.5, immediates: 2.5, promises: 90, socketWrites: 0.2, postMessages: 1.2, jsonParses: 1, jsonStringifies: 2, msgpackEncodes: 0.5, msgpackDecodes: 0.5, tensorCopies: 1.2 })
   })
 
+  it('OIP infer of 4 rows on an ONNX model: its rows come back as one view of the batch output, not a copy', async () => {
+    const body = JSON.stringify({ inputs: [{ name: 'in', datatype: 'FP32', shape: [4, FEATURES], data: Array.from({ length: 4 * FEATURES }, (_, i) => i / 8) }] })
+    const c = await countPerRequest(() => post(`${s.base}/v2/models/tensor/infer`, body), N)
+    expectWithin('embedded ONNX infer, 4 rows', c, { timers: 0.5, postMessages: 1.2, msgpackEncodes: 0.5, msgpackDecodes: 0.5, tensorCopies: 1.2 })
+  })
+
   it('OIP infer on a TypeScript predictor', async () => {
     const c = await countPerRequest(() => post(`${s.base}/v2/models/sleepy/infer`, predictorBody), N)
     // The one timer is the predictor's own (its sleepMs: 0 sleep).
