@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest'
-import { BigLiteral, exactData, parseJsonExact, stringifyWithRaw } from './json-exact.ts'
+import { BigLiteral, exactData, hasLongDigits, parseJsonExact, stringifyWithRaw } from './json-exact.ts'
+import { maybeHugeNumber } from './body.ts'
 
 describe('parseJsonExact', () => {
   it('parses ordinary bodies like JSON.parse, without the slow path', () => {
@@ -40,5 +41,30 @@ describe('exactData and stringifyWithRaw', () => {
     const raw = new Map([['\u0000m0', '[9007199254740993,-1]'], ['\u0000m1', '[2]']])
     const s = stringifyWithRaw({ a: '\u0000m0', b: ['\u0000m1'], c: 'ok$&' }, raw)
     expect(s).toBe('{"a":[9007199254740993,-1],"b":[[2]],"c":"ok$&"}')
+  })
+})
+
+describe('the one-pass digit scans agree with the regular expressions they replace', () => {
+  it('maybeHugeNumber and hasLongDigits match /[eE]\\+?0*[1-9][0-9]{2}|[0-9]{309}/ and /\\d{16}/ on 20,000 random texts', () => {
+    const huge = /[eE]\+?0*[1-9][0-9]{2}|[0-9]{309}/
+    const long = /\d{16}/
+    let seed = 7
+    const rnd = (n: number) => (seed = (seed * 1103515245 + 12345) % 2 ** 31) % n
+    const alphabet = ['0', '1', '9', '5', 'e', 'E', '+', '-', '.', ',', ' ', '"', 'x', '00', '1e308', '123456789012345', '9'.repeat(300)]
+    let hits = 0
+    for (let k = 0; k < 20_000; k++) {
+      let t = ''
+      for (let i = rnd(40); i > 0; i--) {
+        t += alphabet[rnd(alphabet.length)]
+      }
+      expect([t, maybeHugeNumber(t)]).toEqual([t, huge.test(t)])
+      expect([t, hasLongDigits(t)]).toEqual([t, long.test(t)])
+      hits += huge.test(t) ? 1 : 0
+    }
+    expect(hits).toBeGreaterThan(100) // both answers were exercised
+    const edges = ['9'.repeat(308), '9'.repeat(309), `x${'1'.repeat(15)}x`, '1'.repeat(16), '1e100', '1e099', '1E+0100', '1e+00099', '1e-400', '1e10', 'e', 'e1', 'e12', 'e123']
+    for (const t of edges) {
+      expect([t, maybeHugeNumber(t), hasLongDigits(t)]).toEqual([t, huge.test(t), long.test(t)])
+    }
   })
 })

@@ -11,7 +11,25 @@ export class BigLiteral {
 }
 
 const MARK = '$cohort_big'
-const LONG_DIGITS = /\d{16}/
+
+/**
+ * Whether `text` holds 16 digits in a row (one pass; `/\d{16}/` tried 16 digits from every digit,
+ * about 4x JSON.parse's own time on a body of 64 floats, issue 28).
+ */
+export function hasLongDigits(text: string): boolean {
+  let run = 0
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i)
+    if (c >= 0x30 && c <= 0x39) {
+      if (++run >= 16) {
+        return true
+      }
+    } else {
+      run = 0
+    }
+  }
+  return false
+}
 
 /**
  * `JSON.parse`, except integer literals outside the safe range become {@link BigLiteral}s (any
@@ -19,7 +37,7 @@ const LONG_DIGITS = /\d{16}/
  * SyntaxError as JSON.parse does.
  */
 export function parseJsonExact(text: string): { value: unknown; hasBig: boolean } {
-  if (!LONG_DIGITS.test(text)) {
+  if (!hasLongDigits(text)) {
     return { value: JSON.parse(text), hasBig: false }
   }
   let out = ''

@@ -4,7 +4,7 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 import { encodeNotice, subjects, type CohortError, type InferReply } from '@cohort/protocol'
 import { AsyncQueue, type Transport, type TransportMessage, type TransportSubscription } from '@cohort/transport'
-import { Deadlines, type Deadlined } from './deadlines.ts'
+import { Deadlines, type Deadlined } from '@cohort/batching'
 import { WorkerLiveness } from './liveness.ts'
 import { Packer } from './packer.ts'
 
@@ -110,7 +110,7 @@ describe('Packer deadlines', () => {
     expect(vi.getTimerCount()).toBe(base)
   })
 
-  it('answered requests clear the one timer when none is left', async () => {
+  it('answered requests leave the one timer idle; the next request reuses it, and it ends when it wakes with nothing due', async () => {
     const { t, published, deliver } = recordingTransport()
     const s = subjects()
     const pk = new Packer(t, s, new WorkerLiveness(t, s, 'gw3'))
@@ -124,6 +124,17 @@ describe('Packer deadlines', () => {
     deliver(published[0]!.reply!, encodeNotice({ v: 2, t: 'replies', replies: Array.from({ length: 16 }, (_, i) => ({ v: 1, id: `x${i}`, worker: 'w' })) }))
     deliver(published[1]!.reply!, encodeNotice({ v: 2, t: 'replies', replies: Array.from({ length: 4 }, (_, i) => ({ v: 1, id: `x${16 + i}`, worker: 'w' })) }))
     await Promise.all(ps)
+    expect(vi.getTimerCount()).toBe(base + 1) // idle (unref'd)
+    // One at a time, later deadlines each: no new timer per request.
+    for (let k = 0; k < 3; k++) {
+      pk.accepts(`y${k}`, new Uint8Array(8))
+      const p = pk.send('m', `y${k}`, new Uint8Array(8), 30_000, undefined)
+      await vi.advanceTimersByTimeAsync(1)
+      expect(vi.getTimerCount()).toBe(base + 1)
+      deliver(published.at(-1)!.reply!, encodeNotice({ v: 2, t: 'replies', replies: [{ v: 1, id: `y${k}`, worker: 'w' }] }))
+      await p
+    }
+    await vi.advanceTimersByTimeAsync(30_000)
     expect(vi.getTimerCount()).toBe(base)
   })
 })
@@ -180,5 +191,23 @@ describe('Deadlines', () => {
     vi.advanceTimersByTime(1000)
     expect(fired).toEqual([2])
     expect(vi.getTimerCount()).toBe(0)
+  })
+})
+
+describe('Deadlines on real timers', () => {
+  it('the idle timer left when the last item goes keeps no process alive (unref\'d), and is ref\'d again while an item waits on it', () => {
+    const timers = () => process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length
+    const before = timers()
+    const d = new Deadlines<Deadlined>(() => undefined)
+    const a = { deadline: performance.now() + 60_000, heapIndex: -1 }
+    d.add(a)
+    expect(timers()).toBe(before + 1)
+    d.remove(a)
+    expect(d.armed).toBe(true) // kept for the next item...
+    expect(timers()).toBe(before) // ...but not holding the event loop
+    d.add({ deadline: performance.now() + 60_001, heapIndex: -1 })
+    expect(timers()).toBe(before + 1)
+    d.close()
+    expect(timers()).toBe(before)
   })
 })

@@ -1,14 +1,17 @@
 import {
   CohortError,
   decodeNotice,
+  encodeRequest,
   MAX_PACK_REQUESTS,
+  noticeFrom,
   packEncoded,
   type InferReply,
+  type InferRequest,
   type Subjects,
   type TokenStep,
 } from '@cohort/protocol'
 import { consume, newReplyKey, type AbortSignalLike, type Transport, type TransportMessage } from '@cohort/transport'
-import { Deadlines, monotonicNow } from './deadlines.ts'
+import { Deadlines, monotonicNow } from '@cohort/batching'
 import type { WorkerLiveness } from './liveness.ts'
 
 /** Options of {@link Packer}. */
@@ -37,7 +40,11 @@ export const DEFAULT_PACK_BYTES = 256 * 1024
 
 interface Entry {
   id: string
-  bytes: Uint8Array
+  /** The request encoded (buses that carry bytes), or itself (buses that carry values: in-process). */
+  bytes: Uint8Array | undefined
+  req: InferRequest | undefined
+  /** Its size for the pack bound: the encoding's, or the tensor bytes of one carried as a value. */
+  size: number
   model: string
   resolve: (r: InferReply) => void
   reject: (e: CohortError) => void
@@ -132,7 +139,7 @@ export class Packer {
    * Whether `id` can go in a pack now: unique among requests in flight, small enough, and the inbox
    * subscription exists (made on first use; a transport that refuses it means protocol v1 only).
    */
-  accepts(id: string, bytes: Uint8Array): boolean {
+  accepts(id: string, body: Uint8Array | number): boolean {
     if (this.#listening === undefined) {
       try {
         const sub = this.#t.subscribe(`${this.#inbox}>`)
@@ -147,11 +154,13 @@ export class Packer {
         this.#listening = false
       }
     }
-    return this.#listening && bytes.byteLength <= this.maxBytes - 16 && !this.#byId.has(id)
+    const size = typeof body === 'number' ? body : body.byteLength
+    return this.#listening && size <= this.maxBytes - 16 && !this.#byId.has(id)
   }
 
   /**
-   * Send one request (already encoded, without `ack`) in this turn's pack for `model`; resolves with
+   * Send one request (encoded without `ack`; or the request itself on a bus that carries values,
+   * `Transport.publishValue`, sized by `size`) in this turn's pack for `model`; resolves with
    * its reply. Rejects with CohortError: DEADLINE_EXCEEDED after `timeoutMs`, CANCELLED when
    * `signal` aborts, NO_WORKER when no worker listens on the model's subjects, INTERNAL when the
    * worker's answer is unreadable. `onDelta` receives a streamed generation's token deltas, in
@@ -160,12 +169,14 @@ export class Packer {
   send(
     model: string,
     id: string,
-    bytes: Uint8Array,
+    body: Uint8Array | InferRequest,
     timeoutMs: number,
     signal: AbortSignalLike | undefined,
     version?: string,
     onDelta?: (s: TokenStep) => void,
+    size?: number,
   ): Promise<InferReply> {
+    const bytes = body instanceof Uint8Array ? body : undefined
     const target = version === undefined ? model : `${model}\n${version}`
     return new Promise<InferReply>((resolve, reject) => {
       if (signal?.aborted) {
@@ -175,6 +186,8 @@ export class Packer {
       const e: Entry = {
         id,
         bytes,
+        req: bytes ? undefined : (body as InferRequest),
+        size: bytes ? bytes.byteLength : (size ?? 0),
         model,
         resolve,
         reject,
@@ -221,13 +234,13 @@ export class Packer {
         if (!e.live) {
           continue // settled (aborted) before the turn ended
         }
-        if (pack.length >= this.maxRequests || (pack.length > 0 && size + e.bytes.byteLength > this.maxBytes)) {
+        if (pack.length >= this.maxRequests || (pack.length > 0 && size + e.size > this.maxBytes)) {
           this.#publish(model, pack, false)
           pack = []
           size = 0
         }
         pack.push(e)
-        size += e.bytes.byteLength
+        size += e.size
       }
       if (pack.length > 0) {
         this.#publish(model, pack, false)
@@ -248,8 +261,16 @@ export class Packer {
     this.sent.packs++
     this.sent.requests += entries.length
     const subject = this.#subject(model, overflow)
+    const opts = { reply: this.#reply + seq, replyKey: this.#replyKey.key }
     try {
-      this.#t.publish(subject, packEncoded(entries.map((e) => e.bytes)), { reply: this.#reply + seq, replyKey: this.#replyKey.key })
+      const bytesOf = (e: Entry) => e.bytes ?? encodeRequest(e.req!)
+      if (this.#t.publishValue && entries.every((e) => e.req)) {
+        // In-process: the requests themselves, no encode or decode (the worker checks them as a decode would).
+        const value = { v: 2, reqs: entries.map((e) => e.req) }
+        this.#t.publishValue(subject, { value, encode: () => packEncoded(entries.map(bytesOf)) }, opts)
+      } else {
+        this.#t.publish(subject, packEncoded(entries.map(bytesOf)), opts)
+      }
     } catch (err) {
       this.#packs.delete(seq)
       const ce = err instanceof CohortError ? err : new CohortError('NO_WORKER', `NATS publish failed: ${err instanceof Error ? err.message : String(err)}`)
@@ -295,7 +316,7 @@ export class Packer {
     }
     let n
     try {
-      n = decodeNotice(m.data)
+      n = m.value !== undefined ? noticeFrom(m.value) : decodeNotice(m.data)
     } catch (err) {
       this.#packs.delete(seq)
       const ce = new CohortError('INTERNAL', `a worker sent an unreadable reply: ${err instanceof Error ? err.message : 'decode failed'}`)

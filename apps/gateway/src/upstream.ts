@@ -168,11 +168,15 @@ export class Upstream {
     // serve generative models, and its deltas need the pack's reply subject.
     // A request whose tensors alone are over the pack size never fits one: it is encoded once, with `ack`.
     if (pk && lv && (lv.protocol >= 2 || req.generate !== undefined) && tensorBytesOf(req) <= pk.maxBytes) {
-      const bytes = encodeRequest(req)
-      if (pk.accepts(req.id, bytes)) {
+      // A bus that carries values (in-process) takes the request itself: no encode, no decode.
+      const carry = this.transport.publishValue !== undefined
+      const body = carry ? req : encodeRequest(req)
+      const size = carry ? tensorBytesOf(req) + ENVELOPE_BYTES : (body as Uint8Array).byteLength
+      // Over the bus bound (a small in-process maxMessageBytes): the encoded path below checks it exactly.
+      if (size <= this.transport.maxMessageBytes && pk.accepts(req.id, size)) {
         let reply: InferReply
         try {
-          reply = await pk.send(req.model, req.id, bytes, timeoutMs, signal, version, onDelta)
+          reply = await pk.send(req.model, req.id, body, timeoutMs, signal, version, onDelta, size)
         } catch (e) {
           throw await this.#failed(req, e)
         }
@@ -293,6 +297,9 @@ export class Upstream {
     return new CohortError('NO_WORKER', `no worker is serving model "${model}" right now`, { cause, retryAfterS: 1 })
   }
 }
+
+/** What a request's pack bound counts beside its tensor bytes when it is carried as a value (ids, names, shapes). */
+const ENVELOPE_BYTES = 256
 
 /** The summed tensor bytes of a request (a lower bound of its encoded size). */
 function tensorBytesOf(req: InferRequest): number {

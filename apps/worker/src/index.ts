@@ -9,7 +9,7 @@ export { CohortWorker, DEFAULT_HEARTBEAT_MS, type CohortWorkerOptions, type Work
 export { ModelServer, type ModelServerOptions } from './model-server.ts'
 export { WORKER_SERVICE_VERSION, WorkerServices, type WorkerServicesOptions } from './services.ts'
 export { loadPredictors } from './load.ts'
-export { withTimeLimit, type ItemResult, type ModelRunner, type PreparedItem, type RestartReason, type RunBatchOptions, type RunnerEvents } from './runners/types.ts'
+export { TimeLimits, type ItemResult, type ModelRunner, type PreparedItem, type RestartReason, type RunBatchOptions, type RunnerEvents } from './runners/types.ts'
 export { DEFAULT_ONNX_BATCH_LIMIT, OnnxRunner, type OnnxRunnerOptions } from './runners/onnx-runner.ts'
 export { PredictorRunner, requestItems, type PredictorRunnerOptions } from './runners/predictor-runner.ts'
 export {

@@ -1,5 +1,5 @@
 import { BatchEngine, type BatchingConfig, type LayeredBatching } from '@cohort/batching'
-import { decodeReply, encodeRequest, encodeValue, type InferReply, type InferRequest, type Subjects } from '@cohort/protocol'
+import { decodeReply, encodeRequest, encodeValue, replyFrom, type InferReply, type InferRequest, type Subjects } from '@cohort/protocol'
 import type { WorkerMetrics } from '@cohort/metrics'
 import type { Transport, TransportMessage } from '@cohort/transport'
 import type { TSchema } from '@sinclair/typebox'
@@ -263,11 +263,21 @@ export class ModelServer {
   /** Run a request through the same path as one from the bus (async jobs); resolves with its reply. */
   submit(req: InferRequest): Promise<InferReply> {
     return new Promise((resolve) => {
+      // In this process: carried as values (checked as decodes would check them), not encoded to
+      // msgpack and decoded again; `data` and `respond` serve a reply past msgpackSizeBound.
+      let data: Uint8Array | undefined
       this.#requests.onInfer({
         subject: 'job',
-        data: encodeRequest(req),
+        value: req,
+        get data() {
+          return (data ??= encodeRequest(req))
+        },
         respond: (bytes) => {
           resolve(decodeReply(bytes))
+          return true
+        },
+        respondValue: (body) => {
+          resolve(replyFrom(body.value))
           return true
         },
       })

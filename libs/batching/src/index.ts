@@ -2,7 +2,9 @@
  * Pure batching engine for Cohort workers: queue items with deadlines, groups and priorities,
  * and dispatch them in batches under an `'eager'`, `'timer'` or `'deadline'` policy onto a fixed
  * number of executor slots, learning the batch cost t(b) = a + c·b online (`CostModel`) for
- * deadline checks and early drops. No I/O; time comes from an injected `Clock`. See README.md.
+ * deadline checks and early drops. No I/O; time comes from an injected `Clock` (`Deadlines`, many
+ * deadlines on one timer of the runtime's, is for the gateway's packer and the runners' time limits).
+ * See README.md.
  * @module
  */
 export { realClock, type Clock } from './clock.ts'
@@ -54,3 +56,4 @@ export {
 export { estimateFinish, type AdmissionEstimate, type AdmissionState, type Arrival, type QueueWait } from './admission.ts'
 export { BatchEngine } from './engine.ts'
 export { FakeClock, type FakeTimer } from './fake-clock.ts'
+export { Deadlines, monotonicNow, type Deadlined, type DeadlinesOptions } from './deadlines.ts'

@@ -5,6 +5,7 @@
  */
 import { Packr, type Options } from 'msgpackr'
 import { ENVELOPE_VERSION, MAX_WAIT_TENANTS, type WaitEstimate, type AcceptNotice, type GatewayNotice, type InferPack, type CancelNotice, type Heartbeat, type InferReply, type InferRequest, type ItemTiming, type WireError } from './envelope.ts'
+import { wireCounts } from './wire-counts.ts'
 import { CohortError } from './errors.ts'
 import { checkTensor, safeString } from './tensor-data.ts'
 import { generateFrom, generatedFrom, tokenStepsFrom } from './generate-codec.ts'
@@ -57,11 +58,7 @@ const ENVELOPE_SLACK = 64 * 1024
  * small afterwards: a large message holds about its own size (a binary body and its message, 2x),
  * and one large message does not keep a buffer twice its size alive for the life of the process.
  */
-/**
- * Messages this process encoded and decoded as msgpack, for the per-request budget tests
- * (docs/architecture.md#per-request-budgets): two increments, never read on a request's path.
- */
-export const wireCounts = { encodes: 0, decodes: 0 }
+export { wireCounts } from './wire-counts.ts'
 
 function pack(v: unknown, bytesHint = 0): Uint8Array {
   wireCounts.encodes++
@@ -151,6 +148,9 @@ const isTiming = (v: unknown): boolean =>
   isObj(v) && isNum(v.queueMs) && isNum(v.computeMs) && isNum(v.batchSize)
 
 /** Validate a tensor map; returns fresh tensors and the common shape[0] (undefined when empty). */
+/** Names whose JSON form is themselves in quotes, short enough not to be cut at 80 characters. */
+const PLAIN_NAME = /^[\w.:/ -]{0,78}$/
+
 function tensorsOf(v: unknown, what: string): [Record<string, WireTensor>, number | undefined] {
   if (!isObj(v)) {
     throw bad(`${what}.tensors must be a map of name -> tensor`)
@@ -158,7 +158,8 @@ function tensorsOf(v: unknown, what: string): [Record<string, WireTensor>, numbe
   const entries: [string, WireTensor][] = []
   let rows: number | undefined
   for (const [name, raw] of Object.entries(v)) {
-    const label = `${what}.tensors[${JSON.stringify(name).slice(0, 80)}]`
+    // JSON.stringify(name) is the name in quotes for plain names: no stringify per tensor per message.
+    const label = `${what}.tensors[${PLAIN_NAME.test(name) ? `"${name}"` : JSON.stringify(name).slice(0, 80)}]`
     const t = checkTensor(raw, label)
     if (t.shape.length === 0) {
       throw bad(`${label} must be batch-major (rank >= 1), got a scalar`)
@@ -265,7 +266,8 @@ export function decodeReply(buf: Uint8Array): InferReply {
   return replyFrom(decodeValue(buf))
 }
 
-function replyFrom(v: unknown): InferReply {
+/** {@link decodeReply} of a value already decoded or carried without encoding (see {@link inferMessageFrom}). */
+export function replyFrom(v: unknown): InferReply {
   const what = 'reply'
   if (!isObj(v)) {
     throw bad(`${what} must be a msgpack map`)
@@ -433,8 +435,19 @@ export function packEncoded(reqs: Uint8Array[]): Uint8Array {
  * validated; a malformed message throws BAD_REQUEST (a malformed request inside a pack is returned
  * as its error, with its id when readable, so the others still run).
  */
-export function decodeInferMessage(buf: Uint8Array): { v: 1; req: InferRequest } | { v: 2; reqs: (InferRequest | { id: string; error: CohortError })[] } {
-  const o = decodeValue(buf)
+export function decodeInferMessage(buf: Uint8Array): InferMessage {
+  return inferMessageFrom(decodeValue(buf))
+}
+
+/** What {@link decodeInferMessage} returns. */
+export type InferMessage = { v: 1; req: InferRequest } | { v: 2; reqs: (InferRequest | { id: string; error: CohortError })[] }
+
+/**
+ * {@link decodeInferMessage} of a value already decoded, or carried without encoding by an
+ * in-process bus (`Transport.publishValue`): the same checks, fresh envelopes (tensor bytes are
+ * not copied: they view what `o` holds).
+ */
+export function inferMessageFrom(o: unknown): InferMessage {
   if (!isObj(o)) {
     throw bad('request must be a msgpack map')
   }
@@ -475,7 +488,11 @@ export function encodeNotice(n: GatewayNotice): Uint8Array {
 
 /** Decode and validate a worker's notice to a gateway (protocol v2); replies are validated as {@link decodeReply}. */
 export function decodeNotice(buf: Uint8Array): GatewayNotice {
-  const o = decodeValue(buf)
+  return noticeFrom(decodeValue(buf))
+}
+
+/** {@link decodeNotice} of a value already decoded or carried without encoding (see {@link inferMessageFrom}). */
+export function noticeFrom(o: unknown): GatewayNotice {
   if (!isObj(o) || o.v !== 2) {
     throw bad('notice must be a msgpack map with v: 2')
   }
@@ -499,4 +516,41 @@ export function decodeNotice(buf: Uint8Array): GatewayNotice {
     return { v: 2, t: 'tokens', steps: tokenStepsFrom(o.steps, 'notice.steps') }
   }
   throw bad('notice.t must be accept, replies or tokens')
+}
+
+/**
+ * An upper bound of the msgpack size of `v` (bytes), without encoding it: what a bus that carries
+ * values (in-process) checks against its message bound. Strings count 3 bytes per UTF-16 unit, every
+ * header at its widest; binary counts its bytes.
+ */
+export function msgpackSizeBound(v: unknown): number {
+  if (v === null || v === undefined || typeof v === 'boolean') {
+    return 1
+  }
+  if (typeof v === 'number' || typeof v === 'bigint') {
+    return 9
+  }
+  if (typeof v === 'string') {
+    return 5 + 3 * v.length
+  }
+  if (ArrayBuffer.isView(v)) {
+    return 10 + v.byteLength // bin or typed-array ext header, and its type byte
+  }
+  if (v instanceof Date) {
+    return 15
+  }
+  let n = 5
+  if (Array.isArray(v)) {
+    for (const x of v) {
+      n += msgpackSizeBound(x)
+    }
+    return n
+  }
+  if (typeof v === 'object') {
+    for (const k in v) {
+      n += 5 + 3 * k.length + msgpackSizeBound((v as Obj)[k])
+    }
+    return n
+  }
+  return 9
 }

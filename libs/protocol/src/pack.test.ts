@@ -1,7 +1,7 @@
 // Protocol v2 messages (docs/protocol.md#protocol-v2): packs built from already-encoded requests
 // read back as the same requests; a malformed request inside a pack fails alone.
 import { describe, expect, it } from 'vitest'
-import { decodeInferMessage, decodeNotice, encodeNotice, encodePack, encodeRequest, encodeValue, packEncoded } from './codec.ts'
+import { decodeInferMessage, decodeNotice, encodeNotice, encodePack, encodeRequest, encodeValue, inferMessageFrom, msgpackSizeBound, noticeFrom, packEncoded } from './codec.ts'
 import { CohortError } from './errors.ts'
 import type { InferRequest } from './envelope.ts'
 
@@ -43,5 +43,35 @@ describe('protocol v2 packs', () => {
     expect(() => decodeNotice(encodeValue({ v: 2, t: 'accept', ids: 'a' }))).toThrow(CohortError)
     expect(() => decodeNotice(encodeValue({ v: 2, t: 'replies', replies: [{ v: 1 }] }))).toThrow(/reply.id/)
     expect(() => decodeNotice(encodeValue({ v: 1, t: 'accept' }))).toThrow(/v: 2/)
+  })
+
+  it('a pack or notice carried as a value (in-process) is checked as its decode is, into fresh envelopes that view the same bytes', () => {
+    const bytes = new Uint8Array(new Float32Array([1, 2, 3, 4]).buffer)
+    const t = { v: 1 as const, id: 't', model: 'm', deadline: 1e12, ack: 'x', tensors: { in: { datatype: 'FP32' as const, shape: [2, 2], bytes } } }
+    const pack = { v: 2, reqs: [t, { ...req(1), v: 3 }] }
+    const m = inferMessageFrom(pack)
+    // The same requests and errors as its decode (which gives Buffer views where this keeps Uint8Array).
+    const norm = (v: unknown): unknown =>
+      v instanceof Uint8Array ? [...v] : Array.isArray(v) ? v.map(norm) : v && typeof v === 'object' ? Object.fromEntries(Object.entries(v).map(([k, x]) => [k, norm(x)])) : v
+    expect(norm(m)).toEqual(norm(decodeInferMessage(encodeValue(pack))))
+    const first = m.v === 2 ? (m.reqs[0] as InferRequest) : undefined
+    expect(first).not.toBe(t) // a fresh envelope: ack dropped there, the sender's left as it was
+    expect(t.ack).toBe('x')
+    expect(first?.tensors?.['in']?.bytes).toBe(bytes) // not copied
+    expect(() => inferMessageFrom({ ...t, tensors: { in: { datatype: 'FP32', shape: [2, 2], bytes: bytes.subarray(1) } } })).toThrow(/needs 16 bytes/)
+    const n = { v: 2 as const, t: 'replies' as const, replies: [{ v: 1 as const, id: 'a', tensors: { out: { datatype: 'FP32' as const, shape: [2, 2], bytes } } }] }
+    expect(norm(noticeFrom(n))).toEqual(norm(decodeNotice(encodeNotice(n))))
+    expect(() => noticeFrom({ v: 2, t: 'nope' })).toThrow(/notice.t/)
+  })
+
+  it('msgpackSizeBound is never below the encoded size', () => {
+    const values: unknown[] = [
+      { v: 2, t: 'replies', replies: [{ v: 1, id: 'é'.repeat(300), error: { code: 'X', message: '日本'.repeat(1000) } }] },
+      { v: 2, reqs: Array.from({ length: 40 }, (_, i) => req(i)) },
+      { a: [1.5, -1, 2 ** 40, null, true, undefined, new Float32Array(100), new Uint8Array(70_000)], b: new Date(0) },
+    ]
+    for (const v of values) {
+      expect(msgpackSizeBound(v)).toBeGreaterThanOrEqual(encodeValue(v).byteLength)
+    }
   })
 })

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { decodeRequest, encodeRequest } from './codec.ts'
+import { decodeRequest, encodeRequest, wireCounts } from './codec.ts'
 import { DATATYPES, DATATYPE_SIZE, type Datatype } from './datatypes.ts'
 import { CohortError } from './errors.ts'
 import type { WireTensor } from './tensor.ts'
@@ -281,6 +281,19 @@ describe('rows', () => {
     expectCohort(() => concatRows([fixed, jsonToTensor('x', 'INT32', [1, 2], [1, 2])]), 'INVALID_INPUT')
     expectCohort(() => concatRows([fixed, jsonToTensor('x', 'INT16', [1, 3], [1, 2, 3])]), 'INVALID_INPUT')
     expectCohort(() => concatRows([fixed, jsonToTensor('x', 'INT16', [1, 2, 1], [1, 2])]), 'INVALID_INPUT')
+  })
+
+  it('rows adjacent in one buffer (one request\'s rows of a batch output) come back as a view, not a copy; others are copied once', () => {
+    const before = wireCounts.copies
+    const view = concatRows([sliceRows(fixed, 1, 1), sliceRows(fixed, 2, 2)])
+    expect(view.shape).toEqual([3, 2])
+    expect(view.bytes.buffer).toBe(fixed.bytes.buffer)
+    expect([...view.bytes]).toEqual([...sliceRows(fixed, 1, 3).bytes])
+    expect(wireCounts.copies).toBe(before)
+    const apart = concatRows([sliceRows(fixed, 0, 1), sliceRows(fixed, 2, 1)])
+    expect(apart.bytes.buffer).not.toBe(fixed.bytes.buffer)
+    expect([...apart.bytes]).toEqual([...sliceRows(fixed, 0, 1).bytes, ...sliceRows(fixed, 2, 1).bytes])
+    expect(wireCounts.copies).toBe(before + 1)
   })
 
   it('splits rows', () => {

@@ -8,6 +8,7 @@ import { DATATYPE_SIZE, isDatatype, type Datatype } from './datatypes.ts'
 import { CohortError } from './errors.ts'
 import { f16BitsToF32, f32ToF16Bits } from './fp16.ts'
 import type { WireTensor } from './tensor.ts'
+import { wireCounts } from './wire-counts.ts'
 
 /** Highest tensor rank accepted. */
 export const MAX_RANK = 16
@@ -553,7 +554,8 @@ export function splitRows(t: WireTensor, counts: readonly number[]): WireTensor[
 }
 
 /**
- * Concatenate tensors along dim 0 (one copy; a single tensor is returned as is). All must share the
+ * Concatenate tensors along dim 0 (one copy; a single tensor, or rows adjacent in one buffer, come
+ * back as a view without copying). All must share the
  * datatype and row shape (INVALID_INPUT otherwise); an empty list is BAD_REQUEST.
  */
 export function concatRows(ts: readonly WireTensor[]): WireTensor {
@@ -580,6 +582,17 @@ export function concatRows(ts: readonly WireTensor[]): WireTensor {
     rows += t.shape[0]!
     total += t.bytes.length
   }
+  // Rows that lie one after another in one buffer (a request's rows from one batch's output): a view.
+  let contiguous = true
+  for (let i = 1; contiguous && i < ts.length; i++) {
+    const a = ts[i - 1]!.bytes
+    const b = ts[i]!.bytes
+    contiguous = b.buffer === a.buffer && b.byteOffset === a.byteOffset + a.byteLength
+  }
+  if (contiguous) {
+    return { datatype, shape: [rows, ...shape.slice(1)], bytes: new Uint8Array(first.bytes.buffer, first.bytes.byteOffset, total) }
+  }
+  wireCounts.copies++
   const bytes = new Uint8Array(total)
   let at = 0
   for (const t of ts) {

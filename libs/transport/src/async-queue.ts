@@ -3,11 +3,19 @@ export class AsyncQueue<T> implements AsyncIterableIterator<T> {
   readonly #items: T[] = []
   #waiter: ((r: IteratorResult<T>) => void) | undefined
   #ended = false
+  #listener: ((v: T) => void) | undefined
+  #onEnd: (() => void) | undefined
+  /** Bumped by end(drop): values handed to the listener's microtasks before then are dropped. */
+  #gen = 0
 
   /** Add a value; ignored after end(). */
   push(v: T): boolean {
     if (this.#ended) {
       return false
+    }
+    if (this.#listener) {
+      this.#hand(v)
+      return true
     }
     const w = this.#waiter
     if (w) {
@@ -24,6 +32,17 @@ export class AsyncQueue<T> implements AsyncIterableIterator<T> {
     this.#ended = true
     if (drop) {
       this.#items.length = 0
+    }
+    if (this.#listener) {
+      if (drop) {
+        this.#gen++
+      }
+      const done = this.#onEnd
+      this.#onEnd = undefined
+      if (done) {
+        queueMicrotask(done) // after the values handed before it
+      }
+      return
     }
     const w = this.#waiter
     if (w && this.#items.length === 0) {
@@ -55,6 +74,35 @@ export class AsyncQueue<T> implements AsyncIterableIterator<T> {
   return(): Promise<IteratorResult<T>> {
     this.end(true)
     return Promise.resolve({ value: undefined, done: true })
+  }
+
+  /**
+   * Hand each value to `fn` (in a microtask of its push) instead of to an iterator: no promise per
+   * value (issue 28's budgets). For the queue's one consumer, in place of `for await`; values queued
+   * before are handed first. Resolves once the queue ended, after the values handed by then (none
+   * more once it ended with `drop`).
+   */
+  listen(fn: (v: T) => void): Promise<void> {
+    return new Promise((resolve) => {
+      this.#listener = fn
+      for (const v of this.#items.splice(0)) {
+        this.#hand(v)
+      }
+      if (this.#ended) {
+        queueMicrotask(resolve)
+      } else {
+        this.#onEnd = resolve
+      }
+    })
+  }
+
+  #hand(v: T): void {
+    const gen = this.#gen
+    queueMicrotask(() => {
+      if (gen === this.#gen) {
+        this.#listener!(v)
+      }
+    })
   }
 
   [Symbol.asyncIterator](): this {

@@ -10,6 +10,15 @@ export async function consume(
   fn: (m: TransportMessage) => unknown,
   onError: (e: unknown, m: TransportMessage | undefined) => void = (e) => console.error(e),
 ): Promise<void> {
+  if (sub.listen) {
+    return sub.listen((m) => {
+      try {
+        fn(m)
+      } catch (e) {
+        onError(e, m)
+      }
+    })
+  }
   try {
     for await (const m of sub) {
       try {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { CohortError } from '@cohort/protocol'
-import { InProcessTransport } from './index.ts'
+import { InProcessTransport, consume } from './index.ts'
 
 const enc = (s: string) => new TextEncoder().encode(s)
 const dec = (b: Uint8Array) => new TextDecoder().decode(b)
@@ -101,5 +101,63 @@ describe('InProcessTransport', () => {
     expect(await t.directory.known('m')).toBe(false)
     await t.directory.announce('m', enc('{}'))
     expect(await t.directory.known('m')).toBe(true)
+  })
+
+  it('carries a value without encoding it; data is its encoding, made only when read; answers come back as values', async () => {
+    const t = new InProcessTransport()
+    const value = { n: 1, bytes: new Uint8Array([1, 2, 3]) }
+    let encodes = 0
+    const sub = t.subscribe('s')
+    const inbox = t.subscribe('_INBOX.x.>')
+    t.publishValue('s', { value, encode: () => (encodes++, enc('bytes')) }, { reply: '_INBOX.x.1' })
+    const got = (await sub[Symbol.asyncIterator]().next()).value!
+    expect(got.value).toBe(value) // the object itself: no copy
+    expect(encodes).toBe(0)
+    expect(dec(got.data)).toBe('bytes')
+    expect(dec(got.data)).toBe('bytes')
+    expect(encodes).toBe(1)
+    const answer = { ok: true }
+    expect(got.respondValue!({ value: answer, encode: () => enc('answer') })).toBe(true)
+    const back = (await inbox[Symbol.asyncIterator]().next()).value!
+    expect(back.value).toBe(answer)
+    expect(back.subject).toBe('_INBOX.x.1')
+    // Nobody on the subject: the no-responders notice on the reply subject, as for publish.
+    t.publishValue('nobody', { value: 1, encode: () => enc('1') }, { reply: '_INBOX.x.2' })
+    const none = (await inbox[Symbol.asyncIterator]().next()).value!
+    expect(none).toMatchObject({ subject: '_INBOX.x.2', noResponders: true })
+    await t.close()
+  })
+
+  it('consume() of an in-process subscription (listen, no for await): in order, a throwing handler reported, the rest dropped at unsubscribe, delivered ones consumed at drain', async () => {
+    const t = new InProcessTransport()
+    const sub = t.subscribe('s')
+    t.publish('s', enc('before'))
+    const seen: string[] = []
+    let ended = false
+    const loop = consume(sub, (m) => {
+      seen.push(dec(m.data))
+      if (dec(m.data) === 'boom') {
+        throw new Error('handler threw')
+      }
+    }, (e) => seen.push(`error: ${(e as Error).message}`)).then(() => (ended = true))
+    for (const x of ['a', 'boom', 'b']) {
+      t.publish('s', enc(x))
+    }
+    await Promise.resolve()
+    await new Promise((r) => setImmediate(r))
+    expect(seen).toEqual(['before', 'a', 'boom', 'error: handler threw', 'b'])
+    t.publish('s', enc('c'))
+    sub.unsubscribe() // 'c' was handed to a microtask, not yet run: dropped
+    await loop
+    expect(ended).toBe(true)
+    expect(seen.at(-1)).toBe('b')
+    const sub2 = t.subscribe('s2')
+    const got: string[] = []
+    const loop2 = consume(sub2, (m) => got.push(dec(m.data)))
+    t.publish('s2', enc('x'))
+    await sub2.drain() // drain: what was delivered is still consumed
+    await loop2
+    expect(got).toEqual(['x'])
+    await t.close()
   })
 })

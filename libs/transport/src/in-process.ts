@@ -1,6 +1,7 @@
 import { CohortError } from '@cohort/protocol'
 import { AsyncQueue } from './async-queue.ts'
 import type {
+  CarriedValue,
   PublishOptions,
   ConfigStore,
   ModelConfig,
@@ -183,6 +184,23 @@ export class InProcessTransport implements Transport {
     }
   }
 
+  /**
+   * {@link publish} without encoding: receivers get `body.value` itself as `value` (and its
+   * encoding as `data` only if they read it). Answers with `respondValue` are carried the same way.
+   */
+  publishValue(subject: string, body: CarriedValue, opts: PublishOptions = {}): void {
+    if (this.#closed) {
+      return
+    }
+    const reply = opts.reply
+    const respondValue = reply === undefined ? () => false : (b: CarriedValue) => (this.publishValue(reply, b), true)
+    const respond = reply === undefined ? () => false : (d: Uint8Array) => (this.publish(reply, d), true)
+    const msg = carried(subject, body, respond, respondValue, reply)
+    if (this.#deliver(subject, msg) === 0 && reply !== undefined) {
+      queueMicrotask(() => this.#deliver(reply, { subject: reply, data: new Uint8Array(0), noResponders: true, respond: () => false }))
+    }
+  }
+
   subscribe(subject: string, opts: SubscribeOptions = {}): TransportSubscription {
     const sub: LocalSub = { queue: opts.queue, q: new AsyncQueue(), draining: false }
     const list = this.#subs.get(subject) ?? []
@@ -199,6 +217,7 @@ export class InProcessTransport implements Transport {
     }
     return {
       [Symbol.asyncIterator]: () => sub.q,
+      listen: (fn) => sub.q.listen(fn),
       unsubscribe: () => {
         remove()
         sub.q.end(true)
@@ -250,5 +269,26 @@ export class InProcessTransport implements Transport {
       n += g[i]?.q.push(msg) ? 1 : 0
     }
     return n
+  }
+}
+
+/** A message carrying a value: `data` is its encoding, made on first read only. */
+function carried(
+  subject: string,
+  body: CarriedValue,
+  respond: (d: Uint8Array) => boolean,
+  respondValue: (b: CarriedValue) => boolean,
+  reply: string | undefined,
+): TransportMessage {
+  let bytes: Uint8Array | undefined
+  return {
+    subject,
+    value: body.value,
+    get data() {
+      return (bytes ??= body.encode())
+    },
+    respond,
+    respondValue,
+    ...(reply !== undefined ? { reply } : {}),
   }
 }

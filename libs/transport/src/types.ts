@@ -21,6 +21,23 @@ export interface TransportMessage {
    * the publication's subject (NATS no-responders status 503); `data` is then empty.
    */
   readonly noResponders?: boolean
+  /**
+   * The value itself, when the sender carried one ({@link Transport.publishValue}, in-process
+   * only): receivers that understand it read this and skip decoding `data` (which is then encoded
+   * from it on first read, for any other receiver). The sender's object, not a copy: neither side
+   * may change it after sending.
+   */
+  readonly value?: unknown
+  /** {@link respond} with a value (present where the bus carries values, as `value` is). */
+  respondValue?(body: CarriedValue): boolean
+}
+
+/** A message body handed over as a value (see {@link Transport.publishValue}). */
+export interface CarriedValue {
+  /** Handed to receivers as {@link TransportMessage.value}, never copied. */
+  readonly value: unknown
+  /** Its encoding, for a receiver that reads `data` instead (called at most once, on first read). */
+  encode(): Uint8Array
 }
 
 /** Options of {@link Transport.publish}. */
@@ -44,6 +61,11 @@ export interface TransportSubscription extends AsyncIterable<TransportMessage> {
   unsubscribe(): void
   /** Stop receiving new messages; the iterator ends once the delivered ones are consumed. */
   drain(): Promise<void>
+  /**
+   * Instead of iterating: `fn` gets each message, in order, without a promise per message; resolves
+   * when the subscription ends. Present on buses that can (in-process); {@link consume} uses it.
+   */
+  listen?(fn: (m: TransportMessage) => void): Promise<void>
 }
 
 /** Options of {@link Transport.request}. */
@@ -96,6 +118,12 @@ export interface Transport {
    * subscribes to `reply` learns that its receiver went away, at no cost while it is there).
    */
   publish(subject: string, data: Uint8Array, opts?: PublishOptions): void
+  /**
+   * {@link publish} of a value without encoding it, on buses inside one process (absent over
+   * NATS): receivers get `body.value` as {@link TransportMessage.value}. The sender checks the bus
+   * bound itself (an upper bound of the size, e.g. `msgpackSizeBound`) before choosing it.
+   */
+  publishValue?(subject: string, body: CarriedValue, opts?: PublishOptions): void
   /**
    * A fresh subject, used by nobody else, under the deployment's inbox prefix (over NATS
    * `replyInboxPrefix`, `_INBOX` by default: what every transport accepts as a reply subject, and

@@ -1,14 +1,14 @@
 /**
  * Per-request work, counted (not timed) for the budget tests (docs/architecture.md#per-request-budgets):
  * async resources by type (timers, immediates, promises, socket writes) from `async_hooks`, thread
- * hand-offs (`postMessage` on this thread), JSON parses and stringifies, and msgpack encodes and
- * decodes (@cohort/protocol's `wireCounts`). Counts do not depend on the machine's load, so the
+ * hand-offs (`postMessage` on this thread), JSON parses and stringifies, msgpack encodes and
+ * decodes, and copies of tensor bytes (@cohort/protocol's `wireCounts`). Counts do not depend on the machine's load, so the
  * budgets hold on a busy CI runner as on a quiet laptop.
  * @module
  */
 import { createHook } from 'node:async_hooks'
 import { Socket } from 'node:net'
-import { MessagePort, Worker } from 'node:worker_threads'
+import { MessagePort } from 'node:worker_threads'
 import { wireCounts } from '@cohort/protocol'
 
 /** What {@link countPerRequest} counts, per request. */
@@ -21,12 +21,18 @@ export interface RequestCounts {
   promises: number
   /** Writes handed to sockets (`_writeGeneric` / `_writev`: HTTP responses, NATS frames, client requests). */
   socketWrites: number
-  /** `postMessage` calls on this thread (hand-offs to ORT or predictor threads). */
+  /**
+   * `postMessage` calls on this thread (hand-offs to ORT or predictor threads; their answers are
+   * posted on those threads, not counted). `Worker#postMessage` forwards to its port's, so each
+   * is counted once, on `MessagePort` (counting both counted every hand-off twice).
+   */
   postMessages: number
   jsonParses: number
   jsonStringifies: number
   msgpackEncodes: number
   msgpackDecodes: number
+  /** Copies of tensor bytes to join rows: `concatRows` when the rows are not adjacent, a runner's batch assembly. */
+  tensorCopies: number
 }
 
 const ZERO: RequestCounts = {
@@ -39,6 +45,7 @@ const ZERO: RequestCounts = {
   jsonStringifies: 0,
   msgpackEncodes: 0,
   msgpackDecodes: 0,
+  tensorCopies: 0,
 }
 
 const TYPE_KEY: Record<string, keyof RequestCounts> = {
@@ -68,7 +75,6 @@ export async function countPerRequest(one: () => Promise<unknown>, n = 50, warmu
     },
   })
   const { parse, stringify } = JSON
-  const wpost = Worker.prototype.postMessage
   const ppost = MessagePort.prototype.postMessage
   JSON.parse = function (this: unknown, ...a: Parameters<typeof parse>) {
     c.jsonParses++
@@ -78,10 +84,6 @@ export async function countPerRequest(one: () => Promise<unknown>, n = 50, warmu
     c.jsonStringifies++
     return stringify.apply(this, a)
   } as typeof stringify
-  Worker.prototype.postMessage = function (this: Worker, ...a: Parameters<Worker['postMessage']>) {
-    c.postMessages++
-    return wpost.apply(this, a)
-  }
   MessagePort.prototype.postMessage = function (this: MessagePort, ...a: Parameters<MessagePort['postMessage']>) {
     c.postMessages++
     return ppost.apply(this, a)
@@ -106,13 +108,13 @@ export async function countPerRequest(one: () => Promise<unknown>, n = 50, warmu
     hook.disable()
     JSON.parse = parse
     JSON.stringify = stringify
-    Worker.prototype.postMessage = wpost
     MessagePort.prototype.postMessage = ppost
     sp._writeGeneric = writeGeneric
     sp._writev = writev
   }
   c.msgpackEncodes = wireCounts.encodes - w0.encodes
   c.msgpackDecodes = wireCounts.decodes - w0.decodes
+  c.tensorCopies = wireCounts.copies - w0.copies
   const out = { ...c }
   for (const k of Object.keys(out) as (keyof RequestCounts)[]) {
     out[k] = Math.round((out[k] / n) * 100) / 100

@@ -1,4 +1,4 @@
-import { encodeNotice, type InferReply } from '@cohort/protocol'
+import { encodeNotice, msgpackSizeBound, type GatewayNotice, type InferReply } from '@cohort/protocol'
 import type { Transport, TransportMessage } from '@cohort/transport'
 
 /**
@@ -31,6 +31,16 @@ export class ReplySink {
     }
   }
 
+  /** Publish a notice (acceptance) on the pack's reply subject: as a value where the bus carries values. */
+  notice(n: GatewayNotice): void {
+    const reply = this.msg.reply
+    if (reply !== undefined && this.msg.respondValue && this.transport.publishValue) {
+      this.transport.publishValue(reply, { value: n, encode: () => encodeNotice(n) })
+    } else {
+      this.publish(encodeNotice(n))
+    }
+  }
+
   push(r: InferReply): void {
     this.replies.push(r)
     if (!this.#scheduled) {
@@ -47,7 +57,20 @@ export class ReplySink {
       return
     }
     const max = this.transport.maxMessageBytes
-    const bytes = encodeNotice({ v: 2, t: 'replies', replies })
+    const n: GatewayNotice = { v: 2, t: 'replies', replies }
+    const reply = this.msg.reply
+    if (reply !== undefined && this.msg.respondValue && this.transport.publishValue && msgpackSizeBound(n) <= max) {
+      // In-process and surely within the bus bound: the replies themselves, not encoded.
+      this.#left -= replies.length
+      const body = { value: n, encode: () => encodeNotice(n) }
+      if (this.#left <= 0) {
+        this.msg.respondValue(body)
+      } else {
+        this.transport.publishValue(reply, body)
+      }
+      return
+    }
+    const bytes = encodeNotice(n)
     const out: Uint8Array[] = []
     if (bytes.byteLength <= max) {
       out.push(bytes)

@@ -4,9 +4,10 @@ import {
   decodeCancel,
   decodeInferMessage,
   encodeAccept,
-  encodeNotice,
   encodeReply,
+  inferMessageFrom,
   isAcceptSubject,
+  msgpackSizeBound,
   requestItemCount,
   toWireError,
   type InferReply,
@@ -125,7 +126,8 @@ export class Requests {
     const t0 = performance.now()
     let msg: ReturnType<typeof decodeInferMessage>
     try {
-      msg = decodeInferMessage(m.data)
+      // Carried as a value (in-process): checked as a decode checks it, without the decode.
+      msg = m.value !== undefined ? inferMessageFrom(m.value) : decodeInferMessage(m.data)
     } catch (e) {
       this.#o.stats.received()
       this.#respond(m, { v: 1, id: '', error: toWireError(e, 'BAD_REQUEST') }, t0)
@@ -156,7 +158,7 @@ export class Requests {
     // One acceptance notice for the pack (before any reply: replies leave in a later microtask),
     // with the queue-wait estimate for the gateway's door (docs/batching.md#admission-at-the-door).
     const wait = wireWait(this.#o.engine, tenantsOf(msg.reqs))
-    sink.publish(encodeNotice({ v: 2, t: 'accept', worker: this.#o.workerId, ids, queued: this.#o.engine.queued, ...(wait ? { waitMs: wait.waitMs, serviceMs: wait.serviceMs, ...(wait.itemMs !== undefined ? { itemMs: wait.itemMs } : {}), ...(wait.tenants ? { tenants: wait.tenants } : {}) } : {}) }))
+    sink.notice({ v: 2, t: 'accept', worker: this.#o.workerId, ids, queued: this.#o.engine.queued, ...(wait ? { waitMs: wait.waitMs, serviceMs: wait.serviceMs, ...(wait.itemMs !== undefined ? { itemMs: wait.itemMs } : {}), ...(wait.tenants ? { tenants: wait.tenants } : {}) } : {}) })
   }
 
   onCancel(m: TransportMessage): void {
@@ -401,8 +403,15 @@ export class Requests {
       sink.push(reply)
       return reply
     }
-    let bytes = encodeReply(reply)
     const max = this.#o.transport.maxMessageBytes
+    if (m.respondValue && msgpackSizeBound(reply) <= max) {
+      // In this process and surely within the bus bound: the reply itself, not encoded.
+      const r = reply
+      this.#o.stats.replied(r, t0, timing)
+      m.respondValue({ value: r, encode: () => encodeReply(r) })
+      return r
+    }
+    let bytes = encodeReply(reply)
     if (bytes.byteLength > max) {
       reply = {
         v: 1,

@@ -2,7 +2,7 @@ import { fork, type ChildProcess } from 'node:child_process'
 import { availableParallelism } from 'node:os'
 import { Worker } from 'node:worker_threads'
 import { CohortError } from '@cohort/protocol'
-import { withTimeLimit, type RestartReason, type RunnerEvents } from '../runners/types.ts'
+import { TimeLimits, type RestartReason, type RunnerEvents } from '../runners/types.ts'
 
 /** First pause before a replacement instance that failed to load is tried again, ms (doubles up to 30 s). */
 const RESTART_RETRY_MS = 500
@@ -112,6 +112,8 @@ export class OrtPool {
   outputs: HostValueMeta[] = []
   readonly #opts: OrtPoolOptions
   readonly #hosts: Host[] = []
+  /** Its runs' time limits, on one timer. */
+  readonly #limits = new TimeLimits()
   #seq = 0
   #closing: Promise<void> | undefined
   #events: RunnerEvents | undefined
@@ -288,7 +290,7 @@ export class OrtPool {
       })
       h.post({ type: 'run', id, feeds }, transfer)
     })
-    return withTimeLimit(done, opts.timeoutMs, 'an ONNX Runtime run', () =>
+    return this.#limits.run(done, opts.timeoutMs, 'an ONNX Runtime run', () =>
       this.#replace(h, 'batch_timeout', `session.run() ran past ${opts.timeoutMs} ms`),
     )
   }

@@ -7,6 +7,7 @@ import {
   sliceRows,
   toValues,
   toWireError,
+  wireCounts,
   type Datatype,
   type InferRequest,
   type ModelMeta,
@@ -484,6 +485,7 @@ function gather(spec: InputSpec, items: OnnxItem[], padValue: number): HostTenso
     const rowElems = rest.reduce((a, b) => a * b, 1)
     const size = DATATYPE_SIZE[spec.datatype]
     const buf = filledBuffer(spec.datatype, rowElems * items.length, padValue)
+    wireCounts.copies++
     const dst = new Uint8Array(buf)
     items.forEach((it, i) => {
       const src = it.src[spec.name]!
@@ -501,6 +503,7 @@ function gather(spec: InputSpec, items: OnnxItem[], padValue: number): HostTenso
   }
   const rowElems = rest.reduce((a, b) => a * b, 1)
   const rowBytes = rowElems * DATATYPE_SIZE[spec.datatype]
+  wireCounts.copies++ // the batch's input, in a buffer of its own that ORT's thread then owns (transferred)
   const buf = new ArrayBuffer(rowBytes * items.length)
   const dst = new Uint8Array(buf)
   let i = 0

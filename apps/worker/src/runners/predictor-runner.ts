@@ -3,7 +3,7 @@ import { schemaToTensorMeta, tensorsToItems, validateItem, type Predictor } from
 import { Value } from '@sinclair/typebox/value'
 import { InlineExec, ThreadExec, type PredictorExec } from './predictor-exec.ts'
 import {
-  withTimeLimit,
+  TimeLimits,
   type ItemResult,
   type ModelRunner,
   type PreparedItem,
@@ -49,6 +49,8 @@ export class PredictorRunner implements ModelRunner {
   readonly batchDefaults: { maxBatchSize: number; maxDelayMs: number }
   readonly #p: Predictor
   readonly #modulePath: string | undefined
+  /** Its batches' time limits, on one timer. */
+  readonly #limits = new TimeLimits()
   #exec: PredictorExec
   #ready = false
   #closed = false
@@ -121,7 +123,7 @@ export class PredictorRunner implements ModelRunner {
       throw new CohortError('SHUTTING_DOWN', `predictor ${this.name} is closed`)
     }
     const exec = this.#exec
-    const out = await withTimeLimit(exec.run(payloads), opts.timeoutMs, `a batch of ${payloads.length} items of ${this.name}`, () =>
+    const out = await this.#limits.run(exec.run(payloads), opts.timeoutMs, `a batch of ${payloads.length} items of ${this.name}`, () =>
       // The batch's caller gets BATCH_TIMEOUT now; the restart runs on (the next batch waits for it).
       void this.#restart(exec, 'batch_timeout', `a batch of ${payloads.length} items ran past ${opts.timeoutMs} ms`),
     )

@@ -1,3 +1,4 @@
+import { Deadlines, monotonicNow, type Deadlined } from '@cohort/batching'
 import type { Registry } from '@cohort/metrics'
 import { CohortError, type InferRequest, type ModelMeta, type Subjects, type WireError, type WireTensor } from '@cohort/protocol'
 
@@ -76,18 +77,54 @@ export interface RunnerEvents {
   restartFailed(reason: RestartReason, err: unknown, retryMs: number): void
 }
 
-/** Reject with BATCH_TIMEOUT (504) when `p` has not settled within `ms`, then run `onTimeout`. */
-export function withTimeLimit<T>(p: Promise<T>, ms: number | undefined, what: string, onTimeout: () => void): Promise<T> {
-  if (!(ms !== undefined && ms > 0 && Number.isFinite(ms))) {
-    return p
+/** One batch's limit in {@link TimeLimits}. */
+interface Limit extends Deadlined {
+  expire(): void
+}
+
+/**
+ * Batches' time limits on one timer ({@link Deadlines}): a runner's batches, one after another,
+ * create no timer each (issue 28's budgets), where a `setTimeout` and a `Promise.race` per batch did.
+ */
+export class TimeLimits {
+  readonly #d = new Deadlines<Limit>((l) => l.expire())
+
+  /** Reject with BATCH_TIMEOUT (504) when `p` has not settled within `ms`, then run `onTimeout`. */
+  run<T>(p: Promise<T>, ms: number | undefined, what: string, onTimeout: () => void): Promise<T> {
+    if (!(ms !== undefined && ms > 0 && Number.isFinite(ms))) {
+      return p
+    }
+    return new Promise<T>((resolve, reject) => {
+      let expired = false
+      const l: Limit = {
+        deadline: monotonicNow() + ms,
+        heapIndex: -1,
+        expire: () => {
+          expired = true
+          reject(new CohortError('BATCH_TIMEOUT', `${what} ran past its time limit of ${Math.round(ms)} ms; it was stopped and its runner restarted`))
+          onTimeout()
+        },
+      }
+      this.#d.add(l)
+      p.then(
+        (v) => {
+          if (!expired) {
+            this.#d.remove(l)
+            resolve(v)
+          }
+        },
+        (e: unknown) => {
+          if (!expired) {
+            this.#d.remove(l)
+            reject(e)
+          }
+        },
+      )
+    })
   }
-  let timer: ReturnType<typeof setTimeout> | undefined
-  const limit = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => {
-      reject(new CohortError('BATCH_TIMEOUT', `${what} ran past its time limit of ${Math.round(ms)} ms; it was stopped and its runner restarted`))
-      onTimeout()
-    }, ms)
-  })
-  p.catch(() => undefined)
-  return Promise.race([p, limit]).finally(() => clearTimeout(timer))
+
+  /** Forget every limit and stop the timer. Idempotent. */
+  close(): void {
+    this.#d.close()
+  }
 }

@@ -1,4 +1,4 @@
-/** The packer's timer heap: many deadlines on one timer (not lag-check.ts, the door's budgets). @module */
+/** Many deadlines on one timer (the gateway's packer, the workers' batch time limits; not the door's lag-check.ts). Uses the runtime's `setTimeout`, as `realClock` does. @module */
 /** An item {@link Deadlines} tracks: its deadline and its place in the heap (owned by Deadlines). */
 export interface Deadlined {
   /** When it expires, on the clock of {@link DeadlinesOptions.now} (ms). */
@@ -24,7 +24,9 @@ export const monotonicNow: () => number =
  * Many deadlines on one timer: a binary min-heap of items by deadline and a single `setTimeout`
  * armed for the earliest. Adding an item re-arms only when it expires before the armed time;
  * removing one is O(log n) and never re-arms (the timer may wake early, find nothing due, and arm
- * for the new earliest); removing the last item clears the timer, so nothing is left behind. When
+ * for the new earliest). Removing the last item leaves the timer armed but unref'd (it keeps no
+ * process alive): a request that comes next, with a deadline no earlier, reuses it, so requests one
+ * at a time create no timer each (issue 28's budgets); it wakes once, finds nothing, and ends. When
  * the timer fires, every item whose deadline has passed is removed and passed to `onExpire`, in
  * deadline order.
  */
@@ -46,7 +48,7 @@ export class Deadlines<T extends Deadlined> {
     return this.#heap.length
   }
 
-  /** Whether the timer is armed (for tests: none when nothing is tracked). */
+  /** Whether the timer is armed (for tests: once it fired with nothing tracked, or after close, none). */
   get armed(): boolean {
     return this.#timer !== undefined
   }
@@ -58,6 +60,8 @@ export class Deadlines<T extends Deadlined> {
     this.#up(item.heapIndex)
     if (item.deadline < this.#armedFor) {
       this.#arm(item.deadline)
+    } else if (this.#heap.length === 1) {
+      refTimer(this.#timer, true) // the idle timer, armed for no later than this item: reused
     }
   }
 
@@ -76,7 +80,7 @@ export class Deadlines<T extends Deadlined> {
       this.#up(last.heapIndex)
     }
     if (this.#heap.length === 0) {
-      this.#disarm()
+      refTimer(this.#timer, false)
     }
   }
 
@@ -158,5 +162,13 @@ export class Deadlines<T extends Deadlined> {
     }
     h[i] = it
     it.heapIndex = i
+  }
+}
+
+/** Ref or unref a timer where the runtime's timers are objects with `ref`/`unref` (Node, Bun). */
+function refTimer(t: ReturnType<typeof setTimeout> | undefined, on: boolean): void {
+  const o = t as { ref?: () => void; unref?: () => void } | undefined
+  if (typeof o === 'object') {
+    ;(on ? o.ref : o.unref)?.call(o)
   }
 }
