@@ -7,6 +7,7 @@ import { CohortWorker, defaultIntraOpThreads, type PaddingOptions } from '@cohor
 import { InProcessTransport, createNatsTransport, type Transport } from '@cohort/transport'
 import { BATCHING_HELP, MODEL_HELP, MODEL_OPTIONS, batchingFlag, intFlag, numFlag, parse } from './args.ts'
 import { renderHelp } from './help.ts'
+import { ifSet, knobHelp } from './knobs.ts'
 import { CliError } from './cli-error.ts'
 import { connectNats } from './connect.ts'
 import { NATS_AUTH_HELP, NATS_AUTH_OPTIONS, kvReplicas, natsAuthOptions } from './nats-auth.ts'
@@ -29,12 +30,10 @@ import { REPOSITORY_HELP, REPOSITORY_OPTIONS, given, repositoryOptions } from '.
 import { PREFIX_HELP, PREFIX_OPTIONS, prefixOption } from './prefix-flags.ts'
 import { ENV_FLAGS_HELP, hostDefault, modelsFromEnv } from './env-flags.ts'
 import { logReplyRefusals } from './reply-refusals.ts'
+import { DISTRIBUTION_KNOB, GATEWAY_KNOBS, GATEWAY_PROCESS_OPTIONS, NATS_KNOB, SERVE_KNOBS, SERVE_PROCESS_OPTIONS, WORKER_KNOBS, WORKER_METRICS_KNOBS, WORKER_PROCESS_OPTIONS, gatewayKnobs, rowHelp, serveKnobs, workerKnobs } from './process-flags.ts'
 
 type Values = Record<string, string | boolean | string[] | undefined>
 
-const DEFAULT_NATS = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222'
-/** Default SIGTERM grace of the gateway: readiness answers 503 this long before it stops listening (5 s). */
-const DEFAULT_DRAIN_MS = 5_000
 /** Time past a request's deadline its reply may take before its connection is closed at shutdown. */
 const SHUTDOWN_REPLY_GRACE_MS = 1_000
 /** Time for the steps after the HTTP server (worker drain, NATS, exporters) within the shutdown bound. */
@@ -168,12 +167,6 @@ function repositoryFromFlags(v: Values, args: string[], flags: ModelFlags) {
   })
 }
 
-/** Admin keys from --admin-key (repeatable) and COHORT_ADMIN_KEYS (comma-separated). */
-function adminKeys(v: Values): string[] {
-  const fromEnv = (process.env['COHORT_ADMIN_KEYS'] ?? '').split(',').map((k) => k.trim()).filter(Boolean)
-  return [...((v['admin-key'] as string[] | undefined) ?? []), ...fromEnv]
-}
-
 /**
  * Stop steps of a process with an HTTP server: readiness 503 for `drainMs` while still serving (load
  * balancers stop sending), then stop listening (idle and still-sending connections closed at once,
@@ -232,13 +225,7 @@ ${PREDICTION_HELP}
 ${WEBHOOK_HELP}
 ${GRPC_HELP}`
 
-const ADMIN_HELP = `  --admin-key KEY        key for /admin routes (repeatable; also COHORT_ADMIN_KEYS); without one they
-                         are open, or closed (403) when --api-key or a JWT secret is set`
-
-const drainHelp = (defaultMs: number) => `  --drain-ms MS          on SIGTERM/SIGINT, answer 503 on /v2/health/ready while still serving for this
-                         long (default ${defaultMs}); then stop listening, close idle connections and
-                         those still sending their request, let received requests finish within
-                         their deadline, and exit`
+const ADMIN_HELP = rowHelp(GATEWAY_KNOBS, 'admin-key')
 
 /** Flags of `cohort serve`. */
 export const SERVE_OPTIONS = {
@@ -247,10 +234,8 @@ export const SERVE_OPTIONS = {
   ...SERVE_PIPELINE_OPTIONS,
   port: { type: 'string' },
   host: { type: 'string', default: hostDefault('COHORT_HOST') },
-  nats: { type: 'string' },
   'timeout-ms': { type: 'string' },
-  'drain-ms': { type: 'string' },
-  'admin-key': { type: 'string', multiple: true },
+  ...SERVE_PROCESS_OPTIONS,
   ...PREDICTION_OPTIONS,
   ...JOB_OPTIONS,
   ...DOOR_OPTIONS,
@@ -269,10 +254,10 @@ export const SERVE_HELP = renderHelp({
     { title: 'Model', text: `${MODEL_HELP}\n${REPOSITORY_HELP}\n${ENV_FLAGS_HELP}` },
     { title: 'Batching', text: BATCHING_HELP },
     { title: 'Pipelines', text: SERVE_PIPELINE_HELP },
-    { title: 'HTTP', text: `${HTTP_HELP}\n${drainHelp(0)}` },
+    { title: 'HTTP', text: `${HTTP_HELP}\n${rowHelp(SERVE_KNOBS, 'drain-ms')}` },
     {
       title: 'NATS',
-      text: `  --nats URL             put NATS between the gateway and the worker (default: in process)
+      text: `${rowHelp(SERVE_KNOBS, 'nats')}
 ${NATS_AUTH_HELP}
 ${PREFIX_HELP}
 ${LARGE_HELP}
@@ -301,7 +286,8 @@ export async function serveCommand(args: string[]): Promise<void> {
     throw new CliError('--remote calls stage workers over NATS: give --nats URL too')
   }
   const shutdown = installShutdown()
-  const drainMs = intFlag('drain-ms', v['drain-ms'], 0) ?? 0
+  const own = serveKnobs(v)
+  const drainMs = own['drain-ms']!
   let draining = false
   const tel = setupTelemetry(v, 'cohort')
   const hasRepository = v['model-repository'] !== undefined
@@ -315,8 +301,8 @@ export async function serveCommand(args: string[]): Promise<void> {
   const host = knobs.host!
   let transport: Transport
   let jobs: JobQueue | undefined
-  if (v.nats) {
-    const nc = await connectNats(v.nats as string, 'cohort-serve', natsAuth)
+  if (own.nats) {
+    const nc = await connectNats(own.nats, 'cohort-serve', natsAuth)
     transport = createNatsTransport(nc, { ownsConnection: true, kvReplicas: kvReplicas(v), ...largeMessageOptions(v), ...prefixOption(v), onReplyRefused: logReplyRefusals() })
     jobs = jobQueue(nc, kvReplicas(v), v)
   } else {
@@ -349,7 +335,7 @@ export async function serveCommand(args: string[]): Promise<void> {
     registry,
     dashboard: { sampleMs: DASHBOARD_SAMPLE_MS, signal: dashboard.signal },
     adapter: gatewayAdapter(knobs['no-event-loop-lag-check']),
-    adminKeys: adminKeys(v),
+    adminKeys: [...own['admin-key']],
     ...prefixOption(v),
     ...security,
     ...(timeout ? { requestTimeoutMs: timeout } : {}),
@@ -377,7 +363,7 @@ export async function serveCommand(args: string[]): Promise<void> {
   )
   const base = `${tls ? 'https' : 'http'}://${http.host}:${http.port}`
   const names = [...new Set(worker.models().map((m) => m.name))]
-  console.log(`cohort: serving ${names.join(', ')} on ${base} (${v.nats ? `NATS ${v.nats}` : 'embedded'})`)
+  console.log(`cohort: serving ${names.join(', ')} on ${base} (${own.nats ? `NATS ${own.nats}` : 'embedded'})`)
   const first = worker.models()[0]
   console.log(`cohort: try  curl -s ${base}/v2/models/${names[0]}  and  POST ${base}${first?.kind === 'generative' ? '/v1/completions' : `/v2/models/${names[0]}/infer`}`)
   console.log(`cohort: ${describeSecurity(security, tls !== undefined)}`)
@@ -385,12 +371,8 @@ export async function serveCommand(args: string[]): Promise<void> {
 
 /** Flags of `cohort gateway`. */
 export const GATEWAY_OPTIONS = {
-  nats: { type: 'string', default: DEFAULT_NATS },
   ...HTTP_OPTIONS,
-  'drain-ms': { type: 'string' },
-  'missed-heartbeats': { type: 'string' },
-  'accept-timeout-ms': { type: 'string' },
-  'admin-key': { type: 'string', multiple: true },
+  ...GATEWAY_PROCESS_OPTIONS,
   ...PREDICTION_OPTIONS,
   ...DOOR_OPTIONS,
   ...GRPC_OPTIONS,
@@ -406,13 +388,11 @@ export const GATEWAY_HELP = renderHelp({
   usage: 'cohort gateway [options]',
   about: 'The stateless HTTP gateway: publishes each request to NATS, where workers answer it.',
   sections: [
-    { title: 'HTTP', text: `${HTTP_HELP}\n${drainHelp(DEFAULT_DRAIN_MS)}\n${PROCESSES_HELP}` },
+    { title: 'HTTP', text: `${HTTP_HELP}\n${rowHelp(GATEWAY_KNOBS, 'drain-ms')}\n${PROCESSES_HELP}` },
     {
       title: 'NATS',
-      text: `  --nats URL             NATS server(s), comma-separated (default $NATS_URL or ${DEFAULT_NATS})
-  --missed-heartbeats N  fail (503 WORKER_LOST) or retry the requests of a worker silent for N of its
-                         heartbeats (default 3; 0 turns worker-loss detection off)
-  --accept-timeout-ms MS a request no worker accepted in this long is lost too, and resent once (default 3000)
+      text: `${knobHelp(NATS_KNOB)}
+${rowHelp(GATEWAY_KNOBS, 'missed-heartbeats', 'accept-timeout-ms')}
 ${NATS_AUTH_HELP}
 ${PREFIX_HELP}
 ${LARGE_HELP}`,
@@ -448,11 +428,11 @@ export async function gatewayCommand(args: string[]): Promise<void> {
   const port = knobs.port!
   const host = knobs.host!
   const timeout = knobs['timeout-ms']
-  const drainMs = intFlag('drain-ms', v['drain-ms'], 0) ?? DEFAULT_DRAIN_MS
-  const missedHeartbeats = intFlag('missed-heartbeats', v['missed-heartbeats'], 0)
-  const acceptTimeoutMs = intFlag('accept-timeout-ms', v['accept-timeout-ms'])
+  const own = gatewayKnobs(v)
+  const drainMs = own['drain-ms']!
+  const missedHeartbeats = own['missed-heartbeats']!
   let draining = false
-  const nc = await connectNats(v.nats as string, 'cohort-gateway', natsAuth)
+  const nc = await connectNats(own.nats!, 'cohort-gateway', natsAuth)
   const transport = createNatsTransport(nc, { ownsConnection: true, kvReplicas: kvReplicas(v), ...largeMessageOptions(v), ...prefixOption(v), onReplyRefused: logReplyRefusals() })
   const gatewayRegistry = processRegistry()
   const dashboard = new AbortController()
@@ -461,14 +441,14 @@ export async function gatewayCommand(args: string[]): Promise<void> {
     dashboard: { sampleMs: DASHBOARD_SAMPLE_MS, signal: dashboard.signal },
     transport,
     adapter: gatewayAdapter(knobs['no-event-loop-lag-check']),
-    adminKeys: adminKeys(v),
+    adminKeys: [...own['admin-key']],
     ...prefixOption(v),
     ...security,
     ...(timeout ? { requestTimeoutMs: timeout } : {}),
     workerLoss:
       missedHeartbeats === 0
         ? false
-        : { ...(missedHeartbeats ? { missedHeartbeats } : {}), ...(acceptTimeoutMs ? { acceptTimeoutMs } : {}) },
+        : { missedHeartbeats, acceptTimeoutMs: own['accept-timeout-ms']! },
     tracer: tel.tracer,
     logger: tel.logger,
     draining: () => draining,
@@ -490,7 +470,7 @@ export async function gatewayCommand(args: string[]): Promise<void> {
     ],
     stopLimitMs(drainMs, timeoutMs),
   )
-  console.log(`cohort: gateway on ${tls ? 'https' : 'http'}://${http.host}:${http.port} -> NATS ${v.nats as string}`)
+  console.log(`cohort: gateway on ${tls ? 'https' : 'http'}://${http.host}:${http.port} -> NATS ${own.nats!}`)
   console.log(`cohort: ${describeSecurity(security, tls !== undefined)}`)
   notifyListening()
 }
@@ -500,13 +480,7 @@ export const WORKER_OPTIONS = {
   ...MODEL_OPTIONS,
   ...REPOSITORY_OPTIONS,
   ...PIPELINE_OPTIONS,
-  nats: { type: 'string', default: DEFAULT_NATS },
-  'metrics-port': { type: 'string' },
-  'metrics-host': { type: 'string', default: hostDefault('COHORT_METRICS_HOST') },
-  id: { type: 'string' },
-  distribution: { type: 'string', default: 'capacity' },
-  'heartbeat-ms': { type: 'string' },
-  'generation-probe-ms': { type: 'string' },
+  ...WORKER_PROCESS_OPTIONS,
   ...JOB_OPTIONS,
   ...NATS_AUTH_OPTIONS,
   ...PREFIX_OPTIONS,
@@ -522,21 +496,13 @@ export const WORKER_HELP = renderHelp({
     {
       title: 'Batching',
       text: `${BATCHING_HELP}
-  --distribution capacity|random
-                         capacity (default): leave the model's main subject while the queue is full,
-                         so idle workers get the work; random: plain NATS queue-group spreading`,
+${knobHelp(DISTRIBUTION_KNOB)}`,
     },
     { title: 'Pipelines', text: PIPELINE_HELP },
     {
       title: 'NATS',
-      text: `  --nats URL             NATS server(s) (default $NATS_URL or ${DEFAULT_NATS})
-  --id ID                worker id in replies and discovery (default random)
-  --heartbeat-ms MS      publish a heartbeat this often, for the gateways' worker-loss detection
-                         (default 1000; 0: none)
-  --generation-probe-ms MS
-                         generative models: a gateway's pack of generations that sent no tokens
-                         message this long gets an empty one, to notice a gateway gone (streamed
-                         generations are watched at every step; default 1000; 0: none)
+      text: `${knobHelp(NATS_KNOB)}
+${knobHelp(WORKER_KNOBS)}
 ${NATS_AUTH_HELP}
 ${PREFIX_HELP}
 ${LARGE_HELP}
@@ -545,9 +511,7 @@ ${WEBHOOK_HELP}`,
     },
     {
       title: 'Observability',
-      text: `  --metrics-port N       serve Prometheus /metrics and the probes /v2/health/live and /v2/health/ready
-                         (503 while draining) on this port (off by default)
-  --metrics-host H       host of the metrics server (default $COHORT_METRICS_HOST or 127.0.0.1)
+      text: `${knobHelp(WORKER_METRICS_KNOBS)}
 ${TELEMETRY_HELP}`,
     },
   ],
@@ -571,30 +535,28 @@ export async function workerCommand(args: string[]): Promise<void> {
   const natsAuth = natsAuthOptions(v)
   const flags = modelFlags(v, false, positionals.length > 0 || v['model-repository'] !== undefined)
   const repository = repositoryFromFlags(v, args, flags)
-  const metricsPort = intFlag('metrics-port', v['metrics-port'], 0)
+  const own = workerKnobs(v)
+  const metricsPort = own['metrics-port']
   const { runners, outputSchemas, modelBatching } = await buildRunners(flags)
-  const nc = await connectNats(v.nats as string, 'cohort-worker', natsAuth)
+  const nc = await connectNats(own.nats!, 'cohort-worker', natsAuth)
   const transport = createNatsTransport(nc, { ownsConnection: true, kvReplicas: kvReplicas(v), ...largeMessageOptions(v), ...prefixOption(v), onReplyRefused: logReplyRefusals() })
   const registry = processRegistry()
   const piped = await pipelineRunners(positionals, v, { transport, registry, flags, batching: batching(v), allowStage: true })
   runners.push(...piped.runners)
   Object.assign(outputSchemas, piped.outputSchemas)
-  if (v['distribution'] !== 'capacity' && v['distribution'] !== 'random') {
-    throw new CliError(`--distribution must be capacity or random, got "${String(v['distribution'])}"`)
-  }
   const worker = new CohortWorker({
     transport,
     runners,
     registry,
     outputSchemas,
-    capacityAware: v['distribution'] === 'capacity',
+    capacityAware: own.distribution === 'capacity',
     batching: batching(v),
     modelBatching,
     ...prefixOption(v),
     ...(flags.batchTimeoutMs !== undefined ? { batchTimeoutMs: flags.batchTimeoutMs } : {}),
-    ...(v.id ? { id: v.id as string } : {}),
-    ...(v['heartbeat-ms'] !== undefined ? { heartbeatMs: intFlag('heartbeat-ms', v['heartbeat-ms'], 0)! } : {}),
-    ...(v['generation-probe-ms'] !== undefined ? { generationProbeMs: intFlag('generation-probe-ms', v['generation-probe-ms'], 0)! } : {}),
+    ...ifSet('id', own.id || undefined),
+    ...ifSet('heartbeatMs', own['heartbeat-ms']),
+    ...ifSet('generationProbeMs', own['generation-probe-ms']),
     tracer: tel.tracer,
     logger: tel.logger,
     jobs: workerJobs(v, jobQueue(nc, kvReplicas(v), v)),
@@ -613,7 +575,7 @@ export async function workerCommand(args: string[]): Promise<void> {
       const ready = !workerDraining && worker.models().every((m) => m.ready)
       return c.json({ ready, draining: workerDraining }, ready ? 200 : 503)
     })
-    const m = await listen(app, v['metrics-host'] as string, metricsPort)
+    const m = await listen(app, own['metrics-host']!, metricsPort)
     metricsClose = m.close
     console.log(`cohort: worker metrics on http://${m.host}:${m.port}/metrics`)
   }
@@ -632,5 +594,5 @@ export async function workerCommand(args: string[]): Promise<void> {
     ],
     stopLimitMs(0, DEFAULT_REQUEST_TIMEOUT_MS),
   )
-  console.log(`cohort: worker ${worker.id} serving ${[...new Set(worker.models().map((m) => m.name))].join(', ')} from NATS ${v.nats as string}`)
+  console.log(`cohort: worker ${worker.id} serving ${[...new Set(worker.models().map((m) => m.name))].join(', ')} from NATS ${own.nats!}`)
 }

@@ -81,7 +81,7 @@ export function knobHelp(t: KnobTable): string {
       lines.push(`Alias: ${k.aliases.map((a) => `--${a}`).join(', ')} (the old name, still accepted)`)
     }
     // A flag too long for the column gets its text on the lines below.
-    const inline = head.length < COLUMN - 1
+    const inline = head.length <= COLUMN - 1
     if (!inline) {
       out.push(head)
     }
