@@ -1,11 +1,12 @@
 import { Hono } from 'hono'
-import { BATCHING_FIELDS, type BatchingConfig, type Policy } from '@cohort/batching'
+import type { BatchingConfig, Policy } from '@cohort/batching'
 import { createApp, createGatewayCore, type GatewayApp, type GatewayCore, type GatewayOptions } from '@cohort/gateway'
 import { PROMETHEUS_CONTENT_TYPE } from '@cohort/metrics'
 import { DASHBOARD_SAMPLE_MS, processRegistry } from './process-registry.ts'
 import { CohortWorker, defaultIntraOpThreads, type PaddingOptions } from '@cohort/worker'
 import { InProcessTransport, createNatsTransport, type Transport } from '@cohort/transport'
-import { BATCHING_HELP, MODEL_HELP, MODEL_OPTIONS, batchingFlag, intFlag, numFlag, parse } from './args.ts'
+import { parse } from './args.ts'
+import { BATCHING_HELP, DEFAULT_EP, DEFAULT_INSTANCES, MODEL_HELP, MODEL_OPTIONS, modelKnobs } from './model-flags.ts'
 import { renderHelp } from './help.ts'
 import { ifSet, knobHelp } from './knobs.ts'
 import { CliError } from './cli-error.ts'
@@ -40,9 +41,10 @@ const SHUTDOWN_REPLY_GRACE_MS = 1_000
 const STOP_SLACK_MS = 10_000
 
 function modelFlags(v: Values, defaultDemo: boolean, hasConfig = false): ModelFlags {
-  const model = (v['model'] as string[] | undefined) ?? []
-  const predictor = (v['predictor'] as string[] | undefined) ?? []
-  const generative = (v['generative'] as string[] | undefined) ?? []
+  const k = modelKnobs(v)
+  const model = [...k.model]
+  const predictor = [...k.predictor]
+  const generative = [...k.generative]
   if (model.length === 0 && predictor.length === 0 && generative.length === 0) {
     if (hasConfig) {
       // a config directory gives the models
@@ -52,26 +54,27 @@ function modelFlags(v: Values, defaultDemo: boolean, hasConfig = false): ModelFl
       model.push('demo')
     }
   }
-  const instances = intFlag('instances', v['instances']) ?? 1
+  const instances = k.instances ?? DEFAULT_INSTANCES
   return {
     model,
     predictor,
     generative,
-    ep: (v['ep'] as string) ?? 'cpu',
+    ep: k.ep ?? DEFAULT_EP,
     instances,
-    ortProcesses: v['ort-processes'] === true,
-    threads: intFlag('threads', v['threads']) ?? defaultIntraOpThreads(instances),
-    maxBatchSize: batchingFlag('maxBatchSize', intFlag('max-batch-size', v['max-batch-size'])),
-    maxDelayMs: batchingFlag('maxDelayMs', numFlag('max-delay-ms', v['max-delay-ms'])),
-    batchTimeoutMs: numFlag('batch-timeout-ms', v['batch-timeout-ms']),
+    ortProcesses: k['ort-processes'],
+    threads: k.threads ?? defaultIntraOpThreads(instances),
+    maxBatchSize: k['max-batch-size'],
+    maxDelayMs: k['max-delay-ms'],
+    batchTimeoutMs: k['batch-timeout-ms'],
     padding: paddingFlags(v),
     ...generativeSloFlags(v),
   }
 }
 
 function generativeSloFlags(v: Values): { generativeSlo?: GenerativeSlo } {
-  const ttftMs = numFlag('ttft-slo-ms', v['ttft-slo-ms'])
-  const generationMs = numFlag('generation-slo-ms', v['generation-slo-ms'])
+  const k = modelKnobs(v)
+  const ttftMs = k['ttft-slo-ms']
+  const generationMs = k['generation-slo-ms']
   for (const [flag, ms] of [['ttft-slo-ms', ttftMs], ['generation-slo-ms', generationMs]] as const) {
     if (ms !== undefined && !(ms > 0)) {
       throw new CliError(`--${flag} must be a positive number of ms, got "${ms}"`)
@@ -92,13 +95,9 @@ function paddingFlags(v: Values): PaddingOptions | undefined {
     return undefined
   }
   const out: PaddingOptions = {}
-  const pv = v['pad-value']
+  const pv = modelKnobs(v)['pad-value']
   if (pv !== undefined) {
-    const n = Number(pv)
-    if (!Number.isFinite(n)) {
-      throw new CliError(`--pad-value must be a number, got "${String(pv)}"`)
-    }
-    out.padValue = n
+    out.padValue = pv
   }
   if (typeof v['mask-input'] === 'string') {
     out.maskInput = v['mask-input']
@@ -115,45 +114,18 @@ function paddingFlags(v: Values): PaddingOptions | undefined {
 
 /** The global batching flags: the `flags` layer of every model (docs/repository.md#configuration). */
 function batching(v: Values): Partial<BatchingConfig> {
-  const out: Partial<BatchingConfig> = {}
-  const size = batchingFlag('maxBatchSize', intFlag('max-batch-size', v['max-batch-size']))
-  if (size !== undefined) {
-    out.maxBatchSize = size
+  const k = modelKnobs(v)
+  return {
+    ...ifSet('maxBatchSize', k['max-batch-size']),
+    ...ifSet('maxDelayMs', k['max-delay-ms']),
+    ...ifSet('policy', k.policy as Policy | undefined),
+    ...ifSet('maxQueue', k['max-queue']),
+    ...ifSet('maxBatchCost', k['max-batch-cost']),
+    ...ifSet('maxTenantQueue', k['max-tenant-queue']),
+    ...ifSet('sloMs', k['slo-ms']),
+    ...(k['no-admission'] ? { admission: false } : {}),
+    ...(k['no-auto-batch'] ? { autoBatchSize: false } : {}),
   }
-  const delay = batchingFlag('maxDelayMs', numFlag('max-delay-ms', v['max-delay-ms']))
-  if (delay !== undefined) {
-    out.maxDelayMs = delay
-  }
-  const policy = v['policy']
-  if (policy !== undefined) {
-    if (!BATCHING_FIELDS.policy.valid(policy)) {
-      throw new CliError(`--policy must be ${BATCHING_FIELDS.policy.expect}, got "${String(policy)}"`)
-    }
-    out.policy = policy as Policy
-  }
-  const q = batchingFlag('maxQueue', intFlag('max-queue', v['max-queue']))
-  if (q !== undefined) {
-    out.maxQueue = q
-  }
-  const cost = batchingFlag('maxBatchCost', numFlag('max-batch-cost', v['max-batch-cost']))
-  if (cost !== undefined) {
-    out.maxBatchCost = cost
-  }
-  const tq = batchingFlag('maxTenantQueue', intFlag('max-tenant-queue', v['max-tenant-queue']))
-  if (tq !== undefined) {
-    out.maxTenantQueue = tq
-  }
-  const slo = batchingFlag('sloMs', numFlag('slo-ms', v['slo-ms']))
-  if (slo !== undefined) {
-    out.sloMs = slo
-  }
-  if (v['no-admission'] === true) {
-    out.admission = false
-  }
-  if (v['no-auto-batch'] === true) {
-    out.autoBatchSize = false
-  }
-  return out
 }
 
 /** `--model-repository` with the model flags the command line really gave (they win over config.json). */

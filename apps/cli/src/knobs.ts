@@ -101,7 +101,7 @@ function parseKnob(name: string, k: Knob, raw: unknown): unknown {
   } else if (k.kind === 'number') {
     const n = typeof raw === 'number' ? raw : typeof raw === 'string' && raw.trim() !== '' ? Number(raw) : Number.NaN
     if (!Number.isFinite(n) || n < (k.min ?? 0)) {
-      throw new CliError(`--${name} must be a number >= ${k.min ?? 0}, got "${String(raw)}"`)
+      throw new CliError(`--${name} must be a number${k.min === -Infinity ? '' : ` >= ${k.min ?? 0}`}, got "${String(raw)}"`)
     }
     v = n
   } else {

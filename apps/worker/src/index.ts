@@ -23,7 +23,8 @@ export {
   type OrtRunOptions,
   type RunResult,
 } from './ort/ort-pool.ts'
-export { type PaddingOptions } from './runners/padding.ts'
+export { DEFAULT_PAD_VALUE, type PaddingOptions } from './runners/padding.ts'
+export { DEFAULT_BATCH_TIMEOUT_FLOOR_MS, DEFAULT_BATCH_TIMEOUT_MULTIPLE } from './batch-limit.ts'
 export { buildPipelineRunners, localStageRunner, type PipelineRunnersOptions } from './pipeline/build.ts'
 export { CONFIG_FILES, findConfigFile, loadConfig, type LoadedConfig } from './pipeline/load-config.ts'
 export { OnnxStageRunner } from './pipeline/onnx-stage-runner.ts'
