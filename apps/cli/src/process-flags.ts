@@ -41,7 +41,7 @@ const ADMIN_KEY = {
   kind: 'list',
   arg: 'KEY',
   env: 'COHORT_ADMIN_KEYS',
-  help: ['key for /admin routes (repeatable; $COHORT_ADMIN_KEYS comma-separated); without one they', 'are open, or closed (403) when --api-key or a JWT secret is set'],
+  help: ['key for /admin routes (repeatable; comma-separated in {default}); without one', 'they are open, or closed (403) when --api-key or a JWT secret is set'],
 } as const satisfies Knob
 
 /** `cohort serve`'s own knobs. */
