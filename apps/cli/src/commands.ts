@@ -29,7 +29,7 @@ import { JOB_HELP, JOB_OPTIONS, PREDICTION_HELP, PREDICTION_OPTIONS, WEBHOOK_HEL
 import type { JobQueue } from '@cohort/transport'
 import { REPOSITORY_HELP, REPOSITORY_OPTIONS, given, repositoryOptions } from './repository-flags.ts'
 import { PREFIX_HELP, PREFIX_OPTIONS, prefixOption } from './prefix-flags.ts'
-import { ENV_FLAGS_HELP, hostDefault, modelsFromEnv } from './env-flags.ts'
+import { ENV_FLAGS_HELP, modelsFromEnv } from './env-flags.ts'
 import { logReplyRefusals } from './reply-refusals.ts'
 import { DISTRIBUTION_KNOB, GATEWAY_KNOBS, GATEWAY_PROCESS_OPTIONS, NATS_KNOB, SERVE_KNOBS, SERVE_PROCESS_OPTIONS, WORKER_KNOBS, WORKER_METRICS_KNOBS, WORKER_PROCESS_OPTIONS, gatewayKnobs, rowHelp, serveKnobs, workerKnobs } from './process-flags.ts'
 
@@ -204,9 +204,7 @@ export const SERVE_OPTIONS = {
   ...MODEL_OPTIONS,
   ...REPOSITORY_OPTIONS,
   ...SERVE_PIPELINE_OPTIONS,
-  port: { type: 'string' },
-  host: { type: 'string', default: hostDefault('COHORT_HOST') },
-  'timeout-ms': { type: 'string' },
+  ...HTTP_OPTIONS,
   ...SERVE_PROCESS_OPTIONS,
   ...PREDICTION_OPTIONS,
   ...JOB_OPTIONS,
