@@ -3,8 +3,7 @@
 // a bad or unknown flag is refused naming it.
 import { describe, expect, it } from 'vitest'
 import { BATCHING_FIELDS, BATCHING_KEYS, DEFAULT_BATCHING, DEFAULT_START_CAP, MAX_BATCH_SIZE_LIMIT } from '@cohort/batching'
-import { DEFAULT_TTFT_SLO_MS } from '@cohort/generative'
-import { DEFAULT_BATCH_TIMEOUT_FLOOR_MS, DEFAULT_ONNX_BATCH_LIMIT, DEFAULT_PAD_VALUE } from '@cohort/worker'
+import { DEFAULT_BATCH_TIMEOUT_FLOOR_MS, DEFAULT_ONNX_BATCH_LIMIT, DEFAULT_PAD_VALUE, DEFAULT_TTFT_SLO_MS } from '@cohort/worker'
 import { parse } from './args.ts'
 import { BATCHING_HELP, BATCHING_KNOBS, MODEL_HELP, MODEL_OPTIONS, modelKnobs } from './model-flags.ts'
 

@@ -7,8 +7,7 @@
  * @module
  */
 import { BATCHING_FIELDS, DEFAULT_BATCHING, DEFAULT_START_CAP, POLICIES, type BatchingKey } from '@cohort/batching'
-import { DEFAULT_TTFT_SLO_MS } from '@cohort/generative'
-import { DEFAULT_BATCH_TIMEOUT_FLOOR_MS, DEFAULT_BATCH_TIMEOUT_MULTIPLE, DEFAULT_ONNX_BATCH_LIMIT, DEFAULT_PAD_VALUE } from '@cohort/worker'
+import { DEFAULT_BATCH_TIMEOUT_FLOOR_MS, DEFAULT_BATCH_TIMEOUT_MULTIPLE, DEFAULT_ONNX_BATCH_LIMIT, DEFAULT_PAD_VALUE, DEFAULT_TTFT_SLO_MS } from '@cohort/worker'
 import { knobGiven, knobHelp, knobOptions, type Knob, type KnobTable, type KnobValues } from './knobs.ts'
 
 /** ORT sessions per model when --instances is not given. */
