@@ -43,7 +43,7 @@ const PENDING = {
 /**
  * Longest function body in product code, in lines without blanks and comments: about a screen and a
  * half. The issue's examples of functions too long to read apart were 107 lines (`#onRequest`) and
- * 173 (`startGrpcServer`); at 80, 23 product files have one (listed in LONG_FUNCTIONS).
+ * 173 (`startGrpcServer`); at 80, 23 product files have one (listed in LONG_FUNCTIONS; 24 once formatted).
  */
 const MAX_FUNCTION_LINES = 80
 
@@ -59,6 +59,8 @@ const LONG_FUNCTIONS = [
   'apps/gateway/src/routes/predictions-meta.ts',
   'apps/worker/src/generative/onnx-generator.ts',
   'apps/worker/src/model-server/requests.ts',
+  // Under 80 lines today, 82 once `npm run format` breaks its long lines.
+  'apps/worker/src/worker.ts',
   'bench/src/generate.ts',
   'bench/src/overload.ts',
   'bench/src/peers-run.ts',
