@@ -1,6 +1,80 @@
 // Type-aware lint of the whole repository (`npm run lint`, run by .ci/run, not by `npm test`).
-// The import-cycle check is madge (`npm run lint:cycles`), also part of `npm run lint`.
+// The import-cycle check is madge plus scripts/check-cycles.mjs (`npm run lint:cycles`), also part
+// of `npm run lint`.
+//
+// typescript-eslint's typed strict preset (`strictTypeChecked`) with a function-size rule. The rules
+// of the preset that still have findings are listed in PENDING with their count when they were
+// turned on (2026-12-02) and stay off until fixed; every other rule of the preset is at zero and
+// gates now. Fix a rule's findings, delete its PENDING line, and it gates from then on.
 import tseslint from 'typescript-eslint'
+
+/** Strict rules with findings left to fix: rule -> findings when the preset was turned on. */
+const PENDING = {
+  '@typescript-eslint/no-non-null-assertion': 301,
+  '@typescript-eslint/no-unnecessary-condition': 231,
+  '@typescript-eslint/require-await': 80,
+  '@typescript-eslint/no-unnecessary-type-assertion': 59,
+  '@typescript-eslint/unbound-method': 43,
+  '@typescript-eslint/no-base-to-string': 23,
+  '@typescript-eslint/no-unused-vars': 17,
+  '@typescript-eslint/await-thenable': 10,
+  '@typescript-eslint/no-confusing-void-expression': 9,
+  '@typescript-eslint/no-redundant-type-constituents': 8,
+  '@typescript-eslint/use-unknown-in-catch-callback-variable': 7,
+  '@typescript-eslint/no-meaningless-void-operator': 7,
+  '@typescript-eslint/no-unnecessary-type-conversion': 6,
+  '@typescript-eslint/restrict-plus-operands': 6,
+  '@typescript-eslint/prefer-promise-reject-errors': 4,
+  '@typescript-eslint/no-unsafe-member-access': 4,
+  '@typescript-eslint/no-unnecessary-type-parameters': 4,
+  '@typescript-eslint/no-misused-spread': 4,
+  '@typescript-eslint/no-unnecessary-type-arguments': 4,
+  '@typescript-eslint/no-dynamic-delete': 3,
+  '@typescript-eslint/only-throw-error': 3,
+  'prefer-const': 2,
+  '@typescript-eslint/no-deprecated': 1,
+  '@typescript-eslint/no-unnecessary-template-expression': 1,
+  '@typescript-eslint/no-unsafe-class-instance-assignment': 1,
+  '@typescript-eslint/no-unsafe-assignment': 1,
+  '@typescript-eslint/no-this-alias': 1,
+  '@typescript-eslint/no-unsafe-argument': 1,
+}
+
+/**
+ * Longest function body in product code, in lines without blanks and comments: about a screen and a
+ * half. The issue's examples of functions too long to read apart were 107 lines (`#onRequest`) and
+ * 173 (`startGrpcServer`); at 80, 23 product files have one (listed in LONG_FUNCTIONS; 24 once formatted).
+ */
+const MAX_FUNCTION_LINES = 80
+
+/** Product files with a function over MAX_FUNCTION_LINES when the rule was turned on: split, then delete the line. */
+const LONG_FUNCTIONS = [
+  'apps/cli/src/cluster.ts',
+  'apps/cli/src/commands.ts',
+  'apps/gateway/src/adapters/grpc/server.ts',
+  'apps/gateway/src/app.ts',
+  'apps/gateway/src/edge/handler.ts',
+  'apps/gateway/src/oip.ts',
+  'apps/gateway/src/routes/dashboard-data.ts',
+  'apps/gateway/src/routes/predictions-meta.ts',
+  'apps/worker/src/generative/onnx-generator.ts',
+  'apps/worker/src/model-server/requests.ts',
+  // Under 80 lines today, 82 once `npm run format` breaks its long lines.
+  'apps/worker/src/worker.ts',
+  'bench/src/generate.ts',
+  'bench/src/overload.ts',
+  'bench/src/peers-run.ts',
+  'bench/src/peers-targets.ts',
+  'bench/src/peers.ts',
+  'bench/src/pipeline.ts',
+  'bench/src/scenarios.ts',
+  'bench/src/step-stats.ts',
+  'bench/src/tax.ts',
+  'libs/onnx-builder/src/decoder.ts',
+  'libs/pipeline/src/stage-queue.ts',
+  'libs/transport/src/jobs.ts',
+  'libs/transport/src/nats.ts',
+]
 
 export default tseslint.config(
   {
@@ -8,7 +82,7 @@ export default tseslint.config(
   },
   {
     files: ['**/*.ts'],
-    extends: [tseslint.configs.base],
+    extends: [tseslint.configs.strictTypeChecked],
     languageOptions: {
       parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname },
     },
@@ -18,6 +92,33 @@ export default tseslint.config(
       '@typescript-eslint/no-misused-promises': 'error',
       '@typescript-eslint/consistent-type-imports': ['error', { fixStyle: 'inline-type-imports' }],
       '@typescript-eslint/no-explicit-any': 'error',
+      // Numbers and booleans print unambiguously in messages (counts, ms, flags); the rule's point
+      // is objects, undefined and null, which stay refused (1,047 findings were numbers/booleans).
+      '@typescript-eslint/restrict-template-expressions': ['error', { allowNumber: true, allowBoolean: true }],
+      // `() => void expr` callbacks (`.then(() => resolve())`) are the idiom, not a confusion.
+      '@typescript-eslint/no-confusing-void-expression': ['error', { ignoreArrowShorthand: true }],
+      ...Object.fromEntries(Object.keys(PENDING).map((r) => [r, 'off'])),
+    },
+  },
+  {
+    // Tests: `!` after indexing fixtures (noUncheckedIndexedAccess) and reading parsed JSON bodies
+    // (`any`) are how a test inspects an answer; a wrong guess fails the test itself.
+    files: ['**/*.test.ts', 'test/**/*.ts'],
+    rules: {
+      '@typescript-eslint/no-non-null-assertion': 'off',
+      '@typescript-eslint/no-unsafe-member-access': 'off',
+      '@typescript-eslint/no-unsafe-assignment': 'off',
+      '@typescript-eslint/no-unsafe-return': 'off',
+      '@typescript-eslint/no-unsafe-call': 'off',
+      '@typescript-eslint/no-unsafe-argument': 'off',
+    },
+  },
+  {
+    // Function size in product code (a test's `describe` holds its cases by design).
+    files: ['libs/*/src/**/*.ts', 'apps/*/src/**/*.ts', 'bench/src/**/*.ts', 'examples/*/src/**/*.ts'],
+    ignores: ['**/*.test.ts', ...LONG_FUNCTIONS],
+    rules: {
+      'max-lines-per-function': ['error', { max: MAX_FUNCTION_LINES, skipBlankLines: true, skipComments: true, IIFEs: true }],
     },
   },
   {

@@ -26,7 +26,7 @@ export default defineConfig({
   test: {
     projects: [
       project('unit', {
-        include: ['libs/*/src/**/*.test.ts', 'apps/*/src/**/*.test.ts', 'bench/src/**/*.test.ts', 'examples/*/src/**/*.test.ts'],
+        include: ['libs/*/src/**/*.test.ts', 'apps/*/src/**/*.test.ts', 'bench/src/**/*.test.ts', 'examples/*/src/**/*.test.ts', 'test/repo/**/*.test.ts'],
         testTimeout: 10_000,
         maxWorkers: WORKERS,
       }),

@@ -1,5 +1,5 @@
 import cluster, { type Worker } from 'node:cluster'
-import { intFlag } from './args.ts'
+import { knobHelp, knobOptions, knobValues, type KnobTable } from './knobs.ts'
 import { CliError } from './cli-error.ts'
 
 /**
@@ -23,17 +23,25 @@ const STOP = 'cohort:stop'
 /** IPC message from a child once it listens. */
 const LISTENING = 'cohort:listening'
 
-export const PROCESSES_OPTIONS = {
-  processes: { type: 'string' },
-} as const
+export const PROCESSES_KNOBS = Object.freeze({
+  processes: {
+    kind: 'int',
+    arg: 'N',
+    default: DEFAULT_PROCESSES,
+    help: [
+      'run N gateway processes on the same port (node:cluster; default {default}):',
+      'each has its own NATS connection and metrics, so a /metrics scrape sees the',
+      'process that accepted its connection (docs/reliability.md#gateway-processes)',
+    ],
+  },
+} as const satisfies KnobTable)
 
-export const PROCESSES_HELP = `  --processes N          run N gateway processes on the same port (node:cluster; default ${DEFAULT_PROCESSES}):
-                         each has its own NATS connection and metrics, so a /metrics scrape sees the
-                         process that accepted its connection (docs/reliability.md#gateway-processes)`
+export const PROCESSES_OPTIONS = knobOptions(PROCESSES_KNOBS)
+export const PROCESSES_HELP = knobHelp(PROCESSES_KNOBS)
 
 /** `--processes` of `cohort gateway` (>= 1, default {@link DEFAULT_PROCESSES}). */
 export function processesFlag(v: Record<string, unknown>): number {
-  return intFlag('processes', v['processes']) ?? DEFAULT_PROCESSES
+  return knobValues(PROCESSES_KNOBS, v)['processes']!
 }
 
 /** Whether this process is a child forked by {@link runPrimary}. */

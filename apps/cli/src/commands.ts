@@ -1,12 +1,14 @@
 import { Hono } from 'hono'
-import { BATCHING_FIELDS, type BatchingConfig, type Policy } from '@cohort/batching'
+import type { BatchingConfig, Policy } from '@cohort/batching'
 import { createApp, createGatewayCore, type GatewayApp, type GatewayCore, type GatewayOptions } from '@cohort/gateway'
 import { PROMETHEUS_CONTENT_TYPE } from '@cohort/metrics'
 import { DASHBOARD_SAMPLE_MS, processRegistry } from './process-registry.ts'
 import { CohortWorker, defaultIntraOpThreads, type PaddingOptions } from '@cohort/worker'
 import { InProcessTransport, createNatsTransport, type Transport } from '@cohort/transport'
-import { BATCHING_HELP, MODEL_HELP, MODEL_OPTIONS, batchingFlag, intFlag, numFlag, parse } from './args.ts'
+import { parse } from './args.ts'
+import { BATCHING_HELP, DEFAULT_EP, DEFAULT_INSTANCES, MODEL_HELP, MODEL_OPTIONS, modelKnobs } from './model-flags.ts'
 import { renderHelp } from './help.ts'
+import { ifSet, knobHelp } from './knobs.ts'
 import { CliError } from './cli-error.ts'
 import { connectNats } from './connect.ts'
 import { NATS_AUTH_HELP, NATS_AUTH_OPTIONS, kvReplicas, natsAuthOptions } from './nats-auth.ts'
@@ -27,23 +29,22 @@ import { JOB_HELP, JOB_OPTIONS, PREDICTION_HELP, PREDICTION_OPTIONS, WEBHOOK_HEL
 import type { JobQueue } from '@cohort/transport'
 import { REPOSITORY_HELP, REPOSITORY_OPTIONS, given, repositoryOptions } from './repository-flags.ts'
 import { PREFIX_HELP, PREFIX_OPTIONS, prefixOption } from './prefix-flags.ts'
-import { ENV_FLAGS_HELP, hostDefault, modelsFromEnv } from './env-flags.ts'
+import { ENV_FLAGS_HELP, modelsFromEnv } from './env-flags.ts'
 import { logReplyRefusals } from './reply-refusals.ts'
+import { DISTRIBUTION_KNOB, GATEWAY_KNOBS, GATEWAY_PROCESS_OPTIONS, NATS_KNOB, SERVE_KNOBS, SERVE_PROCESS_OPTIONS, WORKER_KNOBS, WORKER_METRICS_KNOBS, WORKER_PROCESS_OPTIONS, gatewayKnobs, rowHelp, serveKnobs, workerKnobs } from './process-flags.ts'
 
 type Values = Record<string, string | boolean | string[] | undefined>
 
-const DEFAULT_NATS = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222'
-/** Default SIGTERM grace of the gateway: readiness answers 503 this long before it stops listening (5 s). */
-const DEFAULT_DRAIN_MS = 5_000
 /** Time past a request's deadline its reply may take before its connection is closed at shutdown. */
 const SHUTDOWN_REPLY_GRACE_MS = 1_000
 /** Time for the steps after the HTTP server (worker drain, NATS, exporters) within the shutdown bound. */
 const STOP_SLACK_MS = 10_000
 
 function modelFlags(v: Values, defaultDemo: boolean, hasConfig = false): ModelFlags {
-  const model = (v['model'] as string[] | undefined) ?? []
-  const predictor = (v['predictor'] as string[] | undefined) ?? []
-  const generative = (v['generative'] as string[] | undefined) ?? []
+  const k = modelKnobs(v)
+  const model = [...k.model]
+  const predictor = [...k.predictor]
+  const generative = [...k.generative]
   if (model.length === 0 && predictor.length === 0 && generative.length === 0) {
     if (hasConfig) {
       // a config directory gives the models
@@ -53,26 +54,27 @@ function modelFlags(v: Values, defaultDemo: boolean, hasConfig = false): ModelFl
       model.push('demo')
     }
   }
-  const instances = intFlag('instances', v['instances']) ?? 1
+  const instances = k.instances ?? DEFAULT_INSTANCES
   return {
     model,
     predictor,
     generative,
-    ep: (v['ep'] as string) ?? 'cpu',
+    ep: k.ep ?? DEFAULT_EP,
     instances,
-    ortProcesses: v['ort-processes'] === true,
-    threads: intFlag('threads', v['threads']) ?? defaultIntraOpThreads(instances),
-    maxBatchSize: batchingFlag('maxBatchSize', intFlag('max-batch-size', v['max-batch-size'])),
-    maxDelayMs: batchingFlag('maxDelayMs', numFlag('max-delay-ms', v['max-delay-ms'])),
-    batchTimeoutMs: numFlag('batch-timeout-ms', v['batch-timeout-ms']),
+    ortProcesses: k['ort-processes'],
+    threads: k.threads ?? defaultIntraOpThreads(instances),
+    maxBatchSize: k['max-batch-size'],
+    maxDelayMs: k['max-delay-ms'],
+    batchTimeoutMs: k['batch-timeout-ms'],
     padding: paddingFlags(v),
     ...generativeSloFlags(v),
   }
 }
 
 function generativeSloFlags(v: Values): { generativeSlo?: GenerativeSlo } {
-  const ttftMs = numFlag('ttft-slo-ms', v['ttft-slo-ms'])
-  const generationMs = numFlag('generation-slo-ms', v['generation-slo-ms'])
+  const k = modelKnobs(v)
+  const ttftMs = k['ttft-slo-ms']
+  const generationMs = k['generation-slo-ms']
   for (const [flag, ms] of [['ttft-slo-ms', ttftMs], ['generation-slo-ms', generationMs]] as const) {
     if (ms !== undefined && !(ms > 0)) {
       throw new CliError(`--${flag} must be a positive number of ms, got "${ms}"`)
@@ -93,13 +95,9 @@ function paddingFlags(v: Values): PaddingOptions | undefined {
     return undefined
   }
   const out: PaddingOptions = {}
-  const pv = v['pad-value']
+  const pv = modelKnobs(v)['pad-value']
   if (pv !== undefined) {
-    const n = Number(pv)
-    if (!Number.isFinite(n)) {
-      throw new CliError(`--pad-value must be a number, got "${String(pv)}"`)
-    }
-    out.padValue = n
+    out.padValue = pv
   }
   if (typeof v['mask-input'] === 'string') {
     out.maskInput = v['mask-input']
@@ -116,45 +114,18 @@ function paddingFlags(v: Values): PaddingOptions | undefined {
 
 /** The global batching flags: the `flags` layer of every model (docs/repository.md#configuration). */
 function batching(v: Values): Partial<BatchingConfig> {
-  const out: Partial<BatchingConfig> = {}
-  const size = batchingFlag('maxBatchSize', intFlag('max-batch-size', v['max-batch-size']))
-  if (size !== undefined) {
-    out.maxBatchSize = size
+  const k = modelKnobs(v)
+  return {
+    ...ifSet('maxBatchSize', k['max-batch-size']),
+    ...ifSet('maxDelayMs', k['max-delay-ms']),
+    ...ifSet('policy', k.policy as Policy | undefined),
+    ...ifSet('maxQueue', k['max-queue']),
+    ...ifSet('maxBatchCost', k['max-batch-cost']),
+    ...ifSet('maxTenantQueue', k['max-tenant-queue']),
+    ...ifSet('sloMs', k['slo-ms']),
+    ...(k['no-admission'] ? { admission: false } : {}),
+    ...(k['no-auto-batch'] ? { autoBatchSize: false } : {}),
   }
-  const delay = batchingFlag('maxDelayMs', numFlag('max-delay-ms', v['max-delay-ms']))
-  if (delay !== undefined) {
-    out.maxDelayMs = delay
-  }
-  const policy = v['policy']
-  if (policy !== undefined) {
-    if (!BATCHING_FIELDS.policy.valid(policy)) {
-      throw new CliError(`--policy must be ${BATCHING_FIELDS.policy.expect}, got "${String(policy)}"`)
-    }
-    out.policy = policy as Policy
-  }
-  const q = batchingFlag('maxQueue', intFlag('max-queue', v['max-queue']))
-  if (q !== undefined) {
-    out.maxQueue = q
-  }
-  const cost = batchingFlag('maxBatchCost', numFlag('max-batch-cost', v['max-batch-cost']))
-  if (cost !== undefined) {
-    out.maxBatchCost = cost
-  }
-  const tq = batchingFlag('maxTenantQueue', intFlag('max-tenant-queue', v['max-tenant-queue']))
-  if (tq !== undefined) {
-    out.maxTenantQueue = tq
-  }
-  const slo = batchingFlag('sloMs', numFlag('slo-ms', v['slo-ms']))
-  if (slo !== undefined) {
-    out.sloMs = slo
-  }
-  if (v['no-admission'] === true) {
-    out.admission = false
-  }
-  if (v['no-auto-batch'] === true) {
-    out.autoBatchSize = false
-  }
-  return out
 }
 
 /** `--model-repository` with the model flags the command line really gave (they win over config.json). */
@@ -166,12 +137,6 @@ function repositoryFromFlags(v: Values, args: string[], flags: ModelFlags) {
     processes: flags.ortProcesses,
     padding: flags.padding,
   })
-}
-
-/** Admin keys from --admin-key (repeatable) and COHORT_ADMIN_KEYS (comma-separated). */
-function adminKeys(v: Values): string[] {
-  const fromEnv = (process.env['COHORT_ADMIN_KEYS'] ?? '').split(',').map((k) => k.trim()).filter(Boolean)
-  return [...((v['admin-key'] as string[] | undefined) ?? []), ...fromEnv]
 }
 
 /**
@@ -240,27 +205,15 @@ ${PREDICTION_HELP}
 ${WEBHOOK_HELP}
 ${GRPC_HELP}`
 
-const ADMIN_HELP = `  --admin-key KEY        key for /admin routes (repeatable; also COHORT_ADMIN_KEYS); without one they
-                         are open, or closed (403) when --api-key or a JWT secret is set`
-
-const drainHelp = (defaultMs: number) => `  --drain-ms MS          on SIGTERM/SIGINT, answer 503 on /v2/health/ready while still serving for this
-                         long (default ${defaultMs}); then stop listening, close idle connections and
-                         those still sending their request, let received requests finish within
-                         their deadline, and exit`
+const ADMIN_HELP = rowHelp(GATEWAY_KNOBS, 'admin-key')
 
 /** Flags of `cohort serve`. */
 export const SERVE_OPTIONS = {
   ...MODEL_OPTIONS,
   ...REPOSITORY_OPTIONS,
   ...SERVE_PIPELINE_OPTIONS,
-  port: { type: 'string' },
-  host: { type: 'string', default: hostDefault('COHORT_HOST') },
-  nats: { type: 'string' },
-  'timeout-ms': { type: 'string' },
-  'max-connections': { type: 'string' },
-  'listen-backlog': { type: 'string' },
-  'drain-ms': { type: 'string' },
-  'admin-key': { type: 'string', multiple: true },
+  ...HTTP_OPTIONS,
+  ...SERVE_PROCESS_OPTIONS,
   ...PREDICTION_OPTIONS,
   ...JOB_OPTIONS,
   ...DOOR_OPTIONS,
@@ -279,10 +232,10 @@ export const SERVE_HELP = renderHelp({
     { title: 'Model', text: `${MODEL_HELP}\n${REPOSITORY_HELP}\n${ENV_FLAGS_HELP}` },
     { title: 'Batching', text: BATCHING_HELP },
     { title: 'Pipelines', text: SERVE_PIPELINE_HELP },
-    { title: 'HTTP', text: `${HTTP_HELP}\n${drainHelp(0)}` },
+    { title: 'HTTP', text: `${HTTP_HELP}\n${rowHelp(SERVE_KNOBS, 'drain-ms')}` },
     {
       title: 'NATS',
-      text: `  --nats URL             put NATS between the gateway and the worker (default: in process)
+      text: `${rowHelp(SERVE_KNOBS, 'nats')}
 ${NATS_AUTH_HELP}
 ${PREFIX_HELP}
 ${LARGE_HELP}
@@ -311,7 +264,8 @@ export async function serveCommand(args: string[]): Promise<void> {
     throw new CliError('--remote calls stage workers over NATS: give --nats URL too')
   }
   const shutdown = installShutdown()
-  const drainMs = intFlag('drain-ms', v['drain-ms'], 0) ?? 0
+  const own = serveKnobs(v)
+  const drainMs = own['drain-ms']!
   let draining = false
   const tel = setupTelemetry(v, 'cohort')
   const hasRepository = v['model-repository'] !== undefined
@@ -325,8 +279,8 @@ export async function serveCommand(args: string[]): Promise<void> {
   const host = knobs.host!
   let transport: Transport
   let jobs: JobQueue | undefined
-  if (v.nats) {
-    const nc = await connectNats(v.nats as string, 'cohort-serve', natsAuth)
+  if (own.nats) {
+    const nc = await connectNats(own.nats, 'cohort-serve', natsAuth)
     transport = createNatsTransport(nc, { ownsConnection: true, kvReplicas: kvReplicas(v), ...largeMessageOptions(v), ...prefixOption(v), onReplyRefused: logReplyRefusals() })
     jobs = jobQueue(nc, kvReplicas(v), v)
   } else {
@@ -359,7 +313,7 @@ export async function serveCommand(args: string[]): Promise<void> {
     registry,
     dashboard: { sampleMs: DASHBOARD_SAMPLE_MS, signal: dashboard.signal },
     adapter: gatewayAdapter(knobs['no-event-loop-lag-check']),
-    adminKeys: adminKeys(v),
+    adminKeys: [...own['admin-key']],
     ...prefixOption(v),
     ...security,
     ...(timeout ? { requestTimeoutMs: timeout } : {}),
@@ -387,7 +341,7 @@ export async function serveCommand(args: string[]): Promise<void> {
   )
   const base = `${tls ? 'https' : 'http'}://${http.host}:${http.port}`
   const names = [...new Set(worker.models().map((m) => m.name))]
-  console.log(`cohort: serving ${names.join(', ')} on ${base} (${v.nats ? `NATS ${v.nats}` : 'embedded'})`)
+  console.log(`cohort: serving ${names.join(', ')} on ${base} (${own.nats ? `NATS ${own.nats}` : 'embedded'})`)
   const first = worker.models()[0]
   console.log(`cohort: try  curl -s ${base}/v2/models/${names[0]}  and  POST ${base}${first?.kind === 'generative' ? '/v1/completions' : `/v2/models/${names[0]}/infer`}`)
   console.log(`cohort: ${describeSecurity(security, tls !== undefined)}`)
@@ -395,12 +349,8 @@ export async function serveCommand(args: string[]): Promise<void> {
 
 /** Flags of `cohort gateway`. */
 export const GATEWAY_OPTIONS = {
-  nats: { type: 'string', default: DEFAULT_NATS },
   ...HTTP_OPTIONS,
-  'drain-ms': { type: 'string' },
-  'missed-heartbeats': { type: 'string' },
-  'accept-timeout-ms': { type: 'string' },
-  'admin-key': { type: 'string', multiple: true },
+  ...GATEWAY_PROCESS_OPTIONS,
   ...PREDICTION_OPTIONS,
   ...DOOR_OPTIONS,
   ...GRPC_OPTIONS,
@@ -416,13 +366,11 @@ export const GATEWAY_HELP = renderHelp({
   usage: 'cohort gateway [options]',
   about: 'The stateless HTTP gateway: publishes each request to NATS, where workers answer it.',
   sections: [
-    { title: 'HTTP', text: `${HTTP_HELP}\n${drainHelp(DEFAULT_DRAIN_MS)}\n${PROCESSES_HELP}` },
+    { title: 'HTTP', text: `${HTTP_HELP}\n${rowHelp(GATEWAY_KNOBS, 'drain-ms')}\n${PROCESSES_HELP}` },
     {
       title: 'NATS',
-      text: `  --nats URL             NATS server(s), comma-separated (default $NATS_URL or ${DEFAULT_NATS})
-  --missed-heartbeats N  fail (503 WORKER_LOST) or retry the requests of a worker silent for N of its
-                         heartbeats (default 3; 0 turns worker-loss detection off)
-  --accept-timeout-ms MS a request no worker accepted in this long is lost too, and resent once (default 3000)
+      text: `${knobHelp(NATS_KNOB)}
+${rowHelp(GATEWAY_KNOBS, 'missed-heartbeats', 'accept-timeout-ms')}
 ${NATS_AUTH_HELP}
 ${PREFIX_HELP}
 ${LARGE_HELP}`,
@@ -458,11 +406,11 @@ export async function gatewayCommand(args: string[]): Promise<void> {
   const port = knobs.port!
   const host = knobs.host!
   const timeout = knobs['timeout-ms']
-  const drainMs = intFlag('drain-ms', v['drain-ms'], 0) ?? DEFAULT_DRAIN_MS
-  const missedHeartbeats = intFlag('missed-heartbeats', v['missed-heartbeats'], 0)
-  const acceptTimeoutMs = intFlag('accept-timeout-ms', v['accept-timeout-ms'])
+  const own = gatewayKnobs(v)
+  const drainMs = own['drain-ms']!
+  const missedHeartbeats = own['missed-heartbeats']!
   let draining = false
-  const nc = await connectNats(v.nats as string, 'cohort-gateway', natsAuth)
+  const nc = await connectNats(own.nats!, 'cohort-gateway', natsAuth)
   const transport = createNatsTransport(nc, { ownsConnection: true, kvReplicas: kvReplicas(v), ...largeMessageOptions(v), ...prefixOption(v), onReplyRefused: logReplyRefusals() })
   const gatewayRegistry = processRegistry()
   const dashboard = new AbortController()
@@ -471,14 +419,14 @@ export async function gatewayCommand(args: string[]): Promise<void> {
     dashboard: { sampleMs: DASHBOARD_SAMPLE_MS, signal: dashboard.signal },
     transport,
     adapter: gatewayAdapter(knobs['no-event-loop-lag-check']),
-    adminKeys: adminKeys(v),
+    adminKeys: [...own['admin-key']],
     ...prefixOption(v),
     ...security,
     ...(timeout ? { requestTimeoutMs: timeout } : {}),
     workerLoss:
       missedHeartbeats === 0
         ? false
-        : { ...(missedHeartbeats ? { missedHeartbeats } : {}), ...(acceptTimeoutMs ? { acceptTimeoutMs } : {}) },
+        : { missedHeartbeats, acceptTimeoutMs: own['accept-timeout-ms']! },
     tracer: tel.tracer,
     logger: tel.logger,
     draining: () => draining,
@@ -500,7 +448,7 @@ export async function gatewayCommand(args: string[]): Promise<void> {
     ],
     stopLimitMs(drainMs, timeoutMs),
   )
-  console.log(`cohort: gateway on ${tls ? 'https' : 'http'}://${http.host}:${http.port} -> NATS ${v.nats as string}`)
+  console.log(`cohort: gateway on ${tls ? 'https' : 'http'}://${http.host}:${http.port} -> NATS ${own.nats!}`)
   console.log(`cohort: ${describeSecurity(security, tls !== undefined)}`)
   notifyListening()
 }
@@ -510,13 +458,7 @@ export const WORKER_OPTIONS = {
   ...MODEL_OPTIONS,
   ...REPOSITORY_OPTIONS,
   ...PIPELINE_OPTIONS,
-  nats: { type: 'string', default: DEFAULT_NATS },
-  'metrics-port': { type: 'string' },
-  'metrics-host': { type: 'string', default: hostDefault('COHORT_METRICS_HOST') },
-  id: { type: 'string' },
-  distribution: { type: 'string', default: 'capacity' },
-  'heartbeat-ms': { type: 'string' },
-  'generation-probe-ms': { type: 'string' },
+  ...WORKER_PROCESS_OPTIONS,
   ...JOB_OPTIONS,
   ...NATS_AUTH_OPTIONS,
   ...PREFIX_OPTIONS,
@@ -532,21 +474,13 @@ export const WORKER_HELP = renderHelp({
     {
       title: 'Batching',
       text: `${BATCHING_HELP}
-  --distribution capacity|random
-                         capacity (default): leave the model's main subject while the queue is full,
-                         so idle workers get the work; random: plain NATS queue-group spreading`,
+${knobHelp(DISTRIBUTION_KNOB)}`,
     },
     { title: 'Pipelines', text: PIPELINE_HELP },
     {
       title: 'NATS',
-      text: `  --nats URL             NATS server(s) (default $NATS_URL or ${DEFAULT_NATS})
-  --id ID                worker id in replies and discovery (default random)
-  --heartbeat-ms MS      publish a heartbeat this often, for the gateways' worker-loss detection
-                         (default 1000; 0: none)
-  --generation-probe-ms MS
-                         generative models: a gateway's pack of generations that sent no tokens
-                         message this long gets an empty one, to notice a gateway gone (streamed
-                         generations are watched at every step; default 1000; 0: none)
+      text: `${knobHelp(NATS_KNOB)}
+${knobHelp(WORKER_KNOBS)}
 ${NATS_AUTH_HELP}
 ${PREFIX_HELP}
 ${LARGE_HELP}
@@ -555,9 +489,7 @@ ${WEBHOOK_HELP}`,
     },
     {
       title: 'Observability',
-      text: `  --metrics-port N       serve Prometheus /metrics and the probes /v2/health/live and /v2/health/ready
-                         (503 while draining) on this port (off by default)
-  --metrics-host H       host of the metrics server (default $COHORT_METRICS_HOST or 127.0.0.1)
+      text: `${knobHelp(WORKER_METRICS_KNOBS)}
 ${TELEMETRY_HELP}`,
     },
   ],
@@ -581,30 +513,28 @@ export async function workerCommand(args: string[]): Promise<void> {
   const natsAuth = natsAuthOptions(v)
   const flags = modelFlags(v, false, positionals.length > 0 || v['model-repository'] !== undefined)
   const repository = repositoryFromFlags(v, args, flags)
-  const metricsPort = intFlag('metrics-port', v['metrics-port'], 0)
+  const own = workerKnobs(v)
+  const metricsPort = own['metrics-port']
   const { runners, outputSchemas, modelBatching } = await buildRunners(flags)
-  const nc = await connectNats(v.nats as string, 'cohort-worker', natsAuth)
+  const nc = await connectNats(own.nats!, 'cohort-worker', natsAuth)
   const transport = createNatsTransport(nc, { ownsConnection: true, kvReplicas: kvReplicas(v), ...largeMessageOptions(v), ...prefixOption(v), onReplyRefused: logReplyRefusals() })
   const registry = processRegistry()
   const piped = await pipelineRunners(positionals, v, { transport, registry, flags, batching: batching(v), allowStage: true })
   runners.push(...piped.runners)
   Object.assign(outputSchemas, piped.outputSchemas)
-  if (v['distribution'] !== 'capacity' && v['distribution'] !== 'random') {
-    throw new CliError(`--distribution must be capacity or random, got "${String(v['distribution'])}"`)
-  }
   const worker = new CohortWorker({
     transport,
     runners,
     registry,
     outputSchemas,
-    capacityAware: v['distribution'] === 'capacity',
+    capacityAware: own.distribution === 'capacity',
     batching: batching(v),
     modelBatching,
     ...prefixOption(v),
     ...(flags.batchTimeoutMs !== undefined ? { batchTimeoutMs: flags.batchTimeoutMs } : {}),
-    ...(v.id ? { id: v.id as string } : {}),
-    ...(v['heartbeat-ms'] !== undefined ? { heartbeatMs: intFlag('heartbeat-ms', v['heartbeat-ms'], 0)! } : {}),
-    ...(v['generation-probe-ms'] !== undefined ? { generationProbeMs: intFlag('generation-probe-ms', v['generation-probe-ms'], 0)! } : {}),
+    ...ifSet('id', own.id || undefined),
+    ...ifSet('heartbeatMs', own['heartbeat-ms']),
+    ...ifSet('generationProbeMs', own['generation-probe-ms']),
     tracer: tel.tracer,
     logger: tel.logger,
     jobs: workerJobs(v, jobQueue(nc, kvReplicas(v), v)),
@@ -623,7 +553,7 @@ export async function workerCommand(args: string[]): Promise<void> {
       const ready = !workerDraining && worker.models().every((m) => m.ready)
       return c.json({ ready, draining: workerDraining }, ready ? 200 : 503)
     })
-    const m = await listen(app, v['metrics-host'] as string, metricsPort)
+    const m = await listen(app, own['metrics-host']!, metricsPort)
     metricsClose = m.close
     console.log(`cohort: worker metrics on http://${m.host}:${m.port}/metrics`)
   }
@@ -642,5 +572,5 @@ export async function workerCommand(args: string[]): Promise<void> {
     ],
     stopLimitMs(0, DEFAULT_REQUEST_TIMEOUT_MS),
   )
-  console.log(`cohort: worker ${worker.id} serving ${[...new Set(worker.models().map((m) => m.name))].join(', ')} from NATS ${v.nats as string}`)
+  console.log(`cohort: worker ${worker.id} serving ${[...new Set(worker.models().map((m) => m.name))].join(', ')} from NATS ${own.nats!}`)
 }

@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest'
-import { bodyLimit, largeMessageOptions } from './large-flags.ts'
+import { DEFAULT_MAX_INFLIGHT_BYTES, DEFAULT_MAX_INFLIGHT_REQUESTS, DEFAULT_MAX_MESSAGE_BYTES } from '@cohort/transport'
+import { parse } from './args.ts'
+import { LARGE_HELP, LARGE_OPTIONS, bodyLimit, largeMessageOptions } from './large-flags.ts'
 
 describe('--max-message-bytes (alias --max-request-bytes)', () => {
   it('sets the NATS transport bound and, without --max-body-bytes, the gateway body limit', () => {
@@ -31,5 +33,20 @@ describe('--max-message-bytes (alias --max-request-bytes)', () => {
   it('rejects a value that is not a positive integer', () => {
     expect(() => largeMessageOptions({ 'max-message-bytes': '0' })).toThrow(/--max-message-bytes/)
     expect(() => largeMessageOptions({ 'max-request-bytes': '1.5' })).toThrow(/--max-request-bytes/)
+  })
+})
+
+describe('the large-message knob table', () => {
+  it('help defaults are the transport constants; the alias is named', () => {
+    expect(LARGE_HELP).toContain(`(default ${DEFAULT_MAX_MESSAGE_BYTES}, 64 MiB)`)
+    expect(LARGE_HELP).toContain(`(default ${DEFAULT_MAX_INFLIGHT_REQUESTS})`)
+    expect(LARGE_HELP).toContain(`(default ${DEFAULT_MAX_INFLIGHT_BYTES}, 256 MiB;`)
+    expect(LARGE_HELP).toContain('Alias: --max-request-bytes')
+    expect(Object.keys(LARGE_OPTIONS).sort()).toEqual(['max-inflight-bytes', 'max-inflight-requests', 'max-message-bytes', 'max-request-bytes'])
+  })
+
+  it('unknown flags are refused by the parser; out-of-bound values name the flag', () => {
+    expect(() => parse(['--max-inflight-request', '3'], LARGE_OPTIONS)).toThrow(/unknown option --max-inflight-request/)
+    expect(() => largeMessageOptions(parse(['--max-inflight-bytes=0'], LARGE_OPTIONS).values)).toThrow(/--max-inflight-bytes must be an integer >= 1/)
   })
 })

@@ -8,10 +8,12 @@ import { CliError } from './cli-error.ts'
 
 export const LOG_FORMATS = ['json', 'pretty'] as const
 export type LogFormat = (typeof LOG_FORMATS)[number]
+/** The log format when neither --log-format nor $COHORT_LOG_FORMAT is given. */
+export const DEFAULT_LOG_FORMAT: LogFormat = 'json'
 
 /** The format from `--log-format`, else `COHORT_LOG_FORMAT`, else json. */
 export function logFormat(v: Record<string, unknown>, env: NodeJS.ProcessEnv = process.env): LogFormat {
-  const raw = (v['log-format'] as string | undefined) ?? env['COHORT_LOG_FORMAT'] ?? 'json'
+  const raw = (v['log-format'] as string | undefined) ?? env['COHORT_LOG_FORMAT'] ?? DEFAULT_LOG_FORMAT
   const f = raw.trim().toLowerCase()
   if (!(LOG_FORMATS as readonly string[]).includes(f)) {
     throw new CliError(`--log-format must be json or pretty, got "${raw}"`)

@@ -1,50 +1,50 @@
 import { readFileSync } from 'node:fs'
 import { credsAuthenticator, type ConnectionOptions } from '@nats-io/transport-node'
 import { CliError } from './cli-error.ts'
+import { knobHelp, knobOptions, knobValues, type Knob, type KnobTable } from './knobs.ts'
 
 type Values = Record<string, string | boolean | string[] | undefined>
 
-/** NATS authentication and TLS flags, shared by `serve`, `gateway` and `worker`. */
-export const NATS_AUTH_OPTIONS = {
-  'nats-user': { type: 'string' },
-  'nats-pass': { type: 'string' },
-  'nats-token': { type: 'string' },
-  'nats-creds': { type: 'string' },
-  'nats-tls-ca': { type: 'string' },
-  'nats-tls-cert': { type: 'string' },
-  'nats-tls-key': { type: 'string' },
-  'kv-replicas': { type: 'string' },
-} as const
+/** Replicas of the KV buckets a process creates when --kv-replicas is not given. */
+export const DEFAULT_KV_REPLICAS = 1
+/** Most KV replicas (JetStream's limit). */
+export const MAX_KV_REPLICAS = 5
 
+/** NATS authentication and TLS knobs, shared by `serve`, `gateway` and `worker` ({@link knobs.ts}). */
+export const NATS_AUTH_KNOBS = Object.freeze({
+  'nats-user': { kind: 'string', arg: 'U', env: 'COHORT_NATS_USER', help: ['NATS user (also {default}); with --nats-pass'] },
+  'nats-pass': { kind: 'string', arg: 'P', env: 'COHORT_NATS_PASS', help: ['NATS password (prefer {default}: flags show in ps)'] },
+  'nats-token': { kind: 'string', arg: 'T', env: 'COHORT_NATS_TOKEN', help: ['NATS token (prefer {default})'] },
+  'nats-creds': { kind: 'string', arg: 'FILE', help: ['NATS credentials file (JWT + NKey seed; decentralized auth)'] },
+  'nats-tls-ca': { kind: 'string', arg: 'FILE', help: ["CA that signed the NATS server's certificate (turns TLS on)"] },
+  'nats-tls-cert': { kind: 'string', arg: 'FILE', help: ['client certificate for NATS mutual TLS (with --nats-tls-key)'] },
+  'nats-tls-key': { kind: 'string', arg: 'FILE', help: ['key of --nats-tls-cert'] },
+  'kv-replicas': {
+    kind: 'int',
+    arg: 'N',
+    env: 'COHORT_KV_REPLICAS',
+    default: DEFAULT_KV_REPLICAS,
+    max: MAX_KV_REPLICAS,
+    help: ['replicas of the KV buckets this process creates', '(default {default}; 3 on a 3-node JetStream cluster)'],
+  },
+} as const satisfies KnobTable)
+
+/** NATS authentication and TLS flags, shared by `serve`, `gateway` and `worker`. */
+export const NATS_AUTH_OPTIONS = knobOptions(NATS_AUTH_KNOBS)
 /** Help text of {@link NATS_AUTH_OPTIONS}. */
-export const NATS_AUTH_HELP = `  --nats-user U          NATS user (also $COHORT_NATS_USER); with --nats-pass
-  --nats-pass P          NATS password (prefer $COHORT_NATS_PASS: flags show in ps)
-  --nats-token T         NATS token (prefer $COHORT_NATS_TOKEN)
-  --nats-creds FILE      NATS credentials file (JWT + NKey seed; decentralized auth)
-  --nats-tls-ca FILE     CA that signed the NATS server's certificate (turns TLS on)
-  --nats-tls-cert FILE   client certificate for NATS mutual TLS (with --nats-tls-key)
-  --nats-tls-key FILE    key of --nats-tls-cert
-  --kv-replicas N        replicas of the KV buckets this process creates (also $COHORT_KV_REPLICAS;
-                         default 1; 3 on a 3-node JetStream cluster)`
+export const NATS_AUTH_HELP = knobHelp(NATS_AUTH_KNOBS)
 
 /** `--kv-replicas` (or `COHORT_KV_REPLICAS`): replicas of the KV buckets this process creates. */
 export function kvReplicas(v: Values): number {
-  const raw = str(v, 'kv-replicas', 'COHORT_KV_REPLICAS')
-  if (raw === undefined) {
-    return 1
-  }
-  const n = Number(raw)
-  if (!Number.isInteger(n) || n < 1 || n > 5) {
-    throw new CliError(`--kv-replicas must be an integer from 1 to 5, got "${raw}"`)
-  }
-  return n
+  return knobValues({ 'kv-replicas': NATS_AUTH_KNOBS['kv-replicas'] }, { 'kv-replicas': v['kv-replicas'] || undefined })['kv-replicas']!
 }
 
-function str(v: Values, flag: string, env?: string): string | undefined {
+function str(v: Values, flag: keyof typeof NATS_AUTH_KNOBS): string | undefined {
   const x = v[flag]
   if (typeof x === 'string' && x !== '') {
     return x
   }
+  const env: string | undefined = (NATS_AUTH_KNOBS[flag] as Knob).env
   const e = env ? process.env[env] : undefined
   return e ? e : undefined
 }
@@ -62,9 +62,9 @@ function readable(flag: string, path: string): Uint8Array {
  * `COHORT_NATS_PASS`, `COHORT_NATS_TOKEN`). One method at most: user/password, token or creds file.
  */
 export function natsAuthOptions(v: Values): Partial<ConnectionOptions> {
-  const user = str(v, 'nats-user', 'COHORT_NATS_USER')
-  const pass = str(v, 'nats-pass', 'COHORT_NATS_PASS')
-  const token = str(v, 'nats-token', 'COHORT_NATS_TOKEN')
+  const user = str(v, 'nats-user')
+  const pass = str(v, 'nats-pass')
+  const token = str(v, 'nats-token')
   const creds = str(v, 'nats-creds')
   const methods = [user !== undefined || pass !== undefined, token !== undefined, creds !== undefined].filter(Boolean).length
   if (methods > 1) {

@@ -1,32 +1,35 @@
 import type { BatchingConfig } from '@cohort/batching'
 import type { Registry } from '@cohort/metrics'
-import { buildPipelineRunners, loadConfig, type ExecutionProvider, type ModelRunner } from '@cohort/worker'
+import { DEFAULT_REMOTE_CONCURRENCY, buildPipelineRunners, loadConfig, type ExecutionProvider, type ModelRunner } from '@cohort/worker'
 import type { Transport } from '@cohort/transport'
 import type { TSchema } from '@sinclair/typebox'
-import { intFlag } from './args.ts'
+import { knobGiven, knobHelp, knobOptions, type KnobTable } from './knobs.ts'
 import { CliError } from './cli-error.ts'
 import type { ModelFlags } from './runners.ts'
 import { prefixOption } from './prefix-flags.ts'
 
 /** Pipeline flags of `serve` and `worker` (with a config directory as the positional argument). */
-export const PIPELINE_OPTIONS = {
-  stage: { type: 'string', multiple: true },
-  remote: { type: 'string', multiple: true },
-  fused: { type: 'boolean' },
-  'remote-concurrency': { type: 'string' },
-} as const
+export const STAGE_KNOB = Object.freeze({
+  stage: {
+    kind: 'list',
+    arg: 'NAME',
+    help: ['serve only this stage of DIR\'s pipelines on its own subject, for the', "pipelines' --remote callers (repeatable; NAME or PIPELINE.NAME)"],
+  },
+} as const satisfies KnobTable)
+
+/** The pipeline knobs of both serve and worker. */
+export const PIPELINE_KNOBS = Object.freeze({
+  remote: { kind: 'list', arg: 'NAME', help: ['call this stage on its stage workers (cohort worker DIR --stage NAME) instead', 'of in process (repeatable; needs NATS)'] },
+  fused: { kind: 'bool', help: ["run every stage in process, whatever the config's placement says"] },
+  'remote-concurrency': { kind: 'int', arg: 'N', default: DEFAULT_REMOTE_CONCURRENCY, help: ['batches in flight per remote stage'] },
+} as const satisfies KnobTable)
+
+export const PIPELINE_OPTIONS = { ...knobOptions(STAGE_KNOB), ...knobOptions(PIPELINE_KNOBS) }
 
 /** `serve`'s pipeline flags: whole pipelines only (stage workers are `cohort worker DIR --stage`). */
-export const SERVE_PIPELINE_OPTIONS = {
-  remote: PIPELINE_OPTIONS.remote,
-  fused: PIPELINE_OPTIONS.fused,
-  'remote-concurrency': PIPELINE_OPTIONS['remote-concurrency'],
-} as const
+export const SERVE_PIPELINE_OPTIONS = knobOptions(PIPELINE_KNOBS)
 
-const PIPELINE_COMMON_HELP = `  --remote NAME          call this stage on its stage workers (cohort worker DIR --stage NAME) instead
-                         of in process (repeatable; needs NATS)
-  --fused                run every stage in process, whatever the config's placement says
-  --remote-concurrency N batches in flight per remote stage (default 4)`
+const PIPELINE_COMMON_HELP = knobHelp(PIPELINE_KNOBS)
 
 /** Help text of {@link SERVE_PIPELINE_OPTIONS}. */
 export const SERVE_PIPELINE_HELP = `  DIR                    serve the pipelines of DIR/cohort.config.ts (see docs/pipelines.md)
@@ -34,8 +37,7 @@ ${PIPELINE_COMMON_HELP}`
 
 /** Help text of {@link PIPELINE_OPTIONS} (`worker`). */
 export const PIPELINE_HELP = `  DIR                    serve the pipelines of DIR/cohort.config.ts (see docs/pipelines.md)
-  --stage NAME           serve only this stage of DIR's pipelines on its own subject, for the
-                         pipelines' --remote callers (repeatable; NAME or PIPELINE.NAME)
+${knobHelp(STAGE_KNOB)}
 ${PIPELINE_COMMON_HELP}`
 
 type Values = Record<string, string | boolean | string[] | undefined>
@@ -63,7 +65,7 @@ export async function pipelineRunners(
   }
   try {
     const loaded = await loadConfig(dir)
-    const rc = intFlag('remote-concurrency', v['remote-concurrency'])
+    const rc = knobGiven(PIPELINE_KNOBS, v, {})['remote-concurrency']
     return buildPipelineRunners({
       loaded,
       transport: ctx.transport,

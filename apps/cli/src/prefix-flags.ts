@@ -1,5 +1,6 @@
 import { DEFAULT_SUBJECT_PREFIX, kvBuckets } from '@cohort/protocol'
 import { CliError } from './cli-error.ts'
+import { knobHelp, knobOptions, type KnobTable } from './knobs.ts'
 
 /**
  * `--subject-prefix P` of serve, gateway and worker: the deployment's NATS names. One value feeds
@@ -7,14 +8,22 @@ import { CliError } from './cli-error.ts'
  * transport's KV buckets, the job stream's `prefix`, remote pipeline stages), so a gateway and its
  * workers agree as long as they are given the same flag.
  */
-export const PREFIX_OPTIONS = {
-  'subject-prefix': { type: 'string' },
-} as const
+export const PREFIX_KNOBS = Object.freeze({
+  'subject-prefix': {
+    kind: 'string',
+    arg: 'P',
+    default: DEFAULT_SUBJECT_PREFIX,
+    help: [
+      'NATS names of this deployment (default {default}): subjects P.infer.<model>...,',
+      'KV buckets P-models and P-config, job stream P.jobs; give gateways and workers',
+      'the same P. Deployments with different prefixes share a NATS server without',
+      "seeing each other's models",
+    ],
+  },
+} as const satisfies KnobTable)
 
-export const PREFIX_HELP = `  --subject-prefix P     NATS names of this deployment (default ${DEFAULT_SUBJECT_PREFIX}): subjects P.infer.<model>...,
-                         KV buckets P-models and P-config, job stream P.jobs; give gateways and workers
-                         the same P. Deployments with different prefixes share a NATS server without
-                         seeing each other's models`
+export const PREFIX_OPTIONS = knobOptions(PREFIX_KNOBS)
+export const PREFIX_HELP = knobHelp(PREFIX_KNOBS)
 
 /** The prefix from --subject-prefix (undefined: the default), checked as NATS-token-safe. */
 export function subjectPrefix(v: Record<string, unknown>): string | undefined {

@@ -2,7 +2,9 @@ import { mkdtempSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
-import { given, repositoryOptions } from './repository-flags.ts'
+import { DEFAULT_REMOTE_CONCURRENCY } from '@cohort/worker'
+import { REPOSITORY_HELP, REPOSITORY_POLL_OFF, given, repositoryOptions } from './repository-flags.ts'
+import { PIPELINE_HELP } from './pipeline-flags.ts'
 
 describe('--model-repository flags', () => {
   const dir = mkdtempSync(join(tmpdir(), 'cohort-repo-flags-'))
@@ -31,5 +33,13 @@ describe('--model-repository flags', () => {
     expect(given(['--ep=cuda'], 'ep')).toBe(true)
     expect(given(['--epx', 'cuda'], 'ep')).toBe(false)
     expect(given([], 'ep')).toBe(false)
+  })
+})
+
+describe('repository and pipeline knob tables', () => {
+  it('help defaults are the constants; bad values name the flag', () => {
+    expect(REPOSITORY_HELP).toContain(`(default ${REPOSITORY_POLL_OFF}: off;`)
+    expect(PIPELINE_HELP).toContain(`(default ${DEFAULT_REMOTE_CONCURRENCY})`)
+    expect(() => repositoryOptions({ 'model-repository': '.', 'repository-poll-ms': '1.5' }, {})).toThrow(/--repository-poll-ms must be an integer >= 0/)
   })
 })

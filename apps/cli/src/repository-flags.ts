@@ -1,21 +1,35 @@
 import { existsSync, statSync } from 'node:fs'
 import type { PaddingOptions, WorkerRepositoryOptions } from '@cohort/worker'
-import { intFlag } from './args.ts'
+import { knobGiven, knobHelp, knobOptions, type KnobTable } from './knobs.ts'
 import { CliError } from './cli-error.ts'
 
-/** `--model-repository DIR` and `--repository-poll-ms MS` (serve and worker; docs/repository.md). */
-export const REPOSITORY_OPTIONS = {
-  'model-repository': { type: 'string' },
-  'repository-poll-ms': { type: 'string' },
-} as const
+/** `--repository-poll-ms` when not given: no scan (load and unload by the repository API). */
+export const REPOSITORY_POLL_OFF = 0
 
-export const REPOSITORY_HELP = `  --model-repository DIR serve the models of a Triton-style folder: DIR/<model>/<version>/model.onnx
-                         (or a predictor's model.ts, a pipeline's pipeline.ts), with
-                         DIR/<model>/config.json or config.ts (batching, instances, threads, ep,
-                         padding, warmup, versionPolicy); see docs/repository.md. --ep, --instances,
-                         --threads, --ort-processes, --pad and the batching flags apply over it
-  --repository-poll-ms MS  scan DIR this often for new, changed and removed versions (default 0: off;
-                         load and unload then come from POST /v2/repository/models/{m}/load|unload)`
+/** `--model-repository DIR` and `--repository-poll-ms MS` (serve and worker; docs/repository.md). */
+export const REPOSITORY_KNOBS = Object.freeze({
+  'model-repository': {
+    kind: 'string',
+    arg: 'DIR',
+    help: [
+      'serve the models of a Triton-style folder: DIR/<model>/<version>/model.onnx',
+      "(or a predictor's model.ts, a pipeline's pipeline.ts), with",
+      'DIR/<model>/config.json or config.ts (batching, instances, threads, ep,',
+      'padding, warmup, versionPolicy); see docs/repository.md. --ep, --instances,',
+      '--threads, --ort-processes, --pad and the batching flags apply over it',
+    ],
+  },
+  'repository-poll-ms': {
+    kind: 'int',
+    arg: 'MS',
+    min: 0,
+    default: REPOSITORY_POLL_OFF,
+    help: ['scan DIR this often for new, changed and removed versions (default {default}: off;', 'load and unload then come from POST /v2/repository/models/{m}/load|unload)'],
+  },
+} as const satisfies KnobTable)
+
+export const REPOSITORY_OPTIONS = knobOptions(REPOSITORY_KNOBS)
+export const REPOSITORY_HELP = knobHelp(REPOSITORY_KNOBS)
 
 /**
  * The worker's repository options from the flags, or undefined without `--model-repository`.
@@ -27,7 +41,7 @@ export function repositoryOptions(
   explicit: { ep?: string | undefined; instances?: number | undefined; threads?: number | undefined; processes?: boolean | undefined; padding?: PaddingOptions | undefined },
 ): WorkerRepositoryOptions | undefined {
   const dir = v['model-repository']
-  const poll = intFlag('repository-poll-ms', v['repository-poll-ms'], 0)
+  const poll = knobGiven(REPOSITORY_KNOBS, v, {})['repository-poll-ms']
   if (dir === undefined) {
     if (poll !== undefined) {
       throw new CliError('--repository-poll-ms needs --model-repository DIR')

@@ -4,8 +4,14 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import { CliError } from './cli-error.ts'
-import { natsAuthOptions } from './nats-auth.ts'
-import { describeSecurity, parseRateLimit, securityOptions, tlsFiles } from './security-flags.ts'
+import { DEFAULT_SUBJECT_PREFIX } from '@cohort/protocol'
+import { DEFAULT_KV_REPLICAS, MAX_KV_REPLICAS, NATS_AUTH_HELP, NATS_AUTH_OPTIONS, kvReplicas, natsAuthOptions } from './nats-auth.ts'
+import { PREFIX_HELP } from './prefix-flags.ts'
+import { DEFAULT_PROCESSES, PROCESSES_HELP, PROCESSES_OPTIONS, processesFlag } from './cluster.ts'
+import { GRPC_OPTIONS } from './grpc-flags.ts'
+import { DEFAULT_MAX_BODY_BYTES } from '@cohort/gateway'
+import { parse } from './args.ts'
+import { DEFAULT_JWT_ALG, SECURITY_HELP, SECURITY_OPTIONS, describeSecurity, parseRateLimit, securityOptions, tlsFiles } from './security-flags.ts'
 
 const ENV = ['COHORT_API_KEYS', 'COHORT_JWT_SECRET', 'COHORT_NATS_USER', 'COHORT_NATS_PASS', 'COHORT_NATS_TOKEN'] as const
 const saved = Object.fromEntries(ENV.map((k) => [k, process.env[k]]))
@@ -106,5 +112,28 @@ describe('NATS authentication flags', () => {
       natsAuthOptions({ 'nats-tls-ca': join(dir, 'ca.pem'), 'nats-tls-cert': join(dir, 'cert.pem'), 'nats-tls-key': join(dir, 'key.pem') }),
     ).toEqual({ tls: { ca: '-----ca.pem-----\n', cert: '-----cert.pem-----\n', key: '-----key.pem-----\n' } })
     expect(() => natsAuthOptions({ 'nats-tls-cert': join(dir, 'cert.pem') })).toThrow('--nats-tls-cert and --nats-tls-key go together')
+  })
+})
+
+describe('the security knob table', () => {
+  it('options and help come from it; the body limit default is the gateway constant', () => {
+    expect(SECURITY_HELP).toContain(`(default ${DEFAULT_MAX_BODY_BYTES}, 64 MiB)`)
+    expect(SECURITY_HELP).toContain(`(default ${DEFAULT_JWT_ALG})`)
+    expect(SECURITY_OPTIONS['api-key']).toEqual({ type: 'string', multiple: true })
+    expect(() => securityOptions(parse(['--max-body-bytes', '0'], SECURITY_OPTIONS).values)).toThrow(/--max-body-bytes must be an integer >= 1/)
+    expect(() => parse(['--api-keys', 'k'], SECURITY_OPTIONS)).toThrow(/unknown option --api-keys/)
+  })
+})
+
+describe('the NATS auth, prefix, gRPC and processes knob tables', () => {
+  it('help defaults are the constants; bounds name the flag', () => {
+    expect(NATS_AUTH_HELP).toContain(`(default $COHORT_KV_REPLICAS or ${DEFAULT_KV_REPLICAS};`)
+    expect(NATS_AUTH_HELP).toContain('NATS user (also $COHORT_NATS_USER)')
+    expect(PREFIX_HELP).toContain(`(default ${DEFAULT_SUBJECT_PREFIX})`)
+    expect(PROCESSES_HELP).toContain(`default ${DEFAULT_PROCESSES})`)
+    expect(kvReplicas({})).toBe(DEFAULT_KV_REPLICAS)
+    expect(() => kvReplicas(parse(['--kv-replicas', String(MAX_KV_REPLICAS + 1)], NATS_AUTH_OPTIONS).values)).toThrow(/--kv-replicas must be at most 5/)
+    expect(() => processesFlag(parse(['--processes', '0'], PROCESSES_OPTIONS).values)).toThrow(/--processes must be an integer >= 1/)
+    expect(() => parse(['--grpc', '1'], GRPC_OPTIONS)).toThrow(/unknown option --grpc /)
   })
 })

@@ -1,48 +1,51 @@
 import { readFileSync } from 'node:fs'
 import { createSecureContext } from 'node:tls'
 import { DEFAULT_MAX_BODY_BYTES, type GatewayOptions, type JwtAuthOptions } from '@cohort/gateway'
-import { intFlag } from './args.ts'
+import { knobGiven, knobHelp, knobOptions, type KnobTable } from './knobs.ts'
 import { CliError } from './cli-error.ts'
 import type { TlsFiles } from './http.ts'
 
 type Values = Record<string, string | boolean | string[] | undefined>
 
-/** Gateway security and limit flags, shared by `serve` and `gateway`. */
-export const SECURITY_OPTIONS = {
-  'api-key': { type: 'string', multiple: true },
-  'jwt-secret': { type: 'string' },
-  'jwt-key-file': { type: 'string' },
-  'jwt-alg': { type: 'string' },
-  'jwt-issuer': { type: 'string' },
-  'jwt-audience': { type: 'string' },
-  'jwt-scope': { type: 'string' },
-  'metrics-open': { type: 'boolean' },
-  'rate-limit': { type: 'string' },
-  'cors-origin': { type: 'string', multiple: true },
-  'max-body-bytes': { type: 'string' },
-  'tls-cert': { type: 'string' },
-  'tls-key': { type: 'string' },
-} as const
-
-/** Help text of {@link SECURITY_OPTIONS} (see docs/security.md). */
-export const SECURITY_HELP = `  --api-key KEY          require Authorization: Bearer KEY on every route but /v2/health/*
-                         (repeatable; also COHORT_API_KEYS, comma-separated). Off when no key/JWT
-  --jwt-secret S         also accept JWT bearer tokens signed with S (also $COHORT_JWT_SECRET)
-  --jwt-key-file FILE    read the JWT secret, or the PEM public key for RS/PS/ES/EdDSA, from FILE
-  --jwt-alg ALG          JWT algorithm (default HS256)
-  --jwt-issuer ISS       required "iss" claim
-  --jwt-audience AUD     required "aud" claim (comma-separated: any of them)
-  --jwt-scope SCOPE      required scope ("scope" or "scp" claim); a token without it gets 403
-  --metrics-open         serve /metrics without credentials while authentication is on
-  --rate-limit RPS[:BURST]
-                         per-client token bucket (per API key, token subject, else client address);
-                         beyond it 429 with Retry-After. Off by default
-  --cors-origin ORIGIN   allow browser calls from ORIGIN (repeatable; * for any). Off by default
-  --max-body-bytes N     largest request body (default ${DEFAULT_MAX_BODY_BYTES}, 64 MiB); beyond it 413
-  --tls-cert FILE        serve HTTPS with this certificate (PEM, with --tls-key)
-  --tls-key FILE         private key of --tls-cert (PEM)`
-
 const JWT_ALGS = ['HS256', 'HS384', 'HS512', 'RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA'] as const
+/** The JWT algorithm when --jwt-alg is not given. */
+export const DEFAULT_JWT_ALG = 'HS256'
+const mib = (n: number) => `${n / (1024 * 1024)} MiB`
+
+/** Gateway security and limit knobs, shared by `serve` and `gateway` (see docs/security.md). */
+export const SECURITY_KNOBS = Object.freeze({
+  'api-key': {
+    kind: 'list',
+    arg: 'KEY',
+    help: ['require Authorization: Bearer KEY on every route but /v2/health/*', '(repeatable; also COHORT_API_KEYS, comma-separated). Off when no key/JWT'],
+  },
+  'jwt-secret': { kind: 'string', arg: 'S', help: ['also accept JWT bearer tokens signed with S (also $COHORT_JWT_SECRET)'] },
+  'jwt-key-file': { kind: 'string', arg: 'FILE', help: ['read the JWT secret, or the PEM public key for RS/PS/ES/EdDSA, from FILE'] },
+  'jwt-alg': { kind: 'string', arg: 'ALG', choices: JWT_ALGS, default: DEFAULT_JWT_ALG, help: ['JWT algorithm'] },
+  'jwt-issuer': { kind: 'string', arg: 'ISS', help: ['required "iss" claim'] },
+  'jwt-audience': { kind: 'string', arg: 'AUD', help: ['required "aud" claim (comma-separated: any of them)'] },
+  'jwt-scope': { kind: 'string', arg: 'SCOPE', help: ['required scope ("scope" or "scp" claim); a token without it gets 403'] },
+  'metrics-open': { kind: 'bool', help: ['serve /metrics without credentials while authentication is on'] },
+  'rate-limit': {
+    kind: 'string',
+    arg: 'RPS[:BURST]',
+    help: ['per-client token bucket (per API key, token subject, else client address);', 'beyond it 429 with Retry-After. Off by default'],
+  },
+  'cors-origin': { kind: 'list', arg: 'ORIGIN', help: ['allow browser calls from ORIGIN (repeatable; * for any). Off by default'] },
+  'max-body-bytes': {
+    kind: 'int',
+    arg: 'N',
+    default: DEFAULT_MAX_BODY_BYTES,
+    help: [`largest request body (default {default}, ${mib(DEFAULT_MAX_BODY_BYTES)}); beyond it 413`],
+  },
+  'tls-cert': { kind: 'string', arg: 'FILE', help: ['serve HTTPS with this certificate (PEM, with --tls-key)'] },
+  'tls-key': { kind: 'string', arg: 'FILE', help: ['private key of --tls-cert (PEM)'] },
+} as const satisfies KnobTable)
+
+/** Gateway security and limit flags, shared by `serve` and `gateway`. */
+export const SECURITY_OPTIONS = knobOptions(SECURITY_KNOBS)
+/** Help text of {@link SECURITY_OPTIONS} (see docs/security.md). */
+export const SECURITY_HELP = knobHelp(SECURITY_KNOBS)
 
 function read(flag: string, path: string): string {
   try {
@@ -72,7 +75,7 @@ function jwtOptions(v: Values): JwtAuthOptions | undefined {
     }
     return undefined
   }
-  const alg = (v['jwt-alg'] as string | undefined) ?? 'HS256'
+  const alg = (v['jwt-alg'] as string | undefined) ?? DEFAULT_JWT_ALG
   if (!(JWT_ALGS as readonly string[]).includes(alg)) {
     throw new CliError(`--jwt-alg must be one of ${JWT_ALGS.join(', ')}, got "${alg}"`)
   }
@@ -125,7 +128,7 @@ export function securityOptions(v: Values): Partial<GatewayOptions> {
   if (origins.length > 0) {
     out.cors = { origins }
   }
-  const maxBody = intFlag('max-body-bytes', v['max-body-bytes'])
+  const maxBody = knobGiven(SECURITY_KNOBS, { 'max-body-bytes': v['max-body-bytes'] }, {})['max-body-bytes']
   if (maxBody !== undefined) {
     out.maxBodyBytes = maxBody
   }
@@ -155,7 +158,7 @@ export function tlsFiles(v: Values): TlsFiles | undefined {
 export function describeSecurity(o: Partial<GatewayOptions>, tls: boolean): string {
   const auth = [
     ...(o.apiKeys?.length ? [`${o.apiKeys.length} API key${o.apiKeys.length > 1 ? 's' : ''}`] : []),
-    ...(o.jwt ? [`JWT ${o.jwt.alg ?? 'HS256'}`] : []),
+    ...(o.jwt ? [`JWT ${o.jwt.alg ?? DEFAULT_JWT_ALG}`] : []),
   ]
   return [
     `auth ${auth.length ? auth.join(' + ') : 'off'}`,

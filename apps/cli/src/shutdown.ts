@@ -1,5 +1,5 @@
 /**
- * The one shutdown path of `serve`, `gateway` and `worker` (docs/reliability.md#shutdown).
+ * The one shutdown path of `serve`, `gateway` and `worker` (docs/reliability.md#graceful-shutdown).
  *
  * {@link installShutdown} is called first thing in a command, so a signal during startup exits at once
  * (nothing was accepted yet). Once the command has started it calls {@link Shutdown.ready} with its stop

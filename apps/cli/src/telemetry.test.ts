@@ -7,7 +7,9 @@ import { InProcessTransport } from '@cohort/transport'
 import { CohortWorker, PredictorRunner } from '@cohort/worker'
 import { Type, definePredictor, itemError } from '@cohort/predictor'
 import { CliError } from './cli-error.ts'
-import { createLogger, createTracerProvider, exporterKind, logLevel } from './telemetry.ts'
+import { DEFAULT_EXPORTER, DEFAULT_LOG_LEVEL, TELEMETRY_HELP, TELEMETRY_OPTIONS, createLogger, createTracerProvider, exporterKind, logLevel } from './telemetry.ts'
+import { DEFAULT_LOG_FORMAT } from './log-format.ts'
+import { parse } from './args.ts'
 
 /** `flaky`: x = 13 fails that item; x < 0 throws for the whole batch. */
 const flaky = definePredictor({
@@ -148,6 +150,16 @@ describe('structured logs (pino)', () => {
 })
 
 describe('flags and env', () => {
+  it('options and help come from the knob table; help defaults are the constants', () => {
+    expect(TELEMETRY_HELP).toContain(`(default $OTEL_TRACES_EXPORTER or ${DEFAULT_EXPORTER})`)
+    expect(TELEMETRY_HELP).toContain(`(default $COHORT_LOG_LEVEL or ${DEFAULT_LOG_LEVEL})`)
+    expect(TELEMETRY_HELP).toContain(`(default $COHORT_LOG_FORMAT or ${DEFAULT_LOG_FORMAT})`)
+    expect(exporterKind({}, {})).toBe(DEFAULT_EXPORTER)
+    expect(logLevel({}, {})).toBe(DEFAULT_LOG_LEVEL)
+    expect(() => parse(['--log-levl', 'info'], TELEMETRY_OPTIONS)).toThrow(/unknown option --log-levl/)
+    expect(() => logLevel(parse(['--log-level', 'loud'], TELEMETRY_OPTIONS).values, {})).toThrow(/--log-level must be one of/)
+  })
+
   it('--otel-exporter beats OTEL_TRACES_EXPORTER; default none; bad values are a CLI error', () => {
     expect(exporterKind({}, {})).toBe('none')
     expect(exporterKind({}, { OTEL_TRACES_EXPORTER: 'otlp' })).toBe('otlp')

@@ -11,30 +11,47 @@ import { BasicTracerProvider, BatchSpanProcessor, ConsoleSpanExporter, type Span
 import { pino, type DestinationStream, type Logger as PinoLogger } from 'pino'
 import { defaultTracer } from '@cohort/observability'
 import { CliError } from './cli-error.ts'
-import { logFormat, prettyDestination } from './log-format.ts'
+import { DEFAULT_LOG_FORMAT, LOG_FORMATS, logFormat, prettyDestination } from './log-format.ts'
+import { knobHelp, knobOptions, type KnobTable } from './knobs.ts'
 
 type Values = Record<string, string | boolean | string[] | undefined>
-
-/** Flags shared by serve, gateway and worker. */
-export const TELEMETRY_OPTIONS = {
-  'otel-exporter': { type: 'string' },
-  'log-level': { type: 'string' },
-  'log-format': { type: 'string' },
-} as const
-
-/** Help text of {@link TELEMETRY_OPTIONS}. */
-export const TELEMETRY_HELP = `  --otel-exporter otlp|console|none
-                         export OpenTelemetry traces (default $OTEL_TRACES_EXPORTER, else none): otlp
-                         posts OTLP/HTTP to $OTEL_EXPORTER_OTLP_ENDPOINT (default http://localhost:4318)
-  --log-level LEVEL      logs on stderr: trace|debug|info|warn|error|fatal|silent
-                         (default $COHORT_LOG_LEVEL, else info)
-  --log-format json|pretty
-                         JSON lines, or one human line per record (default $COHORT_LOG_FORMAT, else json)`
 
 export const EXPORTERS = ['otlp', 'console', 'none'] as const
 export type ExporterKind = (typeof EXPORTERS)[number]
 
 const LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const
+/** The trace exporter when neither --otel-exporter nor $OTEL_TRACES_EXPORTER is given. */
+export const DEFAULT_EXPORTER: ExporterKind = 'none'
+/** The log level when neither --log-level nor $COHORT_LOG_LEVEL is given. */
+export const DEFAULT_LOG_LEVEL = 'info'
+
+/**
+ * The telemetry knobs of serve, gateway and worker ({@link knobs.ts}): options and help come from
+ * these rows, and the readers below take their env var and default from them (values are trimmed
+ * and lower-cased before the check, env vars included).
+ */
+export const TELEMETRY_KNOBS = Object.freeze({
+  'otel-exporter': {
+    kind: 'string',
+    arg: EXPORTERS.join('|'),
+    env: 'OTEL_TRACES_EXPORTER',
+    default: DEFAULT_EXPORTER,
+    help: ['export OpenTelemetry traces (default {default}): otlp', 'posts OTLP/HTTP to $OTEL_EXPORTER_OTLP_ENDPOINT (default http://localhost:4318)'],
+  },
+  'log-level': { kind: 'string', arg: 'LEVEL', env: 'COHORT_LOG_LEVEL', default: DEFAULT_LOG_LEVEL, help: [`logs on stderr: ${LEVELS.join('|')}`, '(default {default})'] },
+  'log-format': { kind: 'string', arg: LOG_FORMATS.join('|'), env: 'COHORT_LOG_FORMAT', default: DEFAULT_LOG_FORMAT, help: ['JSON lines, or one human line per record'] },
+} as const satisfies KnobTable)
+
+/** Flags shared by serve, gateway and worker. */
+export const TELEMETRY_OPTIONS = knobOptions(TELEMETRY_KNOBS)
+/** Help text of {@link TELEMETRY_OPTIONS}. */
+export const TELEMETRY_HELP = knobHelp(TELEMETRY_KNOBS)
+
+/** A telemetry knob's raw value: the flag, else its env var, else its default. */
+export function telemetryRaw(flag: keyof typeof TELEMETRY_KNOBS, v: Record<string, unknown>, env: NodeJS.ProcessEnv): string {
+  const k = TELEMETRY_KNOBS[flag]
+  return (v[flag] as string | undefined) ?? env[k.env] ?? k.default
+}
 
 /** Tracing and logging of one process. */
 export interface Telemetry {
@@ -49,7 +66,7 @@ export interface Telemetry {
 
 /** The exporter chosen by `--otel-exporter`, else `OTEL_TRACES_EXPORTER`, else none. */
 export function exporterKind(v: Values, env: NodeJS.ProcessEnv = process.env): ExporterKind {
-  const raw = (v['otel-exporter'] as string | undefined) ?? env['OTEL_TRACES_EXPORTER'] ?? 'none'
+  const raw = telemetryRaw('otel-exporter', v, env)
   const kind = raw.trim().toLowerCase()
   if (!(EXPORTERS as readonly string[]).includes(kind)) {
     throw new CliError(`--otel-exporter must be otlp, console or none, got "${raw}"`)
@@ -59,7 +76,7 @@ export function exporterKind(v: Values, env: NodeJS.ProcessEnv = process.env): E
 
 /** The log level from `--log-level`, else `COHORT_LOG_LEVEL`, else info. */
 export function logLevel(v: Values, env: NodeJS.ProcessEnv = process.env): string {
-  const raw = (v['log-level'] as string | undefined) ?? env['COHORT_LOG_LEVEL'] ?? 'info'
+  const raw = telemetryRaw('log-level', v, env)
   const level = raw.trim().toLowerCase()
   if (!(LEVELS as readonly string[]).includes(level)) {
     throw new CliError(`--log-level must be one of ${LEVELS.join(', ')}, got "${raw}"`)

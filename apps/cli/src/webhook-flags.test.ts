@@ -11,7 +11,11 @@ import { CohortWorker, PredictorRunner } from '@cohort/worker'
 import { parse } from './args.ts'
 import { CliError } from './cli-error.ts'
 import { BRIDGE_HELP } from './bridge/command.ts'
-import { JOB_OPTIONS, PREDICTION_OPTIONS, predictionOptions, webhookOptions, workerJobs } from './jobs-flags.ts'
+import { DEFAULT_WEBHOOK_ATTEMPTS, DEFAULT_WEBHOOK_INITIAL_DELAY_MS, DEFAULT_WEBHOOK_MAX_DELAY_MS, DEFAULT_WEBHOOK_TIMEOUT_MS } from '@cohort/predictions'
+import { DEFAULT_JOB_MAX_DELIVER } from '@cohort/transport'
+import { DEFAULT_JOB_ACK_WAIT_MS } from '@cohort/worker'
+import { DEFAULT_MAX_BULK_INPUTS } from '@cohort/gateway'
+import { JOB_HELP, JOB_OPTIONS, PREDICTION_HELP, PREDICTION_OPTIONS, WEBHOOK_HELP, predictionOptions, webhookOptions, workerJobs } from './jobs-flags.ts'
 import { GATEWAY_HELP, SERVE_HELP, WORKER_HELP } from './commands.ts'
 
 const flags = (args: string[]) => parse(args, PREDICTION_OPTIONS).values
@@ -29,6 +33,15 @@ describe('webhook flags', () => {
     for (const bad of [['--webhook-attempts', '0'], ['--webhook-timeout-ms', 'soon'], ['--webhook-initial-delay-ms', '-1']]) {
       expect(() => webhookOptions(flags(bad)), bad.join(' ')).toThrow(CliError)
     }
+  })
+
+  it('help defaults are the libraries\' constants; out-of-bound values name the flag', () => {
+    for (const [help, n] of [[WEBHOOK_HELP, DEFAULT_WEBHOOK_ATTEMPTS], [WEBHOOK_HELP, DEFAULT_WEBHOOK_INITIAL_DELAY_MS], [WEBHOOK_HELP, DEFAULT_WEBHOOK_MAX_DELAY_MS], [WEBHOOK_HELP, DEFAULT_WEBHOOK_TIMEOUT_MS], [PREDICTION_HELP, DEFAULT_MAX_BULK_INPUTS], [JOB_HELP, DEFAULT_JOB_ACK_WAIT_MS], [JOB_HELP, DEFAULT_JOB_MAX_DELIVER]] as const) {
+      expect(help).toContain(`(default ${n}`)
+    }
+    expect(() => predictionOptions(flags(['--max-bulk-inputs', '0']))).toThrow(/--max-bulk-inputs must be an integer >= 1/)
+    expect(() => workerJobs(parse(['--job-ack-wait-ms', '1.5'], JOB_OPTIONS).values, {} as Parameters<typeof workerJobs>[1])).toThrow(/--job-ack-wait-ms/)
+    expect(() => parse(['--webhook-attempt', '3'], PREDICTION_OPTIONS)).toThrow(/unknown option --webhook-attempt/)
   })
 
   it('are listed in the help of serve, gateway, worker and bridge redis', () => {

@@ -44,6 +44,7 @@ export {
 } from './door.ts'
 export { ADMISSION, checkModelPath, type AdmissionPolicy, type Origin } from './admission.ts'
 export { DEFAULT_PROBE_INTERVAL_MS, DEFAULT_STALE_HEARTBEATS, DOOR_CHECKS, type DoorCheck, type WorkerWaitOptions } from './wait-check.ts'
+export { DEFAULT_MAX_BULK_INPUTS } from './routes/bulk.ts'
 export type { PredictionJobOptions } from './jobs/types.ts'
 export { AdmissionControl, DEFAULT_ADMISSION_MARGIN, type AdmissionControlOptions } from './admission-control.ts'
 export { DEFAULT_REFUSAL_LOG_INTERVAL_MS, DRAIN_REFUSED_BYTES, RefusalLog } from './refusal.ts'

@@ -208,7 +208,7 @@ export class WorkerLiveness {
   }
 
   /**
-   * The protocol version every worker heard from speaks (docs/protocol.md#version-negotiation): the
+   * The protocol version every worker heard from speaks (docs/protocol.md#version-negotiation-and-compatibility): the
    * lowest `proto` of the workers' heartbeats, 1 before any heartbeat arrived.
    */
   get protocol(): number {

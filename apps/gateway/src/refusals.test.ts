@@ -1,6 +1,6 @@
 // Every refusal says whether retrying can help, per limit, through the HTTP app with a real
 // CohortWorker: 503 + Retry-After only when waiting can help; a request that can never be served
-// gets a 4xx without Retry-After whose message names the limit and its value (docs/errors.md#refusals).
+// gets a 4xx without Retry-After whose message names the limit and its value (docs/errors.md#refusals-can-retrying-help).
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import { Type, definePredictor } from '@cohort/predictor'
 import { InProcessTransport } from '@cohort/transport'

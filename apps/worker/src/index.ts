@@ -23,13 +23,17 @@ export {
   type OrtRunOptions,
   type RunResult,
 } from './ort/ort-pool.ts'
-export { type PaddingOptions } from './runners/padding.ts'
+export { DEFAULT_PAD_VALUE, type PaddingOptions } from './runners/padding.ts'
+export { DEFAULT_BATCH_TIMEOUT_FLOOR_MS, DEFAULT_BATCH_TIMEOUT_MULTIPLE } from './batch-limit.ts'
 export { buildPipelineRunners, localStageRunner, type PipelineRunnersOptions } from './pipeline/build.ts'
 export { CONFIG_FILES, findConfigFile, loadConfig, type LoadedConfig } from './pipeline/load-config.ts'
 export { OnnxStageRunner } from './pipeline/onnx-stage-runner.ts'
 export { PipelineRunner } from './pipeline/pipeline-runner.ts'
 export { DEFAULT_REMOTE_CONCURRENCY, DEFAULT_REMOTE_MAX_PARTS, RemoteStageRunner, type RemoteStageRunnerOptions } from './pipeline/remote-stage-runner.ts'
 export { StageServerRunner, stageSubjects } from './pipeline/stage-server-runner.ts'
+export { DEFAULT_GENERATION_PROBE_MS } from './model-server/generations.ts'
+/** The time-to-first-token SLO ONNX decoders announce when none is given (`--ttft-slo-ms`). */
+export { DEFAULT_TTFT_SLO_MS } from '@cohort/generative'
 export { DEFAULT_JOB_ACK_WAIT_MS, JobRunner, type JobTarget, type WorkerJobOptions } from './jobs.ts'
 export { nodeRuntimeSource, type NodeRuntimeOptions, type NodeRuntimeSource } from './runtime-source.ts'
 export { ModelRepository, defaultRunner, versionSubjects, type ModelRepositoryOptions, type RepositoryFlags, type RepositoryHost, type VersionToLoad } from './repository/repository.ts'

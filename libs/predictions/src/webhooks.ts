@@ -26,6 +26,15 @@ export function backoffMs(n: number, initialDelayMs: number, maxDelayMs: number)
   return Math.min(maxDelayMs, initialDelayMs * 2 ** Math.max(0, n - 1))
 }
 
+/** Default attempts per webhook event, the first included. */
+export const DEFAULT_WEBHOOK_ATTEMPTS = 6
+/** Default wait before a webhook's first retry (doubled after each failure). */
+export const DEFAULT_WEBHOOK_INITIAL_DELAY_MS = 500
+/** Default longest wait between webhook attempts. */
+export const DEFAULT_WEBHOOK_MAX_DELAY_MS = 30_000
+/** Default per-attempt timeout of a webhook. */
+export const DEFAULT_WEBHOOK_TIMEOUT_MS = 10_000
+
 /**
  * Sends webhook events. Events of one prediction go out in order (start before completed); a
  * failing receiver delays only its own prediction's events. `close()` stops retries.
@@ -40,10 +49,10 @@ export class WebhookSender {
 
   constructor(o: WebhookOptions = {}) {
     this.#o = {
-      maxAttempts: o.maxAttempts ?? 6,
-      initialDelayMs: o.initialDelayMs ?? 500,
-      maxDelayMs: o.maxDelayMs ?? 30_000,
-      timeoutMs: o.timeoutMs ?? 10_000,
+      maxAttempts: o.maxAttempts ?? DEFAULT_WEBHOOK_ATTEMPTS,
+      initialDelayMs: o.initialDelayMs ?? DEFAULT_WEBHOOK_INITIAL_DELAY_MS,
+      maxDelayMs: o.maxDelayMs ?? DEFAULT_WEBHOOK_MAX_DELAY_MS,
+      timeoutMs: o.timeoutMs ?? DEFAULT_WEBHOOK_TIMEOUT_MS,
       onGiveUp: o.onGiveUp,
     }
     this.#fetch = o.fetch ?? ((...a) => globalThis.fetch(...a))

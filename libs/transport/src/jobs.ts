@@ -70,6 +70,8 @@ export interface NatsJobQueueOptions {
   maxDeliver?: number
 }
 
+/** Default deliveries of one job that may run it. */
+export const DEFAULT_JOB_MAX_DELIVER = 10
 /** Default time a prediction record is kept after its last write: 7 days. */
 export const DEFAULT_RECORD_TTL_MS = 7 * 24 * 3600_000
 /** Default bound of the records bucket (and of the jobs stream): 1 GiB. */
@@ -91,7 +93,7 @@ const unavailable = (e: unknown) =>
 export function createNatsJobQueue(nc: NatsConnection, o: NatsJobQueueOptions = {}): JobQueue {
   const names = jobNames(o.prefix)
   const replicas = o.replicas ?? 1
-  const maxDeliver = o.maxDeliver ?? 10
+  const maxDeliver = o.maxDeliver ?? DEFAULT_JOB_MAX_DELIVER
   const ttlMs = o.recordTtlMs ?? DEFAULT_RECORD_TTL_MS
   const maxBytes = o.recordMaxBytes ?? DEFAULT_RECORD_MAX_BYTES
   let ready: Promise<{ js: JetStreamClient; kv: KV }> | undefined

@@ -7,31 +7,21 @@ import { Redis } from 'ioredis'
 import { createGatewayCore } from '@cohort/gateway'
 import { WebhookSender } from '@cohort/predictions'
 import { createNatsTransport } from '@cohort/transport'
-import { intFlag, parse } from '../args.ts'
+import { parse } from '../args.ts'
 import { WEBHOOK_HELP, WEBHOOK_OPTIONS, webhookOptions } from '../jobs-flags.ts'
 import { CliError } from '../cli-error.ts'
 import { connectNats } from '../connect.ts'
 import { NATS_AUTH_HELP, NATS_AUTH_OPTIONS, natsAuthOptions } from '../nats-auth.ts'
-import { DEFAULT_BRIDGE_TIMEOUT_MS, RedisBridge, type RedisCaller } from './redis-bridge.ts'
+import { BRIDGE_KNOB_HELP, BRIDGE_OPTIONS, bridgeKnobs } from '../bridge-flags.ts'
+import { RedisBridge, type RedisCaller } from './redis-bridge.ts'
 
-const DEFAULT_REDIS = process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379'
-const DEFAULT_NATS = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222'
 
 export const BRIDGE_HELP = `cohort bridge redis [options]
 Redis Streams ingress: reads prediction requests (fields id, model, input as JSON, optional webhook)
 from a stream with a consumer group, runs each as one item on the model's workers over NATS
 (batched with all other traffic), writes the Cog-shaped prediction to a results stream and to the
 key cohort:result:{id}, calls the webhook, and acks the entry only once the result is written.
-  --redis URL            Redis server (default $REDIS_URL or redis://127.0.0.1:6379)
-  --nats URL             NATS server(s), comma-separated (default $NATS_URL or ${DEFAULT_NATS})
-  --stream KEY           request stream (default cohort:requests; created with the group if missing)
-  --group NAME           consumer group (default cohort)
-  --consumer NAME        consumer name, unique per bridge (default <hostname>-<pid>)
-  --results KEY          results stream (default cohort:results)
-  --concurrency N        entries in flight at once (default 64)
-  --claim-idle-ms MS     claim entries pending this long on another consumer, e.g. a bridge that
-                         died (default 60000; keep it above the longest prediction)
-  --timeout-ms MS        deadline of one entry, retries of transient errors included (default ${DEFAULT_BRIDGE_TIMEOUT_MS})
+${BRIDGE_KNOB_HELP}
 ${WEBHOOK_HELP}
 ${NATS_AUTH_HELP}`
 
@@ -46,15 +36,7 @@ export async function bridgeCommand(args: string[]): Promise<void> {
     throw new CliError(`unknown bridge "${kind}" (known: redis)`)
   }
   const { values: v } = parse(rest, {
-    redis: { type: 'string', default: DEFAULT_REDIS },
-    nats: { type: 'string', default: DEFAULT_NATS },
-    stream: { type: 'string', default: 'cohort:requests' },
-    group: { type: 'string', default: 'cohort' },
-    consumer: { type: 'string' },
-    results: { type: 'string', default: 'cohort:results' },
-    concurrency: { type: 'string' },
-    'claim-idle-ms': { type: 'string' },
-    'timeout-ms': { type: 'string' },
+    ...BRIDGE_OPTIONS,
     ...WEBHOOK_OPTIONS,
     ...NATS_AUTH_OPTIONS,
   })
@@ -62,14 +44,12 @@ export async function bridgeCommand(args: string[]): Promise<void> {
     console.log(BRIDGE_HELP)
     return
   }
-  const concurrency = intFlag('concurrency', v['concurrency']) ?? 64
-  const claimIdleMs = intFlag('claim-idle-ms', v['claim-idle-ms']) ?? 60_000
-  const timeoutMs = intFlag('timeout-ms', v['timeout-ms']) ?? DEFAULT_BRIDGE_TIMEOUT_MS
-  const consumer = (v['consumer'] as string | undefined) ?? `${hostname()}-${process.pid}`
-  const redisUrl = v['redis'] as string
+  const k = bridgeKnobs(v)
+  const consumer = k.consumer ?? `${hostname()}-${process.pid}`
+  const redisUrl = k.redis!
   const redis = await connectRedis(redisUrl)
   const reader = redis.duplicate()
-  const nc = await connectNats(v['nats'] as string, 'cohort-bridge', natsAuthOptions(v))
+  const nc = await connectNats(k.nats!, 'cohort-bridge', natsAuthOptions(v))
   const transport = createNatsTransport(nc, { ownsConnection: true })
   const webhooks = new WebhookSender({
     ...webhookOptions(v),
@@ -83,12 +63,12 @@ export async function bridgeCommand(args: string[]): Promise<void> {
     door: core.door,
     webhooks,
     consumer,
-    stream: v['stream'] as string,
-    group: v['group'] as string,
-    results: v['results'] as string,
-    concurrency,
-    claimIdleMs,
-    timeoutMs,
+    stream: k.stream!,
+    group: k.group!,
+    results: k.results!,
+    concurrency: k.concurrency!,
+    claimIdleMs: k['claim-idle-ms']!,
+    timeoutMs: k['timeout-ms']!,
     log: (m) => console.error(`cohort: bridge: ${m}`),
   })
   await bridge.start()
@@ -121,7 +101,7 @@ export async function bridgeCommand(args: string[]): Promise<void> {
   process.on('SIGTERM', () => stop('SIGTERM'))
   process.on('SIGINT', () => stop('SIGINT'))
   console.log(
-    `cohort: bridge redis ${redisUrl} stream ${v['stream'] as string} group ${v['group'] as string} consumer ${consumer} -> NATS ${v['nats'] as string}`,
+    `cohort: bridge redis ${redisUrl} stream ${k.stream!} group ${k.group!} consumer ${consumer} -> NATS ${k.nats!}`,
   )
 }
 

@@ -13,6 +13,15 @@ import { isTransient, parseEntry, resultFields, type BridgeEntry } from './entry
 
 /** Default deadline of one bridge entry, retries included: a request's default deadline (30 s). */
 export const DEFAULT_BRIDGE_TIMEOUT_MS = DEFAULT_REQUEST_TIMEOUT_MS
+/** The bridge's defaults (`cohort bridge redis` shows these in its help). */
+export const BRIDGE_DEFAULTS = Object.freeze({
+  stream: 'cohort:requests',
+  group: 'cohort',
+  results: 'cohort:results',
+  keyPrefix: 'cohort:result:',
+  concurrency: 64,
+  claimIdleMs: 60_000,
+})
 
 /** The one Redis call the bridge needs (ioredis' `call`). */
 export interface RedisCaller {
@@ -91,12 +100,7 @@ export class RedisBridge {
   constructor(o: RedisBridgeOptions) {
     this.#life = new PredictionLifecycle(o.webhooks)
     this.#o = {
-      stream: 'cohort:requests',
-      group: 'cohort',
-      results: 'cohort:results',
-      keyPrefix: 'cohort:result:',
-      concurrency: 64,
-      claimIdleMs: 60_000,
+      ...BRIDGE_DEFAULTS,
       timeoutMs: DEFAULT_BRIDGE_TIMEOUT_MS,
       blockMs: 1_000,
       ...o,

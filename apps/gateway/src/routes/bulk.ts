@@ -14,13 +14,16 @@ export interface BulkResult {
   code?: string
 }
 
+/** Default most inputs of one bulk request (`maxBulkInputs`); more is 413. */
+export const DEFAULT_MAX_BULK_INPUTS = 1000
+
 /**
  * `POST /models/{m}/predictions/bulk` with `{"inputs": [...]}`: each input becomes its own item
  * (batched with all other traffic by the workers); a bad item fails alone. Results come in input
  * order as JSON, or as they complete with `Accept: application/x-ndjson` or `text/event-stream`.
  */
 export function bulkHandler(o: ResolvedGatewayOptions & { maxBulkInputs?: number }, door: InferenceDoor) {
-  const maxInputs = o.maxBulkInputs ?? 1000
+  const maxInputs = o.maxBulkInputs ?? DEFAULT_MAX_BULK_INPUTS
   return function bulk(c: Context): Promise<Response> {
     const model = c.req.param('model') ?? ''
     // One gateway span for the bulk call; each input's envelope is a child of it. Items are counted, not the call.

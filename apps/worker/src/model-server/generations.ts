@@ -15,6 +15,9 @@ import type { ModelTelemetry } from '../tracing.ts'
 import type { ReplySink } from './reply-sink.ts'
 import type { ServerStats } from './stats.ts'
 
+/** Default probe period of a gateway's pack of generations that sent no tokens message (`generationProbeMs`). */
+export const DEFAULT_GENERATION_PROBE_MS = 1000
+
 /** Options of {@link Generations}. */
 export interface GenerationsOptions {
   /** Model name. */
@@ -268,7 +271,7 @@ export class Generations {
    * generations, sequences waiting for a slot) gets an empty one, with the watch reply subject.
    */
   #startProbe(): void {
-    const every = this.#o.probeMs ?? 1000
+    const every = this.#o.probeMs ?? DEFAULT_GENERATION_PROBE_MS
     if (this.#probe !== undefined || !(every > 0)) {
       return
     }

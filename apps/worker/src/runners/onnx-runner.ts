@@ -16,7 +16,7 @@ import {
 import { ortMetrics, type Registry } from '@cohort/metrics'
 import { OrtPool, type ExecutionProvider, type HostTensor, type HostValueMeta } from '../ort/ort-pool.ts'
 import { datatypeOfOrt, ortType, viewOf } from './ort-types.ts'
-import { bucketOf, copyCorner, filledBuffer, type PaddingOptions } from './padding.ts'
+import { DEFAULT_PAD_VALUE, bucketOf, copyCorner, filledBuffer, type PaddingOptions } from './padding.ts'
 import type { ItemResult, ModelRunner, PreparedItem, RunBatchOptions, RunnerEvents } from './types.ts'
 
 /**
@@ -258,7 +258,7 @@ export class OnnxRunner implements ModelRunner {
     const n = items.length
     const feeds: Record<string, HostTensor> = {}
     for (const spec of this.#inputs) {
-      feeds[spec.name] = gather(spec, items, this.#padding?.padValue ?? 0)
+      feeds[spec.name] = gather(spec, items, this.#padding?.padValue ?? DEFAULT_PAD_VALUE)
     }
     // Real length of each item along each symbolic dim, and the batch's padded length.
     const real = new Map<string, { lens: number[]; max: number }>()

@@ -1,9 +1,12 @@
 import { DATATYPE_SIZE, f32ToF16Bits, type Datatype } from '@cohort/protocol'
 import { viewOf } from './ort-types.ts'
 
+/** Value written into padded positions when none is given (`padValue`). */
+export const DEFAULT_PAD_VALUE = 0
+
 /** Length bucketing with padding for inputs with dynamic non-batch dims (tokens, pixels). */
 export interface PaddingOptions {
-  /** Value written into padded positions. @default 0 */
+  /** Value written into padded positions. @default DEFAULT_PAD_VALUE */
   padValue?: number
   /** A model input that Cohort fills with the attention mask (1 = real, 0 = padding); clients do not send it. */
   maskInput?: string
