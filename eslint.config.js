@@ -74,6 +74,7 @@ const LONG_FUNCTIONS = [
   'libs/pipeline/src/stage-queue.ts',
   'libs/transport/src/jobs.ts',
   'libs/transport/src/nats.ts',
+  'libs/transport/src/nats/subscriber.ts',
 ]
 
 export default tseslint.config(

@@ -177,7 +177,7 @@ describe('a cross-process flood', () => {
       inputs: [{ name: 'x', datatype: 'FP64', shape: [1], contents: { fp64_contents: [1] } }],
     }
     interface Call {
-      code: number
+      code: grpc.status
       ms: number
       retryAfter?: string
       pushback?: string
@@ -207,7 +207,7 @@ describe('a cross-process flood', () => {
       }),
     )
     client.close()
-    const by = (s: number) => calls.filter((c) => c.code === s).length
+    const by = (s: grpc.status) => calls.filter((c) => c.code === s).length
     const exhausted = calls.filter((c) => c.code === grpc.status.RESOURCE_EXHAUSTED)
     console.log(`grpc flood: ${calls.length} calls, ${by(grpc.status.OK)} OK, ${exhausted.length} RESOURCE_EXHAUSTED, ${by(grpc.status.DEADLINE_EXCEEDED)} DEADLINE_EXCEEDED, other ${calls.length - by(grpc.status.OK) - exhausted.length - by(grpc.status.DEADLINE_EXCEEDED)}`)
     expect(exhausted.length).toBeGreaterThan(by(grpc.status.OK))
