@@ -31,7 +31,7 @@ const seen: { subject: string; data: Uint8Array }[] = []
 let decoded = 0
 /** True when `id` occurs in any message seen: its subject or its bytes (UTF-8), decodable or not. */
 function published(id: string): boolean {
-  const needle = new TextEncoder().encode(id)
+  const needle = Buffer.from(id, 'utf8')
   return seen.some((m) => m.subject.includes(id) || Buffer.from(m.data.buffer, m.data.byteOffset, m.data.byteLength).includes(needle))
 }
 /** Every message the gateway published before now has reached the spy: both connections flushed. */

@@ -242,7 +242,7 @@ describe('gateway: a worker lost while holding a request', () => {
     const { app, z } = await gatewayWith({ workers: 0 })
     // A 10 min deadline: an answer within the test's timeout cannot be the deadline's (and a
     // deadline would answer 504 DEADLINE_EXCEEDED, not WORKER_LOST).
-    const pending = infer(app, 1, { 'x-cohort-timeout-ms': '600000' })
+    const pending = Promise.resolve(infer(app, 1, { 'x-cohort-timeout-ms': '600000' }))
     while (z.held.length === 0) await new Promise((r) => setTimeout(r, 5))
     expect(await settledWithin(pending, 300)).toBe('pending') // held while the zombie heartbeats
     z.die()
