@@ -6,8 +6,9 @@ import { connect, type NatsConnection } from '@nats-io/transport-node'
 import { createGatewayCore, type Upstream } from '@cohort/gateway'
 import { CohortError, subjects, type InferReply } from '@cohort/protocol'
 import { createNatsTransport, type Transport } from '@cohort/transport'
+import { Type, definePredictor, itemError } from '@cohort/predictor'
 import { CohortWorker, PredictorRunner } from '@cohort/worker'
-import { SLEEPY_PREDICTOR, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle } from '@cohort/test-support'
+import { SLEEPY_PREDICTOR, settledWithin, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle } from '@cohort/test-support'
 
 const S = subjects()
 type Sleepy = { y: number; batch: number }
@@ -58,17 +59,67 @@ afterAll(async () => {
   await nats.stop()
 })
 
+/**
+ * The in-process worker's predictor (named and answering like the sleepy fixture): a batch holding
+ * a `hold: true` item waits until the test opens the gate, so "the blocker is running and the pack
+ * is queued behind it" is a state the test waits for (the gate's `started` counter, the engine's
+ * queue depth), not a sleep.
+ */
+const gate = {
+  started: 0,
+  open: (): void => undefined,
+  opened: Promise.resolve(),
+  /** Close the gate: the next batch holding a `hold` item waits until `open()`. */
+  close(): void {
+    this.started = 0
+    this.opened = new Promise<void>((r) => {
+      this.open = r
+    })
+  },
+}
+const gated = definePredictor({
+  name: 'sleepy',
+  input: Type.Object({ x: Type.Number(), fail: Type.Boolean({ default: false }), hold: Type.Boolean({ default: false }) }),
+  output: Type.Object({ y: Type.Number(), batch: Type.Integer() }),
+  batch: { maxBatchSize: 64 },
+  async predict(inputs) {
+    if (inputs.some((i) => i.hold)) {
+      gate.started++
+      await gate.opened
+    }
+    return inputs.map((i) => (i.fail ? itemError(`x=${i.x} failed on purpose`) : { y: i.x * 2, batch: inputs.length }))
+  },
+})
+
+/** Poll (10 ms) until `ok()`; fails after 30 s naming `what` (a hang, not a timing assertion). */
+async function until(ok: () => boolean | Promise<boolean>, what: string): Promise<void> {
+  for (const end = Date.now() + 30_000; !(await ok()); ) {
+    if (Date.now() > end) {
+      throw new Error(`timed out waiting for ${what}`)
+    }
+    await new Promise((r) => setTimeout(r, 10))
+  }
+}
+
 describe('packs over real NATS, one in-process worker', () => {
   let worker: CohortWorker
   let up: Upstream
+  const queued = () => worker.servers[0]!.engine.queued
+  /** A blocker batch running on the worker, held until `gate.open()` (its reply in `b`). */
+  async function blocker(): Promise<{ b: Promise<InferReply> }> {
+    gate.close()
+    const b = up.infer(req({ x: 0, hold: true }, 60_000), 60_000, undefined)
+    await until(() => gate.started === 1, 'the blocker to run')
+    return { b }
+  }
   beforeAll(async () => {
-    process.env['SLEEPY_MS'] = '20'
-    const mod = (await import(SLEEPY_PREDICTOR)) as { default: ConstructorParameters<typeof PredictorRunner>[0] }
-    worker = new CohortWorker({ transport: await transport(), runners: [new PredictorRunner(mod.default)], id: 'pw-1' })
+    // No batch time limit: a held blocker ends when its gate opens, however loaded the machine is.
+    worker = new CohortWorker({ transport: await transport(), runners: [new PredictorRunner(gated)], id: 'pw-1', batchTimeoutMs: 0 })
     await worker.start()
     up = await gateway()
   }, 60_000)
   afterAll(async () => {
+    gate.open()
     await worker?.close()
   })
 
@@ -86,17 +137,18 @@ describe('packs over real NATS, one in-process worker', () => {
   })
 
   it('a request cancelled inside a queued pack does not run; the rest of the pack does', async () => {
-    const blocker = up.infer(req({ x: 0, sleepMs: 600 }), 10_000, undefined)
-    await new Promise((r) => setTimeout(r, 100)) // the blocker runs alone; the pack queues behind it
+    const { b } = await blocker()
     const ctl = new AbortController()
     const sent = up.packer!.sent.packs
-    const ps = [up.infer(req({ x: 1 }), 10_000, undefined), up.infer(req({ x: 2 }), 10_000, ctl.signal), up.infer(req({ x: 3 }), 10_000, undefined)]
+    const ps = [up.infer(req({ x: 1 }), 30_000, undefined), up.infer(req({ x: 2 }), 30_000, ctl.signal), up.infer(req({ x: 3 }), 30_000, undefined)].map(outcome)
     expect(up.packer!.sent.packs).toBe(sent) // not sent before the turn ends
-    await new Promise((r) => setTimeout(r, 100))
-    expect(up.packer!.sent.packs).toBe(sent + 1)
+    await until(() => up.packer!.sent.packs === sent + 1, 'the pack to be sent')
+    await until(() => queued() === 3, 'the pack to queue behind the blocker')
     ctl.abort()
-    const out = await Promise.all(ps.map(outcome))
-    await blocker
+    await until(() => queued() === 2, 'the cancel to reach the worker')
+    gate.open()
+    const out = await Promise.all(ps)
+    await b
     expect(out[1]?.code).toBe('CANCELLED')
     // The two others ran together, without the cancelled one.
     expect(out[0]?.item).toEqual({ y: 2, batch: 2 })
@@ -104,24 +156,29 @@ describe('packs over real NATS, one in-process worker', () => {
   })
 
   it('a request of a pack whose deadline passes while queued answers DEADLINE_EXCEEDED; the rest runs', async () => {
-    const blocker = up.infer(req({ x: 0, sleepMs: 800 }), 10_000, undefined)
-    await new Promise((r) => setTimeout(r, 100))
-    const ps = [up.infer(req({ x: 1 }), 10_000, undefined), up.infer(req({ x: 2 }, 200), 10_000, undefined), up.infer(req({ x: 3 }), 10_000, undefined)]
-    const out = await Promise.all(ps.map(outcome))
-    await blocker
+    const { b } = await blocker()
+    const late = req({ x: 2 }, 200)
+    const ps = [up.infer(req({ x: 1 }), 30_000, undefined), up.infer(late, 30_000, undefined), up.infer(req({ x: 3 }), 30_000, undefined)].map(outcome)
+    await until(() => queued() === 3, 'the pack to queue behind the blocker')
+    // Held in the queue past its deadline (the worker's clock: Date.now), then the blocker ends.
+    await until(() => Date.now() > late.deadline + 20, 'the deadline to pass')
+    gate.open()
+    const out = await Promise.all(ps)
+    await b
     expect(out[1]?.itemError ?? out[1]?.code).toBe('DEADLINE_EXCEEDED')
     expect(out[0]?.item).toEqual({ y: 2, batch: 2 })
     expect(out[2]?.item).toEqual({ y: 6, batch: 2 })
   })
 
   it('the gateway times out one request of a pack (its own timeoutMs) while the others are answered', async () => {
-    const blocker = up.infer(req({ x: 0, sleepMs: 600 }), 10_000, undefined)
-    await new Promise((r) => setTimeout(r, 100))
-    const ps = [up.infer(req({ x: 1 }), 10_000, undefined), up.infer(req({ x: 2 }), 150, undefined)]
-    const out = await Promise.all(ps.map(outcome))
-    await blocker
-    expect(out[1]?.code).toBe('DEADLINE_EXCEEDED')
-    expect(out[0]?.item?.y).toBe(2)
+    const { b } = await blocker()
+    const ps = [up.infer(req({ x: 1 }), 30_000, undefined), up.infer(req({ x: 2 }), 150, undefined)].map(outcome)
+    // Timed out by the gateway while its pack is still held behind the blocker.
+    expect((await ps[1]!).code).toBe('DEADLINE_EXCEEDED')
+    expect(await settledWithin(ps[0]!, 50)).toBe('pending')
+    gate.open()
+    await b
+    expect((await ps[0]!).item?.y).toBe(2)
   })
 })
 
@@ -133,57 +190,84 @@ describe('packs over real NATS, worker processes', () => {
     await w.waitFor(/serving/, 60_000)
     return w
   }
+  /** A worker's `$SRV.STATS`: requests received, and items it holds (queued and running). */
+  let statsConn: NatsConnection | undefined
+  const stats = async (id: string) => {
+    if (!statsConn) {
+      statsConn = await connect({ servers: nats.url })
+      conns.push(statsConn)
+    }
+    const nc = statsConn
+    const m = await nc.request(`$SRV.STATS.cohort-worker.${id}`, new Uint8Array(0), { timeout: 10_000 })
+    const e = (m.json() as { endpoints: { num_requests: number; data: { queued: number; running: number } }[] }).endpoints[0]!
+    return { requests: e.num_requests, held: e.data.queued + e.data.running }
+  }
   afterAll(async () => {
     await Promise.all(procs.map((p) => p.stop('SIGKILL')))
   })
 
   it('when the worker holding a pack dies, its retryable requests run on another worker and the others fail WORKER_LOST', async () => {
-    const a = await startWorker('pk-a', { SLEEPY_MS: '40000' })
+    // A's batch sleeps 10 min (its time limit raised above that): it holds the pack until killed.
+    const a = await startWorker('pk-a', { SLEEPY_MS: '600000' }, ['--batch-timeout-ms', '3600000'])
     // A late acceptance (a busy machine) must not count as a loss here: only A's death may.
     const up = await gateway({ missedHeartbeats: 3, acceptTimeoutMs: 30_000 })
     const sent = up.packer!.sent.packs
     const ps = [
-      up.infer(req({ x: 1 }, 60_000), 60_000, undefined, { retryable: true }),
-      up.infer(req({ x: 2 }, 60_000), 60_000, undefined, { retryable: false }),
-      up.infer(req({ x: 3 }, 60_000), 60_000, undefined, { retryable: true }),
+      up.infer(req({ x: 1 }, 120_000), 120_000, undefined, { retryable: true }),
+      up.infer(req({ x: 2 }, 120_000), 120_000, undefined, { retryable: false }),
+      up.infer(req({ x: 3 }, 120_000), 120_000, undefined, { retryable: true }),
     ].map(outcome)
-    await new Promise((r) => setTimeout(r, 300))
+    await until(() => stats('pk-a').then((s) => s.held === 3, () => false), 'A to hold the pack')
     expect(up.packer!.sent.packs).toBe(sent + 1)
-    // A holds the pack (its batch sleeps 40 s, longer than B takes to start on a busy machine); B
-    // starts, then A dies.
+    // B starts, then A dies.
     await startWorker('pk-b', { SLEEPY_MS: '20' })
     await a.stop('SIGKILL')
     const out = await Promise.all(ps)
-    expect(out[0]?.item?.y).toBe(2)
+    expect(out[0]?.item?.y, JSON.stringify(out)).toBe(2)
     expect(out[1]?.code, JSON.stringify(out)).toBe('WORKER_LOST')
-    expect(out[2]?.item?.y).toBe(6)
-  }, 120_000)
+    expect(out[2]?.item?.y, JSON.stringify(out)).toBe(6)
+  }, 180_000)
 
   it('packs still spread over workers with room: a full worker stops taking packs', async () => {
     for (const p of procs.splice(0)) {
       await p.stop('SIGKILL')
     }
-    // Batches of 4 that sleep 1.5 s: a worker stops listening on the main subject at 8 queued items.
-    await startWorker('sp-a', { SLEEPY_MS: '1500' }, ['--max-batch-size', '4'])
-    await startWorker('sp-b', { SLEEPY_MS: '1500' }, ['--max-batch-size', '4'])
+    // A alone, made full: batches of 4 that sleep 10 min (the time limit raised above that), one
+    // pack of 16 requests (4 running, 12 queued: past its high water of 2 x 4, so it stops
+    // listening on the main subject). It answers none of them (they end with A, in afterAll).
+    await startWorker('sp-a', { SLEEPY_MS: '600000' }, ['--max-batch-size', '4', '--batch-timeout-ms', '3600000'])
     const up = await gateway()
-    const all: Promise<InferReply>[] = []
-    for (let turn = 0; turn < 6; turn++) {
+    for (let i = 0; i < 16; i++) {
+      void up.infer(req({ x: i }, 120_000), 120_000, undefined).catch(() => undefined)
+    }
+    await until(() => stats('sp-a').then((s) => s.held === 16, () => false), 'A to hold the 16')
+    const before = (await stats('sp-a')).requests
+    // B has room for all that follows (default batches of 64: high water 128). Every pack from now
+    // on must reach B. NATS hands each message of a queue group to a member at random, so a full
+    // worker that kept listening would take each of the 24 packs with probability 1/2: this test
+    // misses that bug with probability 2^-24 (6e-8). A pack A took would wait behind its 10 min
+    // batch and fail its 30 s timeout here.
+    await startWorker('sp-b', { SLEEPY_MS: '20' })
+    // B answers on the connection it subscribed on, after its model subscriptions: once this reply
+    // is here the server routes to B (and not to the overflow subject, where A still listens). A's
+    // pause (an UNSUB) likewise left before the stats answer above.
+    await until(() => stats('sp-b').then(() => true, () => false), 'B to answer $SRV.STATS')
+    const sent = up.packer!.sent.packs
+    const code = (e: unknown) => (e instanceof CohortError ? e.code : String(e))
+    const replies: Promise<string>[] = []
+    for (let pack = 0; pack < 24; pack++) {
       for (let i = 0; i < 4; i++) {
-        all.push(up.infer(req({ x: i }, 60_000), 60_000, undefined))
+        replies.push(up.infer(req({ x: i }, 30_000), 30_000, undefined).then((r) => r.worker ?? '?', code))
       }
-      await new Promise((r) => setTimeout(r, 150))
+      await new Promise((r) => setImmediate(r)) // the packer publishes at the end of the turn
     }
-    const replies = await Promise.all(all)
+    expect(up.packer!.sent.packs - sent).toBe(24)
     const by: Record<string, number> = {}
-    for (const r of replies) {
-      by[r.worker ?? '?'] = (by[r.worker ?? '?'] ?? 0) + 1
+    for (const w of await Promise.all(replies)) {
+      by[w] = (by[w] ?? 0) + 1
     }
-    // One worker holds at most 4 running + 8 queued (+ one pack in flight) of the 24 before it
-    // pauses; packs routed at random, ignoring room, would put 5 or 6 of the 6 packs on one worker
-    // about one run in five.
-    expect(by['sp-a'] ?? 0).toBeLessThanOrEqual(16)
-    expect(by['sp-b'] ?? 0).toBeLessThanOrEqual(16)
-    expect((by['sp-a'] ?? 0) + (by['sp-b'] ?? 0)).toBe(24)
-  }, 90_000)
+    expect(by).toEqual({ 'sp-b': 96 })
+    // And A took none of them: its request count did not move.
+    expect((await stats('sp-a')).requests).toBe(before)
+  }, 120_000)
 })

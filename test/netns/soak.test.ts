@@ -23,7 +23,13 @@ afterAll(async () => {
 
 /** The kinds of request in the mix, with what each must get back. */
 type Kind = 'valid' | 'badJson' | 'badInput' | 'itemFails'
-/** Per 10 requests: 7 valid, 1 of each invalid kind. `badJson`/`badInput` never reach the model. */
+/**
+ * Per 10 requests: 7 valid, 1 of each invalid kind. `badJson`/`badInput` never reach the model, and
+ * each carries a well-formed `x` that would reach it if the check refusing it broke: `badJson` is a
+ * valid request followed by a stray `}` (a parser that took the first value would run it),
+ * `badInput` a valid `x` with `sleepMs: -1` (below the predictor's minimum of 0: input validation).
+ * The sleepy log counts the runs of every x at the model (below): these two must show 0.
+ */
 const MIX: Kind[] = ['valid', 'valid', 'badJson', 'valid', 'valid', 'badInput', 'valid', 'valid', 'itemFails', 'valid']
 const REACHES_MODEL = MIX.filter((k) => k === 'valid' || k === 'itemFails').length / MIX.length
 
@@ -32,9 +38,9 @@ function body(kind: Kind, x: number): string {
     case 'valid':
       return sleepyBody(x)
     case 'badJson':
-      return `{"inputs": [{"name": "x", "shape": [1], "datatype": "FP64", "data": [${x}]`
+      return `${sleepyBody(x)}}`
     case 'badInput':
-      return JSON.stringify({ inputs: [{ name: 'x', shape: [1], datatype: 'BYTES', data: ['not a number'] }] })
+      return sleepyBody(x, -1)
     case 'itemFails':
       return JSON.stringify({
         inputs: [

@@ -47,7 +47,9 @@ async function setup(o: Partial<GatewayOptions> = {}) {
 
 describe('the door checks in the HTTP app', () => {
   it('worker-wait: after one probe, refuses 503 OVERLOADED + Retry-After before reading the body, publishing nothing', async () => {
-    const { transport, published, post, refusals } = await setup()
+    // One probe, then none within the test: with the default 100 ms between probes, a loaded
+    // machine's pause between the two posts made the second one a probe too (read: 400).
+    const { transport, published, post, refusals } = await setup({ workerWait: { probeIntervalMs: 1e9 } })
     const probe = await post()
     expect(probe.status).toBe(400) // the probe passed the door: its body was read
     const res = await post()

@@ -68,10 +68,14 @@ describe('refusals: retryable 503 versus never-servable 4xx', () => {
       release = r
     })
     const server = worker.servers[0]!
-    const running = post('/v2/models/echo/infer', rows(64))
-    await vi.waitFor(() => expect(server.engine.running).toBe(1), { timeout: 2000, interval: 2 })
-    const queued = post('/v2/models/echo/infer', rows(4000))
-    await vi.waitFor(() => expect(server.engine.queued).toBe(4000), { timeout: 2000, interval: 2 })
+    // The held batch teaches the worker's cost model that a batch of 64 takes as long as it was
+    // held (longer on a busy machine): with the default 30 s the 63 batches queued behind it would
+    // look doomed and be expired unrun. Ten minutes keeps them servable however long the hold.
+    const long = { 'x-cohort-timeout-ms': '600000' }
+    const running = post('/v2/models/echo/infer', rows(64), long)
+    await vi.waitFor(() => expect(server.engine.running).toBe(1), { timeout: 30_000, interval: 2 }) // a bound for a hang only
+    const queued = post('/v2/models/echo/infer', rows(4000), long)
+    await vi.waitFor(() => expect(server.engine.queued).toBe(4000), { timeout: 30_000, interval: 2 }) // a bound for a hang only
     const r = await post('/v2/models/echo/infer', rows(200))
     const j = (await r.json()) as { code: string; error: string }
     expect(r.status).toBe(503)

@@ -1,9 +1,10 @@
 // The worker's side of worker-loss detection (docs/architecture.md#worker-loss), over the in-process
 // transport: heartbeats from start to drain (the last one `bye`), and an acceptance notice for every
 // request that asks for one, sent on receipt, before the request runs.
-import { afterEach, describe, expect, it } from 'vitest'
+import { afterEach, describe, expect, it, vi } from 'vitest'
 import { decodeAccept, decodeHeartbeat, decodeReply, encodeRequest, subjects, type AcceptNotice, type Heartbeat } from '@cohort/protocol'
 import { InProcessTransport } from '@cohort/transport'
+import { settledWithin } from '@cohort/test-support'
 import { Type, definePredictor } from '@cohort/predictor'
 import { CohortWorker } from './worker.ts'
 import { PredictorRunner } from './runners/predictor-runner.ts'
@@ -39,21 +40,35 @@ function collect<T>(t: InProcessTransport, subject: string, decode: (b: Uint8Arr
 
 describe('worker heartbeats and acceptance notices', () => {
   it('heartbeats at start and every heartbeatMs until drained, the last one with bye', async () => {
+    // The heartbeat's interval timer on a fake clock: each beat is one advance of heartbeatMs.
+    vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval'] })
+    cleanups.push(async () => void vi.useRealTimers())
     const t = new InProcessTransport()
     const beats = collect<Heartbeat>(t, subj.heartbeat(), decodeHeartbeat)
     const w = new CohortWorker({ transport: t, runners: [new PredictorRunner(slow)], id: 'hb-1', heartbeatMs: 50 })
     cleanups.push(() => t.close())
+    /** Let the in-process transport deliver what was published (real turns, not the fake clock). */
+    const delivered = async () => {
+      for (let i = 0; i < 5; i++) await new Promise((r) => setImmediate(r))
+    }
     await w.start()
-    await new Promise((r) => setTimeout(r, 1))
-    expect(beats.seen[0]).toEqual({ v: 1, id: 'hb-1', intervalMs: 50, proto: 2 }) // the first one at start
-    await new Promise((r) => setTimeout(r, 400))
-    const n = beats.seen.length
-    expect(n).toBeGreaterThanOrEqual(4) // ~9 in 450 ms; timers run late on a busy machine
-    expect(beats.seen.every((b) => b.bye === undefined)).toBe(true)
+    await delivered()
+    expect(beats.seen).toEqual([{ v: 1, id: 'hb-1', intervalMs: 50, proto: 2 }]) // the first one at start
+    vi.advanceTimersByTime(49)
+    await delivered()
+    expect(beats.seen).toHaveLength(1) // not before heartbeatMs
+    for (let k = 1; k <= 8; k++) {
+      vi.advanceTimersByTime(k === 1 ? 1 : 50)
+      await delivered()
+      expect(beats.seen).toHaveLength(1 + k) // one per heartbeatMs
+    }
+    expect(beats.seen.every((b) => b.bye === undefined && b.intervalMs === 50)).toBe(true)
     await w.drain()
-    await new Promise((r) => setTimeout(r, 150))
+    await delivered()
     expect(beats.seen.at(-1)).toEqual({ v: 1, id: 'hb-1', intervalMs: 50, proto: 2, bye: true })
-    expect(beats.seen.length).toBe(n + 1) // nothing after bye
+    vi.advanceTimersByTime(500)
+    await delivered()
+    expect(beats.seen).toHaveLength(10) // nothing after bye
   })
 
   it('sends no heartbeat with heartbeatMs 0', async () => {
@@ -81,15 +96,15 @@ describe('worker heartbeats and acceptance notices', () => {
     await w.start()
     const req = { v: 1 as const, id: 'r1', model: 'slow', deadline: Date.now() + 10_000, items: [{ x: 4 }], ack: 'cohort.accept.g-test' }
     const reply = t.request(subj.infer('slow'), encodeRequest(req), { timeoutMs: 10_000 })
-    await new Promise((r) => setTimeout(r, 30))
-    expect(acks.seen).toEqual([{ v: 1, id: 'r1', worker: 'acc-1' }]) // the batch is still running
+    while (acks.seen.length === 0) await new Promise((r) => setTimeout(r, 5))
+    expect(acks.seen).toEqual([{ v: 1, id: 'r1', worker: 'acc-1' }])
+    expect(await settledWithin(reply, 20)).toBe('pending') // the batch is still running: held until release()
     release()
     expect(decodeReply(await reply).items).toEqual([{ y: 8 }])
     const { ack: _, ...plain } = { ...req, id: 'r2' }
     const second = t.request(subj.infer('slow'), encodeRequest(plain), { timeoutMs: 10_000 })
-    await new Promise((r) => setTimeout(r, 30))
-    release()
-    await second
-    expect(acks.seen.map((a) => a.id)).toEqual(['r1'])
+    // Release r2's batch once it runs (it was received, so any ack would have been sent first).
+    while ((await settledWithin(second, 5)) === 'pending') release()
+    expect(acks.seen.map((a) => a.id)).toEqual(['r1']) // an ack is sent on receipt, before the run: none came for r2
   })
 })
