@@ -264,6 +264,34 @@ describe('a poison job (its worker dies every time it runs it)', () => {
   }, 240_000)
 })
 
+describe('retention flags', () => {
+  it('--job-record-ttl-ms and --job-record-max-bytes size the records bucket and the jobs stream', async () => {
+    const nats = await startNatsServer({ jetstream: true })
+    const started = procs.length
+    const nc = await connect({ servers: nats.url })
+    const retention = ['--job-record-ttl-ms', '3600000', '--job-record-max-bytes', '1048576']
+    try {
+      const w = worker(nats.url, 'ret', retention)
+      await w.waitFor(/worker ret serving/)
+      const p = spawnCohort(['gateway', '--nats', nats.url, '--port', '0', '--drain-ms', '0', ...retention])
+      procs.push(p)
+      const url = (await p.waitFor(/gateway on (http:\/\/\S+)/))[1]!
+      expect((await put(`${url}/models/sleepy/predictions/ret-1`, { input: { x: 1 } }, ASYNC)).status).toBe(202)
+      const jsm = await jetstreamManager(nc)
+      const names = jobNames()
+      const [bucket, stream] = await Promise.all([jsm.streams.info(`KV_${names.bucket}`), jsm.streams.info(names.stream)])
+      expect(bucket.config).toMatchObject({ max_age: 3600 * 1e9, max_bytes: 1048576 })
+      expect(stream.config).toMatchObject({ max_age: 3600 * 1e9, max_bytes: 1048576 })
+    } finally {
+      for (const p of procs.splice(started)) {
+        await p.stop('SIGKILL').catch(() => undefined)
+      }
+      await nc.close()
+      await nats.stop()
+    }
+  }, 60_000)
+})
+
 describe('async predictions without JetStream', () => {
   it('answers async requests 503 JOBS_UNAVAILABLE while sync predictions work', async () => {
     const nats = await startNatsServer({ jetstream: false })

@@ -17,6 +17,7 @@ import { installShutdown, type StopStep } from './shutdown.ts'
 import { DEFAULT_REQUEST_TIMEOUT_MS } from '@cohort/gateway'
 import { GRPC_HELP, GRPC_OPTIONS, startGrpcFromFlags } from './grpc-flags.ts'
 import { DOOR_HELP, DOOR_OPTIONS, HTTP_KNOB_HELP, HTTP_OPTIONS, doorOptions, httpKnobs } from './door-flags.ts'
+import { LINK_HELP, LINK_OPTIONS, PROBE_HELP, PROBE_OPTIONS, RECORD_HELP, RECORD_OPTIONS, STORE_HELP, STORE_OPTIONS, probeOptions, workerLossOptions } from './reliability-flags.ts'
 import { gatewayAdapter } from './node-adapter.ts'
 import { PROCESSES_HELP, PROCESSES_OPTIONS, isClusterChild, notifyListening, onPrimaryStop, processesFlag, runPrimary } from './cluster.ts'
 import { buildRunners, type ModelFlags } from './runners.ts'
@@ -253,6 +254,10 @@ export const SERVE_OPTIONS = {
   'admin-key': { type: 'string', multiple: true },
   ...PREDICTION_OPTIONS,
   ...JOB_OPTIONS,
+  ...STORE_OPTIONS,
+  ...RECORD_OPTIONS,
+  ...PROBE_OPTIONS,
+  ...LINK_OPTIONS,
   ...DOOR_OPTIONS,
   ...GRPC_OPTIONS,
   ...SECURITY_OPTIONS,
@@ -266,7 +271,7 @@ export const SERVE_HELP = renderHelp({
   usage: 'cohort serve [DIR] [options]',
   about: 'Gateway and worker in one process (embedded; no NATS unless --nats is given).',
   sections: [
-    { title: 'Model', text: `${MODEL_HELP}\n${REPOSITORY_HELP}\n${ENV_FLAGS_HELP}` },
+    { title: 'Model', text: `${MODEL_HELP}\n${REPOSITORY_HELP}\n${LINK_HELP}\n${ENV_FLAGS_HELP}` },
     { title: 'Batching', text: BATCHING_HELP },
     { title: 'Pipelines', text: SERVE_PIPELINE_HELP },
     { title: 'HTTP', text: `${HTTP_HELP}\n${drainHelp(0)}` },
@@ -276,7 +281,10 @@ export const SERVE_HELP = renderHelp({
 ${NATS_AUTH_HELP}
 ${PREFIX_HELP}
 ${LARGE_HELP}
-${JOB_HELP}`,
+${JOB_HELP}
+${STORE_HELP}
+${RECORD_HELP}
+${PROBE_HELP}`,
     },
     { title: 'Security', text: `${SECURITY_HELP}\n${ADMIN_HELP}` },
     { title: 'Observability', text: TELEMETRY_HELP },
@@ -359,6 +367,7 @@ export async function serveCommand(args: string[]): Promise<void> {
     ...predictionOptions(v),
     ...doorOptions(v),
     ...(jobs ? { jobs } : {}),
+    ...(probeOptions(v).probes === false ? { workerLoss: probeOptions(v) } : {}),
   }
   const { core, app } = gatewayOf(gwo)
   const http = await listen(app, host, port, tls)
@@ -392,6 +401,8 @@ export const GATEWAY_OPTIONS = {
   'accept-timeout-ms': { type: 'string' },
   'admin-key': { type: 'string', multiple: true },
   ...PREDICTION_OPTIONS,
+  ...RECORD_OPTIONS,
+  ...PROBE_OPTIONS,
   ...DOOR_OPTIONS,
   ...GRPC_OPTIONS,
   ...SECURITY_OPTIONS,
@@ -413,9 +424,11 @@ export const GATEWAY_HELP = renderHelp({
   --missed-heartbeats N  fail (503 WORKER_LOST) or retry the requests of a worker silent for N of its
                          heartbeats (default 3; 0 turns worker-loss detection off)
   --accept-timeout-ms MS a request no worker accepted in this long is lost too, and resent once (default 3000)
+${PROBE_HELP}
 ${NATS_AUTH_HELP}
 ${PREFIX_HELP}
-${LARGE_HELP}`,
+${LARGE_HELP}
+${RECORD_HELP}`,
     },
     { title: 'Security', text: `${SECURITY_HELP}\n${ADMIN_HELP}` },
     { title: 'Observability', text: TELEMETRY_HELP },
@@ -449,8 +462,6 @@ export async function gatewayCommand(args: string[]): Promise<void> {
   const host = knobs.host!
   const timeout = knobs['timeout-ms']
   const drainMs = intFlag('drain-ms', v['drain-ms'], 0) ?? DEFAULT_DRAIN_MS
-  const missedHeartbeats = intFlag('missed-heartbeats', v['missed-heartbeats'], 0)
-  const acceptTimeoutMs = intFlag('accept-timeout-ms', v['accept-timeout-ms'])
   let draining = false
   const nc = await connectNats(v.nats as string, 'cohort-gateway', natsAuth)
   const transport = createNatsTransport(nc, { ownsConnection: true, kvReplicas: kvReplicas(v), ...largeMessageOptions(v), ...prefixOption(v), onReplyRefused: logReplyRefusals() })
@@ -465,10 +476,7 @@ export async function gatewayCommand(args: string[]): Promise<void> {
     ...prefixOption(v),
     ...security,
     ...(timeout ? { requestTimeoutMs: timeout } : {}),
-    workerLoss:
-      missedHeartbeats === 0
-        ? false
-        : { ...(missedHeartbeats ? { missedHeartbeats } : {}), ...(acceptTimeoutMs ? { acceptTimeoutMs } : {}) },
+    workerLoss: workerLossOptions(v),
     tracer: tel.tracer,
     logger: tel.logger,
     draining: () => draining,
@@ -508,6 +516,9 @@ export const WORKER_OPTIONS = {
   'heartbeat-ms': { type: 'string' },
   'generation-probe-ms': { type: 'string' },
   ...JOB_OPTIONS,
+  ...STORE_OPTIONS,
+  ...RECORD_OPTIONS,
+  ...LINK_OPTIONS,
   ...NATS_AUTH_OPTIONS,
   ...PREFIX_OPTIONS,
   ...LARGE_OPTIONS,
@@ -518,7 +529,7 @@ export const WORKER_HELP = renderHelp({
   usage: 'cohort worker [DIR] [options]',
   about: 'A long-lived worker: serves its models from NATS in queue groups, batching requests.',
   sections: [
-    { title: 'Model', text: `${MODEL_HELP}\n${REPOSITORY_HELP}\n${ENV_FLAGS_HELP}` },
+    { title: 'Model', text: `${MODEL_HELP}\n${REPOSITORY_HELP}\n${LINK_HELP}\n${ENV_FLAGS_HELP}` },
     {
       title: 'Batching',
       text: `${BATCHING_HELP}
@@ -541,6 +552,8 @@ ${NATS_AUTH_HELP}
 ${PREFIX_HELP}
 ${LARGE_HELP}
 ${JOB_HELP}
+${STORE_HELP}
+${RECORD_HELP}
 ${WEBHOOK_HELP}`,
     },
     {

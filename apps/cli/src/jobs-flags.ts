@@ -4,6 +4,7 @@ import type { WorkerJobOptions } from '@cohort/worker'
 import type { WebhookOptions } from '@cohort/predictions'
 import { intFlag } from './args.ts'
 import { subjectPrefix } from './prefix-flags.ts'
+import { recordOptions, storeOptions } from './reliability-flags.ts'
 
 type Values = Record<string, string | boolean | string[] | undefined>
 
@@ -75,12 +76,12 @@ export function predictionOptions(v: Values): { defaultModel?: string; maxBulkIn
 export function jobQueue(nc: NatsConnection, replicas: number | undefined, v: Values = {}): JobQueue {
   const maxDeliver = intFlag('job-max-deliver', v['job-max-deliver'])
   const prefix = subjectPrefix(v)
-  return createNatsJobQueue(nc, { ...(replicas ? { replicas } : {}), ...(maxDeliver ? { maxDeliver } : {}), ...(prefix ? { prefix } : {}) })
+  return createNatsJobQueue(nc, { ...(replicas ? { replicas } : {}), ...(maxDeliver ? { maxDeliver } : {}), ...(prefix ? { prefix } : {}), ...recordOptions(v) })
 }
 
 /** Worker-side job options from the flags. */
 export function workerJobs(v: Values, queue: JobQueue): WorkerJobOptions {
   const ackWaitMs = intFlag('job-ack-wait-ms', v['job-ack-wait-ms'])
   const webhooks = webhookOptions(v)
-  return { queue, ...(ackWaitMs ? { ackWaitMs } : {}), ...(webhooks ? { webhooks } : {}) }
+  return { queue, ...(ackWaitMs ? { ackWaitMs } : {}), ...(webhooks ? { webhooks } : {}), ...storeOptions(v) }
 }

@@ -30,7 +30,7 @@ export { OnnxStageRunner } from './pipeline/onnx-stage-runner.ts'
 export { PipelineRunner } from './pipeline/pipeline-runner.ts'
 export { DEFAULT_REMOTE_CONCURRENCY, DEFAULT_REMOTE_MAX_PARTS, RemoteStageRunner, type RemoteStageRunnerOptions } from './pipeline/remote-stage-runner.ts'
 export { StageServerRunner, stageSubjects } from './pipeline/stage-server-runner.ts'
-export { DEFAULT_JOB_ACK_WAIT_MS, JobRunner, type JobTarget, type WorkerJobOptions } from './jobs.ts'
+export { DEFAULT_JOB_ACK_WAIT_MS, DEFAULT_STORE_RETRY_MS, JobRunner, type JobTarget, type WorkerJobOptions } from './jobs.ts'
 export { nodeRuntimeSource, type NodeRuntimeOptions, type NodeRuntimeSource } from './runtime-source.ts'
 export { ModelRepository, defaultRunner, versionSubjects, type ModelRepositoryOptions, type RepositoryFlags, type RepositoryHost, type VersionToLoad } from './repository/repository.ts'
 export {
