@@ -57,6 +57,12 @@ export class JobRunner {
   readonly webhooks: WebhookSender
   readonly #life: PredictionLifecycle
   readonly #inflight = new Set<Promise<void>>()
+  /**
+   * Deliveries of the jobs this worker is handling, by id: a redelivery of one (its ack wait passed
+   * while its result was still being stored) joins the first instead of running the job again, and
+   * is acked, handed back or kept alive with it.
+   */
+  readonly #held = new Map<string, JobDelivery[]>()
   #stopped = false
   #loop: Promise<void> = Promise.resolve()
   #closing: Promise<void> | undefined
@@ -112,11 +118,21 @@ export class JobRunner {
         await sleep(2000)
         continue
       }
-      for (const d of got) {
-        const p = this.#handle(d, ackWaitMs).catch((err) => {
-          this.#log.error({ model: this.#t.name, predictionId: d.id, err }, 'async prediction job failed; it will be redelivered')
-          d.nak(1000)
-        })
+      for (const got1 of got) {
+        const held = this.#held.get(got1.id)
+        if (held) {
+          held.push(got1)
+          continue
+        }
+        const all = [got1]
+        this.#held.set(got1.id, all)
+        const d = together(got1, all)
+        const p = this.#handle(d, ackWaitMs)
+          .catch((err) => {
+            this.#log.error({ model: this.#t.name, predictionId: d.id, err }, 'async prediction job failed; it will be redelivered')
+            d.nak(1000)
+          })
+          .finally(() => this.#held.delete(got1.id))
         this.#inflight.add(p)
         void p.finally(() => this.#inflight.delete(p))
       }
@@ -221,6 +237,17 @@ export class JobRunner {
       }
     }
     throw new Error(`prediction ${id} kept changing`)
+  }
+}
+
+/** One delivery standing for every delivery of the same job held (`all`): ack, nak and working reach each. */
+function together(first: JobDelivery, all: JobDelivery[]): JobDelivery {
+  return {
+    id: first.id,
+    deliveries: first.deliveries,
+    ack: () => all.forEach((d) => d.ack()),
+    nak: (delayMs) => all.forEach((d) => d.nak(delayMs)),
+    working: () => all.forEach((d) => d.working()),
   }
 }
 
