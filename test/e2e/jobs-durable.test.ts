@@ -1,4 +1,5 @@
 // Durable async predictions in NATS JetStream, across real processes: jobs batch with sync traffic,
+// a result whose store failed (nats-server restarted mid-job) is stored later without a second run,
 // survive a gateway restart and a worker killed with SIGKILL mid-batch (redelivered after the ack
 // wait, result recorded once), duplicate PUTs make one prediction, cancel (queued and running), a
 // poison job that kills its worker every time ends failed after --job-max-deliver runs, and no
@@ -263,6 +264,34 @@ describe('a poison job (its worker dies every time it runs it)', () => {
   }, 240_000)
 })
 
+describe('retention flags', () => {
+  it('--job-record-ttl-ms and --job-record-max-bytes size the records bucket and the jobs stream', async () => {
+    const nats = await startNatsServer({ jetstream: true })
+    const started = procs.length
+    const nc = await connect({ servers: nats.url })
+    const retention = ['--job-record-ttl-ms', '3600000', '--job-record-max-bytes', '1048576']
+    try {
+      const w = worker(nats.url, 'ret', retention)
+      await w.waitFor(/worker ret serving/)
+      const p = spawnCohort(['gateway', '--nats', nats.url, '--port', '0', '--drain-ms', '0', ...retention])
+      procs.push(p)
+      const url = (await p.waitFor(/gateway on (http:\/\/\S+)/))[1]!
+      expect((await put(`${url}/models/sleepy/predictions/ret-1`, { input: { x: 1 } }, ASYNC)).status).toBe(202)
+      const jsm = await jetstreamManager(nc)
+      const names = jobNames()
+      const [bucket, stream] = await Promise.all([jsm.streams.info(`KV_${names.bucket}`), jsm.streams.info(names.stream)])
+      expect(bucket.config).toMatchObject({ max_age: 3600 * 1e9, max_bytes: 1048576 })
+      expect(stream.config).toMatchObject({ max_age: 3600 * 1e9, max_bytes: 1048576 })
+    } finally {
+      for (const p of procs.splice(started)) {
+        await p.stop('SIGKILL').catch(() => undefined)
+      }
+      await nc.close()
+      await nats.stop()
+    }
+  }, 60_000)
+})
+
 describe('async predictions without JetStream', () => {
   it('answers async requests 503 JOBS_UNAVAILABLE while sync predictions work', async () => {
     const nats = await startNatsServer({ jetstream: false })
@@ -286,4 +315,39 @@ describe('async predictions without JetStream', () => {
       await nats.stop()
     }
   }, 60_000)
+})
+
+describe('a job whose result cannot be stored after it ran (JetStream restarted mid-job)', () => {
+  it('is not run again when redelivered: it ran once and its result is stored once the server is back', async () => {
+    const nats = await startNatsServer({ jetstream: true })
+    const started = procs.length
+    const X = 501
+    let nc: NatsConnection | undefined
+    try {
+      const w = worker(nats.url, 'store-1')
+      await w.waitFor(/worker store-1 serving/)
+      const gw = await gateway(nats.url)
+      const r = await put(`${gw.url}/models/sleepy/predictions/store-fail`, { input: { x: X, sleepMs: 1500 } }, ASYNC)
+      expect(r.status).toBe(202)
+      await waitRunning(LOG, X)
+      // The server goes away while the job runs and stays away past the run's end and the ack wait
+      // (its redelivery is due when it is back); the worker's store of the result fails meanwhile.
+      await nats.restart(3 * ACK_WAIT_MS)
+      const done = await finished(gw.url, 'store-fail')
+      expect(done).toMatchObject({ status: 'succeeded', output: { y: 2 * X } })
+      nc = await connect({ servers: nats.url })
+      await until(() => jobsSettled(nc!))
+      // Past another ack wait: a redelivery that ran it again would be in the log by now.
+      await new Promise((r) => setTimeout(r, 2 * ACK_WAIT_MS))
+      expect(sleepyRuns(LOG).get(X), 'runs of the job').toBe(1)
+      expect(w.output()).toMatch(/not stored yet; retrying/)
+      expect((await getJson(`${gw.url}/predictions/store-fail`)).body).toMatchObject({ status: 'succeeded', attempts: 1 })
+    } finally {
+      for (const p of procs.splice(started)) {
+        await p.stop('SIGKILL').catch(() => undefined)
+      }
+      await nc?.close()
+      await nats.stop()
+    }
+  }, 120_000)
 })

@@ -19,6 +19,7 @@ import { installShutdown, type StopStep } from './shutdown.ts'
 import { DEFAULT_REQUEST_TIMEOUT_MS } from '@cohort/gateway'
 import { GRPC_HELP, GRPC_OPTIONS, startGrpcFromFlags } from './grpc-flags.ts'
 import { DOOR_HELP, DOOR_OPTIONS, HTTP_KNOB_HELP, HTTP_OPTIONS, doorOptions, httpKnobs, listenerBounds } from './door-flags.ts'
+import { LINK_HELP, LINK_OPTIONS, PROBE_HELP, PROBE_OPTIONS, RECORD_HELP, RECORD_OPTIONS, STORE_HELP, STORE_OPTIONS, probeOptions } from './reliability-flags.ts'
 import { gatewayAdapter } from './node-adapter.ts'
 import { PROCESSES_HELP, PROCESSES_OPTIONS, isClusterChild, notifyListening, onPrimaryStop, processesFlag, runPrimary } from './cluster.ts'
 import { buildRunners, type ModelFlags } from './runners.ts'
@@ -216,6 +217,10 @@ export const SERVE_OPTIONS = {
   ...SERVE_PROCESS_OPTIONS,
   ...PREDICTION_OPTIONS,
   ...JOB_OPTIONS,
+  ...STORE_OPTIONS,
+  ...RECORD_OPTIONS,
+  ...PROBE_OPTIONS,
+  ...LINK_OPTIONS,
   ...DOOR_OPTIONS,
   ...GRPC_OPTIONS,
   ...SECURITY_OPTIONS,
@@ -229,7 +234,7 @@ export const SERVE_HELP = renderHelp({
   usage: 'cohort serve [DIR] [options]',
   about: 'Gateway and worker in one process (embedded; no NATS unless --nats is given).',
   sections: [
-    { title: 'Model', text: `${MODEL_HELP}\n${REPOSITORY_HELP}\n${ENV_FLAGS_HELP}` },
+    { title: 'Model', text: `${MODEL_HELP}\n${REPOSITORY_HELP}\n${LINK_HELP}\n${ENV_FLAGS_HELP}` },
     { title: 'Batching', text: BATCHING_HELP },
     { title: 'Pipelines', text: SERVE_PIPELINE_HELP },
     { title: 'HTTP', text: `${HTTP_HELP}\n${rowHelp(SERVE_KNOBS, 'drain-ms')}` },
@@ -239,7 +244,10 @@ export const SERVE_HELP = renderHelp({
 ${NATS_AUTH_HELP}
 ${PREFIX_HELP}
 ${LARGE_HELP}
-${JOB_HELP}`,
+${JOB_HELP}
+${STORE_HELP}
+${RECORD_HELP}
+${PROBE_HELP}`,
     },
     { title: 'Security', text: `${SECURITY_HELP}\n${ADMIN_HELP}` },
     { title: 'Observability', text: TELEMETRY_HELP },
@@ -323,6 +331,7 @@ export async function serveCommand(args: string[]): Promise<void> {
     ...predictionOptions(v),
     ...doorOptions(v),
     ...(jobs ? { jobs } : {}),
+    ...(probeOptions(v).probes === false ? { workerLoss: probeOptions(v) } : {}),
   }
   const { core, app } = gatewayOf(gwo)
   const http = await listen(app, host, port, tls, listenerBounds(knobs, connectionRefused(core)))
@@ -352,6 +361,8 @@ export const GATEWAY_OPTIONS = {
   ...HTTP_OPTIONS,
   ...GATEWAY_PROCESS_OPTIONS,
   ...PREDICTION_OPTIONS,
+  ...RECORD_OPTIONS,
+  ...PROBE_OPTIONS,
   ...DOOR_OPTIONS,
   ...GRPC_OPTIONS,
   ...SECURITY_OPTIONS,
@@ -371,9 +382,11 @@ export const GATEWAY_HELP = renderHelp({
       title: 'NATS',
       text: `${knobHelp(NATS_KNOB)}
 ${rowHelp(GATEWAY_KNOBS, 'missed-heartbeats', 'accept-timeout-ms')}
+${PROBE_HELP}
 ${NATS_AUTH_HELP}
 ${PREFIX_HELP}
-${LARGE_HELP}`,
+${LARGE_HELP}
+${RECORD_HELP}`,
     },
     { title: 'Security', text: `${SECURITY_HELP}\n${ADMIN_HELP}` },
     { title: 'Observability', text: TELEMETRY_HELP },
@@ -423,10 +436,7 @@ export async function gatewayCommand(args: string[]): Promise<void> {
     ...prefixOption(v),
     ...security,
     ...(timeout ? { requestTimeoutMs: timeout } : {}),
-    workerLoss:
-      missedHeartbeats === 0
-        ? false
-        : { missedHeartbeats, acceptTimeoutMs: own['accept-timeout-ms']! },
+    workerLoss: missedHeartbeats === 0 ? false : { missedHeartbeats, acceptTimeoutMs: own['accept-timeout-ms']!, ...probeOptions(v) },
     tracer: tel.tracer,
     logger: tel.logger,
     draining: () => draining,
@@ -460,6 +470,9 @@ export const WORKER_OPTIONS = {
   ...PIPELINE_OPTIONS,
   ...WORKER_PROCESS_OPTIONS,
   ...JOB_OPTIONS,
+  ...STORE_OPTIONS,
+  ...RECORD_OPTIONS,
+  ...LINK_OPTIONS,
   ...NATS_AUTH_OPTIONS,
   ...PREFIX_OPTIONS,
   ...LARGE_OPTIONS,
@@ -470,7 +483,7 @@ export const WORKER_HELP = renderHelp({
   usage: 'cohort worker [DIR] [options]',
   about: 'A long-lived worker: serves its models from NATS in queue groups, batching requests.',
   sections: [
-    { title: 'Model', text: `${MODEL_HELP}\n${REPOSITORY_HELP}\n${ENV_FLAGS_HELP}` },
+    { title: 'Model', text: `${MODEL_HELP}\n${REPOSITORY_HELP}\n${LINK_HELP}\n${ENV_FLAGS_HELP}` },
     {
       title: 'Batching',
       text: `${BATCHING_HELP}
@@ -485,6 +498,8 @@ ${NATS_AUTH_HELP}
 ${PREFIX_HELP}
 ${LARGE_HELP}
 ${JOB_HELP}
+${STORE_HELP}
+${RECORD_HELP}
 ${WEBHOOK_HELP}`,
     },
     {

@@ -14,7 +14,8 @@ export interface HttpServer {
   /**
    * Stop listening and close idle connections and those still sending their request (a client
    * trickling its body never holds the process); requests already received finish, and whatever is
-   * still open after `lingerMs` (default: wait for them) is closed. Idempotent.
+   * still open after `lingerMs` (default: wait for them) is closed. Resolves once the cut-off
+   * requests' handlers have seen their cancel (so it is logged before the process exits). Idempotent.
    */
   close(lingerMs?: number): Promise<void>
 }
@@ -103,19 +104,25 @@ export function listen(app: Hono, host: string, port: number, tls?: TlsFiles, bo
         port: info.port,
         host,
         close: (lingerMs?: number) =>
-          (closing ??= new Promise<void>((r) => {
+          (closing ??= (async () => {
             const linger = lingerMs === undefined ? undefined : setTimeout(() => http.closeAllConnections(), lingerMs)
-            http.close(() => {
-              clearTimeout(linger)
-              r()
-            })
+            const stopped = new Promise<void>((r) => http.close(() => r()))
             http.closeIdleConnections()
+            const cut: Promise<void>[] = []
             for (const req of requests) {
               if (!req.complete) {
+                cut.push(new Promise<void>((r) => (req.closed ? r() : req.once('close', () => r()))))
                 req.socket.destroy()
               }
             }
-          })),
+            // The server reports closed as soon as its connection count is zero, before a destroyed
+            // socket's 'close' reaches the request it carried: wait for each cut-off request's
+            // 'close' (its handler's cancel, answered and logged), and one turn of the loop for the
+            // handlers' promise chains, so the shutdown's next steps and the exit come after.
+            await Promise.all([stopped, ...cut])
+            await new Promise<void>((r) => setImmediate(r))
+            clearTimeout(linger)
+          })()),
       })
     }
     server.on('error', (e: NodeJS.ErrnoException) =>

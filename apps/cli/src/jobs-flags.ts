@@ -11,6 +11,7 @@ import { DEFAULT_JOB_ACK_WAIT_MS, type WorkerJobOptions } from '@cohort/worker'
 import { DEFAULT_WEBHOOK_ATTEMPTS, DEFAULT_WEBHOOK_INITIAL_DELAY_MS, DEFAULT_WEBHOOK_MAX_DELAY_MS, DEFAULT_WEBHOOK_TIMEOUT_MS, type WebhookOptions } from '@cohort/predictions'
 import { ifSet, knobGiven, knobHelp, knobOptions, type Knob } from './knobs.ts'
 import { subjectPrefix } from './prefix-flags.ts'
+import { recordOptions, storeOptions } from './reliability-flags.ts'
 
 type Values = Record<string, string | boolean | string[] | undefined>
 
@@ -82,12 +83,12 @@ export function predictionOptions(v: Values): { defaultModel?: string; maxBulkIn
 export function jobQueue(nc: NatsConnection, replicas: number | undefined, v: Values = {}): JobQueue {
   const maxDeliver = knobGiven(JOB_KNOBS, v, {})['job-max-deliver']
   const prefix = subjectPrefix(v)
-  return createNatsJobQueue(nc, { ...(replicas ? { replicas } : {}), ...ifSet('maxDeliver', maxDeliver), ...(prefix ? { prefix } : {}) })
+  return createNatsJobQueue(nc, { ...(replicas ? { replicas } : {}), ...ifSet('maxDeliver', maxDeliver), ...(prefix ? { prefix } : {}), ...recordOptions(v) })
 }
 
 /** Worker-side job options from the flags. */
 export function workerJobs(v: Values, queue: JobQueue): WorkerJobOptions {
   const ackWaitMs = knobGiven(JOB_KNOBS, v, {})['job-ack-wait-ms']
   const webhooks = webhookOptions(v)
-  return { queue, ...ifSet('ackWaitMs', ackWaitMs), ...(webhooks ? { webhooks } : {}) }
+  return { queue, ...ifSet('ackWaitMs', ackWaitMs), ...(webhooks ? { webhooks } : {}), ...storeOptions(v) }
 }

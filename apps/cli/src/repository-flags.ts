@@ -2,6 +2,7 @@ import { existsSync, statSync } from 'node:fs'
 import type { PaddingOptions, WorkerRepositoryOptions } from '@cohort/worker'
 import { knobGiven, knobHelp, knobOptions, type KnobTable } from './knobs.ts'
 import { CliError } from './cli-error.ts'
+import { linkOptions } from './reliability-flags.ts'
 
 /** `--repository-poll-ms` when not given: no scan (load and unload by the repository API). */
 export const REPOSITORY_POLL_OFF = 0
@@ -46,6 +47,9 @@ export function repositoryOptions(
     if (poll !== undefined) {
       throw new CliError('--repository-poll-ms needs --model-repository DIR')
     }
+    if (linkOptions(v).allowLinksOutside) {
+      throw new CliError('--allow-links-outside needs --model-repository DIR')
+    }
     return undefined
   }
   if (typeof dir !== 'string' || !existsSync(dir) || !statSync(dir).isDirectory()) {
@@ -70,7 +74,7 @@ export function repositoryOptions(
   if (explicit.padding !== undefined) {
     flags.padding = explicit.padding
   }
-  return { dir, ...(poll !== undefined ? { pollMs: poll } : {}), flags }
+  return { dir, ...(poll !== undefined ? { pollMs: poll } : {}), flags, ...linkOptions(v) }
 }
 
 /** True when `args` gives `--name` (with a value or `=value`): a flag with a default that was really given. */

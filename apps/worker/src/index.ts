@@ -34,7 +34,7 @@ export { StageServerRunner, stageSubjects } from './pipeline/stage-server-runner
 export { DEFAULT_GENERATION_PROBE_MS } from './model-server/generations.ts'
 /** The time-to-first-token SLO ONNX decoders announce when none is given (`--ttft-slo-ms`). */
 export { DEFAULT_TTFT_SLO_MS } from '@cohort/generative'
-export { DEFAULT_JOB_ACK_WAIT_MS, JobRunner, type JobTarget, type WorkerJobOptions } from './jobs.ts'
+export { DEFAULT_JOB_ACK_WAIT_MS, DEFAULT_STORE_RETRY_MS, JobRunner, type JobTarget, type WorkerJobOptions } from './jobs.ts'
 export { nodeRuntimeSource, type NodeRuntimeOptions, type NodeRuntimeSource } from './runtime-source.ts'
 export { ModelRepository, defaultRunner, versionSubjects, type ModelRepositoryOptions, type RepositoryFlags, type RepositoryHost, type VersionToLoad } from './repository/repository.ts'
 export {

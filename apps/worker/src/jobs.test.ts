@@ -1,7 +1,8 @@
 // The worker's JobRunner over an in-memory JobQueue (the JetStream one is tested end to end in
 // test/e2e/jobs-durable.test.ts): results stored once and acked after, terminal records skipped,
 // refused jobs handed back, a job past maxDeliver recorded failed without running, pulls only with
-// room, a cancel during the run wins over the late result, close() waits for the jobs taken.
+// room, a cancel during the run wins over the late result, close() waits for the jobs taken, a
+// redelivery while the result is still being stored joins the first instead of running again.
 import { afterEach, describe, expect, it } from 'vitest'
 import { type InferReply, type InferRequest } from '@cohort/protocol'
 import { decodePrediction, encodePrediction, isTerminal, newPrediction, type Prediction } from '@cohort/predictions'
@@ -250,6 +251,24 @@ describe('JobRunner', () => {
     expect(t.got).toHaveLength(1)
     expect(q.log).toEqual(['enqueue store', 'deliver store 1', 'ack store'])
     expect(await record(q, 'store')).toMatchObject({ output: { y: 10 }, attempts: 1 })
+  })
+
+  it('does not run a job again when it is redelivered while its result is still being stored (the ack wait passed)', async () => {
+    const q = new MemoryJobQueue()
+    await submitJob(q, 'slow-store', { x: 6 })
+    const t = target(async (req) => {
+      q.failUpdates = 20 // the first round of 20 tries fails; the retry waits 100 ms, past the 50 ms ack wait
+      return ok(req)
+    })
+    // Redelivered during that wait, with the records writable again: its start would succeed.
+    const r = new JobRunner({ queue: q, ackWaitMs: 50 }, t, noopLogger)
+    runners.push(r)
+    r.start()
+    await until(async () => (await record(q, 'slow-store')).status === 'succeeded')
+    await until(() => q.pending('m').length === 0)
+    expect(q.log.filter((l) => l.startsWith('deliver slow-store')).length, q.log.join(', ')).toBeGreaterThanOrEqual(2) // it was redelivered
+    expect(t.got).toHaveLength(1)
+    expect(await record(q, 'slow-store')).toMatchObject({ output: { y: 12 }, attempts: 1 })
   })
 
   it('close() stops pulling and waits for the job taken to be stored; it is idempotent', async () => {

@@ -77,6 +77,12 @@ export class JobRunner {
   readonly webhooks: WebhookSender
   readonly #life: PredictionLifecycle
   readonly #inflight = new Set<Promise<void>>()
+  /**
+   * Deliveries of the jobs this worker is handling, by id: a redelivery of one (its ack wait passed
+   * while its result was still being stored) joins the first instead of running the job again, and
+   * is acked, handed back or kept alive with it.
+   */
+  readonly #held = new Map<string, JobDelivery[]>()
   #stopped = false
   #loop: Promise<void> = Promise.resolve()
   #closing: Promise<void> | undefined
@@ -132,11 +138,21 @@ export class JobRunner {
         await sleep(2000)
         continue
       }
-      for (const d of got) {
-        const p = this.#handle(d, ackWaitMs).catch((err) => {
-          this.#log.error({ model: this.#t.name, predictionId: d.id, err }, 'async prediction job failed; it will be redelivered')
-          d.nak(1000)
-        })
+      for (const got1 of got) {
+        const held = this.#held.get(got1.id)
+        if (held) {
+          held.push(got1)
+          continue
+        }
+        const all = [got1]
+        this.#held.set(got1.id, all)
+        const d = together(got1, all)
+        const p = this.#handle(d, ackWaitMs)
+          .catch((err) => {
+            this.#log.error({ model: this.#t.name, predictionId: d.id, err }, 'async prediction job failed; it will be redelivered')
+            d.nak(1000)
+          })
+          .finally(() => this.#held.delete(got1.id))
         this.#inflight.add(p)
         void p.finally(() => this.#inflight.delete(p))
       }
@@ -272,6 +288,17 @@ export class JobRunner {
 export function deferDelay(n: number, base: number, max: number, random: () => number = Math.random): number {
   const full = Math.min(max, base * 2 ** Math.min(30, Math.max(0, n - 1)))
   return Math.round(full * (0.5 + 0.5 * random()))
+}
+
+/** One delivery standing for every delivery of the same job held (`all`): ack, nak and working reach each. */
+function together(first: JobDelivery, all: JobDelivery[]): JobDelivery {
+  return {
+    id: first.id,
+    deliveries: first.deliveries,
+    ack: () => all.forEach((d) => d.ack()),
+    nak: (delayMs) => all.forEach((d) => d.nak(delayMs)),
+    working: () => all.forEach((d) => d.working()),
+  }
 }
 
 function sleep(ms: number): Promise<void> {

@@ -13,7 +13,7 @@ import { heartbeatWait } from './model-server/wait.ts'
 import { ModelRepository, type ModelRepositoryOptions } from './repository/repository.ts'
 
 /** A worker's model repository (docs/repository.md): the folder, polling, the flags over config.json. */
-export type WorkerRepositoryOptions = Pick<ModelRepositoryOptions, 'dir' | 'pollMs' | 'flags' | 'runner'>
+export type WorkerRepositoryOptions = Pick<ModelRepositoryOptions, 'dir' | 'pollMs' | 'flags' | 'runner' | 'allowLinksOutside'>
 
 /** Options of {@link CohortWorker}. */
 export interface CohortWorkerOptions {

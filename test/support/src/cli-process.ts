@@ -2,6 +2,9 @@ import { spawn, type ChildProcess } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import { recordChild } from './process-guard.ts'
 
+/** How long `exited` waits, after the child exits, for its output pipes to be read to the end, ms. */
+const STDIO_WAIT_MS = 2_000
+
 /** Path of the `cohort` entry script. */
 export const COHORT_BIN = fileURLToPath(new URL('../../../apps/cli/bin/cohort.js', import.meta.url))
 
@@ -51,7 +54,18 @@ export function spawnProcess(command: string, args: string[], o: SpawnOptions = 
   }
   proc.stdout.on('data', onData)
   proc.stderr.on('data', onData)
-  const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)))
+  // 'exit' can come before the last bytes the child wrote are read from its pipes (a line written
+  // just before exit is then missing from `output()`): resolve at 'close' (pipes drained), or
+  // STDIO_WAIT_MS after 'exit' when a grandchild keeps the pipes open.
+  const exited = new Promise<number | null>((resolve) =>
+    proc.once('exit', (code) => {
+      const t = setTimeout(() => resolve(code), STDIO_WAIT_MS)
+      proc.once('close', () => {
+        clearTimeout(t)
+        resolve(code)
+      })
+    }),
+  )
   return {
     proc,
     output: () => out,

@@ -11,6 +11,11 @@ export interface NatsServerHandle {
   monitorUrl?: string
   /** Stop the server (SIGTERM, then SIGKILL). Idempotent. */
   stop(): Promise<void>
+  /**
+   * Stop the server (SIGTERM), wait `downMs`, and start it again on the same port with the same
+   * JetStream store: what clients see of a restarted server. Resolves once it listens again.
+   */
+  restart(downMs?: number): Promise<void>
   [Symbol.asyncDispose](): Promise<void>
 }
 
@@ -46,6 +51,39 @@ export async function startNatsServer(opts: NatsServerOptions = {}): Promise<Nat
     conf.push(opts.extraConfig)
   }
   writeFileSync(join(dir, 'server.conf'), conf.join('\n') + '\n')
+  let proc = spawnServer(dir)
+  const { port, monitorUrl } = await proc.ready
+  let stopping: Promise<void> | undefined
+  const kill = (p: ChildProcess) =>
+    new Promise<void>((resolve) => {
+      if (p.exitCode !== null || p.signalCode !== null) {
+        resolve()
+        return
+      }
+      const t = setTimeout(() => p.kill('SIGKILL'), 3000)
+      p.once('exit', () => {
+        clearTimeout(t)
+        resolve()
+      })
+      p.kill('SIGTERM')
+    })
+  const stop = () =>
+    (stopping ??= kill(proc.proc).then(() => rmSync(dir, { recursive: true, force: true })))
+  const restart = async (downMs = 0) => {
+    await kill(proc.proc)
+    await new Promise((r) => setTimeout(r, downMs))
+    for (const f of readdirSync(dir).filter((n) => n.endsWith('.ports'))) {
+      rmSync(join(dir, f))
+    }
+    writeFileSync(join(dir, 'server.conf'), conf.map((l) => (l === 'listen: 127.0.0.1:-1' ? `listen: 127.0.0.1:${port}` : l)).join('\n') + '\n')
+    proc = spawnServer(dir)
+    await proc.ready
+  }
+  return { url: `nats://127.0.0.1:${port}`, port, ...(monitorUrl ? { monitorUrl } : {}), stop, restart, [Symbol.asyncDispose]: stop }
+}
+
+/** Spawn nats-server on `dir`'s config; `ready` resolves with its ports once it listens. */
+function spawnServer(dir: string): { proc: ChildProcess; ready: Promise<{ port: number; monitorUrl?: string }> } {
   let proc: ChildProcess
   try {
     proc = spawn('nats-server', ['-c', join(dir, 'server.conf')], { stdio: ['ignore', 'ignore', 'pipe'] })
@@ -59,24 +97,8 @@ export async function startNatsServer(opts: NatsServerOptions = {}): Promise<Nat
     proc.once('exit', (code) => reject(new Error(`nats-server exited with ${code}: ${stderr}`)))
   })
   spawnError.catch(() => undefined)
-  const { port, monitorUrl } = await Promise.race([waitForPort(dir, opts.monitor === true), spawnError])
-  let stopping: Promise<void> | undefined
-  const stop = () =>
-    (stopping ??= new Promise<void>((resolve) => {
-      if (proc.exitCode !== null || proc.signalCode !== null) {
-        rmSync(dir, { recursive: true, force: true })
-        resolve()
-        return
-      }
-      const kill = setTimeout(() => proc.kill('SIGKILL'), 3000)
-      proc.once('exit', () => {
-        clearTimeout(kill)
-        rmSync(dir, { recursive: true, force: true })
-        resolve()
-      })
-      proc.kill('SIGTERM')
-    }))
-  return { url: `nats://127.0.0.1:${port}`, port, ...(monitorUrl ? { monitorUrl } : {}), stop, [Symbol.asyncDispose]: stop }
+  const monitor = readFileSync(join(dir, 'server.conf'), 'utf8').includes('http: 127.0.0.1:-1')
+  return { proc, ready: Promise.race([waitForPort(dir, monitor), spawnError]) }
 }
 
 async function waitForPort(dir: string, monitor: boolean): Promise<{ port: number; monitorUrl?: string }> {

@@ -73,16 +73,22 @@ export function mergeIndex(answers: readonly RepositoryAnswer[]): RepositoryEntr
     .sort((a, b) => a.name.localeCompare(b.name) || num(a.version) - num(b.version))
 }
 
-/** Wait until no worker that took the change still has the model busy (or the time is up); the merged index of the model. */
-async function settled(up: Upstream, model: string, workers: ReadonlySet<string>, limitMs: number): Promise<{ entries: RepositoryEntry[]; servedSomewhere: boolean }> {
+/**
+ * Wait until no worker that took the change still has the model busy (or the time is up); the
+ * merged index of the model, and the workers that took the change but no longer answer (`lost`:
+ * killed, cut off or shut down meanwhile; the merge covers the others).
+ */
+async function settled(up: Upstream, model: string, workers: ReadonlySet<string>, limitMs: number): Promise<{ entries: RepositoryEntry[]; servedSomewhere: boolean; lost: string[] }> {
   const until = Date.now() + limitMs
   for (;;) {
     const answers = (await ask(up, 'index')).filter((a) => workers.has(a.worker))
     const busy = answers.some((a) => a.busy.includes(model)) || answers.some((a) => a.models.some((e) => e.name === model && e.state === 'LOADING'))
     if (!busy || Date.now() >= until) {
+      const answered = new Set(answers.map((a) => a.worker))
       return {
         entries: mergeIndex(answers).filter((e) => e.name === model),
         servedSomewhere: answers.some((a) => a.models.some((e) => e.name === model && e.state === 'READY')),
+        lost: [...workers].filter((w) => !answered.has(w)).sort(),
       }
     }
   }
@@ -128,13 +134,17 @@ export function registerRepository(app: Hono, o: ResolvedGatewayOptions & { admi
       throw new CohortError('MODEL_NOT_FOUND', [...new Set(answers.map((a) => a.error))].join('; '))
     }
     o.logger.info({ audit: `admin.repository.${op}`, who, client: o.adapter?.clientAddress?.(c) ?? c.req.header('x-forwarded-for') ?? null, model, workers: took.map((a) => a.worker) }, `admin: repository ${op}`)
-    const { entries, servedSomewhere } = await settled(up, model, new Set(took.map((a) => a.worker)), REPOSITORY_CHANGE_MS)
-    // A version served by some workers only answers 200: its entry says which do not serve it.
+    const { entries, servedSomewhere, lost } = await settled(up, model, new Set(took.map((a) => a.worker)), REPOSITORY_CHANGE_MS)
+    if (op === 'load' && !servedSomewhere && lost.length > 0 && lost.length === took.length) {
+      throw new CohortError('WORKER_LOST', `every worker that took the load of "${model}" (${lost.join(', ')}) stopped answering before it finished`, { retryAfterS: 1 })
+    }
+    // A version served by some workers only answers 200: its entry says which do not serve it, and
+    // `lost` names the workers that took the change and stopped answering before it finished.
     if (op === 'load' && !servedSomewhere) {
       const why = [...new Set(entries.map((e) => e.reason).filter((r): r is string => r !== undefined))].join('; ')
       throw new CohortError('MODEL_LOAD_FAILED', `no version of model "${model}" loaded${why ? `: ${why}` : ''}`)
     }
-    return c.json({ model, workers: took.length, versions: entries })
+    return c.json({ model, workers: took.length, ...(lost.length > 0 ? { lost } : {}), versions: entries })
   }
   app.post('/v2/repository/models/:model/load', change('load'))
   app.post('/v2/repository/models/:model/unload', change('unload'))

@@ -132,6 +132,9 @@ export class ModelRepository {
   readonly #o: ModelRepositoryOptions
   readonly #models = new Map<string, ModelState>()
   readonly #drains = new Set<Promise<void>>()
+  /** Rejects when `close()` begins: a version still loading stops waiting for its start. */
+  readonly #abandon: Promise<never>
+  #abandonLoads: (e: Error) => void = () => undefined
   #subs: TransportSubscription[] = []
   #timer: ReturnType<typeof setTimeout> | undefined
   #closing: Promise<void> | undefined
@@ -141,6 +144,8 @@ export class ModelRepository {
   constructor(o: ModelRepositoryOptions) {
     this.#o = o
     this.#scanOptions = { allowLinksOutside: o.allowLinksOutside === true }
+    this.#abandon = new Promise<never>((_, reject) => (this.#abandonLoads = reject))
+    this.#abandon.catch(() => undefined)
     if (o.pollMs !== undefined && !(Number.isFinite(o.pollMs) && o.pollMs >= 0)) {
       throw new RangeError(`pollMs must be a number of ms >= 0, got ${o.pollMs}`)
     }
@@ -205,13 +210,20 @@ export class ModelRepository {
   /** Polls of the repository done (for tests). */
   polls = 0
 
-  /** Stop polling and answering; stop the bare-name listeners (the servers drain with the worker). Idempotent. */
+  /**
+   * Stop polling and answering; abandon a version still loading (it fails, its runner is closed);
+   * stop the bare-name listeners (the servers drain with the worker). Idempotent.
+   */
   close(): Promise<void> {
     this.#closing ??= (async () => {
       clearTimeout(this.#timer)
       for (const s of this.#subs) {
         s.unsubscribe()
       }
+      // A load still running (a long or hung setup()) is abandoned, not waited for: it fails and
+      // its runner is closed (a predictor thread ends, setup's signal aborts), so the worker drains
+      // what serves and exits.
+      this.#abandonLoads(new Error('the worker is shutting down'))
       await this.#polling
       await Promise.all([...this.#models.values()].map((m) => m.chain))
       await Promise.all([...this.#models.values()].map((m) => m.bare?.close()))
@@ -368,7 +380,13 @@ export class ModelRepository {
       const build = this.#o.runner ?? ((x: VersionToLoad) => defaultRunner(x, this.#o.registry))
       const made = await build({ name: st.name, version, file: v.file, kind: v.kind, config, configName: st.configName, flags, tag: signature })
       runner = made.runner
-      await runner.start()
+      if (this.#closing) {
+        throw new Error('the worker is shutting down')
+      }
+      await Promise.race([runner.start(), this.#abandon])
+      if (this.#closing) {
+        throw new Error('the worker is shutting down')
+      }
       const server = this.#o.host.server(runner, {
         version,
         subjects: versionSubjects(this.#o.subjects, version),

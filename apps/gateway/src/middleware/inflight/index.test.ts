@@ -99,8 +99,8 @@ describe('the gateway in-flight bound', () => {
   })
 
   it('counts declared bytes at admission and refuses past maxBytes with 503 before reading', async () => {
-    const { app, held } = setup({ inflight: { maxRequests: 100, maxBytes: 1800 } })
-    const big = body(100) // ~ 270 bytes, counted 3 times (JSON)
+    const { app, held } = setup({ inflight: { maxRequests: 100, maxBytes: 3600 } })
+    const big = body(100) // ~ 270 bytes, counted 6 times (JSON)
     const first = app.request('/v2/models/hold/infer', { method: 'POST', body: big, headers: { 'content-length': String(big.length) } })
     const second = app.request('/v2/models/hold/infer', { method: 'POST', body: big, headers: { 'content-length': String(big.length) } })
     await until(() => held.length === 2)
@@ -115,7 +115,7 @@ describe('the gateway in-flight bound', () => {
   })
 
   it('counts a body without Content-Length (chunked) while it is read, refusing it once past the bound', async () => {
-    const { app, held } = setup({ inflight: { maxRequests: 100, maxBytes: 1800 } })
+    const { app, held } = setup({ inflight: { maxRequests: 100, maxBytes: 3600 } })
     const big = body(100)
     const first = app.request('/v2/models/hold/infer', { method: 'POST', body: big, headers: { 'content-length': String(big.length) } })
     await until(() => held.length === 1)
@@ -163,13 +163,13 @@ describe('the gateway in-flight bound', () => {
     expect(j.error).toMatch(/in-flight bytes bound \(maxBytes\) of 100 bytes/)
   })
 
-  it('counts a JSON body 3 times its length and a binary one once (parsing JSON holds several times the text)', async () => {
-    const { app, held } = setup({ inflight: { maxBytes: 1000 } })
-    const text = body(100) // ~ 270 bytes: 810 counted as JSON
-    const heavy = body(150) // ~ 400 bytes: 1200 counted as JSON, past the bound
+  it('counts a JSON body 6 times its length and a binary one once (parsing JSON holds several times the text)', async () => {
+    const { app, held } = setup({ inflight: { maxBytes: 2000 } })
+    const text = body(100) // ~ 270 bytes: 1620 counted as JSON
+    const heavy = body(150) // ~ 400 bytes: 2400 counted as JSON, past the bound (1200 at the old weight 3: admitted)
     const json = await app.request('/v2/models/hold/infer', { method: 'POST', body: heavy, headers: { 'content-length': String(heavy.length), 'content-type': 'application/json' } })
     expect(json.status).toBe(413)
-    expect((await json.json()).error).toMatch(/a JSON body counts 3 times its length/)
+    expect((await json.json()).error).toMatch(/a JSON body counts 6 times its length/)
     // The same bytes declared binary are admitted (what the route makes of them is not the point).
     let settled = false
     const bin = Promise.resolve(app.request('/v2/models/hold/infer', { method: 'POST', body: heavy, headers: { 'content-length': String(heavy.length), 'content-type': 'application/octet-stream' } }))
@@ -177,7 +177,8 @@ describe('the gateway in-flight bound', () => {
     await until(() => held.length > 0 || settled)
     held.shift()?.()
     expect((await bin).status).not.toBe(413)
-    expect(text.length * 3).toBeLessThan(1000)
+    expect(text.length * 6).toBeLessThan(2000)
+    expect(heavy.length * 3).toBeLessThan(2000)
   })
 
   it('keeps the connection of a small refused body (read and discarded), closes it for a large one', async () => {

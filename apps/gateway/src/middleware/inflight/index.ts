@@ -9,11 +9,13 @@ import type { InferenceDoor } from '../../door.ts'
 
 /**
  * How many bytes of the bound one byte of a body that is not binary (JSON) counts for: parsing JSON
- * holds the text, its object tree and the typed arrays built from it, several times the text; a
+ * holds the bytes, the text, its array of numbers (grown by doubling) and the typed arrays and
+ * binary envelope built from it: the gateway's RSS grew 1.8 to 5.75 times the JSON bytes in flight
+ * (`scripts/json-weight.mjs`, docs/bench/json-weight-2026-12-02.md; larger bodies cost more per byte); a
  * binary body (`application/octet-stream`, or with `Inference-Header-Content-Length`) is held about
  * twice, which the bound's documented headroom covers (docs/reliability.md#bounds).
  */
-export const JSON_BODY_WEIGHT = 3
+export const JSON_BODY_WEIGHT = 6
 
 export { DRAIN_REFUSED_BYTES } from '../../refusal.ts'
 
