@@ -8,9 +8,7 @@ import { join, relative } from 'node:path'
 
 const ROOT = new URL('..', import.meta.url).pathname
 const root = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8'))
-const dirs = root.workspaces.flatMap((w) =>
-  w.endsWith('/*') ? readdirSync(join(ROOT, w.slice(0, -2))).map((d) => join(w.slice(0, -2), d)) : [w],
-)
+const dirs = root.workspaces.flatMap((w) => (w.endsWith('/*') ? readdirSync(join(ROOT, w.slice(0, -2))).map((d) => join(w.slice(0, -2), d)) : [w]))
 const IMPORT = /(?:^|\s)(?:import|export)\s[^'"]*?from\s+['"]([^'"]+)['"]|import\(\s*['"]([^'"]+)['"]\s*\)|^import\s+['"]([^'"]+)['"]/gm
 
 function* files(dir) {
@@ -24,7 +22,11 @@ function* files(dir) {
 
 // A `files` glob (src/**/*.test.ts, or an exact path) as a RegExp over a path relative to the package.
 function globRegExp(g) {
-  const re = g.replace(/[.+^${}()|[\]\\]/g, '\\$&').replace(/\*\*\//g, '\u0000').replace(/\*/g, '[^/]*').replace(/\u0000/g, '(?:.*/)?')
+  const re = g
+    .replace(/[.+^${}()|[\]\\]/g, '\\$&')
+    .replace(/\*\*\//g, '\u0000')
+    .replace(/\*/g, '[^/]*')
+    .replace(/\u0000/g, '(?:.*/)?')
   return new RegExp(`^${re}$`)
 }
 
@@ -48,7 +50,10 @@ for (const d of dirs) {
     }
   }
   for (const name of prod) dev.delete(name)
-  for (const [field, want] of [['dependencies', prod], ['devDependencies', dev]]) {
+  for (const [field, want] of [
+    ['dependencies', prod],
+    ['devDependencies', dev],
+  ]) {
     for (const name of want) {
       const declared = field === 'dependencies' ? pkg.dependencies : { ...pkg.dependencies, ...pkg.devDependencies }
       if (!declared?.[name]) {

@@ -11,7 +11,14 @@ import ts from 'typescript'
 const files = process.argv.slice(2)
 const program = ts.createProgram(
   files.map((f) => resolve(f)),
-  { allowImportingTsExtensions: true, noEmit: true, module: ts.ModuleKind.NodeNext, moduleResolution: ts.ModuleResolutionKind.NodeNext, target: ts.ScriptTarget.ES2022, strict: true },
+  {
+    allowImportingTsExtensions: true,
+    noEmit: true,
+    module: ts.ModuleKind.NodeNext,
+    moduleResolution: ts.ModuleResolutionKind.NodeNext,
+    target: ts.ScriptTarget.ES2022,
+    strict: true,
+  },
 )
 const checker = program.getTypeChecker()
 const STAR = /^export \* from '([^']+)'\s*$/gm

@@ -39,7 +39,11 @@ const natsPort = 20000 + Math.floor(Math.random() * 20000)
 await start('nats-server', ['-a', '127.0.0.1', '-p', String(natsPort)], /Server is ready/)
 const nats = `nats://127.0.0.1:${natsPort}`
 await start(process.execPath, [BIN, 'worker', '--nats', nats, '--id', 'jw', '--model', `demo=${demo}`], /worker jw serving/)
-const gw = await start(process.execPath, [BIN, 'gateway', '--nats', nats, '--port', '0', '--max-inflight-bytes', String(BOUND << 20), '--timeout-ms', '60000'], /gateway on http:\/\/127\.0\.0\.1:(\d+)/)
+const gw = await start(
+  process.execPath,
+  [BIN, 'gateway', '--nats', nats, '--port', '0', '--max-inflight-bytes', String(BOUND << 20), '--timeout-ms', '60000'],
+  /gateway on http:\/\/127\.0\.0\.1:(\d+)/,
+)
 const proc = gw.p
 const port = Number(gw.m[1])
 const rss = () => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${proc.pid}/status`, 'utf8'))[1]) * 1024
@@ -52,10 +56,17 @@ for (let i = 0; i < count; i++) data[i] = Math.round(Math.random() * 1e6) / 1e6
 const body = JSON.stringify({ inputs: [{ name: 'input', datatype: 'FP32', shape: [count / 256, 256], data }] })
 const url = `http://127.0.0.1:${port}/v2/models/demo/infer`
 // Warm up (code paths, the worker) with small requests, then settle.
-for (let i = 0; i < 5; i++) await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: body.slice(0, 0) + '{"inputs":[{"name":"input","datatype":"FP32","shape":[1,256],"data":[' + Array(256).fill(0.5).join(',') + ']}]}' }).then((r) => r.arrayBuffer())
+for (let i = 0; i < 5; i++)
+  await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: body.slice(0, 0) + '{"inputs":[{"name":"input","datatype":"FP32","shape":[1,256],"data":[' + Array(256).fill(0.5).join(',') + ']}]}',
+  }).then((r) => r.arrayBuffer())
 await new Promise((r) => setTimeout(r, 2000))
 
-console.log(`json-weight: N=${N} bodies of ${MiB(body.length)} MiB at once (${MiB(N * body.length)} MiB, counted ${MiB(3 * N * body.length)} MiB at weight 3) under --max-inflight-bytes ${BOUND} MiB`)
+console.log(
+  `json-weight: N=${N} bodies of ${MiB(body.length)} MiB at once (${MiB(N * body.length)} MiB, counted ${MiB(3 * N * body.length)} MiB at weight 3) under --max-inflight-bytes ${BOUND} MiB`,
+)
 for (let round = 1; round <= ROUNDS; round++) {
   const base = rss()
   let peak = base
@@ -68,7 +79,9 @@ for (let round = 1; round <= ROUNDS; round++) {
   const over = peak - base
   const counts = {}
   for (const s of statuses) counts[s] = (counts[s] ?? 0) + 1
-  console.log(`round ${round}: baseline ${MiB(base)} MiB, peak ${MiB(peak)} MiB, over baseline ${MiB(over)} MiB = ${(over / (N * body.length)).toFixed(2)} x the bytes sent at once; statuses ${JSON.stringify(counts)}`)
+  console.log(
+    `round ${round}: baseline ${MiB(base)} MiB, peak ${MiB(peak)} MiB, over baseline ${MiB(over)} MiB = ${(over / (N * body.length)).toFixed(2)} x the bytes sent at once; statuses ${JSON.stringify(counts)}`,
+  )
   await new Promise((r) => setTimeout(r, 3000))
 }
 for (const c of children.reverse()) {

@@ -57,11 +57,7 @@ export class PostClient {
  * One request at a time: `count` requests, or (with `rate`) paced at `rate` per second for
  * `seconds`. Rejects on the first non-2xx answer. Returns the latency summary in ms.
  */
-export async function sequential(
-  url: string,
-  body: string,
-  o: { count: number } | { rate: number; seconds: number },
-): Promise<LatencySummary> {
+export async function sequential(url: string, body: string, o: { count: number } | { rate: number; seconds: number }): Promise<LatencySummary> {
   const client = new PostClient(url, body)
   const lat: number[] = []
   try {

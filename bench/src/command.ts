@@ -87,7 +87,12 @@ const BENCH_OPTIONS = {
 } satisfies BenchCommand['options']
 
 function config(v: BenchValues): Config {
-  const modes = v['embedded'] ? ['embedded'] : String(v['modes'] ?? 'nats,embedded').split(',').map((s) => s.trim()).filter(Boolean)
+  const modes = v['embedded']
+    ? ['embedded']
+    : String(v['modes'] ?? 'nats,embedded')
+        .split(',')
+        .map((s) => s.trim())
+        .filter(Boolean)
   for (const m of modes) {
     if (m !== 'nats' && m !== 'embedded') {
       throw new CliError(`--modes: unknown mode "${m}" (use nats, embedded)`)
@@ -127,7 +132,16 @@ async function measureMode(
   const profileDir = c.profile ? join(o.dir, `profile-${mode}`) : undefined
   const nodeFlags = profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : []
   console.error(`bench: [${mode}] starting ${mode === 'nats' ? 'nats-server + worker + gateway' : 'cohort serve'}...`)
-  const stack = await startStack({ mode, demoPath: o.demoPath, floorPath: o.floorPath, threads: c.threads, maxBatchSize: c.userMaxBatch ? c.maxBatchSize : undefined, ep: c.ep, nodeFlags, track: o.scope.track })
+  const stack = await startStack({
+    mode,
+    demoPath: o.demoPath,
+    floorPath: o.floorPath,
+    threads: c.threads,
+    maxBatchSize: c.userMaxBatch ? c.maxBatchSize : undefined,
+    ep: c.ep,
+    nodeFlags,
+    track: o.scope.track,
+  })
   const demoUrl = `${stack.base}/v2/models/demo/infer`
   const floorUrl = `${stack.base}/v2/models/floor/infer`
   const body = demoBody(FEATURES[c.model])
@@ -140,8 +154,7 @@ async function measureMode(
     const floorWrk = o.wrk ? await runWrk(floorUrl, o.wrk.floor, 1, 2) : undefined
     console.error(`bench: [${mode}] low load: ${c.lowLoadRate} req/s for ${c.lowLoadSeconds} s`)
     const lowLoad = await sequential(demoUrl, body, { rate: c.lowLoadRate, seconds: c.lowLoadSeconds })
-    const load = (s: number) =>
-      o.wrk ? runWrk(demoUrl, o.wrk.demo, c.connections, s) : runNodeLoad(demoUrl, body, c.connections, s)
+    const load = (s: number) => (o.wrk ? runWrk(demoUrl, o.wrk.demo, c.connections, s) : runNodeLoad(demoUrl, body, c.connections, s))
     console.error(`bench: [${mode}] saturation: 2 s warm-up, then ${c.durationS} s with ${c.connections} connections`)
     await load(2)
     const before = await batchSizeTotals(stack.metricsUrl, 'demo')

@@ -40,8 +40,12 @@ export const benchGenerateLayoutCommand = defineBenchCommand({
   help: GENERATE_LAYOUT_HELP,
   options: { batch: { type: 'string' }, past: { type: 'string' }, slab: { type: 'string' }, repeats: { type: 'string' } },
   run: async (v) => {
-    const batches = String(v['batch'] ?? '1,16').split(',').map(Number)
-    const pasts = String(v['past'] ?? '128,512').split(',').map(Number)
+    const batches = String(v['batch'] ?? '1,16')
+      .split(',')
+      .map(Number)
+    const pasts = String(v['past'] ?? '128,512')
+      .split(',')
+      .map(Number)
     const slab = intFlag('slab', v['slab']) ?? 1024
     const repeats = intFlag('repeats', v['repeats']) ?? 30
     const cfg: DecoderConfig = { ...TINY_DECODER, kvHeads: TINY_DECODER.heads }
@@ -91,7 +95,9 @@ export const benchGenerateLayoutCommand = defineBenchCommand({
     }
     await gqa.release()
     await cat.release()
-    console.log(`cohort bench generate-layout: test decoder width ${cfg.hidden}, ${cfg.layers} layers, ${cfg.heads} heads = KV heads, 1 intra-op thread, GQA slab rows ${slab} tokens, median of ${repeats} steps`)
+    console.log(
+      `cohort bench generate-layout: test decoder width ${cfg.hidden}, ${cfg.layers} layers, ${cfg.heads} heads = KV heads, 1 intra-op thread, GQA slab rows ${slab} tokens, median of ${repeats} steps`,
+    )
     console.log(table(['running', 'past tokens', `GQA slab ${slab} ms/step`, 'GQA slab fit ms/step', 'concat ms/step', 'concat re-pack ms (one leaves)', 'concat / GQA fit'], rows))
   },
 })

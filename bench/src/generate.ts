@@ -99,20 +99,23 @@ async function drive(g: OnnxGenerator, reqs: Req[]): Promise<{ timings: Timing[]
     if (--left === 0) finish()
   }
   reqs.forEach((q, i) => {
-    setTimeout(() => {
-      const t = timings[i] as Timing
-      t.submit = performance.now()
-      g.submit({ prompt: q.prompt, params: { maxTokens: q.maxTokens, temperature: 0, ignoreEos: true }, stream: true }, Date.now() + 600_000, {
-        delta: (d) => {
-          const now = performance.now()
-          t.first ??= now
-          t.last = now
-          t.tokens += d.tokens.length
-        },
-        done: () => end(i),
-        error: (e) => end(i, e.code),
-      })
-    }, Math.max(0, q.at - (performance.now() - t0)))
+    setTimeout(
+      () => {
+        const t = timings[i] as Timing
+        t.submit = performance.now()
+        g.submit({ prompt: q.prompt, params: { maxTokens: q.maxTokens, temperature: 0, ignoreEos: true }, stream: true }, Date.now() + 600_000, {
+          delta: (d) => {
+            const now = performance.now()
+            t.first ??= now
+            t.last = now
+            t.tokens += d.tokens.length
+          },
+          done: () => end(i),
+          error: (e) => end(i, e.code),
+        })
+      },
+      Math.max(0, q.at - (performance.now() - t0)),
+    )
   })
   await all
   return { timings, wallMs: performance.now() - t0 }
@@ -140,10 +143,16 @@ interface Overhead {
 /** Serving overhead at 16 running sequences, greedy: everything in a step but session.run (a warm-up first). */
 async function measureOverhead(path: string, threads: number, stepTokens: number): Promise<Overhead> {
   const g = await createOnnxGenerator(path, opts('continuous', 16, threads, stepTokens))
-  await drive(g, Array.from({ length: 16 }, (_, i) => ({ at: 0, prompt: [i + 1, 2, 3, 4, 5, 6, 7, 8], maxTokens: 2 })))
+  await drive(
+    g,
+    Array.from({ length: 16 }, (_, i) => ({ at: 0, prompt: [i + 1, 2, 3, 4, 5, 6, 7, 8], maxTokens: 2 })),
+  )
   const before = { ...g.metrics() }
   const cpu0 = process.cpuUsage()
-  const { wallMs } = await drive(g, Array.from({ length: 16 }, (_, i) => ({ at: 0, prompt: Array.from({ length: 32 }, (_, j) => (i * 7 + j) % 256), maxTokens: 200 })))
+  const { wallMs } = await drive(
+    g,
+    Array.from({ length: 16 }, (_, i) => ({ at: 0, prompt: Array.from({ length: 32 }, (_, j) => (i * 7 + j) % 256), maxTokens: 200 })),
+  )
   const cpu = process.cpuUsage(cpu0)
   const after = g.metrics()
   await g.close()
@@ -182,7 +191,9 @@ export const benchGenerateCommand = defineBenchCommand({
   },
   run: async (v) => {
     const n = intFlag('requests', v['requests']) ?? 48
-    const rates = String(v['rates'] ?? '4,8,16,32,64').split(',').map(Number)
+    const rates = String(v['rates'] ?? '4,8,16,32,64')
+      .split(',')
+      .map(Number)
     if (rates.some((r) => !(r > 0))) throw new CliError('--rates must be positive numbers')
     const scale = numFlag('scale', v['scale']) ?? 0.25
     const pr = range('prompt', v['prompt'], [16, 512], scale)
@@ -199,14 +210,30 @@ export const benchGenerateCommand = defineBenchCommand({
         const repeats = intFlag('repeats', v['repeats']) ?? 3
         const rows: Overhead[] = []
         for (let i = 0; i < repeats; i++) rows.push(await measureOverhead(path, threads, stepTokens))
-        console.log(`cohort bench generate --overhead-only: test decoder, 16 running sequences x 200 tokens (prompts of 32), greedy; ${threads} ORT thread(s), ${availableParallelism()} cores; means per step (overhead = (step - session.run) / step inside the engine's step; wall = the caller's time of the generations / steps, which also counts the thread's message per step)`)
+        console.log(
+          `cohort bench generate --overhead-only: test decoder, 16 running sequences x 200 tokens (prompts of 32), greedy; ${threads} ORT thread(s), ${availableParallelism()} cores; means per step (overhead = (step - session.run) / step inside the engine's step; wall = the caller's time of the generations / steps, which also counts the thread's message per step)`,
+        )
         console.log(
           table(
             ['run', 'steps', 'step ms', 'session.run ms', 'rest ms', 'overhead', 'wall ms', '1 - run/wall', 'process CPU ms', 'mean batch'],
-            rows.map((o, i) => [String(i + 1), String(o.steps), fmt(o.stepMs, 3), fmt(o.runMs, 3), fmt(o.stepMs - o.runMs, 3), `${fmt(o.ratio * 100, 1)}%`, fmt(o.wallMs, 3), `${fmt((1 - o.runMs / o.wallMs) * 100, 1)}%`, fmt(o.cpuMs, 3), fmt(o.batch, 1)]),
+            rows.map((o, i) => [
+              String(i + 1),
+              String(o.steps),
+              fmt(o.stepMs, 3),
+              fmt(o.runMs, 3),
+              fmt(o.stepMs - o.runMs, 3),
+              `${fmt(o.ratio * 100, 1)}%`,
+              fmt(o.wallMs, 3),
+              `${fmt((1 - o.runMs / o.wallMs) * 100, 1)}%`,
+              fmt(o.cpuMs, 3),
+              fmt(o.batch, 1),
+            ]),
           ),
         )
-        const med = percentile(rows.map((o) => o.ratio), 50)
+        const med = percentile(
+          rows.map((o) => o.ratio),
+          50,
+        )
         console.log(`serving overhead <= 10% of step at 16 running, greedy: median ${fmt(med * 100, 1)}% over ${repeats} runs: ${med <= 0.1 ? 'met' : 'missed'}`)
         return
       }
@@ -259,12 +286,27 @@ export const benchGenerateCommand = defineBenchCommand({
       const batch16 = o16.batch
 
       const slo = (r: RunResult): boolean => percentile(r.ttft, 99) <= ttftSlo && percentile(r.tpot, 99) <= tpotSlo && r.errors === 0
-      console.log(`cohort bench generate: test decoder (257 tokens, width 64, 2 layers, GQA slab), ${n} requests per run, prompts ${pr[0]}-${pr[1]}, outputs ${or[0]}-${or[1]} tokens (long-tailed; scale ${scale} for CPU), greedy, ignore EOS, maxStepTokens ${stepTokens}; ${threads} ORT thread(s), ${availableParallelism()} cores; engine level (worker thread, no HTTP)`)
-      console.log(`baselines (this run): mean prefill alone ${fmt(meanPrefill, 2)} ms, decode step at batch 1 ${fmt(decode1, 3)} ms -> SLO p99 TTFT <= ${fmt(ttftSlo, 1)} ms, p99 TPOT <= ${fmt(tpotSlo, 2)} ms`)
+      console.log(
+        `cohort bench generate: test decoder (257 tokens, width 64, 2 layers, GQA slab), ${n} requests per run, prompts ${pr[0]}-${pr[1]}, outputs ${or[0]}-${or[1]} tokens (long-tailed; scale ${scale} for CPU), greedy, ignore EOS, maxStepTokens ${stepTokens}; ${threads} ORT thread(s), ${availableParallelism()} cores; engine level (worker thread, no HTTP)`,
+      )
+      console.log(
+        `baselines (this run): mean prefill alone ${fmt(meanPrefill, 2)} ms, decode step at batch 1 ${fmt(decode1, 3)} ms -> SLO p99 TTFT <= ${fmt(ttftSlo, 1)} ms, p99 TPOT <= ${fmt(tpotSlo, 2)} ms`,
+      )
       console.log(
         table(
           ['mode', 'rate/s', 'tokens/s', 'TTFT p50', 'TTFT p99', 'TPOT p50', 'TPOT p99', 'mean batch', 'overhead', 'SLO'],
-          results.map((r) => [r.mode, String(r.rate), fmt(r.tokensPerS, 0), fmt(percentile(r.ttft, 50)), fmt(percentile(r.ttft, 99)), fmt(percentile(r.tpot, 50), 2), fmt(percentile(r.tpot, 99), 2), fmt(r.meanBatch, 1), `${fmt(r.overhead * 100, 1)}%`, slo(r) ? 'met' : 'missed']),
+          results.map((r) => [
+            r.mode,
+            String(r.rate),
+            fmt(r.tokensPerS, 0),
+            fmt(percentile(r.ttft, 50)),
+            fmt(percentile(r.ttft, 99)),
+            fmt(percentile(r.tpot, 50), 2),
+            fmt(percentile(r.tpot, 99), 2),
+            fmt(r.meanBatch, 1),
+            `${fmt(r.overhead * 100, 1)}%`,
+            slo(r) ? 'met' : 'missed',
+          ]),
         ),
       )
       const capacity = (mode: Mode): RunResult | undefined => results.filter((r) => r.mode === mode && slo(r)).at(-1)
@@ -275,7 +317,9 @@ export const benchGenerateCommand = defineBenchCommand({
       const low = results.find((r) => r.mode === 'continuous' && r.rate === rates[0])
       // each of the calibrated prompts: its TTFT at the lowest rate / its prefill alone
       const lowRatio = low ? percentile(prefill.map((p, i) => (low.ttftAt[i] as number) / p).filter(Number.isFinite), 50) : Number.NaN
-      console.log(`capacity (highest rate meeting the SLO): continuous ${cc ? `${cc.rate}/s, ${fmt(cc.tokensPerS, 0)} tokens/s` : 'none'}; request-level ${rc ? `${rc.rate}/s, ${fmt(rc.tokensPerS, 0)} tokens/s` : 'none'}; none ${nc ? `${nc.rate}/s, ${fmt(nc.tokensPerS, 0)} tokens/s` : 'none'}`)
+      console.log(
+        `capacity (highest rate meeting the SLO): continuous ${cc ? `${cc.rate}/s, ${fmt(cc.tokensPerS, 0)} tokens/s` : 'none'}; request-level ${rc ? `${rc.rate}/s, ${fmt(rc.tokensPerS, 0)} tokens/s` : 'none'}; none ${nc ? `${nc.rate}/s, ${fmt(nc.tokensPerS, 0)} tokens/s` : 'none'}`,
+      )
       console.log('targets (issue 18):')
       console.log(
         table(
@@ -293,7 +337,9 @@ export const benchGenerateCommand = defineBenchCommand({
       const tr = at('request')
       const tn = at('none')
       if (tc && tr && tn) {
-        console.log(`at the highest rate (${top}/s), SLO aside: continuous ${fmt(tc.tokensPerS, 0)} tokens/s = ${fmt(tc.tokensPerS / tr.tokensPerS, 2)}x request-level, ${fmt(tc.tokensPerS / tn.tokensPerS, 2)}x none`)
+        console.log(
+          `at the highest rate (${top}/s), SLO aside: continuous ${fmt(tc.tokensPerS, 0)} tokens/s = ${fmt(tc.tokensPerS / tr.tokensPerS, 2)}x request-level, ${fmt(tc.tokensPerS / tn.tokensPerS, 2)}x none`,
+        )
       }
       if (!cc || !rc) console.log('note: a mode that met the SLO at no rate has no capacity; lower --rates to find it')
     } finally {

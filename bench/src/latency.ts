@@ -135,7 +135,10 @@ export const benchLatencyCommand = defineBenchCommand({
   help: LATENCY_HELP,
   options: LATENCY_OPTIONS,
   run: async (v, _positionals, { track, writeJson }) => {
-    const targets = String(v['targets'] ?? TARGETS.join(',')).split(',').map((x) => x.trim()).filter(Boolean)
+    const targets = String(v['targets'] ?? TARGETS.join(','))
+      .split(',')
+      .map((x) => x.trim())
+      .filter(Boolean)
     for (const t of targets) {
       if (!TARGETS.includes(t)) {
         throw new CliError(`--targets: unknown target "${t}" (use ${TARGETS.join(', ')})`)

@@ -118,7 +118,13 @@ export function layoutTargets(layouts: LayoutResult[]): LayoutTargetRow[] {
   for (const l of layouts) {
     const where = (s: OverloadStep) => `${s.label}, ${deadlineLabel(s)}`
     for (const s of l.steps) {
-      rows.push({ target: `goodput >= ${TARGETS.goodput} x capacity`, layout: l.layout, where: where(s), measured: `${f(s.goodputFraction)} (${k(s.goodput)}/s of ${k(l.capacity.rate)}/s)`, met: s.goodputFraction >= TARGETS.goodput })
+      rows.push({
+        target: `goodput >= ${TARGETS.goodput} x capacity`,
+        layout: l.layout,
+        where: where(s),
+        measured: `${f(s.goodputFraction)} (${k(s.goodput)}/s of ${k(l.capacity.rate)}/s)`,
+        met: s.goodputFraction >= TARGETS.goodput,
+      })
     }
     for (const s of l.steps) {
       const none = !Number.isFinite(s.refusalP99)
@@ -134,7 +140,13 @@ export function layoutTargets(layouts: LayoutResult[]): LayoutTargetRow[] {
     if (all.length > 0) {
       const missing = all.reduce((a, s) => a + noAnswer(s), 0)
       const sent = all.reduce((a, s) => a + s.sent, 0)
-      rows.push({ target: 'no request without an answer', layout: l.layout, where: `every step (${k(sent)} requests)`, measured: `${k(missing)} without an answer`, met: missing === 0 })
+      rows.push({
+        target: 'no request without an answer',
+        layout: l.layout,
+        where: `every step (${k(sent)} requests)`,
+        measured: `${k(missing)} without an answer`,
+        met: missing === 0,
+      })
     }
     if (l.tenants) {
       const q = l.tenants.quiet
@@ -187,7 +199,22 @@ export function layoutStepTable(l: LayoutResult): string {
   const rows = [...l.steps.map((s) => ({ s, own: true })), ...(l.tenants ? [l.tenants.flood, l.tenants.quiet].map((s) => ({ s, own: false })) : [])]
   const cap = l.capacity
   return table(
-    ['step', 'deadline', 'offered/s', 'sent', 'goodput/cap', 'good/sent', 'ok p50/p99 ms', 'refusal p50/p99 ms', 'by status', 'no answer', `${l.gatewayProc} us/answer | /refusal`, 'worker busy', 'log lines (bytes)', 'CPU s/s'],
+    [
+      'step',
+      'deadline',
+      'offered/s',
+      'sent',
+      'goodput/cap',
+      'good/sent',
+      'ok p50/p99 ms',
+      'refusal p50/p99 ms',
+      'by status',
+      'no answer',
+      `${l.gatewayProc} us/answer | /refusal`,
+      'worker busy',
+      'log lines (bytes)',
+      'CPU s/s',
+    ],
     [
       [
         `capacity (wrk)`,

@@ -22,7 +22,20 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 
 const line = (o: { ts: string; code: number; latencyNs: number; error?: string }) =>
-  JSON.stringify({ attack: '', seq: 0, code: o.code, timestamp: o.ts, latency: o.latencyNs, bytes_out: 1, bytes_in: 1, error: o.error ?? '', body: null, method: 'POST', url: 'http://x/', headers: null })
+  JSON.stringify({
+    attack: '',
+    seq: 0,
+    code: o.code,
+    timestamp: o.ts,
+    latency: o.latencyNs,
+    bytes_out: 1,
+    bytes_in: 1,
+    error: o.error ?? '',
+    body: null,
+    method: 'POST',
+    url: 'http://x/',
+    headers: null,
+  })
 
 describe('vegeta results', () => {
   it('parses `vegeta encode --to json`, keeping sub-millisecond send times, sorted by send time', () => {
@@ -56,7 +69,7 @@ describe('vegeta results', () => {
     expect(noAnswer(s)).toBe(2)
   })
 
-  it('writes a targets file in vegeta\'s HTTP format: the request line, headers, then @body', () => {
+  it("writes a targets file in vegeta's HTTP format: the request line, headers, then @body", () => {
     const dir = mkdtempSync(join(tmpdir(), 'vegeta-test-'))
     const path = writeVegetaTargets(dir, 't', 'http://127.0.0.1:1/v2/models/m/infer', '{"inputs":[]}', { 'X-Cohort-Timeout-Ms': '250' })
     const lines = readFileSync(path, 'utf8').split('\n')

@@ -34,7 +34,16 @@ describe('summariseOverloadStep', () => {
   })
 
   it('judges requests without a client deadline against the server SLO', () => {
-    const s = summariseOverloadStep(spec({ clientDeadlineMs: undefined, sloMs: 1000 }), recs([[0, 400, 200], [10, 1200, 200]], 2))
+    const s = summariseOverloadStep(
+      spec({ clientDeadlineMs: undefined, sloMs: 1000 }),
+      recs(
+        [
+          [0, 400, 200],
+          [10, 1200, 200],
+        ],
+        2,
+      ),
+    )
     expect(s.budgetMs).toBe(1000)
     expect(s.goodput).toBe(0.5)
     expect(s.overMaxMs).toBe(200)

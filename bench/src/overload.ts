@@ -208,7 +208,10 @@ async function settle(metricsUrl: string, model: string): Promise<void> {
   let still = 0
   while (still < 2 && performance.now() < until) {
     await sleep(200)
-    const n = await metricTotals(metricsUrl, model).then((t) => t.requestCount, () => Number.NaN)
+    const n = await metricTotals(metricsUrl, model).then(
+      (t) => t.requestCount,
+      () => Number.NaN,
+    )
     still = n === last ? still + 1 : 0
     last = n
   }
@@ -317,7 +320,14 @@ async function runLayout(layout: LayoutName, o: Options, dir: string, vegeta: st
 
     const target = (name: string, key: string, deadline: number | undefined) =>
       writeVegetaTargets(dir, `${layout}-${name}`, url, body, { Authorization: `Bearer ${key}`, ...(deadline !== undefined ? { 'X-Cohort-Timeout-Ms': String(deadline) } : {}) })
-    const spec = (label: string, multiple: number, deadline: number | undefined): StepSpec => ({ label, multiple, rate: multiple * C, clientDeadlineMs: deadline, sloMs, capacity: C })
+    const spec = (label: string, multiple: number, deadline: number | undefined): StepSpec => ({
+      label,
+      multiple,
+      rate: multiple * C,
+      clientDeadlineMs: deadline,
+      sloMs,
+      capacity: C,
+    })
     const go = (name: string, key: string, rate: number, deadline: number | undefined) =>
       attack({ vegeta, targets: target(name, key, deadline), rate, durationS: o.seconds, output: join(dir, `${layout}-${name}.bin`), prefix: st.genPrefix })
     const step = async (label: string, multiple: number, deadline: number | undefined): Promise<LayoutStep> => {
@@ -326,7 +336,9 @@ async function runLayout(layout: LayoutName, o: Options, dir: string, vegeta: st
       mm.add('vegeta', a.pid)
       const hits = await a.done
       const s = { ...summariseOverloadStep(spec(label, multiple, deadline), vegetaRecords(hits, o.seconds)), ...mm.stop() }
-      log(`[${layout}] ${label} ${deadline !== undefined ? `deadline ${deadline} ms` : `no deadline (SLO ${sloMs} ms)`}: goodput ${s.goodputFraction.toFixed(2)}, ok p99 ${s.okP99.toFixed(1)} ms, refusal p99 ${s.refusalP99.toFixed(1)} ms, ${JSON.stringify(s.byStatus)}`)
+      log(
+        `[${layout}] ${label} ${deadline !== undefined ? `deadline ${deadline} ms` : `no deadline (SLO ${sloMs} ms)`}: goodput ${s.goodputFraction.toFixed(2)}, ok p99 ${s.okP99.toFixed(1)} ms, refusal p99 ${s.refusalP99.toFixed(1)} ms, ${JSON.stringify(s.byStatus)}`,
+      )
       await settle(`${st.base}/metrics`, model)
       return s
     }
@@ -400,7 +412,14 @@ export function formatOverload(r: OverloadResult): string {
   out.push(
     '\n' +
       table(
-        ['layout', 'placement', `c=1 p50 ms: ${r.options.model} / Identity (t(1) ~ the difference)`, 'ceiling (Identity) /s', `capacity (${r.options.model}) /s`, 'ceiling / capacity'],
+        [
+          'layout',
+          'placement',
+          `c=1 p50 ms: ${r.options.model} / Identity (t(1) ~ the difference)`,
+          'ceiling (Identity) /s',
+          `capacity (${r.options.model}) /s`,
+          'ceiling / capacity',
+        ],
         r.layouts.map((l) => [l.layout, l.describe, `${f(l.t1Ms)} / ${f(l.pathMs)}`, f(l.ceiling, 0), f(l.capacity.rate, 0), f(l.ceiling / l.capacity.rate, 1)]),
       ),
   )

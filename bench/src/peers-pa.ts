@@ -50,7 +50,26 @@ export async function runPerfAnalyzer(pa: { bin: string; env: NodeJS.ProcessEnv 
   const rows: PaRow[] = []
   try {
     for (const c of concurrencies) {
-      const args = ['-m', 'demo', '-u', new URL(base).host, '-i', 'http', '-b', '1', '--concurrency-range', `${c}:${c}`, '--measurement-interval', '2000', '--max-trials', '6', '-s', '50', '-f', csv]
+      const args = [
+        '-m',
+        'demo',
+        '-u',
+        new URL(base).host,
+        '-i',
+        'http',
+        '-b',
+        '1',
+        '--concurrency-range',
+        `${c}:${c}`,
+        '--measurement-interval',
+        '2000',
+        '--max-trials',
+        '6',
+        '-s',
+        '50',
+        '-f',
+        csv,
+      ]
       await new Promise<void>((resolve, reject) =>
         execFile(pa.bin, args, { env: pa.env, timeout: 90_000, maxBuffer: 16 << 20 }, (err, stdout, stderr) =>
           err ? reject(new Error(`perf_analyzer at concurrency ${c}: ${`${stdout}\n${stderr}`.trim().split('\n').slice(-2).join(' ')}`)) : resolve(),

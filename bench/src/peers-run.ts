@@ -73,7 +73,6 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 
 const NO_TOTALS: MetricTotals = { batchSum: 0, batchCount: 0, computeSum: 0, computeCount: 0, requestSum: 0, requestCount: 0, costA: Number.NaN, costC: Number.NaN, shed: {} }
 
-
 /**
  * Closed-loop wrk run that tolerates load shedding: a server that answers some requests 503 by
  * design (BentoML's max_latency_ms) still has a capacity. requestsPerSec counts 2xx answers only;

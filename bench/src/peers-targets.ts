@@ -283,7 +283,10 @@ export function cohortTarget(o: { modelPath: string; floorPath: string }): Targe
 
 /** Parse `--peers` (comma-separated, from {@link PEERS}). */
 export function parsePeers(v: string): Peer[] {
-  const out = v.split(',').map((s) => s.trim()).filter(Boolean)
+  const out = v
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean)
   for (const p of out) {
     if (!(PEERS as readonly string[]).includes(p)) {
       throw new CliError(`--peers: unknown peer "${p}" (use ${PEERS.join(', ')})`)
@@ -294,7 +297,10 @@ export function parsePeers(v: string): Peer[] {
 
 /** Parse `--variants` (default, tuned). */
 export function parseVariants(v: string): Variant[] {
-  const out = v.split(',').map((s) => s.trim()).filter(Boolean)
+  const out = v
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean)
   for (const x of out) {
     if (x !== 'default' && x !== 'tuned') {
       throw new CliError(`--variants: unknown variant "${x}" (use default, tuned)`)

@@ -112,9 +112,7 @@ async function perCall(rs: Map<Mode, Runner>, inputs: unknown[], minMs: number):
       times.get(m)!.push(performance.now() - s)
     }
   }
-  return new Map(
-    [...times].map(([m, ts]) => [m, percentile(ts, 50)]),
-  )
+  return new Map([...times].map(([m, ts]) => [m, percentile(ts, 50)]))
 }
 
 /** Items/s with `inflight` calls of `b` items in flight, for at least `minMs`. */
@@ -214,7 +212,23 @@ export const benchPipelineCommand = defineBenchCommand({
       const stages = leafStages(p)
       const pins = typeof v['pin'] === 'string' ? v['pin'].split(';') : stages.map((_, i) => String(i % cores))
       const procs: CliProcess[] = stages.map((s, i) => {
-        const w = spawnCohort(['worker', loaded.dir, '--nats', nats.url, '--stage', s.name, '--threads', String(threads), '--max-batch-size', String(maxBatch), '--max-delay-ms', '0', '--max-queue', String(maxQueue), '--no-admission'])
+        const w = spawnCohort([
+          'worker',
+          loaded.dir,
+          '--nats',
+          nats.url,
+          '--stage',
+          s.name,
+          '--threads',
+          String(threads),
+          '--max-batch-size',
+          String(maxBatch),
+          '--max-delay-ms',
+          '0',
+          '--max-queue',
+          String(maxQueue),
+          '--no-admission',
+        ])
         const cpu = pins[i % pins.length]!
         // Pin every thread of the stage worker (threads made later inherit the mask).
         execFileSync('taskset', ['-a', '-p', '-c', cpu, String(w.proc.pid)], { stdio: 'ignore' })
@@ -292,8 +306,12 @@ export const benchPipelineCommand = defineBenchCommand({
     const fmtUs = (xs: number[] | undefined) => (xs === undefined ? '-' : (median(xs) * 1000).toFixed(1))
     const latRows = sizes.map((b) => [String(b), ...ms.map((m) => fmtUs(lat.get(`${m}:${b}`))), ...others.map((m) => ratio(lat, m, b))])
     const thrRows = sizes.map((b) => [String(b), ...ms.map((m) => Math.round(median(thr.get(`${m}:${b}`) ?? [0])).toString()), ...others.map((m) => ratio(thr, m, b))])
-    console.log(`\npipeline ${p.name} (${dir}): ${p.stages.map((s) => s.name).join(' -> ')}; ${cpus().length} cores, load ${loadavg()[0]!.toFixed(1)}; ORT threads ${threads}; ${trials} trials of >= ${minMs} ms per point`)
-    console.log(`\nPer call, one call at a time, modes taking turns (µs, median over trials of each trial's median; ratio = mode / single per trial, median [min-max] over trials):\n`)
+    console.log(
+      `\npipeline ${p.name} (${dir}): ${p.stages.map((s) => s.name).join(' -> ')}; ${cpus().length} cores, load ${loadavg()[0]!.toFixed(1)}; ORT threads ${threads}; ${trials} trials of >= ${minMs} ms per point`,
+    )
+    console.log(
+      `\nPer call, one call at a time, modes taking turns (µs, median over trials of each trial's median; ratio = mode / single per trial, median [min-max] over trials):\n`,
+    )
     console.log(table(['batch', ...ms.map((m) => `${m} µs`), ...others.map((m) => `${m}/single`)], latRows))
     console.log(`\nThroughput, ${inflight} calls in flight (items/s, median over trials; single serves one call at a time; ratio = mode / single per trial, median [min-max]):\n`)
     console.log(table(['batch', ...ms.map((m) => `${m} items/s`), ...others.map((m) => `${m}/single`)], thrRows))

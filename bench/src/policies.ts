@@ -44,7 +44,11 @@ const AFFINE_FIXTURE = join(ROOT, 'test/fixtures/affine-predictor.ts')
 
 /** Parse one policy config label: eager | deadline[-MS] | timer[-MS] | nobatch, optionally + `-noadm`, `-noqa` or `-nofd`. */
 export function parsePolicy(label: string, maxBatchSize: number): PolicyConfig {
-  for (const [suffix, off] of [['-noadm', 'both'], ['-noqa', 'queue'], ['-nofd', 'door']] as const) {
+  for (const [suffix, off] of [
+    ['-noadm', 'both'],
+    ['-noqa', 'queue'],
+    ['-nofd', 'door'],
+  ] as const) {
     if (label.endsWith(suffix)) {
       const base = parsePolicy(label.slice(0, -suffix.length), maxBatchSize)
       return { ...base, name: `${base.name}${suffix}`, noAdmission: off }
@@ -62,7 +66,11 @@ export function parsePolicy(label: string, maxBatchSize: number): PolicyConfig {
   return { name: policy === 'timer' ? `timer-${delay}` : label, policy, maxBatchSize, ...(delay !== undefined ? { maxDelayMs: delay } : {}) }
 }
 
-const list = (v: unknown, dflt: string) => String(v ?? dflt).split(',').map((s) => s.trim()).filter(Boolean)
+const list = (v: unknown, dflt: string) =>
+  String(v ?? dflt)
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean)
 
 const POLICIES_OPTIONS = {
   models: { type: 'string' },
@@ -218,9 +226,7 @@ export const benchPoliciesCommand = defineBenchCommand({
         }
         try {
           const serveFlags = ['--threads', String(o.threads), '--ep', o.ep, ...(o.maxQueue ? ['--max-queue', String(o.maxQueue)] : [])]
-          mr.configs.push(
-            await runConfig({ model, config, plan: o.plan, gen, serveFlags, reference, slo, log, track, untrack }),
-          )
+          mr.configs.push(await runConfig({ model, config, plan: o.plan, gen, serveFlags, reference, slo, log, track, untrack }))
         } catch (e) {
           const msg = `${config.name}: ${e instanceof Error ? e.message.split('\n')[0] : String(e)}`
           log(`[${name}] failed: ${msg}`)

@@ -98,7 +98,22 @@ function summaryTable(m: ModelResult): string {
   const nob = m.configs.find((x) => x.config.name === 'nobatch')
   const at = (c: ConfigResult, get: (s: StepResult) => string) => (c.atSlo ? get(c.atSlo) : 'n/a')
   return table(
-    ['policy', 'closed-loop req/s', 'b̄', 'cap@SLO req/s', `/${timer?.config.name ?? 'timer'}`, '/nobatch', '5% p50', '5% p99', '@SLO p50', 'p99', 'p99.9', 'thr/s', 'goodput/s', 'b̄@SLO'],
+    [
+      'policy',
+      'closed-loop req/s',
+      'b̄',
+      'cap@SLO req/s',
+      `/${timer?.config.name ?? 'timer'}`,
+      '/nobatch',
+      '5% p50',
+      '5% p99',
+      '@SLO p50',
+      'p99',
+      'p99.9',
+      'thr/s',
+      'goodput/s',
+      'b̄@SLO',
+    ],
     m.configs.map((c) => [
       c.config.name,
       k(c.capacity.requestsPerSec),
@@ -135,7 +150,10 @@ function overloadTable(m: ModelResult): string {
   const rows: string[][] = []
   for (const c of m.configs) {
     for (const s of c.overload) {
-      const shed = Object.entries(s.shed).map(([r, n]) => `${r} ${n}`).join(', ') || '-'
+      const shed =
+        Object.entries(s.shed)
+          .map(([r, n]) => `${r} ${n}`)
+          .join(', ') || '-'
       rows.push([
         `${c.config.name} ${s.label.replace('overload ', '')}`,
         k(s.offered),
@@ -150,7 +168,10 @@ function overloadTable(m: ModelResult): string {
       ])
     }
   }
-  return table(['policy load', 'offered/s', 'goodput/s', '/cap@SLO', 'admitted p99', 'reject p99 503/504', 'ok/503/504/lost', 'shed by worker', 'mean gateway/client ms', 'gen lag max'], rows)
+  return table(
+    ['policy load', 'offered/s', 'goodput/s', '/cap@SLO', 'admitted p99', 'reject p99 503/504', 'ok/503/504/lost', 'shed by worker', 'mean gateway/client ms', 'gen lag max'],
+    rows,
+  )
 }
 
 function burstTable(m: ModelResult): string {
@@ -234,7 +255,7 @@ export function formatPoliciesReport(r: PoliciesResult): string {
     if (m.configs.length === 0) {
       continue
     }
-    out.push('\nSummary (5% = low load, 5% of the config\'s own closed-loop rate; @SLO = the highest rate whose p99 over all requests met the SLO; ratios of cap@SLO)')
+    out.push("\nSummary (5% = low load, 5% of the config's own closed-loop rate; @SLO = the highest rate whose p99 over all requests met the SLO; ratios of cap@SLO)")
     out.push(summaryTable(m))
     out.push(`\nRate sweep, fractions of the reference rate ${k(m.referenceRate)} req/s: p99 of 200s in ms (mean batch); * = SLO missed, r = re-run`)
     out.push(sweepTable(m, r.options.plan.sweep))

@@ -78,7 +78,10 @@ export function printProfiles(title: string, summaries: ProfileSummary[]): void 
 
 /** Buckets of the "where the time goes" table (docs/benchmarks.md#serving-tax). */
 const CATEGORIES: [string, RegExp][] = [
-  ['startup (module loading, excluded)', /loader|hooks:|tsx\/|source_map|lexer|compileSourceTextModule|compileForInternalLoader|wrapSafe|realm:|package_json|resolve:|node:path|url:|internalModuleStat|openFileHandle|fstat|realpathSync|readFileUtf8|^read$|^close$|^access$/],
+  [
+    'startup (module loading, excluded)',
+    /loader|hooks:|tsx\/|source_map|lexer|compileSourceTextModule|compileForInternalLoader|wrapSafe|realm:|package_json|resolve:|node:path|url:|internalModuleStat|openFileHandle|fstat|realpathSync|readFileUtf8|^read$|^close$|^access$/,
+  ],
   ['socket writes (syscalls)', /^writeBuffer|^writev|writevGeneric|writeGeneric|afterWriteDispatched|onwrite writable|stream_base_commons/],
   ['garbage collector', /garbage collector/],
   ['ORT hand-off (worker thread messages)', /postMessage|receiveMessageOnPort|ort-host|onnxruntime|handleMessage worker/],

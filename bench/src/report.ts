@@ -130,6 +130,11 @@ export function formatReport(r: BenchResult): string {
     ['low-load p50 / (t(1) + floor)', (s) => f(s.ratioP50)],
   ]
   out.push('\nServed (HTTP POST /v2/models/demo/infer, 1 item per request)')
-  out.push(table(['', ...cols], rows.map(([name, get]) => [name, ...r.served.map(get)])))
+  out.push(
+    table(
+      ['', ...cols],
+      rows.map(([name, get]) => [name, ...r.served.map(get)]),
+    ),
+  )
   return out.join('\n')
 }

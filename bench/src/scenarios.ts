@@ -115,7 +115,6 @@ export interface ScenarioContext {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 
-
 /** `cohort serve` flags of a policy config. */
 export function configFlags(c: PolicyConfig): string[] {
   const out = ['--policy', c.policy, '--max-batch-size', String(c.maxBatchSize)]
@@ -188,8 +187,7 @@ export async function runConfig(ctx: ScenarioContext): Promise<ConfigResult> {
   const url = base + model.path
   try {
     log(`${tag} capacity: wrk -c${plan.connections}, ${plan.capWarmS} s warm-up + ${plan.capS} s`)
-    const load = (s: number) =>
-      model.wrkScript ? runWrk(url, model.wrkScript, plan.connections, s) : runNodeLoad(url, model.body, plan.connections, s)
+    const load = (s: number) => (model.wrkScript ? runWrk(url, model.wrkScript, plan.connections, s) : runNodeLoad(url, model.body, plan.connections, s))
     await load(plan.capWarmS)
     const cb = await metricTotals(metricsUrl, model.name)
     const sat = await load(plan.capS)
@@ -231,7 +229,9 @@ export async function runConfig(ctx: ScenarioContext): Promise<ConfigResult> {
         log(`${tag} ${label}: SLO missed while the generator lagged; running it again`)
       }
     }
-    log(`${tag} closed-loop ${Math.round(own)} req/s (mean batch ${capacity.meanBatch.toFixed(1)}), reference ${Math.round(C)} req/s; floor and low load at ${lowRate.toFixed(1)} req/s for ${lowS.toFixed(1)} s`)
+    log(
+      `${tag} closed-loop ${Math.round(own)} req/s (mean batch ${capacity.meanBatch.toFixed(1)}), reference ${Math.round(C)} req/s; floor and low load at ${lowRate.toFixed(1)} req/s for ${lowS.toFixed(1)} s`,
+    )
     await step('floor warm-up', lowRate, Math.min(1, lowS), { floor: true })
     const floor = await step('floor', lowRate, lowS, { floor: true })
     sloMs = ctx.slo(floor.p50)

@@ -125,15 +125,7 @@ const asc = (a: number, b: number) => a - b
  * Summarise one step: its per-request records plus the server's metric totals before and after.
  * `sloMs` decides goodput, p99All and lateness.
  */
-export function summariseStep(
-  label: string,
-  fraction: number,
-  rate: number,
-  r: LoadRecords,
-  sloMs: number,
-  before: MetricTotals,
-  after: MetricTotals,
-): StepResult {
+export function summariseStep(label: string, fraction: number, rate: number, r: LoadRecords, sloMs: number, before: MetricTotals, after: MetricTotals): StepResult {
   const ok: number[] = []
   const r503: number[] = []
   const r504: number[] = []

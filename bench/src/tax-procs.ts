@@ -41,9 +41,12 @@ export function httpFloorMain(): Promise<void> {
 /** `tax-nats-responder URL`: answers every request on `floor` (queue group) with its own bytes. */
 export async function natsResponderMain(url: string): Promise<void> {
   const nc = await connect({ servers: url })
-  const sub = nc.subscribe('floor', { queue: 'floor', callback: (_e, m) => {
-    m.respond(m.data)
-  } })
+  const sub = nc.subscribe('floor', {
+    queue: 'floor',
+    callback: (_e, m) => {
+      m.respond(m.data)
+    },
+  })
   console.log('responding')
   await new Promise<void>((resolve) => process.once('SIGTERM', () => resolve()))
   sub.unsubscribe()
@@ -96,14 +99,19 @@ export async function grpcLoadMain(args: string[]): Promise<void> {
   const protoLoader = await import('@grpc/proto-loader')
   const { PROTO_DIR } = await import('@cohort/gateway/grpc')
   const def = protoLoader.loadSync('grpc_service.proto', { includeDirs: [PROTO_DIR], keepCase: true, longs: String, enums: String, defaults: true, oneofs: true })
-  const Service = (grpc.loadPackageDefinition(def) as unknown as { inference: { GRPCInferenceService: new (a: string, c: unknown) => { ModelInfer: (req: unknown, cb: (e: Error | null, r: unknown) => void) => void; close(): void } } }).inference.GRPCInferenceService
+  const Service = (
+    grpc.loadPackageDefinition(def) as unknown as {
+      inference: { GRPCInferenceService: new (a: string, c: unknown) => { ModelInfer: (req: unknown, cb: (e: Error | null, r: unknown) => void) => void; close(): void } }
+    }
+  ).inference.GRPCInferenceService
   const client = new Service(addr, grpc.credentials.createInsecure())
   const n = Number(rows) * Number(features)
   const data = Array.from({ length: n }, (_, i) => Math.fround(Math.sin(i)))
   const tensor = { name: input, datatype: 'FP32', shape: [Number(rows), Number(features)] }
-  const req = raw === '1'
-    ? { model_name: model, inputs: [tensor], raw_input_contents: [Buffer.from(Float32Array.from(data).buffer)] }
-    : { model_name: model, inputs: [{ ...tensor, contents: { fp32_contents: data } }] }
+  const req =
+    raw === '1'
+      ? { model_name: model, inputs: [tensor], raw_input_contents: [Buffer.from(Float32Array.from(data).buffer)] }
+      : { model_name: model, inputs: [{ ...tensor, contents: { fp32_contents: data } }] }
   const call = () => new Promise<void>((resolve, reject) => client.ModelInfer(req, (e) => (e ? reject(e) : resolve())))
   for (let i = 0; i < 200; i++) {
     await call()

@@ -44,10 +44,30 @@ describe('cohort bench tax', () => {
     const out = formatTax(
       [
         t('bare node:http', [['node:http', 40]]),
-        t('nats.js request-reply', [['nats-server', 5], ['responder', 5], ['requester', 20]], { natsInPerRequest: 2, natsOutPerRequest: 2 }),
+        t(
+          'nats.js request-reply',
+          [
+            ['nats-server', 5],
+            ['responder', 5],
+            ['requester', 20],
+          ],
+          { natsInPerRequest: 2, natsOutPerRequest: 2 },
+        ),
         t('cohort serve', [['cohort serve', 60]]),
-        t('gateway + nats-server + worker', [['gateway', 50], ['nats-server', 10], ['worker', 30]], { natsInPerRequest: 0.25, natsOutPerRequest: 0.25 }),
-        t('gateway + nats-server + worker (base)', [['gateway', 500], ['nats-server', 100], ['worker', 300]]),
+        t(
+          'gateway + nats-server + worker',
+          [
+            ['gateway', 50],
+            ['nats-server', 10],
+            ['worker', 30],
+          ],
+          { natsInPerRequest: 0.25, natsOutPerRequest: 0.25 },
+        ),
+        t('gateway + nats-server + worker (base)', [
+          ['gateway', 500],
+          ['nats-server', 100],
+          ['worker', 300],
+        ]),
       ],
       'meta',
     )
@@ -63,11 +83,37 @@ describe('cohort bench tax', () => {
     const out = formatTax(
       [
         t('cohort serve', [['cohort serve', 60]]),
-        t('gateway + nats-server + worker', [['gateway', 100], ['nats-server', 20], ['worker', 80]]),
-        t('gateway --processes 2 + nats-server + worker', [['gateway primary', 1], ['gateway 1', 52], ['gateway 2', 53], ['nats-server', 20], ['worker', 80]]),
-        t('gRPC: gateway + nats-server + worker', [['gateway', 150], ['nats-server', 20], ['worker', 80]]),
-        t('bulk 16: gateway + nats-server + worker', [['gateway', 50], ['nats-server', 10], ['worker', 40]], { perItem: true }),
-        t('Triton (PyTriton, identity function)', [['tritonserver', 50], ['Python backend stub', 100], ['Python (PyTriton)', 50]]),
+        t('gateway + nats-server + worker', [
+          ['gateway', 100],
+          ['nats-server', 20],
+          ['worker', 80],
+        ]),
+        t('gateway --processes 2 + nats-server + worker', [
+          ['gateway primary', 1],
+          ['gateway 1', 52],
+          ['gateway 2', 53],
+          ['nats-server', 20],
+          ['worker', 80],
+        ]),
+        t('gRPC: gateway + nats-server + worker', [
+          ['gateway', 150],
+          ['nats-server', 20],
+          ['worker', 80],
+        ]),
+        t(
+          'bulk 16: gateway + nats-server + worker',
+          [
+            ['gateway', 50],
+            ['nats-server', 10],
+            ['worker', 40],
+          ],
+          { perItem: true },
+        ),
+        t('Triton (PyTriton, identity function)', [
+          ['tritonserver', 50],
+          ['Python backend stub', 100],
+          ['Python (PyTriton)', 50],
+        ]),
       ],
       'meta',
     )

@@ -204,9 +204,7 @@ function bodies(dir: string, name: string, input: string, features: number, item
       return writeWrkScript(dir, `${name}-${tag}`, JSON.stringify({ inputs: [{ name: input, datatype: 'FP32', shape: [n, features], data }] }))
     }
     const f = Float32Array.from(data)
-    const header = new TextEncoder().encode(
-      JSON.stringify({ inputs: [{ name: input, datatype: 'FP32', shape: [n, features], parameters: { binary_data_size: f.byteLength } }] }),
-    )
+    const header = new TextEncoder().encode(JSON.stringify({ inputs: [{ name: input, datatype: 'FP32', shape: [n, features], parameters: { binary_data_size: f.byteLength } }] }))
     const bytes = new Uint8Array(header.byteLength + f.byteLength)
     bytes.set(header, 0)
     bytes.set(new Uint8Array(f.buffer), header.byteLength)
@@ -250,7 +248,10 @@ const COHORT_TARGETS = new Set(['serve', 'dist', 'dist2', 'grpc', 'bulk'])
 const BASE_TARGETS = new Set(['serve', 'dist', 'bulk'])
 
 function config(v: BenchValues): Cfg {
-  const targets = String(v['targets'] ?? 'http,nats,serve,dist').split(',').map((s) => s.trim()).filter(Boolean)
+  const targets = String(v['targets'] ?? 'http,nats,serve,dist')
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean)
   for (const t of targets) {
     if (!TARGETS.includes(t)) {
       throw new CliError(`--targets: unknown target "${t}" (use ${TARGETS.join(', ')})`)
@@ -297,15 +298,7 @@ function cpuOf(m: Meter): number {
 }
 
 /** Run the load on `url` and read every process's CPU time and NATS's counters around it. */
-async function measureHttp(
-  target: string,
-  url: string,
-  procs: Meter[],
-  c: Cfg,
-  b: Bodies,
-  natsVarz: string | undefined,
-  items = 1,
-): Promise<TaxTarget> {
+async function measureHttp(target: string, url: string, procs: Meter[], c: Cfg, b: Bodies, natsVarz: string | undefined, items = 1): Promise<TaxTarget> {
   // Bulk: about as many items in flight as single requests elsewhere (--connections).
   const conns = Math.max(2, Math.round(c.connections / items))
   await runWrk(url, b.script, conns, 1) // warm-up
@@ -387,11 +380,22 @@ function tritonMeters(root: number): Meter[] {
     walk(root)
     return out
   }
-  const group = (re: RegExp) => () => tree().filter((p) => re.test(p.comm)).map((p) => p.pid)
+  const group = (re: RegExp) => () =>
+    tree()
+      .filter((p) => re.test(p.comm))
+      .map((p) => p.pid)
   return [
     { name: 'tritonserver', pids: group(/^tritonserver$/) },
     { name: 'Python backend stub', pids: group(/^triton_python/) },
-    { name: 'Python (PyTriton)', pids: () => [root, ...tree().filter((p) => /^python/.test(p.comm)).map((p) => p.pid)] },
+    {
+      name: 'Python (PyTriton)',
+      pids: () => [
+        root,
+        ...tree()
+          .filter((p) => /^python/.test(p.comm))
+          .map((p) => p.pid),
+      ],
+    },
   ]
 }
 
@@ -503,7 +507,17 @@ async function runTarget(t: string, c: Cfg, dir: string, m: { path: string; inpu
     if (t === 'grpc') {
       const d = await startDist(c, dir, t, tag, bin, models, ['--grpc-port', '0'], procs)
       const addr = (await d.gw.waitFor(/grpc on (\S+:\d+)/))[1]!
-      const args = (inflight: number, seconds: number) => ['tax-grpc-load', addr, 'm', m.input, String(m.features), String(c.bulk), c.binary ? '1' : '0', String(inflight), String(seconds)]
+      const args = (inflight: number, seconds: number) => [
+        'tax-grpc-load',
+        addr,
+        'm',
+        m.input,
+        String(m.features),
+        String(c.bulk),
+        c.binary ? '1' : '0',
+        String(inflight),
+        String(seconds),
+      ]
       const sat = await runLoadProc('grpc load', args(c.connections, c.seconds), c.seconds, d.meters, d.nats.varz)
       const one = await runLoadProc('grpc load', args(1, 2), 2, d.meters, undefined)
       const n = sat.r.requests
@@ -580,7 +594,12 @@ function fmt(n: number, d = 0): string {
 
 /** The report: one row per target, then the ratios the issue's targets name. */
 export function formatTax(rs: TaxTarget[], meta: string): string {
-  const lines = [meta, '', '| path | req/s | CPU µs per request (per process) | total µs | NATS msgs in/out per request | p50 c=1 (ms) |', '| --- | ---: | --- | ---: | ---: | ---: |']
+  const lines = [
+    meta,
+    '',
+    '| path | req/s | CPU µs per request (per process) | total µs | NATS msgs in/out per request | p50 c=1 (ms) |',
+    '| --- | ---: | --- | ---: | ---: | ---: |',
+  ]
   for (const r of rs) {
     const per = r.procs.map((p) => `${p.name} ${fmt(p.usPerRequest)}`).join(' + ')
     const nats = Number.isFinite(r.natsInPerRequest) ? `${fmt(r.natsInPerRequest, 2)} / ${fmt(r.natsOutPerRequest, 2)}` : '-'
@@ -594,10 +613,12 @@ export function formatTax(rs: TaxTarget[], meta: string): string {
   const ratio = (a: number | undefined, b: number | undefined) => (a !== undefined && b !== undefined && b > 0 ? fmt(a / b, 2) : '-')
   const srv = (r: TaxTarget | undefined) => r?.procs.find((p) => p.name === 'nats-server')?.usPerRequest
   lines.push('')
-  lines.push(`ratios: serve/http ${ratio(serve?.totalUsPerRequest, http?.totalUsPerRequest)} (target <= 1.5), ` +
-    `dist/serve ${ratio(dist?.totalUsPerRequest, serve?.totalUsPerRequest)} (target <= 1.5), ` +
-    `dist nats-server/nats.js nats-server ${ratio(srv(dist), srv(nats))} (target <= 2), ` +
-    `dist published per request ${fmt(dist?.natsInPerRequest ?? Number.NaN, 2)} (target < 1)`)
+  lines.push(
+    `ratios: serve/http ${ratio(serve?.totalUsPerRequest, http?.totalUsPerRequest)} (target <= 1.5), ` +
+      `dist/serve ${ratio(dist?.totalUsPerRequest, serve?.totalUsPerRequest)} (target <= 1.5), ` +
+      `dist nats-server/nats.js nats-server ${ratio(srv(dist), srv(nats))} (target <= 2), ` +
+      `dist published per request ${fmt(dist?.natsInPerRequest ?? Number.NaN, 2)} (target < 1)`,
+  )
   if (dist && http && nats) {
     lines.push(`p50 c=1: dist ${fmt(dist.p50Ms, 3)} ms vs http + nats.js + 0.2 = ${fmt(http.p50Ms + nats.p50Ms + 0.2, 3)} ms`)
   }
@@ -613,15 +634,23 @@ export function formatTax(rs: TaxTarget[], meta: string): string {
   }
   const bulk = by('bulk')
   if (dist && bulk) {
-    lines.push(`bulk per item / one request (dist): total ${ratio(bulk.totalUsPerRequest, dist.totalUsPerRequest)}, gateway ${ratio(gwCpu(bulk), gwCpu(dist))}, worker ${ratio(bulk.procs.find((p) => p.name === 'worker')?.usPerRequest, dist.procs.find((p) => p.name === 'worker')?.usPerRequest)}`)
+    lines.push(
+      `bulk per item / one request (dist): total ${ratio(bulk.totalUsPerRequest, dist.totalUsPerRequest)}, gateway ${ratio(gwCpu(bulk), gwCpu(dist))}, worker ${ratio(bulk.procs.find((p) => p.name === 'worker')?.usPerRequest, dist.procs.find((p) => p.name === 'worker')?.usPerRequest)}`,
+    )
   }
   const triton = by('Triton')
   if (triton) {
     const front = triton.procs.find((p) => p.name === 'tritonserver')?.usPerRequest
-    lines.push(`against Triton: dist/Triton total ${ratio(dist?.totalUsPerRequest, triton.totalUsPerRequest)} (target <= 1), serve/Triton total ${ratio(serve?.totalUsPerRequest, triton.totalUsPerRequest)}, ` +
-      `gateway/tritonserver ${ratio(gwCpu(dist), front)} (stretch <= 1)`)
+    lines.push(
+      `against Triton: dist/Triton total ${ratio(dist?.totalUsPerRequest, triton.totalUsPerRequest)} (target <= 1), serve/Triton total ${ratio(serve?.totalUsPerRequest, triton.totalUsPerRequest)}, ` +
+        `gateway/tritonserver ${ratio(gwCpu(dist), front)} (stretch <= 1)`,
+    )
   }
-  for (const [name, prefix] of [['dist', 'gateway + '], ['bulk', 'bulk'], ['serve', 'cohort serve']] as const) {
+  for (const [name, prefix] of [
+    ['dist', 'gateway + '],
+    ['bulk', 'bulk'],
+    ['serve', 'cohort serve'],
+  ] as const) {
     const now = by(prefix)
     const was = by(prefix, true)
     if (now && was) {

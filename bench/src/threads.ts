@@ -67,10 +67,23 @@ export const benchThreadsCommand = defineBenchCommand({
       const curves = runs.get(`${t}/${spin}`) ?? []
       batches.forEach((b, i) => {
         const pts = curves.map((c) => c[i] as OfflinePoint)
-        rows.push([`${t} thread(s), spin ${spin ? 'on' : 'off'}`, String(b), span(pts.map((p) => p.itemsPerSec), 0), span(pts.map((p) => p.cpuMsPerItem), 3)])
+        rows.push([
+          `${t} thread(s), spin ${spin ? 'on' : 'off'}`,
+          String(b),
+          span(
+            pts.map((p) => p.itemsPerSec),
+            0,
+          ),
+          span(
+            pts.map((p) => p.cpuMsPerItem),
+            3,
+          ),
+        ])
       })
     }
-    console.log(`cohort bench threads: ${model} MLP, ${availableParallelism()} cores, ${repeats} rounds, ${seconds} s per point; load average ${load0.toFixed(2)} -> ${(loadavg()[0] ?? Number.NaN).toFixed(2)}`)
+    console.log(
+      `cohort bench threads: ${model} MLP, ${availableParallelism()} cores, ${repeats} rounds, ${seconds} s per point; load average ${load0.toFixed(2)} -> ${(loadavg()[0] ?? Number.NaN).toFixed(2)}`,
+    )
     console.log('median (min-max over the rounds)')
     console.log(table(['session options', 'batch', 'items/s', 'CPU ms/item'], rows))
   },

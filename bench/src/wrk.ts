@@ -72,11 +72,10 @@ export function parseWrk(out: string): Omit<SaturationResult, 'tool'> {
  */
 export function writeWrkScript(dir: string, name: string, body: string, headers: Record<string, string> = {}): string {
   const path = join(dir, `${name}.lua`)
-  const extra = Object.entries(headers).map(([k, v]) => `wrk.headers[${JSON.stringify(k)}] = ${JSON.stringify(v)}\n`).join('')
-  writeFileSync(
-    path,
-    `wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\n${extra}wrk.body = [==[${body}]==]\n`,
-  )
+  const extra = Object.entries(headers)
+    .map(([k, v]) => `wrk.headers[${JSON.stringify(k)}] = ${JSON.stringify(v)}\n`)
+    .join('')
+  writeFileSync(path, `wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\n${extra}wrk.body = [==[${body}]==]\n`)
   return path
 }
 

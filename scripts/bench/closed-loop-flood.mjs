@@ -10,7 +10,14 @@ import { Agent, request } from 'node:http'
 
 const [port, clients = 60, ms = 6000, slo = 1000, pid] = process.argv.slice(2).map(Number)
 const agent = new Agent({ keepAlive: true, maxSockets: clients })
-const cpu = () => (pid ? readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ').slice(11, 13).reduce((a, b) => a + Number(b), 0) * 10 : 0)
+const cpu = () =>
+  pid
+    ? readFileSync(`/proc/${pid}/stat`, 'utf8')
+        .split(') ')[1]
+        .split(' ')
+        .slice(11, 13)
+        .reduce((a, b) => a + Number(b), 0) * 10
+    : 0
 const one = () =>
   new Promise((resolve) => {
     const t0 = performance.now()
@@ -37,9 +44,20 @@ await Promise.all(
 const cpuMs = cpu() - c0
 const by = {}
 for (const a of out) by[a.s] = (by[a.s] ?? 0) + 1
-const ok = out.filter((a) => a.s === 200).map((a) => a.ms).sort((x, y) => x - y)
+const ok = out
+  .filter((a) => a.s === 200)
+  .map((a) => a.ms)
+  .sort((x, y) => x - y)
 const q = (p) => ok[Math.min(ok.length - 1, Math.floor(ok.length * p))]?.toFixed(0)
 console.log(
-  JSON.stringify({ requests: out.length, byStatus: by, okP50Ms: q(0.5), okP99Ms: q(0.99), okMaxMs: ok.at(-1)?.toFixed(0), okWithinSlo: ok.filter((m) => m <= slo).length, ...(pid ? { gatewayCpuUsPerRequest: Math.round((cpuMs * 1000) / out.length) } : {}) }),
+  JSON.stringify({
+    requests: out.length,
+    byStatus: by,
+    okP50Ms: q(0.5),
+    okP99Ms: q(0.99),
+    okMaxMs: ok.at(-1)?.toFixed(0),
+    okWithinSlo: ok.filter((m) => m <= slo).length,
+    ...(pid ? { gatewayCpuUsPerRequest: Math.round((cpuMs * 1000) / out.length) } : {}),
+  }),
 )
 agent.destroy()

@@ -35,9 +35,7 @@ async function closedLoop(up: Upstream, concurrency: number, seconds: number): P
   await Promise.all(
     Array.from({ length: concurrency }, async () => {
       while (Date.now() < end) {
-        const r = await up
-          .infer({ v: 1, id: crypto.randomUUID(), model: 'sleepy', deadline: Date.now() + 5000, items: [{ x: 1 }] }, 5000, undefined)
-          .catch(() => undefined)
+        const r = await up.infer({ v: 1, id: crypto.randomUUID(), model: 'sleepy', deadline: Date.now() + 5000, items: [{ x: 1 }] }, 5000, undefined).catch(() => undefined)
         if (r && !r.errors) {
           ok++
         }
@@ -63,26 +61,24 @@ async function openLoop(up: Upstream, rate: number, seconds: number, budgetMs: n
       await new Promise((r) => setTimeout(r, wait))
     }
     pending.push(
-      up
-        .infer({ v: 1, id: crypto.randomUUID(), model: 'sleepy', deadline: at + budgetMs, items: [{ x: i }] }, budgetMs + 100, undefined)
-        .then(
-          (r) => {
-            latencies.push(Date.now() - at)
-            if (r.errors) {
-              failed++
-            } else {
-              ok++
-              byWorker[r.worker ?? '?'] = (byWorker[r.worker ?? '?'] ?? 0) + 1
-            }
-          },
-          (e: unknown) => {
-            latencies.push(Date.now() - at)
+      up.infer({ v: 1, id: crypto.randomUUID(), model: 'sleepy', deadline: at + budgetMs, items: [{ x: i }] }, budgetMs + 100, undefined).then(
+        (r) => {
+          latencies.push(Date.now() - at)
+          if (r.errors) {
             failed++
-            if (!(e instanceof CohortError)) {
-              throw e
-            }
-          },
-        ),
+          } else {
+            ok++
+            byWorker[r.worker ?? '?'] = (byWorker[r.worker ?? '?'] ?? 0) + 1
+          }
+        },
+        (e: unknown) => {
+          latencies.push(Date.now() - at)
+          failed++
+          if (!(e instanceof CohortError)) {
+            throw e
+          }
+        },
+      ),
     )
   }
   await Promise.all(pending)

@@ -15,9 +15,7 @@ import { SLEEPY_PREDICTOR, spawnCohort, type CliProcess } from '@cohort/test-sup
 
 const CHROMIUM = process.env['CHROMIUM_PATH'] ?? '/usr/bin/chromium'
 /** Where the screenshot goes: a temporary file unless DASHBOARD_SCREENSHOT names one. */
-const SCREENSHOT = process.env['DASHBOARD_SCREENSHOT']
-  ? resolve(process.env['DASHBOARD_SCREENSHOT'])
-  : join(mkdtempSync(join(tmpdir(), 'cohort-dashboard-')), 'dashboard.png')
+const SCREENSHOT = process.env['DASHBOARD_SCREENSHOT'] ? resolve(process.env['DASHBOARD_SCREENSHOT']) : join(mkdtempSync(join(tmpdir(), 'cohort-dashboard-')), 'dashboard.png')
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 /** Samples the charts gather before the picture; a page opened later must show at least these. */
 const HISTORY_POINTS = 8
@@ -131,7 +129,8 @@ describe('dashboard in headless Chromium', () => {
     await page.goto(`${base}/dashboard#sleepy`)
     // Rates need two samples (the page polls every second).
     await page.waitForFunction(
-      () => Number(document.querySelector('[data-testid="kpi-rps"]')?.getAttribute('data-value')) > 0 &&
+      () =>
+        Number(document.querySelector('[data-testid="kpi-rps"]')?.getAttribute('data-value')) > 0 &&
         Number(document.querySelector('[data-testid="batch-hist"]')?.getAttribute('data-total')) > 0,
       undefined,
       { timeout: 30_000, polling: 200 },
@@ -156,11 +155,10 @@ describe('dashboard in headless Chromium', () => {
     // Let the charts gather some history (HISTORY_POINTS samples, one per poll of the page), then
     // keep a picture of the page under load. Only the picture for the docs
     // (`npm run docs:dashboard-screenshot`) waits longer, for fuller charts.
-    await page.waitForFunction(
-      (n) => Number(document.querySelector('[data-testid="chart-rps"]')?.getAttribute('data-points')) >= n,
-      HISTORY_POINTS,
-      { timeout: 60_000, polling: 250 },
-    )
+    await page.waitForFunction((n) => Number(document.querySelector('[data-testid="chart-rps"]')?.getAttribute('data-points')) >= n, HISTORY_POINTS, {
+      timeout: 60_000,
+      polling: 250,
+    })
     await page.waitForTimeout(Number(process.env['DASHBOARD_SCREENSHOT_WAIT_MS'] ?? (process.env['DASHBOARD_SCREENSHOT'] ? 20_000 : 0)))
     const pointsBefore = (await read(page)).rpsPoints
     mkdirSync(dirname(SCREENSHOT), { recursive: true })
@@ -174,8 +172,7 @@ describe('dashboard in headless Chromium', () => {
     const text = await (await fetch(`${base}/metrics`)).text()
     const m = parsePrometheus(text)
     // All result codes of one model's requests (labels render sorted: code, then model).
-    const requestsOf = (model: string) =>
-      [...m].filter(([k]) => k.startsWith('cohort_requests_total{') && k.endsWith(`model="${model}"}`)).reduce((a, [, v]) => a + v, 0)
+    const requestsOf = (model: string) => [...m].filter(([k]) => k.startsWith('cohort_requests_total{') && k.endsWith(`model="${model}"}`)).reduce((a, [, v]) => a + v, 0)
     const want = { sleepy: requestsOf('sleepy'), demo: requestsOf('demo'), batches: m.get('cohort_batch_size_count{model="sleepy"}') }
     expect(want.sleepy).toBeGreaterThan(0)
     expect(want.demo).toBeGreaterThan(0)

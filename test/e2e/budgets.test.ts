@@ -19,16 +19,7 @@ import { InProcessTransport, createNatsTransport, type Transport } from '@cohort
 import { CohortWorker, OnnxRunner, PredictorRunner, buildPipelineRunners, loadPredictors } from '@cohort/worker'
 import { Type, defineConfig, definePipeline, stage } from '@cohort/pipeline'
 import { serve } from '@hono/node-server'
-import {
-  SLEEPY_PREDICTOR,
-  countPerRequest,
-  keptLogger,
-  countsAbove,
-  startNatsServer,
-  writeModelFixtures,
-  type NatsServerHandle,
-  type RequestCounts,
-} from '@cohort/test-support'
+import { SLEEPY_PREDICTOR, countPerRequest, keptLogger, countsAbove, startNatsServer, writeModelFixtures, type NatsServerHandle, type RequestCounts } from '@cohort/test-support'
 
 const FEATURES = 64
 const N = 40
@@ -56,7 +47,12 @@ function post(url: string, body: string | undefined, headers: Record<string, str
 }
 
 const inferBody = JSON.stringify({ inputs: [{ name: 'in', datatype: 'FP32', shape: [1, FEATURES], data: Array.from({ length: FEATURES }, (_, i) => i / 8) }] })
-const predictorBody = JSON.stringify({ inputs: [{ name: 'x', datatype: 'FP64', shape: [1], data: [2] }, { name: 'sleepMs', datatype: 'FP64', shape: [1], data: [0] }] })
+const predictorBody = JSON.stringify({
+  inputs: [
+    { name: 'x', datatype: 'FP64', shape: [1], data: [2] },
+    { name: 'sleepMs', datatype: 'FP64', shape: [1], data: [0] },
+  ],
+})
 
 interface Stack {
   base: string
@@ -140,11 +136,20 @@ beforeAll(async () => {
   identity = join(dir, 'identity64.onnx')
   writeFileSync(
     identity,
-    model(graph({ name: 'id', inputs: [valueInfo('in', 'FP32', ['batch', FEATURES])], outputs: [valueInfo('out', 'FP32', ['batch', FEATURES])], nodes: [node('Identity', ['in'], ['out'])] })),
+    model(
+      graph({
+        name: 'id',
+        inputs: [valueInfo('in', 'FP32', ['batch', FEATURES])],
+        outputs: [valueInfo('out', 'FP32', ['batch', FEATURES])],
+        nodes: [node('Identity', ['in'], ['out'])],
+      }),
+    ),
   )
   writeFileSync(
     join(dir, 'wide.onnx'),
-    model(graph({ name: 'wide', inputs: [valueInfo('in', 'FP32', ['batch', WIDE])], outputs: [valueInfo('out', 'FP32', ['batch', WIDE])], nodes: [node('Identity', ['in'], ['out'])] })),
+    model(
+      graph({ name: 'wide', inputs: [valueInfo('in', 'FP32', ['batch', WIDE])], outputs: [valueInfo('out', 'FP32', ['batch', WIDE])], nodes: [node('Identity', ['in'], ['out'])] }),
+    ),
   )
   // The floor: the same client against a bare node:http server that reads the body and answers JSON.
   floorServer = createServer((req, res) => {
@@ -184,7 +189,18 @@ describe('per-request budgets: embedded (in-process transport, what cohort serve
 
   it('OIP infer on an ONNX model', async () => {
     const c = await countPerRequest(() => post(`${s.base}/v2/models/tensor/infer`, inferBody), N)
-    expectWithin('embedded ONNX infer', c, { timers: 0.5, immediates: 2.5, promises: 90, socketWrites: 0.2, postMessages: 1.2, jsonParses: 1, jsonStringifies: 2, msgpackEncodes: 0.5, msgpackDecodes: 0.5, tensorCopies: 1.2 })
+    expectWithin('embedded ONNX infer', c, {
+      timers: 0.5,
+      immediates: 2.5,
+      promises: 90,
+      socketWrites: 0.2,
+      postMessages: 1.2,
+      jsonParses: 1,
+      jsonStringifies: 2,
+      msgpackEncodes: 0.5,
+      msgpackDecodes: 0.5,
+      tensorCopies: 1.2,
+    })
   })
 
   it('OIP infer of 4 rows on an ONNX model: its rows come back as one view of the batch output, not a copy', async () => {
@@ -196,25 +212,69 @@ describe('per-request budgets: embedded (in-process transport, what cohort serve
   it('OIP infer on a TypeScript predictor', async () => {
     const c = await countPerRequest(() => post(`${s.base}/v2/models/sleepy/infer`, predictorBody), N)
     // The one timer is the predictor's own (its sleepMs: 0 sleep).
-    expectWithin('embedded predictor infer', c, { timers: 1.5, immediates: 2.5, promises: 94, socketWrites: 0.2, postMessages: 0.2, jsonParses: 1, jsonStringifies: 6, msgpackEncodes: 0.5, msgpackDecodes: 0.5, tensorCopies: 0.2 })
+    expectWithin('embedded predictor infer', c, {
+      timers: 1.5,
+      immediates: 2.5,
+      promises: 94,
+      socketWrites: 0.2,
+      postMessages: 0.2,
+      jsonParses: 1,
+      jsonStringifies: 6,
+      msgpackEncodes: 0.5,
+      msgpackDecodes: 0.5,
+      tensorCopies: 0.2,
+    })
   })
 
   it('POST /predictions naming no model (the default is the first served)', async () => {
     const c = await countPerRequest(() => post(`${s.base}/predictions`, JSON.stringify({ input: { x: 2, sleepMs: 0 } })), N)
-    expectWithin('embedded /predictions', c, { timers: 1.6, immediates: 2.5, promises: 98, socketWrites: 0.2, postMessages: 0.2, jsonParses: 1, jsonStringifies: 2, msgpackEncodes: 0.5, msgpackDecodes: 0.5, tensorCopies: 0.2 })
+    expectWithin('embedded /predictions', c, {
+      timers: 1.6,
+      immediates: 2.5,
+      promises: 98,
+      socketWrites: 0.2,
+      postMessages: 0.2,
+      jsonParses: 1,
+      jsonStringifies: 2,
+      msgpackEncodes: 0.5,
+      msgpackDecodes: 0.5,
+      tensorCopies: 0.2,
+    })
   })
 
   it('a fused pipeline of two TypeScript stages, above the floor and above a predictor alone', async () => {
     const c = await countPerRequest(() => post(`${s.base}/models/two-stage/predictions`, JSON.stringify({ input: { x: 2 } })), N)
     const alone = await countPerRequest(() => post(`${s.base}/models/sleepy/predictions`, JSON.stringify({ input: { x: 2, sleepMs: 0 } })), N)
     console.log(`budget fused pipeline above the predictor alone: ${JSON.stringify(countsAbove(c, alone))}`)
-    expectWithin('embedded fused pipeline', c, { timers: 0.5, immediates: 2.5, promises: 112, socketWrites: 0.2, postMessages: 0.2, jsonParses: 1, jsonStringifies: 2, msgpackEncodes: 0.5, msgpackDecodes: 0.5, tensorCopies: 0.2 })
+    expectWithin('embedded fused pipeline', c, {
+      timers: 0.5,
+      immediates: 2.5,
+      promises: 112,
+      socketWrites: 0.2,
+      postMessages: 0.2,
+      jsonParses: 1,
+      jsonStringifies: 2,
+      msgpackEncodes: 0.5,
+      msgpackDecodes: 0.5,
+      tensorCopies: 0.2,
+    })
   })
 
   it('bulk predictions of 4 inputs', async () => {
     const body = JSON.stringify({ inputs: [1, 2, 3, 4].map((x) => ({ x, sleepMs: 0 })) })
     const c = await countPerRequest(() => post(`${s.base}/models/sleepy/predictions/bulk`, body), N)
-    expectWithin('embedded bulk x4', c, { timers: 1.6, immediates: 2.5, promises: 140, socketWrites: 0.2, postMessages: 0.2, jsonParses: 1, jsonStringifies: 1, msgpackEncodes: 0.5, msgpackDecodes: 0.5, tensorCopies: 0.2 })
+    expectWithin('embedded bulk x4', c, {
+      timers: 1.6,
+      immediates: 2.5,
+      promises: 140,
+      socketWrites: 0.2,
+      postMessages: 0.2,
+      jsonParses: 1,
+      jsonStringifies: 1,
+      msgpackEncodes: 0.5,
+      msgpackDecodes: 0.5,
+      tensorCopies: 0.2,
+    })
   })
 })
 
@@ -268,7 +328,17 @@ describe('per-request budgets: gRPC ModelInfer (embedded)', () => {
     const c = await countPerRequest(() => modelInfer(client, req), N)
     const above = countsAbove(c, grpcFloor)
     console.log(`budget gRPC ONNX infer (above bare grpc-js): ${JSON.stringify(above)}`)
-    const budget: Partial<RequestCounts> = { timers: 0.5, immediates: 2.5, promises: 38, postMessages: 1.2, jsonParses: 0.5, jsonStringifies: 0.5, msgpackEncodes: 0.5, msgpackDecodes: 0.5, tensorCopies: 1.2 }
+    const budget: Partial<RequestCounts> = {
+      timers: 0.5,
+      immediates: 2.5,
+      promises: 38,
+      postMessages: 1.2,
+      jsonParses: 0.5,
+      jsonStringifies: 0.5,
+      msgpackEncodes: 0.5,
+      msgpackDecodes: 0.5,
+      tensorCopies: 1.2,
+    }
     for (const [k, max] of Object.entries(budget) as [keyof RequestCounts, number][]) {
       expect({ key: k, perRequest: above[k] <= max ? 'within' : above[k] }).toEqual({ key: k, perRequest: 'within' })
     }
@@ -309,7 +379,18 @@ describe('per-request budgets: distributed (gateway and worker on their own NATS
     const c = await countPerRequest(() => post(`${s.base}/v2/models/tensor/infer`, inferBody), N, 0)
     const msgs = Object.fromEntries([...seen].map(([k, v]) => [k, Math.round((v / N) * 100) / 100]))
     console.log(`nats messages per request: ${JSON.stringify(msgs)}`)
-    expectWithin('distributed ONNX infer', c, { timers: 0.5, immediates: 2.5, promises: 176, socketWrites: 3.1, postMessages: 1.2, jsonParses: 1, jsonStringifies: 2.5, msgpackEncodes: 3.5, msgpackDecodes: 3.5, tensorCopies: 1.2 })
+    expectWithin('distributed ONNX infer', c, {
+      timers: 0.5,
+      immediates: 2.5,
+      promises: 176,
+      socketWrites: 3.1,
+      postMessages: 1.2,
+      jsonParses: 1,
+      jsonStringifies: 2.5,
+      msgpackEncodes: 3.5,
+      msgpackDecodes: 3.5,
+      tensorCopies: 1.2,
+    })
     // The request, the worker's accept notice, the reply: heartbeats are periodic, not per request.
     const perRequest = [...seen].filter(([k]) => k !== 'cohort.heartbeat').reduce((a, [, v]) => a + v, 0) / N
     expect({ natsMessagesPerRequest: perRequest <= 3.05 ? 'within' : perRequest }).toEqual({ natsMessagesPerRequest: 'within' })
@@ -340,10 +421,22 @@ describe('per-request budgets: distributed (gateway and worker on their own NATS
       // CPU per request of this whole process (client, both gateways, the worker): printed, not asserted (a rate).
       console.log(`budget refusal vs answer: ${JSON.stringify(above)}; process CPU per request: refusal ${us(refusalCpu)} us, answer ${us(answerCpu)} us`)
       // A fifth of an answer, counted in promises (the closest count to CPU that does not depend on the machine).
-      expect({ refusalOverAnswerPromises: above.refusal.promises <= 0.2 * above.answer.promises ? 'within a fifth' : above.refusal.promises / above.answer.promises }).toEqual({ refusalOverAnswerPromises: 'within a fifth' })
+      expect({ refusalOverAnswerPromises: above.refusal.promises <= 0.2 * above.answer.promises ? 'within a fifth' : above.refusal.promises / above.answer.promises }).toEqual({
+        refusalOverAnswerPromises: 'within a fifth',
+      })
       expect({ natsMessages: msgs, logLines: kept.lines.length, jsonParses: refusal.jsonParses - floor.jsonParses }).toEqual({ natsMessages: 0, logLines: 0, jsonParses: 0 })
       // The one timer: @hono/node-server's drain of the unread body (500 ms, unref'd), as for any answer given before the body is read.
-      expectWithin('distributed refusal', refusal, { timers: 1.2, immediates: 0.2, promises: 30, socketWrites: 0.2, postMessages: 0, jsonParses: 0, jsonStringifies: 1, msgpackEncodes: 0, msgpackDecodes: 0 })
+      expectWithin('distributed refusal', refusal, {
+        timers: 1.2,
+        immediates: 0.2,
+        promises: 30,
+        socketWrites: 0.2,
+        postMessages: 0,
+        jsonParses: 0,
+        jsonStringifies: 1,
+        msgpackEncodes: 0,
+        msgpackDecodes: 0,
+      })
     } finally {
       await new Promise<void>((r) => (server as Server).close(() => r()))
       await refusing.close()

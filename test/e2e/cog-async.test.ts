@@ -121,7 +121,10 @@ describe('Cog-style API over NATS (cohort serve --nats)', () => {
       body: JSON.stringify({ inputs }),
     })
     expect(nd.headers.get('content-type')).toMatch(/application\/x-ndjson/)
-    const lines = (await nd.text()).trim().split('\n').map((l) => JSON.parse(l))
+    const lines = (await nd.text())
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l))
     expect(lines.map((l) => l.index).sort()).toEqual([0, 1, 2])
     expect(lines[0]).toMatchObject({ index: 1, status: 'failed' }) // as completed, not in input order
     expect(lines.find((l) => l.index === 1)).toMatchObject({ status: 'failed', code: 'INVALID_INPUT' })
@@ -162,7 +165,9 @@ describe('Cog-style async predictions embedded (in memory, no NATS)', () => {
     const final = await asyncRoundTrip(srv.url, hooks, '/predictions', { x: 5 })
     expect(final.output).toEqual({ y: 10, batch: 1 })
     const put = (body: unknown) =>
-      fetch(`${srv.url}/predictions/emb-1`, { method: 'PUT', headers: { 'content-type': 'application/json', prefer: 'respond-async' }, body: JSON.stringify(body) }).then(async (r) => ({ status: r.status, body: (await r.json()) as JsonBody }))
+      fetch(`${srv.url}/predictions/emb-1`, { method: 'PUT', headers: { 'content-type': 'application/json', prefer: 'respond-async' }, body: JSON.stringify(body) }).then(
+        async (r) => ({ status: r.status, body: (await r.json()) as JsonBody }),
+      )
     const [a, b] = await Promise.all([put({ input: { x: 41, sleepMs: 1500 } }), put({ input: { x: 41, sleepMs: 1500 } })])
     expect([a.status, b.status]).toEqual([202, 202])
     expect(a.body.created_at).toBe(b.body.created_at)
@@ -173,6 +178,9 @@ describe('Cog-style async predictions embedded (in memory, no NATS)', () => {
     await until(() => readSleepyLog(LOG).some((e) => e.event === 'end' && e.xs.includes(41)))
     expect((await postJson(`${srv.url}/predictions`, { input: { x: 42 } })).status).toBe(200)
     expect((await getJson(`${srv.url}/predictions/emb-1`)).body).toMatchObject({ status: 'canceled', output: null })
-    expect(readSleepyLog(LOG).filter((e) => e.event === 'start' && e.xs.includes(41)), 'one prediction for the two PUTs').toHaveLength(1)
+    expect(
+      readSleepyLog(LOG).filter((e) => e.event === 'start' && e.xs.includes(41)),
+      'one prediction for the two PUTs',
+    ).toHaveLength(1)
   }, 60_000)
 })

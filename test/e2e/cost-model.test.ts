@@ -54,7 +54,7 @@ describe('cost model on a sleep-based synthetic predictor', () => {
     expect(c).toBeGreaterThan(C_MS * 0.5)
     expect(c).toBeLessThan(C_MS * 2)
     expect(a).toBeGreaterThanOrEqual(0)
-    expect(a, "a does not absorb the per-item cost (t(32) is 340 ms)").toBeLessThan(A_MS + 250)
+    expect(a, 'a does not absorb the per-item cost (t(32) is 340 ms)').toBeLessThan(A_MS + 250)
     // The learned model never prices a batch well under its true cost.
     for (const b of [1, 32]) {
       expect(a + b * c, `t(${b})`).toBeGreaterThan(0.8 * (A_MS + b * C_MS))

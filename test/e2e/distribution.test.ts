@@ -29,15 +29,13 @@ async function countByWorker(up: Upstream, n: number, concurrency: number): Prom
     Array.from({ length: concurrency }, async () => {
       while (next < n) {
         const x = next++
-        const r = await up
-          .infer({ v: 1, id: crypto.randomUUID(), model: 'sleepy', deadline: Date.now() + 30_000, items: [{ x }] }, 30_000, undefined)
-          .catch((e: unknown) => {
-            if (!(e instanceof CohortError)) {
-              throw e
-            }
-            failed.push(e.code)
-            return undefined
-          })
+        const r = await up.infer({ v: 1, id: crypto.randomUUID(), model: 'sleepy', deadline: Date.now() + 30_000, items: [{ x }] }, 30_000, undefined).catch((e: unknown) => {
+          if (!(e instanceof CohortError)) {
+            throw e
+          }
+          failed.push(e.code)
+          return undefined
+        })
         if (r?.errors) {
           failed.push(JSON.stringify(r.errors))
         } else if (r) {
@@ -105,13 +103,27 @@ describe('over NATS: distribution and reconfiguration', () => {
     for (let i = 0; i < 40; i++) {
       void up.infer({ v: 1, id: crypto.randomUUID(), model: 'sleepy', deadline: Date.now() + 1_200_000, items: [{ x: i }] }, 1_200_000, undefined).catch(() => undefined)
     }
-    await until(() => stats(slowId).then((s) => s.held === 40, () => false), `${slowId} to hold 40`)
+    await until(
+      () =>
+        stats(slowId).then(
+          (s) => s.held === 40,
+          () => false,
+        ),
+      `${slowId} to hold 40`,
+    )
     const before = (await stats(slowId)).requests
     const fast = startWorker(nats.url, fastId, 20, extra)
     procs.push(fast)
     await fast.waitFor(/serving/, 60_000)
     // Its model subscriptions are at the server once its services answer (same connection, after them).
-    await until(() => stats(fastId).then(() => true, () => false), `${fastId} to answer $SRV.STATS`)
+    await until(
+      () =>
+        stats(fastId).then(
+          () => true,
+          () => false,
+        ),
+      `${fastId} to answer $SRV.STATS`,
+    )
     const code = (e: unknown) => (e instanceof CohortError ? e.code : String(e))
     const who = await Promise.all(
       Array.from({ length: 24 }, (_, x) =>

@@ -144,7 +144,10 @@ describe('refusals at the door (worker-wait check) over NATS', () => {
     expect(served.filter((o) => !published(o.id))).toEqual([])
     // ... and not one door-refused request was, on any subject, in any form: no NATS round trip
     // for a door refusal.
-    expect(door.filter((o) => published(o.id)), `${seen.length} messages seen, ${decoded} decoded`).toEqual([])
+    expect(
+      door.filter((o) => published(o.id)),
+      `${seen.length} messages seen, ${decoded} decoded`,
+    ).toEqual([])
 
     // A quiet period: the worker's queue drains and the door's estimates age out or refresh.
     // Then the same requests (300 ms deadlines) are admitted and served again.

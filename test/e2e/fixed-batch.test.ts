@@ -19,10 +19,17 @@ beforeAll(async () => {
   writeFileSync(join(dir, 'fixed1.onnx'), buildFixedBatchModel(1))
   writeFileSync(join(dir, 'fixed4.onnx'), buildFixedBatchModel(4))
   serve = spawnCohort([
-    'serve', '--nats', nats.url, '--port', '0',
-    '--model', `one=${join(dir, 'fixed1.onnx')},warmup=2`,
-    '--model', `four=${join(dir, 'fixed4.onnx')},warmup=1x1:4`,
-    '--max-batch-size', '32',
+    'serve',
+    '--nats',
+    nats.url,
+    '--port',
+    '0',
+    '--model',
+    `one=${join(dir, 'fixed1.onnx')},warmup=2`,
+    '--model',
+    `four=${join(dir, 'fixed4.onnx')},warmup=1x1:4`,
+    '--max-batch-size',
+    '32',
   ])
   const m = await serve.waitFor(/serving one, four on (http:\/\/[^ ]+) /, 90_000)
   base = m[1]!
@@ -43,22 +50,32 @@ async function infer(model: string, rows: number[][]): Promise<{ status: number;
 }
 
 describe('fixed leading dimension', () => {
-  it.each(['one', 'four'])('model %s: 8 concurrent clients, every request 200 with its own answer', async (name) => {
-    const jobs = Array.from({ length: 96 }, (_, i) => i)
-    const results = await pool(jobs, 8, async (i) => {
-      // Clients send [1, 3]; some send [2, 3] (two items in one request).
-      const rows = i % 5 === 0 ? [[i, i + 0.5, -i], [1, 2, 3]] : [[i, i + 0.5, -i]]
-      const r = await infer(name, rows)
-      return { i, rows, ...r }
-    })
-    const failed = results.filter((r) => r.status !== 200)
-    expect(failed.map((r) => `${r.status} ${JSON.stringify(r.body)}`)).toEqual([])
-    for (const r of results) {
-      const out = r.body.outputs.find((o: { name: string }) => o.name === 'y')
-      expect(out.shape).toEqual([r.rows.length, 3])
-      expect(out.data).toEqual(r.rows.flat().map((v) => v * 2 + 0))
-    }
-  }, 120_000)
+  it.each(['one', 'four'])(
+    'model %s: 8 concurrent clients, every request 200 with its own answer',
+    async (name) => {
+      const jobs = Array.from({ length: 96 }, (_, i) => i)
+      const results = await pool(jobs, 8, async (i) => {
+        // Clients send [1, 3]; some send [2, 3] (two items in one request).
+        const rows =
+          i % 5 === 0
+            ? [
+                [i, i + 0.5, -i],
+                [1, 2, 3],
+              ]
+            : [[i, i + 0.5, -i]]
+        const r = await infer(name, rows)
+        return { i, rows, ...r }
+      })
+      const failed = results.filter((r) => r.status !== 200)
+      expect(failed.map((r) => `${r.status} ${JSON.stringify(r.body)}`)).toEqual([])
+      for (const r of results) {
+        const out = r.body.outputs.find((o: { name: string }) => o.name === 'y')
+        expect(out.shape).toEqual([r.rows.length, 3])
+        expect(out.data).toEqual(r.rows.flat().map((v) => v * 2 + 0))
+      }
+    },
+    120_000,
+  )
 
   it('metadata and config state the limit and why; the global --max-batch-size does not pass it', async () => {
     const one = await (await fetch(`${base}/v2/models/one/config`)).json()

@@ -41,7 +41,12 @@ const bad = fc.oneof(
   row.map((r) => ({ inputs: [{ name: 'nope', datatype: 'FP32', shape: [1, 256], data: r }] })),
   row.map((r) => ({ inputs: [{ name: 'input', datatype: 'FP32', shape: [1, 255], data: r.slice(1) }] })),
   row.map((r) => ({ inputs: [{ name: 'input', datatype: 'INT32', shape: [1, 256], data: r.map(Math.round) }] })),
-  row.map((r) => ({ inputs: [{ name: 'input', datatype: 'FP32', shape: [1, 256], data: r }, { name: 'extra', datatype: 'FP32', shape: [1], data: [1] }] })),
+  row.map((r) => ({
+    inputs: [
+      { name: 'input', datatype: 'FP32', shape: [1, 256], data: r },
+      { name: 'extra', datatype: 'FP32', shape: [1], data: [1] },
+    ],
+  })),
   // Rejected by the gateway: shapes, data, types, syntax.
   fc.constantFrom(-1, 2 ** 53, 1e9, 0.5).map((d) => ({ inputs: [{ name: 'input', datatype: 'FP32', shape: [d, 256], data: [1] }] })),
   row.map((r) => ({ inputs: [{ name: 'input', datatype: 'FP32', shape: [2, 256], data: r }] })),
@@ -57,10 +62,16 @@ async function infer(body: unknown) {
 
 describe('fuzzed bad requests batched with good ones (real NATS, real ONNX)', () => {
   it('answers the good ones exactly as alone, the bad ones 4xx, and the worker stays up', async () => {
-    const rounds = fc.sample(fc.tuple(fc.array(fc.array(row, { minLength: 1, maxLength: 2 }), { minLength: GOOD_PER_ROUND, maxLength: GOOD_PER_ROUND }), fc.array(bad, { minLength: BAD_PER_ROUND, maxLength: BAD_PER_ROUND })), {
-      seed: SEED,
-      numRuns: ROUNDS,
-    })
+    const rounds = fc.sample(
+      fc.tuple(
+        fc.array(fc.array(row, { minLength: 1, maxLength: 2 }), { minLength: GOOD_PER_ROUND, maxLength: GOOD_PER_ROUND }),
+        fc.array(bad, { minLength: BAD_PER_ROUND, maxLength: BAD_PER_ROUND }),
+      ),
+      {
+        seed: SEED,
+        numRuns: ROUNDS,
+      },
+    )
     let badSeen = 0
     for (const [goods, bads] of rounds) {
       // Reference: each good request alone.

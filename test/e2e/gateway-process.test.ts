@@ -6,17 +6,7 @@
 import { createHmac } from 'node:crypto'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { parsePrometheus } from '@cohort/metrics'
-import {
-  SLEEPY_PREDICTOR,
-  postJson,
-  readSleepyLog,
-  sleepyLogPath,
-  sleepyRuns,
-  spawnCohort,
-  startNatsServer,
-  type CliProcess,
-  type NatsServerHandle,
-} from '@cohort/test-support'
+import { SLEEPY_PREDICTOR, postJson, readSleepyLog, sleepyLogPath, sleepyRuns, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle } from '@cohort/test-support'
 
 const SECRET = 'gateway-process-test-secret'
 const LOG = sleepyLogPath()
@@ -55,11 +45,21 @@ beforeAll(async () => {
   await w.waitFor(/worker gp serving sleepy/, 60_000)
   ;[secured, plain] = await Promise.all([
     gateway([
-      '--api-key', 'key-1', '--api-key', 'key-2',
-      '--jwt-secret', SECRET, '--jwt-issuer', 'cohort-test', '--jwt-scope', 'predict',
+      '--api-key',
+      'key-1',
+      '--api-key',
+      'key-2',
+      '--jwt-secret',
+      SECRET,
+      '--jwt-issuer',
+      'cohort-test',
+      '--jwt-scope',
+      'predict',
       // 1 request per 100 s after a burst of 3: the bucket does not refill during the test.
-      '--rate-limit', '0.01:3',
-      '--cors-origin', 'https://app.example',
+      '--rate-limit',
+      '0.01:3',
+      '--cors-origin',
+      'https://app.example',
     ]),
     // The worker's own admission is what the admission test below checks: without the door's
     // worker-wait check (test/e2e/door-refusals.test.ts), which would refuse the same request earlier.
@@ -157,7 +157,11 @@ describe('admission across processes (gateway process, worker process)', () => {
     // The signal that they are ahead: one batch running (SLEEPY_LOG) and the rest in the worker's queue.
     const end = Date.now() + 30_000
     for (;;) {
-      const started = new Set(readSleepyLog(LOG).flatMap((e) => (e.event === 'start' ? e.xs : [])).filter((x) => x >= 200 && x < 204))
+      const started = new Set(
+        readSleepyLog(LOG)
+          .flatMap((e) => (e.event === 'start' ? e.xs : []))
+          .filter((x) => x >= 200 && x < 204),
+      )
       const queued = parsePrometheus(await (await fetch(`${probes}/metrics`)).text()).get('cohort_queue_depth{model="sleepy"}') ?? 0
       if (started.size >= 1 && started.size + queued >= 4) break
       if (Date.now() > end) throw new Error(`blockers not held: ${started.size} started, ${queued} queued`)

@@ -5,16 +5,7 @@
 import { request } from 'node:http'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { parsePrometheus } from '@cohort/metrics'
-import {
-  SLEEPY_PREDICTOR,
-  pool,
-  readSleepyLog,
-  sleepyLogPath,
-  spawnCohort,
-  startNatsServer,
-  type CliProcess,
-  type NatsServerHandle,
-} from '@cohort/test-support'
+import { SLEEPY_PREDICTOR, pool, readSleepyLog, sleepyLogPath, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle } from '@cohort/test-support'
 
 const LOG = sleepyLogPath()
 const procs: CliProcess[] = []
@@ -103,7 +94,12 @@ describe('cohort gateway --processes 2', () => {
     const inflight = xs.map((x) => fresh('POST', `${base}/models/sleepy/predictions`, { input: { x } }))
     // Wait until the worker runs them all (the gateways have received every one), then SIGTERM.
     const until = Date.now() + 30_000
-    while (readSleepyLog(LOG).slice(before).filter((e) => e.event === 'start').flatMap((e) => e.xs).length < xs.length) {
+    while (
+      readSleepyLog(LOG)
+        .slice(before)
+        .filter((e) => e.event === 'start')
+        .flatMap((e) => e.xs).length < xs.length
+    ) {
       expect(Date.now()).toBeLessThan(until)
       await new Promise((r) => setTimeout(r, 20))
     }

@@ -55,7 +55,13 @@ function logprob(row: Float32Array, i: number): number {
  * Greedy decode of `prompt` (a string: UTF-8 bytes, the byte tokenizer; or token ids) for at most
  * `maxTokens` tokens; ends early at the model's EOS unless `ignoreEos`.
  */
-export async function naiveGreedy(session: ort.InferenceSession, c: DecoderConfig, prompt: string | number[], maxTokens: number, o: { ignoreEos?: boolean } = {}): Promise<NaiveResult> {
+export async function naiveGreedy(
+  session: ort.InferenceSession,
+  c: DecoderConfig,
+  prompt: string | number[],
+  maxTokens: number,
+  o: { ignoreEos?: boolean } = {},
+): Promise<NaiveResult> {
   const ids = typeof prompt === 'string' ? byteTokenizer.encode(prompt) : [...prompt]
   const tokens: number[] = []
   const logprobs: number[] = []

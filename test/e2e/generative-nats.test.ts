@@ -24,7 +24,24 @@ async function startCluster(stepMs = 5, workerFlags: string[] = [], o: { workers
   const workers: CliProcess[] = []
   for (const id of ['w1', 'w2'].slice(0, o.workers ?? 2)) {
     const w = spawnCohort(
-      ['worker', '--nats', nats.url, '--id', id, '--threads', '1', '--heartbeat-ms', '250', '--generative', `chars=${CHAR_GENERATOR}`, '--model', 'demo', '--metrics-port', '0', ...workerFlags],
+      [
+        'worker',
+        '--nats',
+        nats.url,
+        '--id',
+        id,
+        '--threads',
+        '1',
+        '--heartbeat-ms',
+        '250',
+        '--generative',
+        `chars=${CHAR_GENERATOR}`,
+        '--model',
+        'demo',
+        '--metrics-port',
+        '0',
+        ...workerFlags,
+      ],
       { CHARGEN_STATE: join(stateDir, `${id}.json`), CHARGEN_GATE: join(stateDir, `${id}.gate`), CHARGEN_STEP_MS: String(stepMs), ...o.env },
     )
     workers.push(w)
@@ -138,7 +155,7 @@ describe('generative streams over NATS when a process goes away', () => {
     await c?.close()
   })
 
-  it('a gateway paused for longer than the workers\' loss window (SIGSTOP 1.2 s, as CPU starvation does) loses no live worker: the streams go on', async () => {
+  it("a gateway paused for longer than the workers' loss window (SIGSTOP 1.2 s, as CPU starvation does) loses no live worker: the streams go on", async () => {
     const streams = await streamsOnBoth(c, 4)
     const pid = c.gateway.proc.pid!
     process.kill(pid, 'SIGSTOP') // 1.2 s > 3 missed heartbeats of 250 ms
@@ -151,7 +168,10 @@ describe('generative streams over NATS when a process goes away', () => {
     const moved = () => states(c.stateDir).every((s) => s.steps >= at.get(s.pid)! + 50)
     const log: string[] = []
     const ended = await Promise.all(streams.map((r) => readUntilError(r, moved, log)))
-    expect(ended.filter((e) => e !== undefined), log.join('\n')).toEqual([])
+    expect(
+      ended.filter((e) => e !== undefined),
+      log.join('\n'),
+    ).toEqual([])
     expect(moved(), `the generators stepped on: ${log.join('\n')}`).toBe(true)
     await until(() => running(c.stateDir) === 0, 'the streams cancelled by the reads to leave')
     expect(states(c.stateDir).reduce((n, s) => n + s.cancelled, 0)).toBeGreaterThanOrEqual(streams.length)
@@ -206,7 +226,7 @@ describe('generative streams over NATS when a process goes away', () => {
     expect(data.at(-1)).toBe('[DONE]')
   })
 
-  it('a killed worker ends its streams with a retryable WORKER_LOST error event; the other worker\'s streams go on', async () => {
+  it("a killed worker ends its streams with a retryable WORKER_LOST error event; the other worker's streams go on", async () => {
     await until(() => running(c.stateDir) === 0, 'no sequence running before the test')
     const streams = await streamsOnBoth(c, 6)
     const w1 = states(c.stateDir).find((s) => s.running > 0)!
@@ -225,13 +245,16 @@ describe('generative streams over NATS when a process goes away', () => {
         if (e) errors.push(e)
       }),
     )
-    expect(errors, `victim ${w1.pid} ran ${onVictim} of ${streams.length}; streams ${log.join('\n')}; states ${JSON.stringify(states(c.stateDir))}; gateway:\n${c.gateway.output().slice(-3000)}`).toHaveLength(onVictim)
+    expect(
+      errors,
+      `victim ${w1.pid} ran ${onVictim} of ${streams.length}; streams ${log.join('\n')}; states ${JSON.stringify(states(c.stateDir))}; gateway:\n${c.gateway.output().slice(-3000)}`,
+    ).toHaveLength(onVictim)
     for (const e of errors) {
       expect(e.error.code).toBe('WORKER_LOST')
       expect(e.error.message).toMatch(/retry/)
     }
     // The survivor's streams were cancelled by the reads above: its slots are freed too.
-    await until(() => states(c.stateDir).every((s) => s.running === 0), 'the survivor\'s cancelled streams to leave')
+    await until(() => states(c.stateDir).every((s) => s.running === 0), "the survivor's cancelled streams to leave")
   })
 })
 
@@ -258,14 +281,16 @@ describe('deadlines and the server SLO of generations over NATS (one slot, TTFT 
     await until(() => st().held && st().steps === n, `the generator's step ${n}`)
   }
 
-  it('no slot by the TTFT SLO: 503 OVERLOADED with Retry-After before any token; the client\'s x-cohort-ttft-timeout-ms overrides it; past the generation SLO a stream ends with finish_reason length and the output so far', async () => {
+  it("no slot by the TTFT SLO: 503 OVERLOADED with Retry-After before any token; the client's x-cohort-ttft-timeout-ms overrides it; past the generation SLO a stream ends with finish_reason length and the output so far", async () => {
     // The generator's steps are held by its gate at each point the test looks at, so what runs and
     // what waits does not depend on how fast the machine is; only B's 300 ms first-token budget is
     // waited out in real time.
     try {
       // A holds the only slot; with no client deadline it gets the model's generation SLO (5 s). (Its
       // first-token budget is its own: the model's 300 ms is B's test.)
-      const a = await post(c.baseUrl, '/v1/completions', { model: 'chars', prompt: 'holder', max_tokens: 8000, ignore_eos: true, stream: true }, undefined, { 'x-cohort-ttft-timeout-ms': '20000' })
+      const a = await post(c.baseUrl, '/v1/completions', { model: 'chars', prompt: 'holder', max_tokens: 8000, ignore_eos: true, stream: true }, undefined, {
+        'x-cohort-ttft-timeout-ms': '20000',
+      })
       expect(a.status).toBe(200)
       const aData = sseData(a)
       await until(() => st().running === 1 && st().waiting === 0, 'the holder to run')
@@ -309,7 +334,10 @@ describe('deadlines and the server SLO of generations over NATS (one slot, TTFT 
     try {
       writeFileSync(gate(), '0') // the idle generator holds from the request's arrival
       const t0 = Date.now()
-      const res = post(c.baseUrl, '/v2/models/chars/generate_stream', { text_input: 'cut short', parameters: { max_tokens: 8000, ignore_eos: true } }, undefined, { 'x-cohort-timeout-ms': '2000', 'x-cohort-ttft-timeout-ms': '2000' })
+      const res = post(c.baseUrl, '/v2/models/chars/generate_stream', { text_input: 'cut short', parameters: { max_tokens: 8000, ignore_eos: true } }, undefined, {
+        'x-cohort-timeout-ms': '2000',
+        'x-cohort-ttft-timeout-ms': '2000',
+      })
       await until(() => st().held && st().waiting === 1, 'the request to wait at the gate')
       await stepOnce() // its first token
       const r = await res

@@ -20,7 +20,15 @@ import { naiveGreedy, naiveSession, type NaiveResult } from './generative-naive.
 const PROMPTS = ['hello there', 'a', 'the quick brown fox jumps', 'batching!']
 const MAX_TOKENS = 12
 const PATIENT = { 'x-cohort-timeout-ms': '60000' }
-const SPEC = { layers: TINY_DECODER.layers, kvHeads: TINY_DECODER.kvHeads, headDim: TINY_DECODER.hidden / TINY_DECODER.heads, vocabSize: TINY_DECODER.vocabSize, maxContext: TINY_DECODER.maxContext, eosId: TINY_DECODER.eosId, layout: 'gqa-shared' as const }
+const SPEC = {
+  layers: TINY_DECODER.layers,
+  kvHeads: TINY_DECODER.kvHeads,
+  headDim: TINY_DECODER.hidden / TINY_DECODER.heads,
+  vocabSize: TINY_DECODER.vocabSize,
+  maxContext: TINY_DECODER.maxContext,
+  eosId: TINY_DECODER.eosId,
+  layout: 'gqa-shared' as const,
+}
 
 /** usage.completion_tokens of a greedy run: the tokens, and the EOS that ended it (sampled, not returned). */
 const sampled = (n: NaiveResult) => n.tokens.length + (n.finishReason === 'stop' ? 1 : 0)
@@ -47,7 +55,10 @@ describe('an ONNX decoder behind the OpenAI-compatible API (cohort serve --gener
     // The alternatives' order and bytes come from the engine (the naive decode checks the chosen tokens and their logprobs).
     const gen = await createOnnxGenerator(file, { intraOpNumThreads: 1 })
     try {
-      for (const [k, prompt] of [['completion', PROMPTS[0]!], ['chat', `user: ${PROMPTS[0]!}\nassistant:`]] as const) {
+      for (const [k, prompt] of [
+        ['completion', PROMPTS[0]!],
+        ['chat', `user: ${PROMPTS[0]!}\nassistant:`],
+      ] as const) {
         withLogprobs.set(
           k,
           await new Promise<GenerateResult>((resolve, reject) => {
@@ -73,8 +84,7 @@ describe('an ONNX decoder behind the OpenAI-compatible API (cohort serve --gener
     rmSync(dir, { recursive: true, force: true })
   })
 
-  const complete = (prompt: string) =>
-    postJson(`${base}/v1/completions`, { model: 'tiny', prompt, max_tokens: MAX_TOKENS, temperature: 0 }, PATIENT)
+  const complete = (prompt: string) => postJson(`${base}/v1/completions`, { model: 'tiny', prompt, max_tokens: MAX_TOKENS, temperature: 0 }, PATIENT)
 
   it('lists the decoder as a model', async () => {
     const r = await fetch(`${base}/v1/models`)
@@ -202,7 +212,11 @@ describe('an ONNX decoder behind the OpenAI-compatible API (cohort serve --gener
     })
     expect(lp.text_offset[0]).toBe(0)
     expect(lp.text_offset.slice(1)).toEqual(lp.tokens.slice(0, -1).map((_, i) => lp.tokens.slice(0, i + 1).reduce((n, t) => n + [...t].length, 0)))
-    const st = await fetch(`${base}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json', ...PATIENT }, body: JSON.stringify({ ...body, stream: true }) })
+    const st = await fetch(`${base}/v1/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...PATIENT },
+      body: JSON.stringify({ ...body, stream: true }),
+    })
     const chunks = (await st.text())
       .split('\n')
       .filter((l) => l.startsWith('data: {'))
@@ -219,7 +233,11 @@ describe('an ONNX decoder behind the OpenAI-compatible API (cohort serve --gener
     const independent = naive.get('chat')!
     expect(ref.tokens).toEqual(independent.tokens)
     ref.logprobs!.forEach((l, i) => expect(l.logprob).toBeCloseTo(independent.logprobs[i]!, 4))
-    const r = await postJson(`${base}/v1/chat/completions`, { model: 'tiny', messages: [{ role: 'user', content: PROMPTS[0] }], max_tokens: MAX_TOKENS, temperature: 0, logprobs: true, top_logprobs: 2 }, PATIENT)
+    const r = await postJson(
+      `${base}/v1/chat/completions`,
+      { model: 'tiny', messages: [{ role: 'user', content: PROMPTS[0] }], max_tokens: MAX_TOKENS, temperature: 0, logprobs: true, top_logprobs: 2 },
+      PATIENT,
+    )
     expect(r.status, JSON.stringify(r.body)).toBe(200)
     type Entry = { token: string; logprob: number; bytes: number[] }
     const content = r.body.choices[0].logprobs.content as (Entry & { top_logprobs: Entry[] })[]

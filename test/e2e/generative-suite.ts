@@ -96,7 +96,7 @@ export function defineGenerativeSuite(name: string, start: () => Promise<GenStac
 
     const prompt = 'the quick brown fox'
 
-    it('Triton generate and generate_stream: the stream\'s deltas add up to the non-streamed text', async () => {
+    it("Triton generate and generate_stream: the stream's deltas add up to the non-streamed text", async () => {
       const body = { text_input: prompt, parameters: { max_tokens: 40, temperature: 0, ignore_eos: true } }
       const r = await post(s.baseUrl, '/v2/models/chars/generate', body)
       expect(r.status).toBe(200)
@@ -135,7 +135,17 @@ export function defineGenerativeSuite(name: string, start: () => Promise<GenStac
     })
 
     it('OpenAI /v1/chat/completions: role first, content deltas add up to the message, a stop string ends it', async () => {
-      const body = { model: 'chars', messages: [{ role: 'system', content: 'be brief' }, { role: 'user', content: prompt }], max_tokens: 200, temperature: 0, stop: ['e'], ignore_eos: true }
+      const body = {
+        model: 'chars',
+        messages: [
+          { role: 'system', content: 'be brief' },
+          { role: 'user', content: prompt },
+        ],
+        max_tokens: 200,
+        temperature: 0,
+        stop: ['e'],
+        ignore_eos: true,
+      }
       const r = await post(s.baseUrl, '/v1/chat/completions', body)
       expect(r.status).toBe(200)
       const one = (await r.json()) as { object: string; choices: { message: { role: string; content: string }; finish_reason: string }[]; usage: { prompt_tokens: number } }
@@ -200,7 +210,9 @@ export function defineGenerativeSuite(name: string, start: () => Promise<GenStac
 
     it('OpenAI logprobs travel with the stream: chat chunks carry each token, its logprob, bytes and top alternatives', async () => {
       const body = { model: 'chars', messages: [{ role: 'user', content: prompt }], max_tokens: 12, temperature: 0, ignore_eos: true, logprobs: true, top_logprobs: 2 }
-      const one = (await (await post(s.baseUrl, '/v1/chat/completions', body)).json()) as { choices: { message: { content: string }; logprobs: { content: { token: string; logprob: number; bytes: number[]; top_logprobs: unknown[] }[] } }[] }
+      const one = (await (await post(s.baseUrl, '/v1/chat/completions', body)).json()) as {
+        choices: { message: { content: string }; logprobs: { content: { token: string; logprob: number; bytes: number[]; top_logprobs: unknown[] }[] } }[]
+      }
       const content = one.choices[0]!.logprobs.content
       expect(content).toHaveLength(12)
       expect(content.map((c) => c.token).join('')).toBe(one.choices[0]!.message.content)

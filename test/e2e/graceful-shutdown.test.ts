@@ -35,7 +35,11 @@ function startWorker(id: string, extra: string[] = []): CliProcess {
 async function heldByWorker(probes: string, xs: number[]): Promise<void> {
   const end = Date.now() + 30_000
   for (;;) {
-    const started = new Set(readSleepyLog(LOG).flatMap((e) => (e.event === 'start' ? e.xs : [])).filter((x) => xs.includes(x)))
+    const started = new Set(
+      readSleepyLog(LOG)
+        .flatMap((e) => (e.event === 'start' ? e.xs : []))
+        .filter((x) => xs.includes(x)),
+    )
     const m = parsePrometheus(await (await fetch(`${probes}/metrics`)).text())
     const queued = m.get('cohort_queue_depth{model="sleepy"}') ?? 0
     if (started.size + queued >= xs.length && started.size > 0) {
@@ -111,9 +115,7 @@ describe('gateway SIGTERM drain (--drain-ms)', () => {
     let exitedAt = 0
     void gateway.exited.then(() => (exitedAt = Date.now()))
     // Slow requests in flight (one batch of SLOW_MS on the worker).
-    const inflight = Array.from({ length: 8 }, (_, x) =>
-      postJson(`${base}/models/sleepy/predictions`, { input: { x: 10 + x, sleepMs: SLOW_MS } }, LONG),
-    )
+    const inflight = Array.from({ length: 8 }, (_, x) => postJson(`${base}/models/sleepy/predictions`, { input: { x: 10 + x, sleepMs: SLOW_MS } }, LONG))
     await heldByWorker(probes!, [10, 11, 12, 13, 14, 15, 16, 17])
     const sigterm = Date.now()
     gateway.proc.kill('SIGTERM')

@@ -14,10 +14,7 @@ let serve: CliProcess
 let nats: NatsServerHandle
 let port = 0
 
-function httpsCall(
-  path: string,
-  o: { method?: string; body?: unknown; headers?: Record<string, string> } = {},
-): Promise<{ status: number; body: JsonBody }> {
+function httpsCall(path: string, o: { method?: string; body?: unknown; headers?: Record<string, string> } = {}): Promise<{ status: number; body: JsonBody }> {
   return new Promise((resolve, reject) => {
     const data = o.body === undefined ? undefined : JSON.stringify(o.body)
     const req = request(
@@ -52,18 +49,47 @@ beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'cohort-tls-'))
   execFileSync(
     'openssl',
-    ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-subj', '/CN=127.0.0.1', '-days', '1',
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-subj',
+      '/CN=127.0.0.1',
+      '-days',
+      '1',
       // nats.js checks the name "localhost" when --nats names an IP address.
-      '-addext', 'subjectAltName=DNS:localhost,IP:127.0.0.1',
-      '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem')],
+      '-addext',
+      'subjectAltName=DNS:localhost,IP:127.0.0.1',
+      '-keyout',
+      join(dir, 'key.pem'),
+      '-out',
+      join(dir, 'cert.pem'),
+    ],
     { stdio: 'ignore' },
   )
   nats = await startNatsServer({ extraConfig: `tls { cert_file: "${join(dir, 'cert.pem')}", key_file: "${join(dir, 'key.pem')}" }` })
   serve = spawnCohort([
-    'serve', '--port', '0', '--threads', '1', '--predictor', SLEEPY_PREDICTOR,
-    '--nats', nats.url, '--nats-tls-ca', join(dir, 'cert.pem'),
-    '--tls-cert', join(dir, 'cert.pem'), '--tls-key', join(dir, 'key.pem'), '--api-key', 'tls-key-1',
-    '--max-body-bytes', '4096',
+    'serve',
+    '--port',
+    '0',
+    '--threads',
+    '1',
+    '--predictor',
+    SLEEPY_PREDICTOR,
+    '--nats',
+    nats.url,
+    '--nats-tls-ca',
+    join(dir, 'cert.pem'),
+    '--tls-cert',
+    join(dir, 'cert.pem'),
+    '--tls-key',
+    join(dir, 'key.pem'),
+    '--api-key',
+    'tls-key-1',
+    '--max-body-bytes',
+    '4096',
   ])
   const [, p] = await serve.waitFor(/serving sleepy on https:\/\/127\.0\.0\.1:(\d+)/, 60_000)
   port = Number(p)

@@ -29,10 +29,11 @@ const procs: CliProcess[] = []
 const LOG = sleepyLogPath()
 
 function worker(nats: string, id: string, extra: string[] = [], env: Record<string, string> = {}): CliProcess {
-  const p = spawnCohort(
-    ['worker', '--nats', nats, '--id', id, '--predictor', SLEEPY_PREDICTOR, '--max-batch-size', '16', '--job-ack-wait-ms', String(ACK_WAIT_MS), ...extra],
-    { SLEEPY_MS: '20', SLEEPY_LOG: LOG, ...env },
-  )
+  const p = spawnCohort(['worker', '--nats', nats, '--id', id, '--predictor', SLEEPY_PREDICTOR, '--max-batch-size', '16', '--job-ack-wait-ms', String(ACK_WAIT_MS), ...extra], {
+    SLEEPY_MS: '20',
+    SLEEPY_LOG: LOG,
+    ...env,
+  })
   procs.push(p)
   return p
 }
@@ -111,7 +112,10 @@ describe('durable async predictions (JetStream)', () => {
     expect(accepted[0]!.body).toMatchObject({ id: 'mix-1', status: 'starting', model: 'sleepy' })
     const sync = await Promise.all([11, 12, 13].map((x) => postJson(`${gw.url}/models/sleepy/predictions`, { input: { x } })))
     expect((await blocker).status).toBe(200)
-    expect(sync.map((r) => r.status), JSON.stringify(sync.map((r) => r.body))).toEqual([200, 200, 200])
+    expect(
+      sync.map((r) => r.status),
+      JSON.stringify(sync.map((r) => r.body)),
+    ).toEqual([200, 200, 200])
     const results = await Promise.all(ids.map((id) => finished(gw.url, id)))
     expect(results.map((r) => r.output.y)).toEqual([2, 4, 6])
     // 3 async jobs alone make a batch of at most 3: a larger one held sync requests too.

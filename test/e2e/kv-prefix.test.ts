@@ -71,7 +71,10 @@ describe('KV buckets named from the subject prefix', () => {
 
   it('keeps each deployment to its own buckets on one server', async () => {
     // Both deployments' gateways write their config bucket.
-    for (const [d, n] of [[a, 3], [b, 5]] as const) {
+    for (const [d, n] of [
+      [a, 3],
+      [b, 5],
+    ] as const) {
       const r = await d.app.request('/admin/models/echo/batching', { method: 'PUT', body: JSON.stringify({ maxBatchSize: n }) })
       expect(r.status).toBe(200)
     }

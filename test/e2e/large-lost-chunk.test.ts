@@ -119,7 +119,10 @@ describe('a chunk transfer survives a lost chunk answer (issue 25, finding 8)', 
     const sum = body.reduce((s, x) => (s + x) % 1_000_003, 0)
     // The subscription reaches the server asynchronously: a small request answered means it is there.
     for (let i = 0; i < 50; i++) {
-      const ok = await gateway.request('svc.big-request', new Uint8Array([0]), { timeoutMs: 2_000 }).then(() => true, () => false)
+      const ok = await gateway.request('svc.big-request', new Uint8Array([0]), { timeoutMs: 2_000 }).then(
+        () => true,
+        () => false,
+      )
       if (ok) break
       await new Promise((r) => setTimeout(r, 50))
     }

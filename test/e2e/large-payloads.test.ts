@@ -112,9 +112,7 @@ describe('large payloads over NATS with the default max_payload', () => {
     const r = await inferBinary(`${base}/v2/models/negate/infer`, img)
     expect(r.status, r.status === 200 ? '' : await r.clone().text()).toBe(200)
     const { head, tensor } = await binaryOutput(r)
-    expect(head.outputs).toEqual([
-      { name: 'negated', datatype: 'FP32', shape: [1, H, W, C], parameters: { binary_data_size: IMAGE_BYTES } },
-    ])
+    expect(head.outputs).toEqual([{ name: 'negated', datatype: 'FP32', shape: [1, H, W, C], parameters: { binary_data_size: IMAGE_BYTES } }])
     expectNegated(tensor, img)
   }, 60_000)
 

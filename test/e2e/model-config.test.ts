@@ -14,10 +14,19 @@ beforeAll(async () => {
   nats = await startNatsServer()
   const fx = writeModelFixtures()
   worker = spawnCohort([
-    'worker', '--nats', nats.url, '--id', 'w1',
-    '--model', `a=${fx.demo},max-batch-size=4,policy=timer`,
-    '--model', `b=${fx.demo}`,
-    '--max-batch-size', '16', '--max-delay-ms', '2',
+    'worker',
+    '--nats',
+    nats.url,
+    '--id',
+    'w1',
+    '--model',
+    `a=${fx.demo},max-batch-size=4,policy=timer`,
+    '--model',
+    `b=${fx.demo}`,
+    '--max-batch-size',
+    '16',
+    '--max-delay-ms',
+    '2',
   ])
   gateway = spawnCohort(['gateway', '--nats', nats.url, '--port', '0', '--drain-ms', '0'])
   await worker.waitFor(/serving a, b/, 90_000)

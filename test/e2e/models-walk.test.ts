@@ -12,18 +12,35 @@ let nats: NatsServerHandle
 const procs: CliProcess[] = []
 let base = ''
 
-beforeAll(async () => {
-  nats = await startNatsServer()
-  const stages = spawnCohort(['worker', TABULAR, '--nats', nats.url, '--stage', 'preprocess', '--stage', 'mlp', '--stage', 'postprocess', '--threads', '1'])
-  procs.push(stages)
-  await stages.waitFor(/serving/, START_MS)
-  const serve = spawnCohort([
-    'serve', TABULAR, '--nats', nats.url, '--port', '0', '--model', 'demo', '--threads', '1',
-    '--remote', 'preprocess', '--remote', 'mlp', '--remote', 'postprocess',
-  ])
-  procs.push(serve)
-  base = (await serve.waitFor(/serving .* on (http:\/\/127\.0\.0\.1:\d+)/, START_MS))[1]!
-}, 2 * START_MS + 10_000)
+beforeAll(
+  async () => {
+    nats = await startNatsServer()
+    const stages = spawnCohort(['worker', TABULAR, '--nats', nats.url, '--stage', 'preprocess', '--stage', 'mlp', '--stage', 'postprocess', '--threads', '1'])
+    procs.push(stages)
+    await stages.waitFor(/serving/, START_MS)
+    const serve = spawnCohort([
+      'serve',
+      TABULAR,
+      '--nats',
+      nats.url,
+      '--port',
+      '0',
+      '--model',
+      'demo',
+      '--threads',
+      '1',
+      '--remote',
+      'preprocess',
+      '--remote',
+      'mlp',
+      '--remote',
+      'postprocess',
+    ])
+    procs.push(serve)
+    base = (await serve.waitFor(/serving .* on (http:\/\/127\.0\.0\.1:\d+)/, START_MS))[1]!
+  },
+  2 * START_MS + 10_000,
+)
 
 afterAll(async () => {
   await Promise.all(procs.map((p) => p.stop('SIGKILL')))

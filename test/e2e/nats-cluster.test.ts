@@ -17,10 +17,9 @@ beforeAll(async () => {
   cluster = await startNatsCluster()
   const [n1, n2, n3] = cluster.nodes
   const worker = (id: string, url: string) =>
-    spawnCohort(
-      ['worker', '--nats', url, '--nats-user', 'worker', '--kv-replicas', '3', '--id', id, '--threads', '1', '--predictor', SLEEPY_PREDICTOR],
-      { COHORT_NATS_PASS: cluster.passwords.worker },
-    )
+    spawnCohort(['worker', '--nats', url, '--nats-user', 'worker', '--kv-replicas', '3', '--id', id, '--threads', '1', '--predictor', SLEEPY_PREDICTOR], {
+      COHORT_NATS_PASS: cluster.passwords.worker,
+    })
   procs = [worker('c1', n1!.url), worker('c2', n2!.url)]
   await Promise.all(procs.map((p, i) => p.waitFor(new RegExp(`worker c${i + 1} serving sleepy`), 60_000)))
   const gw = spawnCohort(['gateway', '--nats', n3!.url, '--port', '0', '--nats-user', 'gateway', '--kv-replicas', '3', '--drain-ms', '0'], {

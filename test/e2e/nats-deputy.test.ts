@@ -37,8 +37,7 @@ async function as(user: 'gateway' | 'worker'): Promise<NatsConnection> {
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
-const req = (id: string, extra: Partial<InferRequest> = {}): Uint8Array =>
-  encodeRequest({ v: 1, id, model: 'sleepy', deadline: Date.now() + 10_000, items: [{ x: 1 }], ...extra })
+const req = (id: string, extra: Partial<InferRequest> = {}): Uint8Array => encodeRequest({ v: 1, id, model: 'sleepy', deadline: Date.now() + 10_000, items: [{ x: 1 }], ...extra })
 
 beforeAll(async () => {
   // The repository's users, plus a spy allowed everything (the oracle; not part of auth.conf).
@@ -86,7 +85,7 @@ async function gatewayInbox(): Promise<string> {
   throw new Error('the gateway never sent a pack')
 }
 
-describe('no responder answers a reply subject that is not the asker\'s (issue 25, findings 1 and 2)', () => {
+describe("no responder answers a reply subject that is not the asker's (issue 25, findings 1 and 2)", () => {
   it('refuses every target class on every responder, as the gateway user and as the worker user', async () => {
     const victim = await gatewayInbox()
     const targets = {

@@ -10,12 +10,17 @@ defineServingSuite('over NATS: gateway + 2 worker processes', async (fx) => {
   for (const id of ['w1', 'w2']) {
     const w = spawnCohort([
       'worker',
-      '--nats', nats.url,
-      '--id', id,
-      '--threads', '1',
-      '--metrics-port', '0',
+      '--nats',
+      nats.url,
+      '--id',
+      id,
+      '--threads',
+      '1',
+      '--metrics-port',
+      '0',
       ...models.flatMap((m) => ['--model', m]),
-      '--predictor', SLEEPY_PREDICTOR,
+      '--predictor',
+      SLEEPY_PREDICTOR,
     ])
     const [, port] = await w.waitFor(/metrics on http:\/\/127\.0\.0\.1:(\d+)\/metrics/, 60_000)
     await w.waitFor(/serving/, 60_000)
@@ -32,7 +37,11 @@ defineServingSuite('over NATS: gateway + 2 worker processes', async (fx) => {
     baseUrl: `http://127.0.0.1:${gwPort}`,
     async workerMetrics() {
       const texts = await Promise.all(
-        metricsUrls.map((u) => fetch(u).then((r) => r.text()).catch(() => '')),
+        metricsUrls.map((u) =>
+          fetch(u)
+            .then((r) => r.text())
+            .catch(() => ''),
+        ),
       )
       return texts.join('\n# EOF\n')
     },

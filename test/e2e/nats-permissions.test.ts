@@ -91,16 +91,9 @@ beforeAll(async () => {
   nats = await startNatsServer({
     extraConfig: `COHORT_NATS_GATEWAY_PASS: "${GATEWAY_PASS}"\nCOHORT_NATS_WORKER_PASS: "${WORKER_PASS}"\nCOHORT_NATS_ADMIN_PASS: "${ADMIN_PASS}"\n${AUTH_CONF}`,
   })
-  worker = spawnCohort(
-    ['worker', '--nats', nats.url, '--nats-user', 'worker', '--id', 'w1', '--threads', '1', '--predictor', SLEEPY_PREDICTOR],
-    { COHORT_NATS_PASS: WORKER_PASS },
-  )
+  worker = spawnCohort(['worker', '--nats', nats.url, '--nats-user', 'worker', '--id', 'w1', '--threads', '1', '--predictor', SLEEPY_PREDICTOR], { COHORT_NATS_PASS: WORKER_PASS })
   await worker.waitFor(/worker w1 serving sleepy/, 60_000)
-  gateway = spawnCohort([
-    'gateway', '--nats', nats.url, '--port', '0',
-    '--nats-user', 'gateway', '--nats-pass', GATEWAY_PASS,
-    '--api-key', API_KEY, '--admin-key', ADMIN_KEY,
-  ])
+  gateway = spawnCohort(['gateway', '--nats', nats.url, '--port', '0', '--nats-user', 'gateway', '--nats-pass', GATEWAY_PASS, '--api-key', API_KEY, '--admin-key', ADMIN_KEY])
   const [, port] = await gateway.waitFor(/gateway on http:\/\/127\.0\.0\.1:(\d+)/, 30_000)
   base = `http://127.0.0.1:${port}`
 })
@@ -233,18 +226,18 @@ describe('NATS permissions per role (infra/nats/auth.conf)', () => {
     // worker serves (the worker process would otherwise take the job first).
     const gw = await as('gateway')
     const gjsm = await jetstreamManager(gw)
-    await gjsm.streams.info('COHORT_JOBS').catch(() =>
-      gjsm.streams.add({ name: 'COHORT_JOBS', subjects: ['cohort.jobs.>'], retention: RetentionPolicy.Workqueue, num_replicas: 1 }),
-    )
+    await gjsm.streams
+      .info('COHORT_JOBS')
+      .catch(() => gjsm.streams.add({ name: 'COHORT_JOBS', subjects: ['cohort.jobs.>'], retention: RetentionPolicy.Workqueue, num_replicas: 1 }))
     const gkv = await new Kvm(gw).create('cohort-predictions', { history: 1 })
     await gkv.create('perm-job-1', new TextEncoder().encode('{"status":"starting"}'))
     await jetstream(gw).publish('cohort.jobs.permcheck', new TextEncoder().encode('perm-job-1'), { msgID: 'perm-job-1' })
 
     const wk = await as('worker')
     const wjsm = await jetstreamManager(wk)
-    await wjsm.consumers.info('COHORT_JOBS', 'jobs-permcheck').catch(() =>
-      wjsm.consumers.add('COHORT_JOBS', { durable_name: 'jobs-permcheck', ack_policy: AckPolicy.Explicit, filter_subject: 'cohort.jobs.permcheck' }),
-    )
+    await wjsm.consumers
+      .info('COHORT_JOBS', 'jobs-permcheck')
+      .catch(() => wjsm.consumers.add('COHORT_JOBS', { durable_name: 'jobs-permcheck', ack_policy: AckPolicy.Explicit, filter_subject: 'cohort.jobs.permcheck' }))
     const consumer = await jetstream(wk).consumers.get('COHORT_JOBS', 'jobs-permcheck')
     const ids: string[] = []
     for await (const m of await consumer.fetch({ max_messages: 1, expires: 3_000 })) {

@@ -4,16 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import { connect, type NatsConnection } from '@nats-io/transport-node'
 import type { ServiceInfoResponse, ServicePingResponse, ServiceStatsResponse } from '@cohort/protocol'
-import {
-  SLEEPY_PREDICTOR,
-  getJson,
-  postJson,
-  spawnCohort,
-  startNatsServer,
-  writeModelFixtures,
-  type CliProcess,
-  type NatsServerHandle,
-} from '@cohort/test-support'
+import { SLEEPY_PREDICTOR, getJson, postJson, spawnCohort, startNatsServer, writeModelFixtures, type CliProcess, type NatsServerHandle } from '@cohort/test-support'
 
 const EMPTY = new Uint8Array(0)
 const dec = new TextDecoder()
@@ -29,10 +20,7 @@ describe('NATS services protocol ($SRV) with 2 worker processes', () => {
     nats = await startNatsServer()
     const fx = writeModelFixtures()
     for (const id of ['w1', 'w2']) {
-      const w = spawnCohort(
-        ['worker', '--nats', nats.url, '--id', id, '--threads', '1', '--model', `demo=${fx.demo}`, '--predictor', SLEEPY_PREDICTOR],
-        { SLEEPY_MS: '5' },
-      )
+      const w = spawnCohort(['worker', '--nats', nats.url, '--id', id, '--threads', '1', '--model', `demo=${fx.demo}`, '--predictor', SLEEPY_PREDICTOR], { SLEEPY_MS: '5' })
       workers.push(w)
     }
     await Promise.all(workers.map((w) => w.waitFor(/serving/, 60_000)))
@@ -102,12 +90,9 @@ describe('NATS services protocol ($SRV) with 2 worker processes', () => {
 
   it('counts the requests sent in $SRV.STATS.cohort-worker.<id> (nats micro stats)', async () => {
     const before = await Promise.all(['w1', 'w2'].map((id) => gather<ServiceStatsResponse>(`$SRV.STATS.cohort-worker.${id}`, 1)))
-    const sleepyRequests = (st: ServiceStatsResponse[][]) =>
-      st.flat().reduce((a, s) => a + s.endpoints.find((e) => e.name === 'sleepy')!.num_requests, 0)
+    const sleepyRequests = (st: ServiceStatsResponse[][]) => st.flat().reduce((a, s) => a + s.endpoints.find((e) => e.name === 'sleepy')!.num_requests, 0)
     const sent = 12
-    const replies = await Promise.all(
-      Array.from({ length: sent }, (_, i) => postJson(`${base}/models/sleepy/predictions`, { input: { x: i, fail: i === 5 } })),
-    )
+    const replies = await Promise.all(Array.from({ length: sent }, (_, i) => postJson(`${base}/models/sleepy/predictions`, { input: { x: i, fail: i === 5 } })))
     expect(replies.map((r) => r.status).filter((s) => s === 200)).toHaveLength(sent - 1)
     const after = await Promise.all(['w1', 'w2'].map((id) => gather<ServiceStatsResponse>(`$SRV.STATS.cohort-worker.${id}`, 1)))
     expect(after.map((a) => a.map((s) => s.id))).toEqual([['w1'], ['w2']])
@@ -135,9 +120,7 @@ describe('NATS services protocol ($SRV) with 2 worker processes', () => {
   const eventually = (fn: () => Promise<void>) => vi.waitFor(fn, { timeout: 10_000, interval: 100 })
 
   it('builds the gateway readiness and GET /v2/workers from $SRV', async () => {
-    await eventually(async () =>
-      expect(await getJson(`${base}/v2/health/ready`)).toEqual({ status: 200, body: { ready: true, models: 2, workers: 2 } }),
-    )
+    await eventually(async () => expect(await getJson(`${base}/v2/health/ready`)).toEqual({ status: 200, body: { ready: true, models: 2, workers: 2 } }))
     await eventually(async () => {
       const r = await getJson(`${base}/v2/workers`)
       expect(r.status).toBe(200)
@@ -152,8 +135,6 @@ describe('NATS services protocol ($SRV) with 2 worker processes', () => {
   it('stops answering when a worker has drained (SIGTERM)', async () => {
     expect(await workers[1]!.stop('SIGTERM')).toBe(0)
     expect((await gather<ServicePingResponse>('$SRV.PING')).map((p) => p.id)).toEqual(['w1'])
-    await eventually(async () =>
-      expect(await getJson(`${base}/v2/health/ready`)).toEqual({ status: 200, body: { ready: true, models: 2, workers: 1 } }),
-    )
+    await eventually(async () => expect(await getJson(`${base}/v2/health/ready`)).toEqual({ status: 200, body: { ready: true, models: 2, workers: 1 } }))
   })
 })

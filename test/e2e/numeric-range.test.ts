@@ -31,8 +31,19 @@ afterAll(async () => {
 
 /** Valid values for every input (shape [1, 2]); `over` replaces some. */
 const GOOD: Record<string, unknown[]> = {
-  BOOL: [true, false], UINT8: [0, 1], INT8: [0, 1], UINT16: [0, 1], INT16: [0, 1], UINT32: [0, 1], INT32: [0, 1],
-  INT64: [0, 1], UINT64: [0, 1], FP16: [0, 1], FP32: [0, 1], FP64: [0, 1], BYTES: ['a', 'b'],
+  BOOL: [true, false],
+  UINT8: [0, 1],
+  INT8: [0, 1],
+  UINT16: [0, 1],
+  INT16: [0, 1],
+  UINT32: [0, 1],
+  INT32: [0, 1],
+  INT64: [0, 1],
+  UINT64: [0, 1],
+  FP16: [0, 1],
+  FP32: [0, 1],
+  FP64: [0, 1],
+  BYTES: ['a', 'b'],
 }
 const infer = (over: Record<string, unknown[]>) =>
   postJson(`${base}/v2/models/identity/infer`, {
@@ -44,9 +55,17 @@ describe('values past their datatype', () => {
     ['FP32', 1e39, /finite number within ±3\.4028234663852886e\+38 for FP32, got 1e\+39/],
     ['FP32', -1e39, /for FP32/],
     ['FP16', 65520, /finite number within ±65504 for FP16, got 65520/],
-    ['INT8', 128, /integer in \[-128, 127\]/], ['INT8', -129, /INT8/], ['UINT8', 256, /UINT8/], ['UINT8', -1, /UINT8/],
-    ['INT16', 32768, /INT16/], ['UINT16', 65536, /UINT16/], ['INT32', 2 ** 31, /INT32/], ['UINT32', 2 ** 32, /UINT32/],
-    ['INT64', '9223372036854775808', /INT64/], ['UINT64', '18446744073709551616', /UINT64/], ['UINT64', -1, /UINT64/],
+    ['INT8', 128, /integer in \[-128, 127\]/],
+    ['INT8', -129, /INT8/],
+    ['UINT8', 256, /UINT8/],
+    ['UINT8', -1, /UINT8/],
+    ['INT16', 32768, /INT16/],
+    ['UINT16', 65536, /UINT16/],
+    ['INT32', 2 ** 31, /INT32/],
+    ['UINT32', 2 ** 32, /UINT32/],
+    ['INT64', '9223372036854775808', /INT64/],
+    ['UINT64', '18446744073709551616', /UINT64/],
+    ['UINT64', -1, /UINT64/],
   ]
   for (const [dt, v, re] of refused) {
     it(`refuses ${String(v)} in ${dt} with 400 naming the input and the range`, async () => {
@@ -59,15 +78,27 @@ describe('values past their datatype', () => {
   }
 
   it('refuses 1e400 (past the double range) the same way', async () => {
-    const r = await postJson(`${base}/v2/models/identity/infer`, `{"inputs":[${Object.entries(GOOD).map(([dt, d]) => `{"name":"in_${dt}","datatype":"${dt}","shape":[1,2],"data":${dt === 'FP32' ? '[0,1e400]' : JSON.stringify(d)}}`).join(',')}]}`)
+    const r = await postJson(
+      `${base}/v2/models/identity/infer`,
+      `{"inputs":[${Object.entries(GOOD)
+        .map(([dt, d]) => `{"name":"in_${dt}","datatype":"${dt}","shape":[1,2],"data":${dt === 'FP32' ? '[0,1e400]' : JSON.stringify(d)}}`)
+        .join(',')}]}`,
+    )
     expect(r.status).toBe(400)
     expect(r.body.code).toBe('BAD_REQUEST')
   })
 
   it('serves the largest value of each type, and what rounds to it, with 200', async () => {
     const r = await infer({
-      FP32: [3.4028234663852886e38, -3.4028235e38], FP16: [65504, -65519], FP64: [Number.MAX_VALUE, -Number.MAX_VALUE],
-      INT8: [-128, 127], UINT8: [0, 255], INT16: [-32768, 32767], UINT16: [0, 65535], INT32: [-(2 ** 31), 2 ** 31 - 1], UINT32: [0, 2 ** 32 - 1],
+      FP32: [3.4028234663852886e38, -3.4028235e38],
+      FP16: [65504, -65519],
+      FP64: [Number.MAX_VALUE, -Number.MAX_VALUE],
+      INT8: [-128, 127],
+      UINT8: [0, 255],
+      INT16: [-32768, 32767],
+      UINT16: [0, 65535],
+      INT32: [-(2 ** 31), 2 ** 31 - 1],
+      UINT32: [0, 2 ** 32 - 1],
     })
     expect(r.status, JSON.stringify(r.body)).toBe(200)
     const out = (dt: string) => (r.body.outputs as { name: string; data: unknown[] }[]).find((o) => o.name === `out_${dt}`)?.data

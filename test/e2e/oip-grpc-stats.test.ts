@@ -56,9 +56,7 @@ describe('gRPC inference service and Triton statistics', () => {
   let client: OipClient
 
   const call = <T = Msg>(method: string, req: Msg): Promise<T> =>
-    new Promise((resolve, reject) =>
-      (client[method] as Unary<T>).call(client, req, new grpc.Metadata(), (e, r) => (e ? reject(e) : resolve(r))),
-    )
+    new Promise((resolve, reject) => (client[method] as Unary<T>).call(client, req, new grpc.Metadata(), (e, r) => (e ? reject(e) : resolve(r))))
   const callError = async (method: string, req: Msg): Promise<grpc.ServiceError> => {
     try {
       await call(method, req)
@@ -229,7 +227,10 @@ describe('gRPC inference service and Triton statistics', () => {
     expect(r.status).toBe(200)
     const gm = parsePrometheus(await (await fetch(`${http}/metrics`)).text())
     const wm = parsePrometheus(await (await fetch(workerMetrics)).text())
-    for (const [who, m] of [['gateway', gm], ['worker', wm]] as const) {
+    for (const [who, m] of [
+      ['gateway', gm],
+      ['worker', wm],
+    ] as const) {
       expect(m.get('process_cpu_seconds_total'), who).toBeGreaterThan(0)
       expect(m.get('process_resident_memory_bytes'), who).toBeGreaterThan(10 * 1024 * 1024)
       const start = m.get('process_start_time_seconds')!
@@ -237,7 +238,10 @@ describe('gRPC inference service and Triton statistics', () => {
       expect(start, who).toBeLessThanOrEqual(Date.now() / 1000 + 1)
       expect(m.get('nodejs_heap_size_used_bytes'), who).toBeGreaterThan(0)
       expect(m.get('nodejs_eventloop_lag_seconds'), who).toBeGreaterThanOrEqual(0)
-      expect([...m.keys()].some((k) => k.startsWith('nodejs_version_info{')), who).toBe(true)
+      expect(
+        [...m.keys()].some((k) => k.startsWith('nodejs_version_info{')),
+        who,
+      ).toBe(true)
     }
     // ORT instances live in the worker: the demo's one instance ran at least the batches counted.
     const batches = wm.get('cohort_batch_size_count{model="demo"}')!
@@ -246,7 +250,10 @@ describe('gRPC inference service and Triton statistics', () => {
     expect(wm.get('cohort_ort_busy_seconds_total{instance="0",model="demo"}')).toBeGreaterThan(0)
     expect(wm.get('cohort_ort_instances{model="demo",state="live"}')).toBe(1)
     expect(wm.get('cohort_ort_instances{model="demo",state="dead"}')).toBe(0)
-    expect([...gm.keys()].some((k) => k.startsWith('cohort_ort_')), 'no ORT metrics in the gateway').toBe(false)
+    expect(
+      [...gm.keys()].some((k) => k.startsWith('cohort_ort_')),
+      'no ORT metrics in the gateway',
+    ).toBe(false)
   })
 
   async function snapshot() {

@@ -217,7 +217,14 @@ describe('packs over real NATS, worker processes', () => {
       up.infer(req({ x: 2 }, 120_000), 120_000, undefined, { retryable: false }),
       up.infer(req({ x: 3 }, 120_000), 120_000, undefined, { retryable: true }),
     ].map(outcome)
-    await until(() => stats('pk-a').then((s) => s.held === 3, () => false), 'A to hold the pack')
+    await until(
+      () =>
+        stats('pk-a').then(
+          (s) => s.held === 3,
+          () => false,
+        ),
+      'A to hold the pack',
+    )
     expect(up.packer!.sent.packs).toBe(sent + 1)
     // B starts, then A dies.
     await startWorker('pk-b', { SLEEPY_MS: '20' })
@@ -240,7 +247,14 @@ describe('packs over real NATS, worker processes', () => {
     for (let i = 0; i < 16; i++) {
       void up.infer(req({ x: i }, 120_000), 120_000, undefined).catch(() => undefined)
     }
-    await until(() => stats('sp-a').then((s) => s.held === 16, () => false), 'A to hold the 16')
+    await until(
+      () =>
+        stats('sp-a').then(
+          (s) => s.held === 16,
+          () => false,
+        ),
+      'A to hold the 16',
+    )
     const before = (await stats('sp-a')).requests
     // B has room for all that follows (default batches of 64: high water 128). Every pack from now
     // on must reach B. NATS hands each message of a queue group to a member at random, so a full
@@ -251,7 +265,14 @@ describe('packs over real NATS, worker processes', () => {
     // B answers on the connection it subscribed on, after its model subscriptions: once this reply
     // is here the server routes to B (and not to the overflow subject, where A still listens). A's
     // pause (an UNSUB) likewise left before the stats answer above.
-    await until(() => stats('sp-b').then(() => true, () => false), 'B to answer $SRV.STATS')
+    await until(
+      () =>
+        stats('sp-b').then(
+          () => true,
+          () => false,
+        ),
+      'B to answer $SRV.STATS',
+    )
     const sent = up.packer!.sent.packs
     const code = (e: unknown) => (e instanceof CohortError ? e.code : String(e))
     const replies: Promise<string>[] = []

@@ -79,8 +79,20 @@ describe('padding and length buckets (masked sequence model)', () => {
   })
 
   it('without padding, each distinct length is its own group', async () => {
-    const seqs = [[1, 2, 3], [4, 5], [6, 7, 8]]
-    const replies = await Promise.all(seqs.map((s) => infer('exact', s, s.map(() => 1))))
+    const seqs = [
+      [1, 2, 3],
+      [4, 5],
+      [6, 7, 8],
+    ]
+    const replies = await Promise.all(
+      seqs.map((s) =>
+        infer(
+          'exact',
+          s,
+          s.map(() => 1),
+        ),
+      ),
+    )
     const totals = await Promise.all(replies.map(async (r) => (await r.json()).outputs[0].data[0]))
     expect(totals).toEqual([6, 9, 21])
   })

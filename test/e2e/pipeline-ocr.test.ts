@@ -64,11 +64,7 @@ describe('OCR pipeline over NATS', { timeout: 120_000 }, () => {
       expect(l.box).toHaveLength(4)
     }
     // a bad image fails alone (400) while good requests in flight with it succeed
-    const [bad, garbage, good] = await Promise.all([
-      predict(NOT_AN_IMAGE),
-      predict('data:image/png;base64,@@not base64@@'),
-      predict(IMAGE),
-    ])
+    const [bad, garbage, good] = await Promise.all([predict(NOT_AN_IMAGE), predict('data:image/png;base64,@@not base64@@'), predict(IMAGE)])
     expect(bad.status).toBe(422)
     expect(bad.body.code).toBe('INVALID_INPUT')
     expect(garbage.status).toBe(422)
@@ -89,10 +85,7 @@ describe('OCR pipeline over NATS', { timeout: 120_000 }, () => {
 
   it('with every stage on stage workers (CPU stages on one, models on another): identical output', async () => {
     expect(fused).toHaveLength(TEST_LINES.length)
-    await Promise.all([
-      start(['--stage', 'decode', '--stage', 'boxes', '--id', 'ocr-cpu']),
-      start(['--stage', 'det', '--stage', 'rec', '--id', 'ocr-models']),
-    ])
+    await Promise.all([start(['--stage', 'decode', '--stage', 'boxes', '--id', 'ocr-cpu']), start(['--stage', 'det', '--stage', 'rec', '--id', 'ocr-models'])])
     await start(['--remote', 'decode', '--remote', 'det', '--remote', 'boxes', '--remote', 'rec', '--id', 'ocr-host'])
     const [a, b, bad] = await Promise.all([readLines(), readLines(), predict(NOT_AN_IMAGE)])
     expect(a).toEqual(fused)

@@ -159,15 +159,19 @@ describe('deadlines across stages', () => {
 })
 
 describe('embedded: cohort serve examples/tabular', () => {
-  it('answers Cog-style predictions without NATS, the same as over NATS', async () => {
-    const base = await serve([TABULAR, '--threads', '1'])
-    expect(overNats, 'the NATS placement started').not.toBe('')
-    const inputs = rows(12)
-    const [embedded, nats] = await Promise.all([predictAll(base, 'tabular', inputs), predictAll(overNats, 'tabular', inputs)])
-    for (const r of [...embedded, ...nats]) {
-      expect(r.status, JSON.stringify(r.body)).toBe(200)
-    }
-    expect(embedded.map((r) => r.body.output)).toEqual(nats.map((r) => r.body.output))
-    expect(new Set(embedded.map((r) => r.body.output.probability)).size, 'outputs depend on the rows').toBeGreaterThan(3)
-  }, 2 * START_MS)
+  it(
+    'answers Cog-style predictions without NATS, the same as over NATS',
+    async () => {
+      const base = await serve([TABULAR, '--threads', '1'])
+      expect(overNats, 'the NATS placement started').not.toBe('')
+      const inputs = rows(12)
+      const [embedded, nats] = await Promise.all([predictAll(base, 'tabular', inputs), predictAll(overNats, 'tabular', inputs)])
+      for (const r of [...embedded, ...nats]) {
+        expect(r.status, JSON.stringify(r.body)).toBe(200)
+      }
+      expect(embedded.map((r) => r.body.output)).toEqual(nats.map((r) => r.body.output))
+      expect(new Set(embedded.map((r) => r.body.output.probability)).size, 'outputs depend on the rows').toBeGreaterThan(3)
+    },
+    2 * START_MS,
+  )
 })

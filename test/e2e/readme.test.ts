@@ -26,9 +26,7 @@ function freePort(): Promise<number> {
 }
 
 function bash(cmd: string): Promise<string> {
-  return new Promise((resolve, reject) =>
-    execFile('bash', ['-c', cmd], { timeout: 20_000 }, (e, out, err) => (e ? reject(new Error(`${e.message}\n${err}`)) : resolve(out))),
-  )
+  return new Promise((resolve, reject) => execFile('bash', ['-c', cmd], { timeout: 20_000 }, (e, out, err) => (e ? reject(new Error(`${e.message}\n${err}`)) : resolve(out))))
 }
 
 describe('README quick start', () => {
@@ -68,7 +66,10 @@ describe('README quick start', () => {
 
   it('serves the bulk example as NDJSON: one line per input, the bad one failed alone', async () => {
     const out = await bash(block('bulk').replaceAll('127.0.0.1:8080', `127.0.0.1:${port}`))
-    const lines = out.trim().split('\n').map((l) => JSON.parse(l))
+    const lines = out
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l))
     expect(lines.map((l) => l.index).sort()).toEqual([0, 1, 2])
     const byIndex = new Map(lines.map((l) => [l.index, l]))
     expect(byIndex.get(0)).toMatchObject({ status: 'succeeded' })

@@ -85,8 +85,14 @@ describe('the NATS transport answers only reply subjects its askers own', () => 
     await new Promise((r) => setTimeout(r, 300))
     await spy.flush()
     const got = seen.slice(from)
-    expect(got.filter((s) => targets.includes(s)), 'published on a target').toEqual([])
-    expect(answered.filter((r) => targets.includes(r)), 'handed to the responder').toEqual([])
+    expect(
+      got.filter((s) => targets.includes(s)),
+      'published on a target',
+    ).toEqual([])
+    expect(
+      answered.filter((r) => targets.includes(r)),
+      'handed to the responder',
+    ).toEqual([])
     if (cls === 'pack') {
       expect(got.filter((s) => s === mine)).toHaveLength(2) // the step and the answer
       expect(got).not.toContain(`cohort.gw.g-1.${gw.id}.1`)

@@ -28,7 +28,6 @@ export async function until<T>(fn: () => Promise<T>, ok: (v: T) => boolean, time
 export function repositoryApi(base: () => string, key: string) {
   const auth = { authorization: `Bearer ${key}` }
   return {
-
     async index(): Promise<Entry[]> {
       const r = await fetch(`${base()}/v2/repository/index`, { headers: auth })
       expect(r.status).toBe(200)

@@ -48,17 +48,24 @@ afterAll(async () => {
   rmSync(elsewhere, { recursive: true, force: true })
 })
 
-const infer = (m: string) => postJson(`${base}/v2/models/${m}/infer`, { inputs: [{ name: 'input', datatype: 'FP32', shape: [1, 256], data: Array.from({ length: 256 }, () => 0.5) }] })
+const infer = (m: string) =>
+  postJson(`${base}/v2/models/${m}/infer`, { inputs: [{ name: 'input', datatype: 'FP32', shape: [1, 256], data: Array.from({ length: 256 }, () => 0.5) }] })
 
 describe('symbolic links in the repository', () => {
   it('serves a link that stays inside the repository', async () => {
-    const es = await until(() => api.index(), (es: Entry[]) => entry(es, 'innerlink', '1')?.state === 'READY' && entry(es, 'plain', '1')?.state === 'READY')
+    const es = await until(
+      () => api.index(),
+      (es: Entry[]) => entry(es, 'innerlink', '1')?.state === 'READY' && entry(es, 'plain', '1')?.state === 'READY',
+    )
     expect(entry(es, 'innerlink', '1')?.state).toBe('READY')
     expect((await infer('innerlink')).status).toBe(200)
   })
 
   it('refuses a version whose model file links outside, naming the target', async () => {
-    const es = await until(() => api.index(), (es: Entry[]) => entry(es, 'filelink', '1') !== undefined)
+    const es = await until(
+      () => api.index(),
+      (es: Entry[]) => entry(es, 'filelink', '1') !== undefined,
+    )
     const e = entry(es, 'filelink', '1')
     expect(e?.state).toBe('UNAVAILABLE')
     expect(e?.reason).toMatch(/1\/model\.onnx resolves to .*x\.onnx, outside the repository/)

@@ -107,7 +107,10 @@ describe('repository loads that lose their worker', () => {
     expect(r.status, JSON.stringify(r.body)).toBe(200)
     expect(r.body).toMatchObject({ model: 'both', workers: 2, lost: ['wb'] })
     expect(entry(r.body.versions ?? [], 'both', '1')).toEqual({ name: 'both', version: '1', state: 'READY' })
-    const es = await until(() => api.index(), (es) => entry(es, 'both', '1')?.state === 'READY')
+    const es = await until(
+      () => api.index(),
+      (es) => entry(es, 'both', '1')?.state === 'READY',
+    )
     expect(entry(es, 'both', '1')).toEqual({ name: 'both', version: '1', state: 'READY' })
     const y = await postJson(`${base}/v2/models/both/infer`, { inputs: [{ name: 'x', datatype: 'FP64', shape: [1], data: [5] }] })
     expect(y.status, JSON.stringify(y.body)).toBe(200)

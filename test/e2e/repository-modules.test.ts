@@ -135,9 +135,13 @@ interface Answer {
 
 /** OIP infer of one item {x} (a predictor's JSON item from FP64 [1] tensors). */
 async function infer(path: string, x: number, timeoutMs = 30_000): Promise<Answer> {
-  const r = await postJson(`${base}/v2/models/${path}/infer`, { inputs: [{ name: 'x', datatype: 'FP64', shape: [1], data: [x] }] }, {
-    'x-cohort-timeout-ms': String(timeoutMs),
-  })
+  const r = await postJson(
+    `${base}/v2/models/${path}/infer`,
+    { inputs: [{ name: 'x', datatype: 'FP64', shape: [1], data: [x] }] },
+    {
+      'x-cohort-timeout-ms': String(timeoutMs),
+    },
+  )
   return { status: r.status, body: r.body as Answer['body'] }
 }
 
@@ -206,14 +210,21 @@ describe('model repository: predictor and pipeline folders over NATS', () => {
     expect([a.status, y(a), a.body.model_version]).toEqual([200, 6, '1'])
     // The same path with new contents is imported afresh (not from Node's module cache).
     writeFileSync(join(repo, 'brk', '2', 'model.ts'), addPredictor(50))
-    const fixed = await until(() => infer('brk', 1), (r) => r.body.model_version === '2')
+    const fixed = await until(
+      () => infer('brk', 1),
+      (r) => r.body.model_version === '2',
+    )
     expect([fixed.status, y(fixed)]).toEqual([200, 51])
   }, 120_000)
 
   it('load and unload of predictor versions with requests in flight: none lost or failed, each answered by the version that took it', async () => {
     const N = 5
     let held = Array.from({ length: N }, (_, i) => infer('hold', i))
-    await until(async () => existsSync(join(gates, 'hold-1-started')), (ok) => ok, 20_000)
+    await until(
+      async () => existsSync(join(gates, 'hold-1-started')),
+      (ok) => ok,
+      20_000,
+    )
     expect(existsSync(join(gates, 'hold-1-started'))).toBe(true)
     // Version 2 loaded while version 1 holds every request (one batch running, the rest queued).
     putVersion('hold', '2', { 'model.ts': gatedPredictor('hold-2', 20) })
@@ -228,7 +239,11 @@ describe('model repository: predictor and pipeline folders over NATS', () => {
     expect(answers.every((a) => a.body.model_version === '1')).toBe(true)
     // Unload while version 2 holds them: each is answered by it, then the name is gone.
     held = Array.from({ length: N }, (_, i) => infer('hold', i))
-    await until(async () => existsSync(join(gates, 'hold-2-started')), (ok) => ok, 20_000)
+    await until(
+      async () => existsSync(join(gates, 'hold-2-started')),
+      (ok) => ok,
+      20_000,
+    )
     expect(existsSync(join(gates, 'hold-2-started'))).toBe(true)
     const unload = await repoOp('unload', 'hold')
     expect(unload.status).toBe(200)
@@ -238,12 +253,18 @@ describe('model repository: predictor and pipeline folders over NATS', () => {
     expect(answers.map((a) => a.status)).toEqual(Array(N).fill(200))
     expect(answers.map((a) => y(a))).toEqual(Array.from({ length: N }, (_, i) => 20 + i))
     expect(answers.every((a) => a.body.model_version === '2')).toBe(true)
-    const gone = await until(() => infer('hold', 1, 2000), (a) => a.status !== 200)
+    const gone = await until(
+      () => infer('hold', 1, 2000),
+      (a) => a.status !== 200,
+    )
     expect([404, 503]).toContain(gone.status)
     expect(entry(await index(), 'hold', '2')).toMatchObject({ state: 'UNAVAILABLE', reason: 'unloaded' })
     // Loaded again: version 2 serves (its gate is open now).
     expect((await repoOp('load', 'hold')).status).toBe(200)
-    const again = await until(() => infer('hold', 1), (a) => a.status === 200)
+    const again = await until(
+      () => infer('hold', 1),
+      (a) => a.status === 200,
+    )
     expect([y(again), again.body.model_version]).toEqual([21, '2'])
   }, 120_000)
 })

@@ -45,12 +45,19 @@ afterAll(async () => {
   rmSync(bad, { recursive: true, force: true })
 })
 
-const infer = (m: string) => postJson(`${base}/v2/models/${m}/infer`, { inputs: [{ name: 'input', datatype: 'FP32', shape: [1, 256], data: Array.from({ length: 256 }, () => 0.5) }] })
+const infer = (m: string) =>
+  postJson(`${base}/v2/models/${m}/infer`, { inputs: [{ name: 'input', datatype: 'FP32', shape: [1, 256], data: Array.from({ length: 256 }, () => 0.5) }] })
 
 describe('the repository index over two workers', () => {
   it('is not READY for a version one worker failed to load, and names the worker that serves it', async () => {
-    const es = await until(() => api.index(), (es: Entry[]) => /wb UNAVAILABLE/.test(entry(es, 'mlp', '1')?.reason ?? ''))
-    expect(entry(es, 'mlp', '1'), JSON.stringify(es)).toMatchObject({ state: 'UNAVAILABLE', reason: expect.stringMatching(/^ready on wa only; wb UNAVAILABLE: failed to load mlp\/1\/model\.onnx/) })
+    const es = await until(
+      () => api.index(),
+      (es: Entry[]) => /wb UNAVAILABLE/.test(entry(es, 'mlp', '1')?.reason ?? ''),
+    )
+    expect(entry(es, 'mlp', '1'), JSON.stringify(es)).toMatchObject({
+      state: 'UNAVAILABLE',
+      reason: expect.stringMatching(/^ready on wa only; wb UNAVAILABLE: failed to load mlp\/1\/model\.onnx/),
+    })
     expect(entry(es, 'other', '1')?.state).toBe('READY') // only wa lists it
     expect((await infer('mlp')).status).toBe(200) // wa serves it
     const ready = await fetch(`${base}/v2/repository/index`, { method: 'POST', headers: { authorization: `Bearer ${KEY}` }, body: '{"ready":true}' })
@@ -64,7 +71,10 @@ describe('the repository index over two workers', () => {
   it('covers only the workers left once one is killed', async () => {
     wb.proc.kill('SIGKILL')
     await wb.exited
-    const es = await until(() => api.index(), (es: Entry[]) => entry(es, 'mlp', '1')?.state === 'READY')
+    const es = await until(
+      () => api.index(),
+      (es: Entry[]) => entry(es, 'mlp', '1')?.state === 'READY',
+    )
     expect(entry(es, 'mlp', '1')).toEqual({ name: 'mlp', version: '1', state: 'READY' })
   })
 

@@ -54,9 +54,7 @@ beforeAll(async () => {
   putVersion('hold', '1', addModel(10))
   putVersion('dot.ted', '1', addModel(7))
   putVersion('bad', '1', new TextEncoder().encode('not an onnx model'))
-  worker = spawnCohort([
-    'worker', '--nats', nats.url, '--id', 'w1', '--model-repository', repo, '--repository-poll-ms', '200', '--max-delay-ms', '3',
-  ])
+  worker = spawnCohort(['worker', '--nats', nats.url, '--id', 'w1', '--model-repository', repo, '--repository-poll-ms', '200', '--max-delay-ms', '3'])
   gateway = spawnCohort(['gateway', '--nats', nats.url, '--port', '0', '--drain-ms', '0', '--admin-key', KEY])
   await worker.waitFor(/worker w1 serving .*add/, 90_000)
   const m = await gateway.waitFor(/gateway on (http:\/\/[^ ]+) /, 60_000)
@@ -94,7 +92,10 @@ const { index, repoOp } = repositoryApi(() => base, KEY)
 /** Items queued for `name` on the workers ($SRV.STATS via /v2/workers). */
 async function queued(name: string): Promise<number> {
   const r = (await (await fetch(`${base}/v2/workers`)).json()) as { workers: { endpoints: { model: string; queued: number | null }[] }[] }
-  return r.workers.flatMap((w) => w.endpoints).filter((e) => e.model === name).reduce((a, e) => a + (e.queued ?? 0), 0)
+  return r.workers
+    .flatMap((w) => w.endpoints)
+    .filter((e) => e.model === name)
+    .reduce((a, e) => a + (e.queued ?? 0), 0)
 }
 
 async function admin(name: string, method: string, body?: unknown): Promise<Response> {
@@ -138,7 +139,9 @@ describe('model repository over NATS', () => {
     expect(entry(es, 'add', '2')?.state).toBe('READY')
     expect(entry(es, 'solo', '1')?.state).toBe('READY')
     expect(entry(es, 'bad', '1')).toMatchObject({ state: 'UNAVAILABLE', reason: expect.stringMatching(/failed to load bad\/1\/model\.onnx/) })
-    const ready = (await (await fetch(`${base}/v2/repository/index`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: '{"ready": true}' })).json()) as Entry[]
+    const ready = (await (
+      await fetch(`${base}/v2/repository/index`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: '{"ready": true}' })
+    ).json()) as Entry[]
     expect(ready.every((e) => e.state === 'READY')).toBe(true)
     expect(ready.some((e) => e.name === 'bad')).toBe(false)
   }, 30_000)
@@ -183,7 +186,11 @@ describe('model repository over NATS', () => {
       }
     })()
     putVersion('solo', '2', addModel(2000))
-    const switched = await until(() => infer('solo', 0), (a) => y(a) === 2000, 45_000)
+    const switched = await until(
+      () => infer('solo', 0),
+      (a) => y(a) === 2000,
+      45_000,
+    )
     stop = true
     await traffic
     expect(y(switched)).toBe(2000)
@@ -197,12 +204,30 @@ describe('model repository over NATS', () => {
     const es = await until(index, (x) => entry(x, 'solo', '1')?.state === 'UNAVAILABLE')
     expect(entry(es, 'solo', '2')?.state).toBe('READY')
     expect(entry(es, 'solo', '1')?.reason).toMatch(/not selected by the version policy \(latest 1\)/)
-    expect((await until(() => infer('solo/versions/1', 1), (a) => a.status === 404)).status).toBe(404)
+    expect(
+      (
+        await until(
+          () => infer('solo/versions/1', 1),
+          (a) => a.status === 404,
+        )
+      ).status,
+    ).toBe(404)
     // The new version's folder removed: version 1 is the newest complete one again.
     rmSync(join(repo, 'solo', '2'), { recursive: true })
-    const back = await until(() => infer('solo', 3), (a) => y(a) === 1003, 45_000)
+    const back = await until(
+      () => infer('solo', 3),
+      (a) => y(a) === 1003,
+      45_000,
+    )
     expect([back.status, back.body.model_version]).toEqual([200, '1'])
-    expect((await until(() => infer('solo/versions/2', 1), (a) => a.status === 404)).status).toBe(404)
+    expect(
+      (
+        await until(
+          () => infer('solo/versions/2', 1),
+          (a) => a.status === 404,
+        )
+      ).status,
+    ).toBe(404)
   }, 120_000)
 
   it('a broken new version stays out: the old one keeps serving and the index says why', async () => {
@@ -236,7 +261,13 @@ describe('model repository over NATS', () => {
     await hold(HOUR)
     const N = 6
     let held = Array.from({ length: N }, (_, i) => infer('hold', i, 120_000))
-    expect(await until(() => queued('hold'), (q) => q >= N, 10_000)).toBeGreaterThanOrEqual(N)
+    expect(
+      await until(
+        () => queued('hold'),
+        (q) => q >= N,
+        10_000,
+      ),
+    ).toBeGreaterThanOrEqual(N)
     // A new version, loaded explicitly while they wait: when the load returns they are still held
     // (by version 1, now draining); once released, version 1 answers every one.
     putVersion('hold', '2', addModel(20))
@@ -253,7 +284,13 @@ describe('model repository over NATS', () => {
     // answered 200 by it, then the name is gone.
     await hold(HOUR)
     held = Array.from({ length: N }, (_, i) => infer('hold', i, 120_000))
-    expect(await until(() => queued('hold'), (q) => q >= N, 10_000)).toBeGreaterThanOrEqual(N)
+    expect(
+      await until(
+        () => queued('hold'),
+        (q) => q >= N,
+        10_000,
+      ),
+    ).toBeGreaterThanOrEqual(N)
     const unload = await repoOp('unload', 'hold')
     expect(unload.status).toBe(200)
     expect(await settledWithin(Promise.all(held), 300)).toBe('pending')
@@ -270,7 +307,10 @@ describe('model repository over NATS', () => {
     expect(answers.map((a) => a.status)).toEqual(Array(N).fill(200))
     expect(answers.map((a) => y(a))).toEqual(Array.from({ length: N }, (_, i) => 20 + i))
     expect(answers.every((a) => a.body.model_version === '2')).toBe(true)
-    const gone = await until(() => infer('hold', 1, 2000), (a) => a.status !== 200)
+    const gone = await until(
+      () => infer('hold', 1, 2000),
+      (a) => a.status !== 200,
+    )
     expect([404, 503]).toContain(gone.status)
     const es = await index()
     expect(entry(es, 'hold', '2')).toMatchObject({ state: 'UNAVAILABLE', reason: 'unloaded' })
@@ -279,7 +319,10 @@ describe('model repository over NATS', () => {
     expect((await infer('hold', 1, 2000)).status).not.toBe(200)
     expect((await repoOp('load', 'hold')).status).toBe(200)
     expect((await admin('hold', 'DELETE')).status).toBe(200)
-    const again = await until(() => infer('hold', 1), (a) => a.status === 200)
+    const again = await until(
+      () => infer('hold', 1),
+      (a) => a.status === 200,
+    )
     expect([y(again), again.body.model_version]).toEqual([21, '2'])
   }, 120_000)
 })

@@ -48,10 +48,7 @@ export function defineServingSuite(label: string, setup: (f: ModelFixtures) => P
     const url = (p: string) => `${env.baseUrl}${p}`
     /** Wait until the workers hold at least n sleepy items (queued or running). */
     const waitForPending = (n: number) =>
-      vi.waitFor(
-        async () => expect(metricSum(await env.workerMetrics(), 'cohort_pending_requests{model="sleepy"')).toBeGreaterThanOrEqual(n),
-        { timeout: 10_000, interval: 10 },
-      )
+      vi.waitFor(async () => expect(metricSum(await env.workerMetrics(), 'cohort_pending_requests{model="sleepy"')).toBeGreaterThanOrEqual(n), { timeout: 10_000, interval: 10 })
 
     beforeAll(async () => {
       fx = writeModelFixtures()
@@ -110,7 +107,15 @@ export function defineServingSuite(label: string, setup: (f: ModelFixtures) => P
     it('serves multi-input models with INT64 inputs and honours requested outputs', async () => {
       const body = {
         inputs: [
-          { name: 'x', datatype: 'FP32', shape: [2, 4], data: [[1, 2, 3, 4], [5, 6, 7, 8]] },
+          {
+            name: 'x',
+            datatype: 'FP32',
+            shape: [2, 4],
+            data: [
+              [1, 2, 3, 4],
+              [5, 6, 7, 8],
+            ],
+          },
           { name: 'ids', datatype: 'INT64', shape: [2, 3], data: [1, -2, 3, 40000, 5, 6] },
         ],
       }
@@ -167,7 +172,7 @@ export function defineServingSuite(label: string, setup: (f: ModelFixtures) => P
         const seq = reqs[i]!
         expect(rep.status, JSON.stringify(rep.body)).toBe(200)
         const s1 = (seq * (seq + 1)) / 2
-        const s2 = ((2 * seq) * (2 * seq + 1)) / 2 - s1
+        const s2 = (2 * seq * (2 * seq + 1)) / 2 - s1
         expect(rep.body.outputs[0].data).toEqual([s1, s2])
       })
     })
@@ -179,13 +184,17 @@ export function defineServingSuite(label: string, setup: (f: ModelFixtures) => P
       // A 150 ms sleep per batch: batch sizes then depend on concurrency, not on CPU speed.
       const xs = Array.from({ length: 320 }, (_, i) => i)
       const replies = await pool(xs, 64, (x) =>
-        postJson(url('/v2/models/sleepy/infer'), {
-          inputs: [
-            { name: 'x', datatype: 'FP64', shape: [1], data: [x] },
-            { name: 'sleepMs', datatype: 'FP64', shape: [1], data: [125] },
-          ],
-        // An explicit deadline: this test is about batch sizes, not the model's default SLO.
-        }, { 'x-cohort-timeout-ms': '30000' }),
+        postJson(
+          url('/v2/models/sleepy/infer'),
+          {
+            inputs: [
+              { name: 'x', datatype: 'FP64', shape: [1], data: [x] },
+              { name: 'sleepMs', datatype: 'FP64', shape: [1], data: [125] },
+            ],
+            // An explicit deadline: this test is about batch sizes, not the model's default SLO.
+          },
+          { 'x-cohort-timeout-ms': '30000' },
+        ),
       )
       replies.forEach((rep, i) => {
         expect(rep.status, JSON.stringify(rep.body)).toBe(200)
@@ -230,8 +239,7 @@ export function defineServingSuite(label: string, setup: (f: ModelFixtures) => P
     })
 
     it('fails one item alone, fails a whole batch on a throw, and the worker lives', async () => {
-      const sleepy = (x: number, extra: Record<string, unknown> = {}) =>
-        postJson(url('/models/sleepy/predictions'), { input: { x, ...extra } })
+      const sleepy = (x: number, extra: Record<string, unknown> = {}) => postJson(url('/models/sleepy/predictions'), { input: { x, ...extra } })
       const [bad, ...goods] = await Promise.all([sleepy(1, { fail: true }), ...[2, 3, 4, 5].map((x) => sleepy(x))])
       expect(bad.status).toBe(500)
       expect(bad.body).toMatchObject({ code: 'PREDICTOR_FAILED' })
@@ -268,7 +276,10 @@ export function defineServingSuite(label: string, setup: (f: ModelFixtures) => P
         body: JSON.stringify({ inputs: [{ x: 1, sleepMs: 300 }, { x: 2 }, { x: 3 }] }),
       })
       expect(nd.headers.get('content-type')).toContain('application/x-ndjson')
-      const lines = (await nd.text()).trim().split('\n').map((l) => JSON.parse(l))
+      const lines = (await nd.text())
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l))
       expect(lines.map((l) => l.index).sort()).toEqual([0, 1, 2])
       for (const l of lines) {
         expect(l.output.y).toBe((l.index + 1) * 2)
@@ -292,7 +303,10 @@ export function defineServingSuite(label: string, setup: (f: ModelFixtures) => P
       expect(header.body.code).toBe('DEADLINE_EXCEEDED')
       const param = await postJson(url('/v2/models/sleepy/infer'), {
         parameters: { timeout: 60_000 },
-        inputs: [{ name: 'x', datatype: 'FP64', shape: [1], data: [1] }, { name: 'sleepMs', datatype: 'FP64', shape: [1], data: [400] }],
+        inputs: [
+          { name: 'x', datatype: 'FP64', shape: [1], data: [1] },
+          { name: 'sleepMs', datatype: 'FP64', shape: [1], data: [400] },
+        ],
       })
       expect(param.status).toBe(504)
       expect(Date.now() - t0).toBeLessThan(3000)
@@ -306,8 +320,7 @@ export function defineServingSuite(label: string, setup: (f: ModelFixtures) => P
       // hand them all to one worker) until each worker holds one. Explicit deadlines: the queued
       // work is past the model's default SLO (docs/batching.md).
       const patient = { 'x-cohort-timeout-ms': '30000' }
-      const perWorker = async () =>
-        (await env.workerMetrics()).split('# EOF').map((t) => metricSum(t, 'cohort_pending_requests{model="sleepy"'))
+      const perWorker = async () => (await env.workerMetrics()).split('# EOF').map((t) => metricSum(t, 'cohort_pending_requests{model="sleepy"'))
       const blockers: Promise<unknown>[] = []
       for (let i = 0; i < 24 && (await perWorker()).some((n) => n === 0); i++) {
         blockers.push(postJson(url('/models/sleepy/predictions'), { input: { x: i, sleepMs: 3000 } }, patient))
@@ -341,10 +354,7 @@ export function defineServingSuite(label: string, setup: (f: ModelFixtures) => P
       await vi.waitFor(
         async () => {
           const text = await env.workerMetrics()
-          const accepted =
-            metricSum(text, 'cohort_pending_requests{model="sleepy"') +
-            metricSum(text, 'cohort_worker_items_total{code="OK",model="sleepy"') -
-            answered0
+          const accepted = metricSum(text, 'cohort_pending_requests{model="sleepy"') + metricSum(text, 'cohort_worker_items_total{code="OK",model="sleepy"') - answered0
           expect(accepted).toBeGreaterThanOrEqual(40)
         },
         { timeout: 10_000, interval: 10 },

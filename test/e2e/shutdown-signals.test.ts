@@ -80,9 +80,7 @@ describe('gateway SIGTERM with a client sending 1 byte/s', () => {
     sock.on('data', (d) => (received += d.toString()))
     const closed = new Promise<void>((r) => sock.once('close', () => r()))
     sock.on('error', () => undefined)
-    sock.write(
-      `POST /v2/models/demo/infer HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n`,
-    )
+    sock.write(`POST /v2/models/demo/infer HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n`)
     let sent = 0
     const trickle = setInterval(() => {
       if (sent < body.length && !sock.destroyed) {

@@ -90,11 +90,7 @@ describe('a TS predictor that blocks or hangs', () => {
     expect(String(r.body.error ?? r.body.message)).toMatch(/time limit of 6000 ms/)
 
     // The new thread's setup() is held: until it ends every readiness signal says so.
-    const [ready, probe, health] = await Promise.all([
-      fetch(`${base}/v2/models/busy/ready`),
-      fetch(`${probes}/v2/health/ready`),
-      getJson(`${base}/health-check`),
-    ])
+    const [ready, probe, health] = await Promise.all([fetch(`${base}/v2/models/busy/ready`), fetch(`${probes}/v2/health/ready`), getJson(`${base}/health-check`)])
     expect(ready.status).toBe(503)
     expect(probe.status).toBe(503)
     expect(health.body.status).toBe('STARTING')

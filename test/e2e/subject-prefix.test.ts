@@ -49,8 +49,18 @@ const names = async (base: string): Promise<string[]> => {
 
 describe('--subject-prefix: two deployments on one nats-server', () => {
   it("each gateway lists its own deployment's models only", async () => {
-    expect(await until(() => names(alpha), (n) => n.length >= 2)).toEqual(['only-alpha', 'tagged'])
-    expect(await until(() => names(beta), (n) => n.length >= 2)).toEqual(['only-beta', 'tagged'])
+    expect(
+      await until(
+        () => names(alpha),
+        (n) => n.length >= 2,
+      ),
+    ).toEqual(['only-alpha', 'tagged'])
+    expect(
+      await until(
+        () => names(beta),
+        (n) => n.length >= 2,
+      ),
+    ).toEqual(['only-beta', 'tagged'])
   })
 
   it("a model of the other deployment is 404 here, while this deployment's own answers", async () => {
@@ -63,7 +73,10 @@ describe('--subject-prefix: two deployments on one nats-server', () => {
   })
 
   it('the same model name is answered by its own deployment every time', async () => {
-    for (const [base, tag] of [[alpha, 'alpha'], [beta, 'beta']] as const) {
+    for (const [base, tag] of [
+      [alpha, 'alpha'],
+      [beta, 'beta'],
+    ] as const) {
       const tags = await Promise.all(
         Array.from({ length: 20 }, async (_, x) => {
           const r = await postJson(`${base}/models/tagged/predictions`, { input: { x } })

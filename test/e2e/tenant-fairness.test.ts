@@ -29,7 +29,23 @@ const TENANT_BOUND = 48
 beforeAll(async () => {
   nats = await startNatsServer({ jetstream: false })
   worker = spawnCohort(
-    ['worker', '--nats', nats.url, '--id', 'fair', '--threads', '1', '--max-batch-size', '4', '--max-tenant-queue', String(TENANT_BOUND), '--batch-timeout-ms', '0', '--predictor', BUSY_PREDICTOR],
+    [
+      'worker',
+      '--nats',
+      nats.url,
+      '--id',
+      'fair',
+      '--threads',
+      '1',
+      '--max-batch-size',
+      '4',
+      '--max-tenant-queue',
+      String(TENANT_BOUND),
+      '--batch-timeout-ms',
+      '0',
+      '--predictor',
+      BUSY_PREDICTOR,
+    ],
     { BUSY_GATE: gateFile },
   )
   await worker.waitFor(/worker fair serving busy/, 60_000)

@@ -111,10 +111,14 @@ async function runScenario(env: Env) {
   await until(() => server.runningItems === 1 || server.engine.stats.batches === 1, 'the first batch to start')
   const parents = Array.from({ length: N }, () => newTraceparent())
   const burst = parents.map((p, i) =>
-    postJson(`${env.url}/v2/models/gated/infer`, { inputs: [{ name: 'x', datatype: 'FP64', shape: [1], data: [i + 1] }] }, {
-      traceparent: p.traceparent,
-      tracestate: `cohort=t${i}`,
-    }),
+    postJson(
+      `${env.url}/v2/models/gated/infer`,
+      { inputs: [{ name: 'x', datatype: 'FP64', shape: [1], data: [i + 1] }] },
+      {
+        traceparent: p.traceparent,
+        tracestate: `cohort=t${i}`,
+      },
+    ),
   )
   await until(() => server.engine.queued === N, `${N} queued items`)
   env.gate.release()
@@ -243,7 +247,10 @@ describe('tracing across a real nats-server (separate tracers for gateway and wo
     const wkNc = await connect({ servers: nats.url, noAsyncTraces: true })
     const gwT = createNatsTransport(gwNc, { ownsConnection: true })
     const wkT = createNatsTransport(wkNc, { ownsConnection: true })
-    closers.push(() => gwT.close(), () => wkT.close())
+    closers.push(
+      () => gwT.close(),
+      () => wkT.close(),
+    )
     const env = await start(gwT, wkT, false)
     closers.push(() => env.close())
     expect(env.gw).not.toBe(env.wk)

@@ -49,8 +49,7 @@ afterAll(async () => {
   await nats?.stop()
 })
 
-const predict = (s: string) =>
-  app.request('/models/hold/predictions', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ input: { s } }) })
+const predict = (s: string) => app.request('/models/hold/predictions', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ input: { s } }) })
 
 async function until(cond: () => boolean): Promise<void> {
   await expect.poll(cond, { timeout: 10_000, interval: 10 }).toBe(true)

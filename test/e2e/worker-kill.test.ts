@@ -75,7 +75,12 @@ describe('kill -9 of one of two workers under load', () => {
     w.proc.kill('SIGKILL')
     await w.exited
     const out = await replies
-    const table = JSON.stringify({ killedAfterMs: killedAt - sent, victim: w.proc.pid === workers[0]?.proc.pid ? 'wk1' : 'wk2', held, out: out.map((r) => [r.x, r.status, r.ms, (r.body as { error?: string }).error?.slice(0, 80)]) })
+    const table = JSON.stringify({
+      killedAfterMs: killedAt - sent,
+      victim: w.proc.pid === workers[0]?.proc.pid ? 'wk1' : 'wk2',
+      held,
+      out: out.map((r) => [r.x, r.status, r.ms, (r.body as { error?: string }).error?.slice(0, 80)]),
+    })
     for (const r of out) {
       if (r.status === 200) {
         expect((r.body as { output: { y: number } }).output.y).toBe(2 * r.x)

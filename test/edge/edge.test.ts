@@ -6,15 +6,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import {
-  spawnCohort,
-  startNatsServer,
-  writeModelFixtures,
-  type CliProcess,
-  type ModelFixtures,
-  type NatsServerHandle,
-  type JsonBody,
-} from '@cohort/test-support'
+import { spawnCohort, startNatsServer, writeModelFixtures, type CliProcess, type ModelFixtures, type NatsServerHandle, type JsonBody } from '@cohort/test-support'
 import { parsePrometheus } from '@cohort/metrics'
 import { freePort, startBun, startWorkerd, type RuntimeProcess } from './runtimes.ts'
 
@@ -49,8 +41,7 @@ const CHAR_GENERATOR = new URL('../fixtures/char-generator.ts', import.meta.url)
 /** ms per generator step: a 30-token stream takes at least 30 x this. */
 const STEP_MS = 20
 
-const input = (rows: number, seed: number) =>
-  Array.from({ length: rows * 256 }, (_, i) => Math.fround(Math.sin(i * 0.37 + seed) * 2))
+const input = (rows: number, seed: number) => Array.from({ length: rows * 256 }, (_, i) => Math.fround(Math.sin(i * 0.37 + seed) * 2))
 
 async function call(base: string, path: string, init?: RequestInit): Promise<{ status: number; body: JsonBody; headers: Headers }> {
   const r = await fetch(`${base}${path}`, { signal: AbortSignal.timeout(30_000), ...init })
@@ -90,7 +81,10 @@ async function readSse(r: Response): Promise<{ data: unknown[]; at: number[] }> 
     buf += dec.decode(value, { stream: true })
     let got = false
     for (let i = buf.indexOf('\n\n'); i >= 0; i = buf.indexOf('\n\n')) {
-      const line = buf.slice(0, i).split('\n').find((l) => l.startsWith('data: '))
+      const line = buf
+        .slice(0, i)
+        .split('\n')
+        .find((l) => l.startsWith('data: '))
       buf = buf.slice(i + 2)
       if (line) {
         const d = line.slice(6)
@@ -176,7 +170,7 @@ describe.each(['workerd', 'bun'])('the gateway on %s over NATS websocket', (name
     expect(edge.body).toEqual(node.body)
   })
 
-  it("infers with the demo model and answers exactly as the Node gateway does", async () => {
+  it('infers with the demo model and answers exactly as the Node gateway does', async () => {
     const body = { inputs: [{ name: 'input', datatype: 'FP32', shape: [3, 256], data: input(3, name.length) }] }
     const [edge, node] = await Promise.all([post(base(), '/v2/models/demo/infer', body), post(nodeBase, '/v2/models/demo/infer', body)])
     expect(edge.status, JSON.stringify(edge.body)).toBe(200)
@@ -311,10 +305,13 @@ describe('when the NATS websocket listener is down', () => {
     await nats.stop()
     for (const [name, r] of Object.entries(runtimes)) {
       for (const path of ['/v2/models/demo', '/v2/models/demo/infer']) {
-        const init: RequestInit =
-          path.endsWith('/infer')
-            ? { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ inputs: [{ name: 'input', datatype: 'FP32', shape: [1, 256], data: input(1, 2) }] }) }
-            : {}
+        const init: RequestInit = path.endsWith('/infer')
+          ? {
+              method: 'POST',
+              headers: { 'content-type': 'application/json' },
+              body: JSON.stringify({ inputs: [{ name: 'input', datatype: 'FP32', shape: [1, 256], data: input(1, 2) }] }),
+            }
+          : {}
         // A hang would trip the 30 s abort in call() and fail here.
         const res = await call(r.baseUrl, path, init)
         expect(res.status, `${name} ${path}: ${JSON.stringify(res.body)}`).toBe(503)

@@ -91,8 +91,15 @@ beforeAll(async () => {
     })()
   }
   const meta: ModelMeta = {
-    name: 'flood', versions: ['1'], platform: 'test', kind: 'onnx', ready: true, maxBatchSize: 8, maxDelayMs: 0,
-    inputs: [{ name: 'x', datatype: 'UINT8', shape: [-1] }], outputs: [{ name: 'y', datatype: 'UINT8', shape: [-1] }],
+    name: 'flood',
+    versions: ['1'],
+    platform: 'test',
+    kind: 'onnx',
+    ready: true,
+    maxBatchSize: 8,
+    maxDelayMs: 0,
+    inputs: [{ name: 'x', datatype: 'UINT8', shape: [-1] }],
+    outputs: [{ name: 'y', datatype: 'UINT8', shape: [-1] }],
   }
   const metaSub = nc.subscribe('cohort.meta.flood', { queue: 'cohort.q.flood' })
   void (async () => {

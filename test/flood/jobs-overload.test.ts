@@ -122,10 +122,13 @@ describe('durable jobs under a sustained overload', () => {
     expect(put).toEqual(ids.map(() => 202))
     const codes = await flooding
     expect(codes.get(503) ?? 0, `the flood was refused (overload): ${JSON.stringify([...codes])}`).toBeGreaterThan(0)
-    const records = await until(async () => {
-      const rs = await Promise.all(ids.map(async (id) => (await getJson(`${url}/predictions/${id}`)).body))
-      return rs.every((r) => ['succeeded', 'failed', 'canceled'].includes(r.status)) ? rs : undefined
-    }, 60_000 + FLOOD_S * 1000)
+    const records = await until(
+      async () => {
+        const rs = await Promise.all(ids.map(async (id) => (await getJson(`${url}/predictions/${id}`)).body))
+        return rs.every((r) => ['succeeded', 'failed', 'canceled'].includes(r.status)) ? rs : undefined
+      },
+      60_000 + FLOOD_S * 1000,
+    )
     const summary = records.map((r: JsonBody) => `${r.id}:${r.status}:${r.code ?? ''}:a${r.attempts}:d${r.deferrals ?? 0}`).join(' ')
     expect(
       records.map((r: JsonBody) => r.status),

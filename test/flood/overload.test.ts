@@ -41,7 +41,21 @@ beforeAll(async () => {
   worker = spawnCohort(['worker', '--nats', nats.url, '--id', 'flood', '--threads', '1', '--max-batch-size', '4', '--predictor', SLEEPY_PREDICTOR], { SLEEPY_MS: '40' })
   await worker.waitFor(/worker flood serving sleepy/, 60_000)
   gateway = spawnCohort([
-    'gateway', '--nats', nats.url, '--port', '0', '--grpc-port', '0', '--api-key', 'flood-key', '--api-key', 'quiet-key', '--log-format', 'json', '--max-connections', '512',
+    'gateway',
+    '--nats',
+    nats.url,
+    '--port',
+    '0',
+    '--grpc-port',
+    '0',
+    '--api-key',
+    'flood-key',
+    '--api-key',
+    'quiet-key',
+    '--log-format',
+    'json',
+    '--max-connections',
+    '512',
   ])
   port = Number((await gateway.waitFor(/gateway on http:\/\/[^:]+:(\d+)/, 60_000))[1])
   grpcPort = Number((await gateway.waitFor(/grpc on [^:]+:(\d+)/, 10_000))[1])
@@ -96,7 +110,11 @@ function predict(agent: Agent, key: string, x: number, deadlineMs: number): Prom
   })
 }
 
-const warnLines = () => gateway.output().split('\n').filter((l) => l.includes('"level":"warn"'))
+const warnLines = () =>
+  gateway
+    .output()
+    .split('\n')
+    .filter((l) => l.includes('"level":"warn"'))
 const late = (as: Answer[]) => as.filter((a) => a.ms > a.deadlineMs + GRACE_MS + CLIENT_SLACK_MS)
 
 describe('a cross-process flood', () => {
@@ -209,11 +227,17 @@ describe('a cross-process flood', () => {
     client.close()
     const by = (s: grpc.status) => calls.filter((c) => c.code === s).length
     const exhausted = calls.filter((c) => c.code === grpc.status.RESOURCE_EXHAUSTED)
-    console.log(`grpc flood: ${calls.length} calls, ${by(grpc.status.OK)} OK, ${exhausted.length} RESOURCE_EXHAUSTED, ${by(grpc.status.DEADLINE_EXCEEDED)} DEADLINE_EXCEEDED, other ${calls.length - by(grpc.status.OK) - exhausted.length - by(grpc.status.DEADLINE_EXCEEDED)}`)
+    console.log(
+      `grpc flood: ${calls.length} calls, ${by(grpc.status.OK)} OK, ${exhausted.length} RESOURCE_EXHAUSTED, ${by(grpc.status.DEADLINE_EXCEEDED)} DEADLINE_EXCEEDED, other ${calls.length - by(grpc.status.OK) - exhausted.length - by(grpc.status.DEADLINE_EXCEEDED)}`,
+    )
     expect(exhausted.length).toBeGreaterThan(by(grpc.status.OK))
     expect(calls.filter((c) => ![grpc.status.OK, grpc.status.RESOURCE_EXHAUSTED, grpc.status.DEADLINE_EXCEEDED].includes(c.code))).toEqual([])
     expect(calls.filter((c) => c.ms > FLOOD_DEADLINE_MS + GRACE_MS + CLIENT_SLACK_MS).map((c) => `${c.code} in ${Math.round(c.ms)} ms`)).toEqual([])
     expect(exhausted.every((c) => Number(c.retryAfter) >= 1 && Number(c.pushback) === 1000 * Number(c.retryAfter))).toBe(true)
-    expect(warnLines().slice(warnsBefore).filter((l) => l.includes('"code":"OVERLOADED"'))).toEqual([])
+    expect(
+      warnLines()
+        .slice(warnsBefore)
+        .filter((l) => l.includes('"code":"OVERLOADED"')),
+    ).toEqual([])
   }, 60_000)
 })

@@ -37,9 +37,7 @@ function run(cmd: string, args: string[], env: Record<string, string> = {}): Pro
 
 function validate(files: string[]) {
   if (!existsSync(VALIDATE)) {
-    throw new Error(
-      `${VALIDATE} is missing: python3 -m venv test/infra/.venv && test/infra/.venv/bin/pip install kubernetes-validate==1.37.0 (.ci/run does this)`,
-    )
+    throw new Error(`${VALIDATE} is missing: python3 -m venv test/infra/.venv && test/infra/.venv/bin/pip install kubernetes-validate==1.37.0 (.ci/run does this)`)
   }
   return run(VALIDATE, ['--kubernetes-version', KUBERNETES_VERSION, '--strict', ...files])
 }
@@ -62,7 +60,16 @@ for d in yaml.safe_load_all(open(sys.argv[1])):
 describe(`Kubernetes manifests (infra/k8s) against Kubernetes ${KUBERNETES_VERSION}`, () => {
   it('has the manifests it documents', () => {
     const names = manifests.map((f) => f.slice(K8S_DIR.length + 1)).sort()
-    expect(names).toEqual(['gateway.yaml', 'namespace.yaml', 'nats-users-secret.yaml', 'nats.yaml', 'prometheus-adapter-rules.yaml', 'prometheus-rules.yaml', 'worker-cpu.yaml', 'worker.yaml'])
+    expect(names).toEqual([
+      'gateway.yaml',
+      'namespace.yaml',
+      'nats-users-secret.yaml',
+      'nats.yaml',
+      'prometheus-adapter-rules.yaml',
+      'prometheus-rules.yaml',
+      'worker-cpu.yaml',
+      'worker.yaml',
+    ])
   })
 
   it('validates every resource of every manifest (strict schemas)', async () => {
@@ -168,7 +175,7 @@ describe(`Kubernetes manifests (infra/k8s) against Kubernetes ${KUBERNETES_VERSI
     expect(published).toContain(/name: (cohort_gateway_requests_per_second)/.exec(readFileSync(join(K8S_DIR, 'gateway.yaml'), 'utf8'))?.[1])
   })
 
-  it('alerts on queue wait, refusals, worker loss and SLO burn, with metrics Cohort exports and the registry\'s 5xx codes', async () => {
+  it("alerts on queue wait, refusals, worker loss and SLO burn, with metrics Cohort exports and the registry's 5xx codes", async () => {
     const data = await configMapData(join(K8S_DIR, 'prometheus-rules.yaml'), 'cohort-prometheus-rules')
     const file = join(tmp, 'rules.yaml')
     writeFileSync(file, data['cohort.rules.yaml'] ?? '')

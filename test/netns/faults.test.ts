@@ -104,9 +104,7 @@ describe('kill -9 of a worker mid-batch', () => {
     // Marked safe to retry (Idempotency-Key): every request is answered, the killed worker's by the other.
     const [w3] = await workers([{ host: victim === w1 ? 'w1' : 'w2', id: 'kill-c', args, env: { SLEEPY_LOG: logs[2] } }])
     const t1 = performance.now()
-    const keyed = Promise.all(
-      Array.from({ length: 16 }, (_, i) => inferX(gw, x(), { sleepMs: 3000, headers: { 'idempotency-key': `k-${i}-${t1}` } })),
-    )
+    const keyed = Promise.all(Array.from({ length: 16 }, (_, i) => inferX(gw, x(), { sleepMs: 3000, headers: { 'idempotency-key': `k-${i}-${t1}` } })))
     await sleep(600)
     const killed2 = performance.now()
     holder([
@@ -252,7 +250,10 @@ describe('workers joining and leaving under load', () => {
     for (const [i, log] of logs.entries()) {
       const runs = sleepyRuns(log)
       expect(runs.size, `requests run by joined worker ${i + 2}`).toBeGreaterThan(5)
-      expect([...runs.values()].filter((n) => n > 1), `requests joined worker ${i + 2} ran twice`).toEqual([])
+      expect(
+        [...runs.values()].filter((n) => n > 1),
+        `requests joined worker ${i + 2} ran twice`,
+      ).toEqual([])
     }
     await stop([a!])
   }, 120_000)
@@ -297,8 +298,14 @@ describe('a NATS node of the cluster killed', () => {
     // (6 s), and at most two per client (8 clients: the request in flight at the kill, one more
     // sent while reconnecting).
     expectCleanFailures(outcomes, ['REPLY_LOST', 'NO_WORKER', 'WORKER_LOST'])
-    expect(c.failed.filter((f) => f.at < killedAt), 'errors before the kill').toEqual([])
-    expect(c.failed.filter((f) => f.at - f.ms > killedAt + 6000), 'errors of requests sent after reconnection').toEqual([])
+    expect(
+      c.failed.filter((f) => f.at < killedAt),
+      'errors before the kill',
+    ).toEqual([])
+    expect(
+      c.failed.filter((f) => f.at - f.ms > killedAt + 6000),
+      'errors of requests sent after reconnection',
+    ).toEqual([])
     expect(c.failed.length, 'errors during failover').toBeLessThanOrEqual(16)
     await stop(ws)
   }, 120_000)

@@ -18,7 +18,7 @@ afterAll(async () => {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 
-it('jobs running when their worker\'s NATS node is killed all end succeeded, each result recorded once', async () => {
+it("jobs running when their worker's NATS node is killed all end succeeded, each result recorded once", async () => {
   for (const h of ['n1', 'n2', 'n3', 'gw', 'w1', 'w2']) lab.net.addHost(h)
   const { urls } = await lab.nats(['n1', 'n2', 'n3'], { jetstream: true })
   hooks = await webhookReceiver('/', lab.net.clientIp)
@@ -57,7 +57,12 @@ it('jobs running when their worker\'s NATS node is killed all end succeeded, eac
   const node = lab.procs.find((p) => p.label === `nats-${victim}`)!
   node.proc.kill('SIGKILL')
   const killedAt = Date.now()
-  const w2 = await lab.worker('w2', urls.filter((u) => !u.includes(lab.net.host(victim).ip)), 'js-b', { args, env: { SLEEPY_LOG: log } })
+  const w2 = await lab.worker(
+    'w2',
+    urls.filter((u) => !u.includes(lab.net.host(victim).ip)),
+    'js-b',
+    { args, env: { SLEEPY_LOG: log } },
+  )
 
   // Every job ends succeeded with its own y.
   const finals = new Map<number, { status: string; output?: { y: number }; attempts?: number; error?: string | null }>()
@@ -65,7 +70,10 @@ it('jobs running when their worker\'s NATS node is killed all end succeeded, eac
   while (finals.size < N && Date.now() < until) {
     for (const x of xs) {
       if (finals.has(x)) continue
-      const r = await fetch(`${gw.url}/predictions/job-${x}`).then((r) => r.json() as Promise<{ status: string }>, () => undefined)
+      const r = await fetch(`${gw.url}/predictions/job-${x}`).then(
+        (r) => r.json() as Promise<{ status: string }>,
+        () => undefined,
+      )
       if (r && ['succeeded', 'failed', 'canceled'].includes(r.status)) finals.set(x, r)
     }
     await sleep(250)
@@ -81,9 +89,9 @@ it('jobs running when their worker\'s NATS node is killed all end succeeded, eac
     attempts: xs.map((x) => finals.get(x)?.attempts ?? 0),
   }
   console.log(`netns jobs-cluster: ${JSON.stringify(report)}`)
-  expect(
-    xs.map((x) => ({ x, status: finals.get(x)?.status, y: finals.get(x)?.output?.y, error: finals.get(x)?.error ?? null })),
-  ).toEqual(xs.map((x) => ({ x, status: 'succeeded', y: 2 * x, error: null })))
+  expect(xs.map((x) => ({ x, status: finals.get(x)?.status, y: finals.get(x)?.output?.y, error: finals.get(x)?.error ?? null }))).toEqual(
+    xs.map((x) => ({ x, status: 'succeeded', y: 2 * x, error: null })),
+  )
   for (const x of xs) {
     expect(runs.get(x) ?? 0, `runs of job ${x}`).toBeGreaterThanOrEqual(1)
   }

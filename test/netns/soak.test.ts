@@ -73,106 +73,107 @@ function problem(kind: Kind, x: number, status: number, text: string): string | 
   return undefined
 }
 
-it(`${SECONDS} s of mixed valid and invalid requests at 80% of capacity: 0 lost, 0 duplicated, 0 mismatched; memory stable`, async () => {
-  for (const h of ['n1', 'gw', 'w1', 'w2']) lab.net.addHost(h)
-  const { urls, nodes } = await lab.nats(['n1'])
-  const args = ['--max-batch-size', '1']
-  const log = sleepyLogPath()
-  const env = { SLEEPY_LOG: log }
-  const [w1, w2] = await Promise.all([
-    lab.worker('w1', urls, 'soak-1', { sleepMs: COST_MS, args, env }),
-    lab.worker('w2', urls, 'soak-2', { sleepMs: COST_MS, args, env }),
-  ])
-  const gw = await lab.gateway('gw', urls)
-  await waitServing(gw.url)
+it(
+  `${SECONDS} s of mixed valid and invalid requests at 80% of capacity: 0 lost, 0 duplicated, 0 mismatched; memory stable`,
+  async () => {
+    for (const h of ['n1', 'gw', 'w1', 'w2']) lab.net.addHost(h)
+    const { urls, nodes } = await lab.nats(['n1'])
+    const args = ['--max-batch-size', '1']
+    const log = sleepyLogPath()
+    const env = { SLEEPY_LOG: log }
+    const [w1, w2] = await Promise.all([lab.worker('w1', urls, 'soak-1', { sleepMs: COST_MS, args, env }), lab.worker('w2', urls, 'soak-2', { sleepMs: COST_MS, args, env })])
+    const gw = await lab.gateway('gw', urls)
+    await waitServing(gw.url)
 
-  let nextX = 1
-  await closedLoop(gw.url, { concurrency: 8, durationMs: 1000, nextX: () => nextX++ }) // warm-up
-  const cap = await closedLoop(gw.url, { concurrency: 8, durationMs: 4000, nextX: () => nextX++ })
-  expect(check(cap.outcomes).failed).toEqual([])
-  const capacity = cap.outcomes.length / cap.seconds
-  const modelRate = 0.8 * capacity
-  const rate = modelRate / REACHES_MODEL
+    let nextX = 1
+    await closedLoop(gw.url, { concurrency: 8, durationMs: 1000, nextX: () => nextX++ }) // warm-up
+    const cap = await closedLoop(gw.url, { concurrency: 8, durationMs: 4000, nextX: () => nextX++ })
+    expect(check(cap.outcomes).failed).toEqual([])
+    const capacity = cap.outcomes.length / cap.seconds
+    const modelRate = 0.8 * capacity
+    const rate = modelRate / REACHES_MODEL
 
-  const procs = { gateway: gw.proc, 'worker-1': w1!, 'worker-2': w2!, nats: nodes[0]! }
-  const rss: Record<string, number[]> = Object.fromEntries(Object.keys(procs).map((k) => [k, []]))
-  const sample = () => {
-    for (const [k, p] of Object.entries(procs)) rss[k]!.push(p.rssKiB() ?? NaN)
-  }
-  const sampler = setInterval(sample, 5000)
+    const procs = { gateway: gw.proc, 'worker-1': w1!, 'worker-2': w2!, nats: nodes[0]! }
+    const rss: Record<string, number[]> = Object.fromEntries(Object.keys(procs).map((k) => [k, []]))
+    const sample = () => {
+      for (const [k, p] of Object.entries(procs)) rss[k]!.push(p.rssKiB() ?? NaN)
+    }
+    const sampler = setInterval(sample, 5000)
 
-  const answered = new Set<number>() // x of the requests that got an HTTP answer
-  const kinds = new Map<number, Kind>() // x -> kind, for every request of the soak
-  const problems: string[] = []
-  let sent = 0
-  let lost = 0
-  const inflight: Promise<void>[] = []
-  const t0 = performance.now()
-  const total = Math.round(SECONDS * rate)
-  for (let i = 0; i < total; i++) {
-    const due = t0 + (i * 1000) / rate
-    const wait = due - performance.now()
-    if (wait > 1) await new Promise((r) => setTimeout(r, wait))
-    const kind = MIX[i % MIX.length]!
-    const x = nextX++ + 0.5
-    kinds.set(x, kind)
-    sent++
-    inflight.push(
-      post(`${gw.url}/v2/models/sleepy/infer`, body(kind, x), { 'x-cohort-timeout-ms': '20000' }, 30_000).then((r) => {
-        if (r.status === 0) {
-          lost++
-          problems.push(`${kind} x=${x}: no HTTP answer (${r.text})`)
-          return
-        }
-        answered.add(x)
-        const p = problem(kind, x, r.status, r.text)
-        if (p) problems.push(p)
+    const answered = new Set<number>() // x of the requests that got an HTTP answer
+    const kinds = new Map<number, Kind>() // x -> kind, for every request of the soak
+    const problems: string[] = []
+    let sent = 0
+    let lost = 0
+    const inflight: Promise<void>[] = []
+    const t0 = performance.now()
+    const total = Math.round(SECONDS * rate)
+    for (let i = 0; i < total; i++) {
+      const due = t0 + (i * 1000) / rate
+      const wait = due - performance.now()
+      if (wait > 1) await new Promise((r) => setTimeout(r, wait))
+      const kind = MIX[i % MIX.length]!
+      const x = nextX++ + 0.5
+      kinds.set(x, kind)
+      sent++
+      inflight.push(
+        post(`${gw.url}/v2/models/sleepy/infer`, body(kind, x), { 'x-cohort-timeout-ms': '20000' }, 30_000).then((r) => {
+          if (r.status === 0) {
+            lost++
+            problems.push(`${kind} x=${x}: no HTTP answer (${r.text})`)
+            return
+          }
+          answered.add(x)
+          const p = problem(kind, x, r.status, r.text)
+          if (p) problems.push(p)
+        }),
+      )
+    }
+    const sendSeconds = (performance.now() - t0) / 1000
+    await Promise.all(inflight)
+    clearInterval(sampler)
+    sample()
+
+    // Runs per request at the model: a request run twice (a redelivery, a retry of a request that
+    // already ran) shows up as 2; one that reached the model must show up exactly once.
+    const runs = sleepyRuns(log)
+    const duplicated = [...kinds.keys()].filter((x) => (runs.get(x) ?? 0) > 1)
+    const wrongRuns = [...kinds.entries()]
+      .map(([x, k]) => ({ x, kind: k, runs: runs.get(x) ?? 0, want: k === 'valid' || k === 'itemFails' ? 1 : 0 }))
+      .filter((r) => r.runs !== r.want)
+    const growth = Object.fromEntries(
+      Object.entries(rss).map(([k, v]) => {
+        const first = v.find((n) => Number.isFinite(n)) ?? NaN
+        const last = v[v.length - 1] ?? NaN
+        return [k, { firstMiB: +(first / 1024).toFixed(1), lastMiB: +(last / 1024).toFixed(1), growthPct: +((100 * (last - first)) / first).toFixed(1) }]
       }),
     )
-  }
-  const sendSeconds = (performance.now() - t0) / 1000
-  await Promise.all(inflight)
-  clearInterval(sampler)
-  sample()
+    const result = {
+      seconds: SECONDS,
+      capacityRps: +capacity.toFixed(1),
+      offeredRps: +(sent / sendSeconds).toFixed(1),
+      modelRps: +((sent * REACHES_MODEL) / sendSeconds).toFixed(1),
+      sent,
+      answered: answered.size,
+      lost,
+      duplicated: duplicated.length,
+      runsNotAsExpected: wrongRuns.length,
+      mismatched: problems.length - lost,
+      rss: growth,
+    }
+    console.log(`netns soak: ${JSON.stringify(result)}`)
+    const file = process.env['COHORT_NETNS_REPORT']
+    if (file) appendFileSync(file, JSON.stringify({ name: 'soak', ...result }) + '\n')
 
-  // Runs per request at the model: a request run twice (a redelivery, a retry of a request that
-  // already ran) shows up as 2; one that reached the model must show up exactly once.
-  const runs = sleepyRuns(log)
-  const duplicated = [...kinds.keys()].filter((x) => (runs.get(x) ?? 0) > 1)
-  const wrongRuns = [...kinds.entries()]
-    .map(([x, k]) => ({ x, kind: k, runs: runs.get(x) ?? 0, want: k === 'valid' || k === 'itemFails' ? 1 : 0 }))
-    .filter((r) => r.runs !== r.want)
-  const growth = Object.fromEntries(
-    Object.entries(rss).map(([k, v]) => {
-      const first = v.find((n) => Number.isFinite(n)) ?? NaN
-      const last = v[v.length - 1] ?? NaN
-      return [k, { firstMiB: +(first / 1024).toFixed(1), lastMiB: +(last / 1024).toFixed(1), growthPct: +((100 * (last - first)) / first).toFixed(1) }]
-    }),
-  )
-  const result = {
-    seconds: SECONDS,
-    capacityRps: +capacity.toFixed(1),
-    offeredRps: +(sent / sendSeconds).toFixed(1),
-    modelRps: +((sent * REACHES_MODEL) / sendSeconds).toFixed(1),
-    sent,
-    answered: answered.size,
-    lost,
-    duplicated: duplicated.length,
-    runsNotAsExpected: wrongRuns.length,
-    mismatched: problems.length - lost,
-    rss: growth,
-  }
-  console.log(`netns soak: ${JSON.stringify(result)}`)
-  const file = process.env['COHORT_NETNS_REPORT']
-  if (file) appendFileSync(file, JSON.stringify({ name: 'soak', ...result }) + '\n')
-
-  expect(problems.slice(0, 20)).toEqual([])
-  expect(lost).toBe(0)
-  expect(answered.size).toBe(sent)
-  expect(duplicated.slice(0, 20), 'requests run more than once').toEqual([])
-  expect(wrongRuns.slice(0, 20), 'runs at the model per request (valid and itemFails once, the rest never)').toEqual([])
-  for (const [k, g] of Object.entries(growth)) {
-    // Generous: a leak of a few KiB per request (6000+ requests) would pass 64 MiB only over a long soak.
-    expect(g.lastMiB, `${k} resident memory`).toBeLessThanOrEqual(Math.max(g.firstMiB * 1.5, g.firstMiB + 64))
-  }
-}, (SECONDS + 240) * 1000)
+    expect(problems.slice(0, 20)).toEqual([])
+    expect(lost).toBe(0)
+    expect(answered.size).toBe(sent)
+    expect(duplicated.slice(0, 20), 'requests run more than once').toEqual([])
+    expect(wrongRuns.slice(0, 20), 'runs at the model per request (valid and itemFails once, the rest never)').toEqual([])
+    for (const [k, g] of Object.entries(growth)) {
+      // Generous: a leak of a few KiB per request (6000+ requests) would pass 64 MiB only over a long soak.
+      expect(g.lastMiB, `${k} resident memory`).toBeLessThanOrEqual(Math.max(g.firstMiB * 1.5, g.firstMiB + 64))
+    }
+  },
+  (SECONDS + 240) * 1000,
+)

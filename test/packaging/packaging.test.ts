@@ -123,14 +123,28 @@ describe('installed from packed tarballs, outside the checkout', () => {
     }
     for (const f of readdirSync(packs)) {
       const listing = execFileSync('tar', ['tzf', join(packs, f)], { encoding: 'utf8' }).split('\n')
-      expect(listing.filter((x) => x.endsWith('.test.ts')), f).toEqual([])
-      expect(listing.some((x) => /^package\/src\/.*\.ts$/.test(x)), f).toBe(true)
-      expect(listing.some((x) => /^package\/dist\/.*\.d\.ts$/.test(x)), f).toBe(true)
+      expect(
+        listing.filter((x) => x.endsWith('.test.ts')),
+        f,
+      ).toEqual([])
+      expect(
+        listing.some((x) => /^package\/src\/.*\.ts$/.test(x)),
+        f,
+      ).toBe(true)
+      expect(
+        listing.some((x) => /^package\/dist\/.*\.d\.ts$/.test(x)),
+        f,
+      ).toBe(true)
       expect(listing, f).toContain('package/LICENSE')
     }
     // Every `types` target of every package's exports is in the installed package.
     for (const w of publishable()) {
-      const pj = JSON.parse(readFileSync(join(w, 'package.json'), 'utf8')) as { name: string; license: string; exports: Record<string, { types: string }>; scripts: Record<string, string> }
+      const pj = JSON.parse(readFileSync(join(w, 'package.json'), 'utf8')) as {
+        name: string
+        license: string
+        exports: Record<string, { types: string }>
+        scripts: Record<string, string>
+      }
       expect(pj.scripts['prepack'], pj.name).toBe(PREPACK)
       expect(pj.license, pj.name).toBe('Apache-2.0')
       for (const e of Object.values(pj.exports)) {
@@ -178,11 +192,17 @@ describe('installed from packed tarballs, outside the checkout', () => {
     mkdirSync(tc)
     // A common user tsconfig: Node's module resolution, strict, none of this repository's options
     // (no allowImportingTsExtensions, no custom conditions). skipLibCheck off: the .d.ts are checked too.
-    writeFileSync(join(tc, 'tsconfig.json'), JSON.stringify({ compilerOptions: { module: 'nodenext', target: 'es2022', strict: true, noEmit: true, types: [] }, include: ['*.ts'] }))
+    writeFileSync(
+      join(tc, 'tsconfig.json'),
+      JSON.stringify({ compilerOptions: { module: 'nodenext', target: 'es2022', strict: true, noEmit: true, types: [] }, include: ['*.ts'] }),
+    )
     writeFileSync(join(tc, 'my-predictor.ts'), readmePredictor())
     const tsc = () => execFileSync(process.execPath, [TSC, '-p', tc], { cwd: tc, env: userEnv, encoding: 'utf8', stdio: 'pipe' })
     expect(() => tsc()).not.toThrow()
-    writeFileSync(join(tc, 'wrong.ts'), "import { Type, definePredictor } from '@cohort/predictor'\nexport default definePredictor({ name: 'w', input: Type.Object({ text: Type.String() }), predict: (xs) => xs.map((x) => x.txet) })\n")
+    writeFileSync(
+      join(tc, 'wrong.ts'),
+      "import { Type, definePredictor } from '@cohort/predictor'\nexport default definePredictor({ name: 'w', input: Type.Object({ text: Type.String() }), predict: (xs) => xs.map((x) => x.txet) })\n",
+    )
     let out = ''
     try {
       tsc()

@@ -63,7 +63,12 @@ let nats: NatsServerHandle | undefined
 
 function cohort(role: 'cpu' | 'gateway', args: string[], env: Record<string, string>): CliProcess {
   // The images' ENTRYPOINT: node apps/cli/bin/cohort.js, in /app.
-  const p = spawnProcess(process.execPath, ['apps/cli/bin/cohort.js', ...args], { cwd: apps[role], env: { ...baseEnv, ...env }, label: `${role} ${args[0]}`, waitTimeoutMs: 120_000 })
+  const p = spawnProcess(process.execPath, ['apps/cli/bin/cohort.js', ...args], {
+    cwd: apps[role],
+    env: { ...baseEnv, ...env },
+    label: `${role} ${args[0]}`,
+    waitTimeoutMs: 120_000,
+  })
   procs.push(p)
   return p
 }
@@ -87,7 +92,11 @@ async function checkModels(url: string): Promise<void> {
     expect(r.status, m).toBe(200)
     expect((await r.json()).outputs[0]).toMatchObject({ name: 'logits', shape: [1, 10] })
   }
-  const s = await fetch(`${url}/models/shout/predictions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ input: { text: 'hi', times: 2 } }) })
+  const s = await fetch(`${url}/models/shout/predictions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ input: { text: 'hi', times: 2 } }),
+  })
   expect(s.status).toBe(200)
   expect((await s.json()).output).toEqual({ text: 'HIHI' })
 }

@@ -30,7 +30,10 @@ describe('the openai Python client against the gateway', () => {
 
   it('models.list, completions and chat.completions, streamed (include_usage) and not, stop strings, logprobs, 400 and 404 errors', async () => {
     const out = await python('openai_client.py', ['--base-url', base])
-    const lines = out.trim().split('\n').map((l) => JSON.parse(l) as { check?: string; ok?: boolean; done?: boolean })
+    const lines = out
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { check?: string; ok?: boolean; done?: boolean })
     expect(lines.at(-1)).toEqual({ done: true })
     const checks = lines.filter((l) => l.check !== undefined)
     expect(checks.filter((c) => !c.ok)).toEqual([])

@@ -22,10 +22,15 @@ const CHECKS = ['--checks', 'all', '--exclude-checks', 'unsupported_method,allow
 function schemathesis(args: string[]): Promise<{ code: number; out: string }> {
   return new Promise((resolve) => {
     // In a temp dir: schemathesis writes its crash cache (.schemathesis/) under the working directory.
-    execFile(SCHEMATHESIS, args, { cwd: mkdtempSync(join(tmpdir(), 'cohort-st-')), timeout: 150_000, maxBuffer: 16 << 20, env: { ...process.env, NO_COLOR: '1' } }, (err, stdout, stderr) => {
-      const code = err ? (typeof err.code === 'number' ? err.code : -1) : 0
-      resolve({ code, out: `${stdout}\n${stderr}` })
-    })
+    execFile(
+      SCHEMATHESIS,
+      args,
+      { cwd: mkdtempSync(join(tmpdir(), 'cohort-st-')), timeout: 150_000, maxBuffer: 16 << 20, env: { ...process.env, NO_COLOR: '1' } },
+      (err, stdout, stderr) => {
+        const code = err ? (typeof err.code === 'number' ? err.code : -1) : 0
+        resolve({ code, out: `${stdout}\n${stderr}` })
+      },
+    )
   })
 }
 
@@ -45,11 +50,23 @@ describe('schemathesis against /openapi.json', () => {
 
   it('stateless checks (server errors, status codes, content types, response schemas, positive and negative data) pass on every operation', async () => {
     const { code, out } = await schemathesis([
-      'run', `${url}/openapi.json`, ...CHECKS,
-      '--phases', 'examples,coverage,fuzzing',
+      'run',
+      `${url}/openapi.json`,
+      ...CHECKS,
+      '--phases',
+      'examples,coverage,fuzzing',
       // Bounded: a few examples per operation, no shrinking, one worker (the CPUs are shared).
-      '--max-examples', '10', '--no-shrink', '--workers', '1', '--seed', '1',
-      '--generation-database', 'none', '--request-timeout', '20',
+      '--max-examples',
+      '10',
+      '--no-shrink',
+      '--workers',
+      '1',
+      '--seed',
+      '1',
+      '--generation-database',
+      'none',
+      '--request-timeout',
+      '20',
     ])
     expect(out).toMatch(/Operations:\s+5 selected \/ 5 total/)
     expect({ code, failures: code === 0 ? '' : out.slice(out.indexOf('FAILURES')) }).toEqual({ code: 0, failures: '' })

@@ -23,7 +23,10 @@ describe('Triton clients against the gateway', () => {
 
   it('tritonclient.http and tritonclient.grpc: health, metadata, config, stats, FP32/INT64/BYTES/FP16 and every datatype, binary and JSON, streaming', async () => {
     const out = await python('triton_clients.py', ['--http', stack.http, '--grpc', stack.grpc, '--expect', writeDemoExpectations()])
-    const lines = out.trim().split('\n').map((l) => JSON.parse(l) as Check & { done?: boolean })
+    const lines = out
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Check & { done?: boolean })
     expect(lines.at(-1)).toEqual({ done: true })
     const checks = lines.filter((l) => l.check !== undefined)
     expect(checks.filter((c) => !c.ok)).toEqual([])
@@ -43,11 +46,18 @@ describe('Triton clients against the gateway', () => {
   ])('perf_analyzer over %s: concurrency 1..4 completes with throughput and server-side stats', async (_kind, url, extra) => {
     const before = await statsSuccess(stack.http)
     const { rows, stdout } = await perfAnalyzer([
-      '-m', 'demo', '-u', url(), ...extra,
-      '--concurrency-range', '1:4',
-      '--measurement-interval', '1000',
+      '-m',
+      'demo',
+      '-u',
+      url(),
+      ...extra,
+      '--concurrency-range',
+      '1:4',
+      '--measurement-interval',
+      '1000',
       // The CPUs are shared with other suites: accept any latency spread (ratios are not measured here).
-      '-s', '1000',
+      '-s',
+      '1000',
     ])
     expect(rows.map((r) => r.concurrency)).toEqual([1, 2, 3, 4])
     for (const r of rows) {

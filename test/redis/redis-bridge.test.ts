@@ -41,10 +41,14 @@ describe('cohort bridge redis', () => {
   }
 
   async function results(ids: string[]): Promise<Pred[]> {
-    return until(async () => {
-      const all = await Promise.all(ids.map(result))
-      return all.every((x) => x !== undefined) ? all : undefined
-    }, 45_000, `results of ${ids.length} entries`)
+    return until(
+      async () => {
+        const all = await Promise.all(ids.map(result))
+        return all.every((x) => x !== undefined) ? all : undefined
+      },
+      45_000,
+      `results of ${ids.length} entries`,
+    )
   }
 
   async function add(stream: string, fields: Record<string, string>): Promise<void> {
@@ -129,7 +133,11 @@ describe('cohort bridge redis', () => {
     expect(by['unknown']).toMatchObject({ status: 'failed', code: 'MODEL_NOT_FOUND' })
     expect(by['schema']).toMatchObject({ status: 'failed', code: 'INVALID_INPUT' })
     expect(by['item-fail']).toMatchObject({ status: 'failed', code: 'PREDICTOR_FAILED' })
-    const noId = await until(async () => (await resultEntries('cohort:results')).find(([, p]) => p.status === 'failed' && /"id" is missing/.test(p.error)), 30_000, 'id-less result')
+    const noId = await until(
+      async () => (await resultEntries('cohort:results')).find(([, p]) => p.status === 'failed' && /"id" is missing/.test(p.error)),
+      30_000,
+      'id-less result',
+    )
     expect(noId[1].code).toBe('BAD_REQUEST')
     expect(await result(noId[0])).toEqual(noId[1])
     await until(async () => (await pending('cohort:requests')) === 0, 10_000, 'empty pending list')

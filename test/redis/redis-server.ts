@@ -29,9 +29,7 @@ export async function startRedisServer(): Promise<RedisServerHandle> {
   proc.stdout.on('data', (d: Buffer) => (out += d.toString()))
   proc.stderr.on('data', (d: Buffer) => (out += d.toString()))
   const exited = new Promise<void>((r) => proc.once('exit', () => r()))
-  const spawnErr = new Promise<never>((_, reject) =>
-    proc.once('error', (e) => reject(new Error(`cannot start redis-server (apt-get install redis-server): ${e.message}`))),
-  )
+  const spawnErr = new Promise<never>((_, reject) => proc.once('error', (e) => reject(new Error(`cannot start redis-server (apt-get install redis-server): ${e.message}`))))
   const ready = new Promise<void>((resolve, reject) => {
     const t = setTimeout(() => reject(new Error(`redis-server did not start:\n${out}`)), 20_000)
     const check = () => {

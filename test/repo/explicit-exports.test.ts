@@ -1,7 +1,6 @@
 // No workspace re-exports a module whole (`export * from`): each package entry lists its public API
-// by name, so what is internal stays internal and a new export is a visible change. The entries
-// still pending are rewritten by one command (scripts/explicit-exports.mjs), run once the
-// branches that change them have merged; then PENDING is emptied.
+// by name, so what is internal stays internal and a new export is a visible change
+// (scripts/explicit-exports.mjs writes an entry's list from its modules).
 import { readdirSync, readFileSync } from 'node:fs'
 import { join, relative } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -10,17 +9,7 @@ import { describe, expect, it } from 'vitest'
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
 
 /** Entries still on `export *`: `node scripts/explicit-exports.mjs <these>` makes them explicit. */
-const PENDING = new Set([
-  'libs/metrics/src/index.ts',
-  'libs/observability/src/index.ts',
-  'libs/onnx-builder/src/index.ts',
-  'libs/pipeline/src/index.ts',
-  'libs/predictions/src/index.ts',
-  'libs/predictor/src/index.ts',
-  'libs/protocol/src/index.ts',
-  'libs/transport/src/index.ts',
-  'test/support/src/index.ts',
-])
+const PENDING = new Set<string>([])
 
 function sources(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((e) =>

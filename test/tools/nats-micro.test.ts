@@ -24,10 +24,7 @@ function findNatsCli(): string {
   ]
   const found = candidates.find((c): c is string => !!c && existsSync(c))
   if (!found) {
-    throw new Error(
-      'the nats CLI is not installed: run `go install github.com/nats-io/natscli/nats@latest` ' +
-        '(bash .ci/run does), or set NATS_CLI to its path',
-    )
+    throw new Error('the nats CLI is not installed: run `go install github.com/nats-io/natscli/nats@latest` ' + '(bash .ci/run does), or set NATS_CLI to its path')
   }
   return found
 }
@@ -88,9 +85,7 @@ describe('nats micro (natscli) sees Cohort workers', () => {
     }
     expect(out.info.id).toBe('w2')
     expect(out.stats.id).toBe('w2')
-    expect(out.info.endpoints).toEqual([
-      expect.objectContaining({ name: 'sleepy', subject: 'cohort.infer.sleepy', queue_group: 'cohort.q.sleepy' }),
-    ])
+    expect(out.info.endpoints).toEqual([expect.objectContaining({ name: 'sleepy', subject: 'cohort.infer.sleepy', queue_group: 'cohort.q.sleepy' })])
     expect(out.info.endpoints[0]!.metadata).toMatchObject({ model: 'sleepy', max_batch_size: '64', ready: 'true' })
   })
 

@@ -7,7 +7,15 @@ import { BRIDGE_DEFAULTS, DEFAULT_BRIDGE_TIMEOUT_MS } from './bridge/redis-bridg
 
 describe('bridge knobs', () => {
   it('help defaults are the constants', () => {
-    for (const d of [DEFAULT_REDIS_URL, BRIDGE_DEFAULTS.stream, BRIDGE_DEFAULTS.group, BRIDGE_DEFAULTS.results, BRIDGE_DEFAULTS.concurrency, BRIDGE_DEFAULTS.claimIdleMs, DEFAULT_BRIDGE_TIMEOUT_MS]) {
+    for (const d of [
+      DEFAULT_REDIS_URL,
+      BRIDGE_DEFAULTS.stream,
+      BRIDGE_DEFAULTS.group,
+      BRIDGE_DEFAULTS.results,
+      BRIDGE_DEFAULTS.concurrency,
+      BRIDGE_DEFAULTS.claimIdleMs,
+      DEFAULT_BRIDGE_TIMEOUT_MS,
+    ]) {
       expect(BRIDGE_KNOB_HELP).toContain(`default ${typeof d === 'string' && d === DEFAULT_REDIS_URL ? `$REDIS_URL or ${d}` : d}`)
     }
   })

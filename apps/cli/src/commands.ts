@@ -32,7 +32,21 @@ import { REPOSITORY_HELP, REPOSITORY_OPTIONS, given, repositoryOptions } from '.
 import { PREFIX_HELP, PREFIX_OPTIONS, prefixOption } from './prefix-flags.ts'
 import { ENV_FLAGS_HELP, modelsFromEnv } from './env-flags.ts'
 import { logReplyRefusals } from './reply-refusals.ts'
-import { DISTRIBUTION_KNOB, GATEWAY_KNOBS, GATEWAY_PROCESS_OPTIONS, NATS_KNOB, SERVE_KNOBS, SERVE_PROCESS_OPTIONS, WORKER_KNOBS, WORKER_METRICS_KNOBS, WORKER_PROCESS_OPTIONS, gatewayKnobs, rowHelp, serveKnobs, workerKnobs } from './process-flags.ts'
+import {
+  DISTRIBUTION_KNOB,
+  GATEWAY_KNOBS,
+  GATEWAY_PROCESS_OPTIONS,
+  NATS_KNOB,
+  SERVE_KNOBS,
+  SERVE_PROCESS_OPTIONS,
+  WORKER_KNOBS,
+  WORKER_METRICS_KNOBS,
+  WORKER_PROCESS_OPTIONS,
+  gatewayKnobs,
+  rowHelp,
+  serveKnobs,
+  workerKnobs,
+} from './process-flags.ts'
 
 type Values = Record<string, string | boolean | string[] | undefined>
 
@@ -76,7 +90,10 @@ function generativeSloFlags(v: Values): { generativeSlo?: GenerativeSlo } {
   const k = modelKnobs(v)
   const ttftMs = k['ttft-slo-ms']
   const generationMs = k['generation-slo-ms']
-  for (const [flag, ms] of [['ttft-slo-ms', ttftMs], ['generation-slo-ms', generationMs]] as const) {
+  for (const [flag, ms] of [
+    ['ttft-slo-ms', ttftMs],
+    ['generation-slo-ms', generationMs],
+  ] as const) {
     if (ms !== undefined && !(ms > 0)) {
       throw new CliError(`--${flag} must be a positive number of ms, got "${ms}"`)
     }
@@ -188,10 +205,13 @@ function connectionRefused(core: GatewayCore): () => void {
 
 /** After the servers stop: the app's jobs, then the core (its heartbeat subscription). */
 function gatewayStopStep(app: GatewayApp, core: GatewayCore): StopStep {
-  return { name: 'gateway', run: async () => {
-    await app.close()
-    await core.close()
-  } }
+  return {
+    name: 'gateway',
+    run: async () => {
+      await app.close()
+      await core.close()
+    },
+  }
 }
 
 /** Upper bound of a whole shutdown: the readiness phase, the longest request, then NATS and exporters. */
@@ -391,10 +411,7 @@ ${RECORD_HELP}`,
     { title: 'Security', text: `${SECURITY_HELP}\n${ADMIN_HELP}` },
     { title: 'Observability', text: TELEMETRY_HELP },
   ],
-  examples: [
-    'cohort gateway --nats nats://127.0.0.1:4222 --port 8080',
-    'cohort gateway --nats nats://a:4222,nats://b:4222 --api-key "$KEY" --rate-limit 100:200',
-  ],
+  examples: ['cohort gateway --nats nats://127.0.0.1:4222 --port 8080', 'cohort gateway --nats nats://a:4222,nats://b:4222 --api-key "$KEY" --rate-limit 100:200'],
 })
 
 /** `cohort gateway`. */

@@ -12,7 +12,10 @@ describe('door flags', () => {
     expect(doorOptions(parse(['--no-worker-wait'], DOOR_OPTIONS).values)).toEqual({ workerWait: false })
     expect(doorOptions(parse([], DOOR_OPTIONS).values)).toEqual({ workerWait: { control: { margin: 0.2 } } })
     const transport = new InProcessTransport()
-    const cores = [createGatewayCore({ transport, ...doorOptions(parse([], DOOR_OPTIONS).values) }), createGatewayCore({ transport, ...doorOptions(parse(['--no-worker-wait'], DOOR_OPTIONS).values) })]
+    const cores = [
+      createGatewayCore({ transport, ...doorOptions(parse([], DOOR_OPTIONS).values) }),
+      createGatewayCore({ transport, ...doorOptions(parse(['--no-worker-wait'], DOOR_OPTIONS).values) }),
+    ]
     expect(cores[0]!.door.workerWait).toBeDefined()
     expect(cores[1]!.door.workerWait).toBeUndefined()
     for (const c of cores) await c.close()

@@ -26,7 +26,7 @@ export const HTTP_KNOBS = Object.freeze({
     min: 0,
     help: ['most open HTTP connections; a new one over it is answered 503 at accept', 'and closed, before it is parsed (0: unbounded)'],
   },
-  'listen-backlog': { kind: 'int', arg: 'N', default: DEFAULT_LISTEN_BACKLOG, help: ["connections the kernel queues before they are accepted (capped by", 'net.core.somaxconn)'] },
+  'listen-backlog': { kind: 'int', arg: 'N', default: DEFAULT_LISTEN_BACKLOG, help: ['connections the kernel queues before they are accepted (capped by', 'net.core.somaxconn)'] },
 } as const satisfies Record<string, Knob>)
 
 /** The door's knobs: its admission checks (docs/architecture.md#the-inference-door). */

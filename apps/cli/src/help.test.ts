@@ -16,16 +16,25 @@ const cohort = (...args: string[]) => execFileSync(process.execPath, [BIN, ...ar
 describe('cohort --help', () => {
   it('is a short list of the commands, not every flag', () => {
     const text = topHelp(VERSION)
-    const commands = [...text.split('Commands:\n')[1]!.split('\n\n')[0]!.matchAll(/^ {2}(\S+(?: redis)?)/gm)].map((m) => m[1])
+    const commands = [
+      ...text
+        .split('Commands:\n')[1]!
+        .split('\n\n')[0]!
+        .matchAll(/^ {2}(\S+(?: redis)?)/gm),
+    ].map((m) => m[1])
     expect(commands).toEqual(['serve', 'gateway', 'worker', 'bridge redis', 'bench', 'demo-model'])
     expect(text.split('\n').length).toBeLessThan(40)
     expect(text).not.toMatch(/--nats-user|--max-batch-size|--jwt-secret/)
   })
 
-  it('is what the binary prints, with --version from package.json', () => {
-    expect(cohort('--help').trimEnd()).toBe(topHelp(VERSION))
-    expect(cohort('--version').trim()).toBe(`cohort ${VERSION}`)
-  }, SPAWN_MS)
+  it(
+    'is what the binary prints, with --version from package.json',
+    () => {
+      expect(cohort('--help').trimEnd()).toBe(topHelp(VERSION))
+      expect(cohort('--version').trim()).toBe(`cohort ${VERSION}`)
+    },
+    SPAWN_MS,
+  )
 })
 
 const COMMANDS = [
@@ -56,23 +65,35 @@ describe.each(COMMANDS)('cohort %s --help', (name, help, options, groups) => {
 })
 
 describe('worker-only flags', () => {
-  it('serve neither lists nor accepts --stage; the worker lists it', () => {
-    expect(helpFlags(SERVE_HELP)).not.toContain('stage')
-    expect(helpFlags(WORKER_HELP)).toContain('stage')
-    expect(() => cohort('serve', 'examples/tabular', '--stage', 'mlp')).toThrow(/unknown option --stage/)
-  }, SPAWN_MS)
+  it(
+    'serve neither lists nor accepts --stage; the worker lists it',
+    () => {
+      expect(helpFlags(SERVE_HELP)).not.toContain('stage')
+      expect(helpFlags(WORKER_HELP)).toContain('stage')
+      expect(() => cohort('serve', 'examples/tabular', '--stage', 'mlp')).toThrow(/unknown option --stage/)
+    },
+    SPAWN_MS,
+  )
 
-  it('serve lists --remote only as a NATS flag and refuses it without --nats', () => {
-    expect(SERVE_HELP).toMatch(/--remote NAME[^\n]*\n[^\n]*needs NATS/)
-    expect(() => cohort('serve', 'examples/tabular', '--remote', 'mlp')).toThrow(/give --nats URL too/)
-  }, SPAWN_MS)
+  it(
+    'serve lists --remote only as a NATS flag and refuses it without --nats',
+    () => {
+      expect(SERVE_HELP).toMatch(/--remote NAME[^\n]*\n[^\n]*needs NATS/)
+      expect(() => cohort('serve', 'examples/tabular', '--remote', 'mlp')).toThrow(/give --nats URL too/)
+    },
+    SPAWN_MS,
+  )
 })
 
 describe('cohort bench --help', () => {
-  it('lists every benchmark, pipeline included', () => {
-    const text = cohort('bench', '--help')
-    for (const b of ['policies', 'peers', 'pipeline DIR']) {
-      expect(text).toMatch(new RegExp(`^  ${b} `, 'm'))
-    }
-  }, SPAWN_MS)
+  it(
+    'lists every benchmark, pipeline included',
+    () => {
+      const text = cohort('bench', '--help')
+      for (const b of ['policies', 'peers', 'pipeline DIR']) {
+        expect(text).toMatch(new RegExp(`^  ${b} `, 'm'))
+      }
+    },
+    SPAWN_MS,
+  )
 })

@@ -20,15 +20,7 @@ export interface CommandHelp {
 
 /** The help text of one command. */
 export function renderHelp(h: CommandHelp): string {
-  return [
-    `usage: ${h.usage}`,
-    '',
-    h.about,
-    ...h.sections.flatMap((s) => ['', `${s.title}:`, s.text]),
-    '',
-    'Examples:',
-    ...h.examples.map((e) => `  ${e}`),
-  ].join('\n')
+  return [`usage: ${h.usage}`, '', h.about, ...h.sections.flatMap((s) => ['', `${s.title}:`, s.text]), '', 'Examples:', ...h.examples.map((e) => `  ${e}`)].join('\n')
 }
 
 /** The `--flag` names a help text documents (the first token of each flag line). */

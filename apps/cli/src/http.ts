@@ -125,8 +125,6 @@ export function listen(app: Hono, host: string, port: number, tls?: TlsFiles, bo
           })()),
       })
     }
-    server.on('error', (e: NodeJS.ErrnoException) =>
-      reject(new CliError(e.code === 'EADDRINUSE' ? `port ${port} on ${host} is already in use` : e.message)),
-    )
+    server.on('error', (e: NodeJS.ErrnoException) => reject(new CliError(e.code === 'EADDRINUSE' ? `port ${port} on ${host} is already in use` : e.message)))
   })
 }

@@ -26,7 +26,7 @@ describe('knob tables', () => {
     expect(t).toBe('  --x-ms MS              a knob (default 1234)')
   })
 
-  it('--no-event-loop-lag-check is the door check\'s name; --no-front-door stays an alias of it', () => {
+  it("--no-event-loop-lag-check is the door check's name; --no-front-door stays an alias of it", () => {
     expect(knobValues(DOOR_KNOBS, parse(['--no-front-door'], DOOR_OPTIONS).values)['no-event-loop-lag-check']).toBe(true)
     expect(knobValues(DOOR_KNOBS, parse(['--no-event-loop-lag-check'], DOOR_OPTIONS).values)['no-event-loop-lag-check']).toBe(true)
     expect(knobValues(DOOR_KNOBS, parse([], DOOR_OPTIONS).values)['no-event-loop-lag-check']).toBe(false)

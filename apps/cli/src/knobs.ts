@@ -39,7 +39,13 @@ export interface Knob {
 /** A knob table: flag name -> knob. */
 export type KnobTable = Readonly<Record<string, Knob>>
 
-type ValueOf<K extends Knob> = K['kind'] extends 'bool' ? boolean : K['kind'] extends 'int' | 'number' ? number | undefined : K['kind'] extends 'list' ? readonly string[] : string | undefined
+type ValueOf<K extends Knob> = K['kind'] extends 'bool'
+  ? boolean
+  : K['kind'] extends 'int' | 'number'
+    ? number | undefined
+    : K['kind'] extends 'list'
+      ? readonly string[]
+      : string | undefined
 
 /** The values of a table: numbers, strings, booleans, or undefined when unset without a default. */
 export type KnobValues<T extends KnobTable> = Readonly<{ [K in keyof T]: ValueOf<T[K]> }>
@@ -145,7 +151,13 @@ function values<T extends KnobTable>(t: T, v: Record<string, unknown>, env: Reco
     if (k.kind === 'bool') {
       out[flag] = given === true
     } else if (k.kind === 'list') {
-      const fromEnv = k.env !== undefined ? (env[k.env] ?? '').split(',').map((s) => s.trim()).filter(Boolean) : []
+      const fromEnv =
+        k.env !== undefined
+          ? (env[k.env] ?? '')
+              .split(',')
+              .map((s) => s.trim())
+              .filter(Boolean)
+          : []
       out[flag] = Object.freeze([...((given as string[] | undefined) ?? []), ...fromEnv])
     } else if (given !== undefined) {
       out[flag] = given

@@ -33,7 +33,10 @@ export const LARGE_KNOBS = Object.freeze({
     kind: 'int',
     arg: 'N',
     default: DEFAULT_MAX_INFLIGHT_BYTES,
-    help: [`most request bytes held at once (default {default}, ${mib(DEFAULT_MAX_INFLIGHT_BYTES)}; chunked`, 'messages count in full); past it 503 before the body is read or pulled'],
+    help: [
+      `most request bytes held at once (default {default}, ${mib(DEFAULT_MAX_INFLIGHT_BYTES)}; chunked`,
+      'messages count in full); past it 503 before the body is read or pulled',
+    ],
   },
 } as const satisfies Record<string, Knob>)
 

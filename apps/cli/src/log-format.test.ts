@@ -14,7 +14,11 @@ describe('--log-format', () => {
 
   it('pretty: one human line per record with time, level, component, message and fields', () => {
     const lines: string[] = []
-    const logger = createLogger('info', 'cohort-test', prettyDestination((l) => void lines.push(l)))
+    const logger = createLogger(
+      'info',
+      'cohort-test',
+      prettyDestination((l) => void lines.push(l)),
+    )
     logger.child({ component: 'worker' }).info({ models: ['demo'], ms: 51 }, 'worker started')
     logger.debug('not at info')
     expect(lines).toHaveLength(1)

@@ -32,7 +32,9 @@ export function prettyLine(json: string): string {
     return json.trimEnd()
   }
   const time = typeof r['time'] === 'string' ? r['time'].slice(11, 23) : ''
-  const level = String(r['level'] ?? '').toUpperCase().padEnd(5)
+  const level = String(r['level'] ?? '')
+    .toUpperCase()
+    .padEnd(5)
   const component = typeof r['component'] === 'string' ? `[${r['component']}] ` : ''
   const rest = Object.entries(r)
     .filter(([k]) => !OMIT.has(k) && k !== 'component')

@@ -87,9 +87,7 @@ function readIncoming(inc: IncomingMessage, max: number, onChunk?: (n: number) =
     })
     // The connection failed or was closed while the body was still arriving (the client went away,
     // or a shutdown cut off a client too slow to send it): a cancel, not an internal error.
-    inc.once('error', (e: Error) =>
-      reject(new CohortError('CANCELLED', `the connection closed before the request body was received (${e.message})`, { cause: e })),
-    )
+    inc.once('error', (e: Error) => reject(new CohortError('CANCELLED', `the connection closed before the request body was received (${e.message})`, { cause: e })))
     // Node does not always emit 'error' for a body cut off by a closed socket (only 'close'): a
     // body that never completed is the same cancel (a settled promise ignores the second reject).
     inc.once('close', () => {

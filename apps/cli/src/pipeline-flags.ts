@@ -13,7 +13,7 @@ export const STAGE_KNOB = Object.freeze({
   stage: {
     kind: 'list',
     arg: 'NAME',
-    help: ['serve only this stage of DIR\'s pipelines on its own subject, for the', "pipelines' --remote callers (repeatable; NAME or PIPELINE.NAME)"],
+    help: ["serve only this stage of DIR's pipelines on its own subject, for the", "pipelines' --remote callers (repeatable; NAME or PIPELINE.NAME)"],
   },
 } as const satisfies KnobTable)
 

@@ -142,6 +142,8 @@ export function gatewayKnobs(v: Record<string, unknown>): KnobValues<typeof NATS
  * The frozen values of `worker`'s own knobs; the heartbeat and probe periods only when given (the
  * worker defaults them to the same constants).
  */
-export function workerKnobs(v: Record<string, unknown>): KnobValues<typeof NATS_KNOB> & KnobValues<typeof WORKER_KNOBS> & KnobValues<typeof DISTRIBUTION_KNOB> & KnobValues<typeof WORKER_METRICS_KNOBS> {
+export function workerKnobs(
+  v: Record<string, unknown>,
+): KnobValues<typeof NATS_KNOB> & KnobValues<typeof WORKER_KNOBS> & KnobValues<typeof DISTRIBUTION_KNOB> & KnobValues<typeof WORKER_METRICS_KNOBS> {
   return Object.freeze({ ...knobValues(NATS_KNOB, v), ...knobGiven(WORKER_KNOBS, v), ...knobValues(DISTRIBUTION_KNOB, v), ...knobValues(WORKER_METRICS_KNOBS, v) })
 }

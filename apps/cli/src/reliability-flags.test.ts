@@ -35,7 +35,11 @@ describe('reliability flags', () => {
     expect(probeOptions({})).toEqual({})
     expect(workerLossOptions({})).toEqual({})
     expect(workerLossOptions({ 'no-worker-probes': true })).toEqual({ probes: false })
-    expect(workerLossOptions({ 'no-worker-probes': true, 'missed-heartbeats': '5', 'accept-timeout-ms': '800' })).toEqual({ probes: false, missedHeartbeats: 5, acceptTimeoutMs: 800 })
+    expect(workerLossOptions({ 'no-worker-probes': true, 'missed-heartbeats': '5', 'accept-timeout-ms': '800' })).toEqual({
+      probes: false,
+      missedHeartbeats: 5,
+      acceptTimeoutMs: 800,
+    })
     expect(workerLossOptions({ 'missed-heartbeats': '0' })).toBe(false)
   })
 
@@ -56,7 +60,11 @@ describe('reliability flags', () => {
       expect(Object.keys(options)).toContain(f)
       expect(help).toContain(`--${f}`)
     }
-    const { values } = parse(flags.map((f) => (f.startsWith('no-') || f.startsWith('allow-') ? `--${f}` : `--${f}=7`)), options, true)
+    const { values } = parse(
+      flags.map((f) => (f.startsWith('no-') || f.startsWith('allow-') ? `--${f}` : `--${f}=7`)),
+      options,
+      true,
+    )
     for (const f of flags) {
       expect(values[f]).toBeDefined()
     }

@@ -65,9 +65,7 @@ export async function buildRunners(
       throw new CliError(e instanceof Error ? e.message : String(e))
     }
     for (const p of ps) {
-      runners.push(
-        new PredictorRunner(p, { modulePath: path }),
-      )
+      runners.push(new PredictorRunner(p, { modulePath: path }))
       outputSchemas[p.name] = p.output
     }
   }

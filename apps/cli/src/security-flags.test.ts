@@ -108,9 +108,9 @@ describe('NATS authentication flags', () => {
       writeFileSync(join(dir, f), `-----${f}-----\n`)
     }
     expect(natsAuthOptions({ 'nats-tls-ca': join(dir, 'ca.pem') })).toEqual({ tls: { ca: '-----ca.pem-----\n' } })
-    expect(
-      natsAuthOptions({ 'nats-tls-ca': join(dir, 'ca.pem'), 'nats-tls-cert': join(dir, 'cert.pem'), 'nats-tls-key': join(dir, 'key.pem') }),
-    ).toEqual({ tls: { ca: '-----ca.pem-----\n', cert: '-----cert.pem-----\n', key: '-----key.pem-----\n' } })
+    expect(natsAuthOptions({ 'nats-tls-ca': join(dir, 'ca.pem'), 'nats-tls-cert': join(dir, 'cert.pem'), 'nats-tls-key': join(dir, 'key.pem') })).toEqual({
+      tls: { ca: '-----ca.pem-----\n', cert: '-----cert.pem-----\n', key: '-----key.pem-----\n' },
+    })
     expect(() => natsAuthOptions({ 'nats-tls-cert': join(dir, 'cert.pem') })).toThrow('--nats-tls-cert and --nats-tls-key go together')
   })
 })

@@ -57,7 +57,12 @@ function read(flag: string, path: string): string {
 
 /** A list from a repeatable flag plus a comma-separated environment variable. */
 function list(v: Values, flag: string, env?: string): string[] {
-  const fromEnv = env ? (process.env[env] ?? '').split(',').map((k) => k.trim()).filter(Boolean) : []
+  const fromEnv = env
+    ? (process.env[env] ?? '')
+        .split(',')
+        .map((k) => k.trim())
+        .filter(Boolean)
+    : []
   return [...((v[flag] as string[] | undefined) ?? []).map((k) => k.trim()).filter(Boolean), ...fromEnv]
 }
 
@@ -87,7 +92,10 @@ function jwtOptions(v: Values): JwtAuthOptions | undefined {
     out.issuer = v['jwt-issuer']
   }
   if (typeof v['jwt-audience'] === 'string') {
-    const aud = v['jwt-audience'].split(',').map((a) => a.trim()).filter(Boolean)
+    const aud = v['jwt-audience']
+      .split(',')
+      .map((a) => a.trim())
+      .filter(Boolean)
     out.audience = aud.length === 1 ? aud[0]! : aud
   }
   if (typeof v['jwt-scope'] === 'string') {
@@ -156,10 +164,7 @@ export function tlsFiles(v: Values): TlsFiles | undefined {
 
 /** One line describing what is on (no secrets), for the startup log. */
 export function describeSecurity(o: Partial<GatewayOptions>, tls: boolean): string {
-  const auth = [
-    ...(o.apiKeys?.length ? [`${o.apiKeys.length} API key${o.apiKeys.length > 1 ? 's' : ''}`] : []),
-    ...(o.jwt ? [`JWT ${o.jwt.alg ?? DEFAULT_JWT_ALG}`] : []),
-  ]
+  const auth = [...(o.apiKeys?.length ? [`${o.apiKeys.length} API key${o.apiKeys.length > 1 ? 's' : ''}`] : []), ...(o.jwt ? [`JWT ${o.jwt.alg ?? DEFAULT_JWT_ALG}`] : [])]
   return [
     `auth ${auth.length ? auth.join(' + ') : 'off'}`,
     `rate limit ${o.rateLimit ? `${o.rateLimit.requestsPerSecond}/s` : 'off'}`,

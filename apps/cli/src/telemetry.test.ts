@@ -94,7 +94,9 @@ describe('structured logs (pino)', () => {
     lines.length = 0
     const bad = await app.request('/models/flaky/predictions', { method: 'POST', body: 'nope' })
     expect(bad.status).toBe(400)
-    expect(lines).toEqual([expect.objectContaining({ level: 'warn', msg: 'request failed', code: 'BAD_REQUEST', status: 400, model: 'flaky', requestId: expect.stringMatching(UUID) })])
+    expect(lines).toEqual([
+      expect.objectContaining({ level: 'warn', msg: 'request failed', code: 'BAD_REQUEST', status: 400, model: 'flaky', requestId: expect.stringMatching(UUID) }),
+    ])
     expect(lines[0]).not.toHaveProperty('traceId')
   })
 

@@ -30,13 +30,25 @@ describe('webhook flags', () => {
     expect(workerJobs(parse(['--webhook-attempts', '3'], JOB_OPTIONS).values, queue)).toEqual({ queue, webhooks: { maxAttempts: 3 } })
     expect(webhookOptions(flags([]))).toBeUndefined()
     expect(predictionOptions(flags([]))).toEqual({})
-    for (const bad of [['--webhook-attempts', '0'], ['--webhook-timeout-ms', 'soon'], ['--webhook-initial-delay-ms', '-1']]) {
+    for (const bad of [
+      ['--webhook-attempts', '0'],
+      ['--webhook-timeout-ms', 'soon'],
+      ['--webhook-initial-delay-ms', '-1'],
+    ]) {
       expect(() => webhookOptions(flags(bad)), bad.join(' ')).toThrow(CliError)
     }
   })
 
-  it('help defaults are the libraries\' constants; out-of-bound values name the flag', () => {
-    for (const [help, n] of [[WEBHOOK_HELP, DEFAULT_WEBHOOK_ATTEMPTS], [WEBHOOK_HELP, DEFAULT_WEBHOOK_INITIAL_DELAY_MS], [WEBHOOK_HELP, DEFAULT_WEBHOOK_MAX_DELAY_MS], [WEBHOOK_HELP, DEFAULT_WEBHOOK_TIMEOUT_MS], [PREDICTION_HELP, DEFAULT_MAX_BULK_INPUTS], [JOB_HELP, DEFAULT_JOB_ACK_WAIT_MS], [JOB_HELP, DEFAULT_JOB_MAX_DELIVER]] as const) {
+  it("help defaults are the libraries' constants; out-of-bound values name the flag", () => {
+    for (const [help, n] of [
+      [WEBHOOK_HELP, DEFAULT_WEBHOOK_ATTEMPTS],
+      [WEBHOOK_HELP, DEFAULT_WEBHOOK_INITIAL_DELAY_MS],
+      [WEBHOOK_HELP, DEFAULT_WEBHOOK_MAX_DELAY_MS],
+      [WEBHOOK_HELP, DEFAULT_WEBHOOK_TIMEOUT_MS],
+      [PREDICTION_HELP, DEFAULT_MAX_BULK_INPUTS],
+      [JOB_HELP, DEFAULT_JOB_ACK_WAIT_MS],
+      [JOB_HELP, DEFAULT_JOB_MAX_DELIVER],
+    ] as const) {
       expect(help).toContain(`(default ${n}`)
     }
     expect(() => predictionOptions(flags(['--max-bulk-inputs', '0']))).toThrow(/--max-bulk-inputs must be an integer >= 1/)

@@ -120,9 +120,7 @@ describe('admission at the door, per origin', () => {
     const r = await post(app, '/models/m/predictions', { input: { x: 1 } }, { prefer: 'respond-async' })
     expect(r.status).toBe(202)
     const { id } = (await r.json()) as { id: string }
-    await expect
-      .poll(async () => ((await (await app.request(`/predictions/${id}`)).json()) as { status: string }).status, { timeout: 5_000, interval: 20 })
-      .toBe('failed')
+    await expect.poll(async () => ((await (await app.request(`/predictions/${id}`)).json()) as { status: string }).status, { timeout: 5_000, interval: 20 }).toBe('failed')
     const done = (await (await app.request(`/predictions/${id}`)).json()) as { error: string }
     expect(done.error).toMatch(/worker-wait check/)
     expect(published.length).toBe(before)
@@ -146,7 +144,8 @@ describe('admission at the door, per origin', () => {
       }
     })()
     await new Promise((r) => setTimeout(r, 10))
-    const call = (deadlineMs: number) => core.door.predict({ origin: 'bridge', route: 'bridge redis', model: 'm', input: { x: 1 }, deadline: Date.now() + deadlineMs, retryable: true })
+    const call = (deadlineMs: number) =>
+      core.door.predict({ origin: 'bridge', route: 'bridge redis', model: 'm', input: { x: 1 }, deadline: Date.now() + deadlineMs, retryable: true })
     await call(1_000) // the probe
     const refused = await call(1_000)
     expect(refused.error).toMatchObject({ code: 'OVERLOADED', message: expect.stringMatching(/worker-wait check/) })
@@ -180,7 +179,9 @@ describe('admission at the door, per origin', () => {
     })
     const req = { model_name: 'm', inputs: [{ name: 'x', datatype: 'FP32', shape: [1, 1], contents: { fp32_contents: [1] } }] }
     const call = () =>
-      new Promise<grpc.ServiceError | null>((resolve) => client['ModelInfer']!(req, new grpc.Metadata(), { deadline: Date.now() + 5000 }, (e: grpc.ServiceError | null) => resolve(e)))
+      new Promise<grpc.ServiceError | null>((resolve) =>
+        client['ModelInfer']!(req, new grpc.Metadata(), { deadline: Date.now() + 5000 }, (e: grpc.ServiceError | null) => resolve(e)),
+      )
     const first = call()
     await expect.poll(() => held.length, { timeout: 5_000, interval: 5 }).toBe(1)
     const second = await call()

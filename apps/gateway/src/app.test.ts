@@ -57,9 +57,7 @@ const cleanups: (() => Promise<void>)[] = []
 /** Unexpected (non-Cohort) errors the apps reported; none are expected outside the INTERNAL test. */
 const unexpected: unknown[] = []
 
-async function env(
-  o: { models?: 'none' | 'all'; maxMessageBytes?: number; gateway?: Partial<GatewayOptions>; maxQueue?: number } = {},
-): Promise<Env> {
+async function env(o: { models?: 'none' | 'all'; maxMessageBytes?: number; gateway?: Partial<GatewayOptions>; maxQueue?: number } = {}): Promise<Env> {
   const transport = new InProcessTransport(o.maxMessageBytes ? { maxMessageBytes: o.maxMessageBytes } : {})
   let worker: CohortWorker | undefined
   if (o.models !== 'none') {
@@ -105,8 +103,7 @@ function responder(t: InProcessTransport, model: string, reply: (req: InferReque
 }
 
 /** Echo every input tensor (or item) back as the output. */
-const echo = (req: InferRequest): InferReply =>
-  req.tensors ? { v: 1, id: req.id, tensors: req.tensors } : { v: 1, id: req.id, items: req.items ?? [] }
+const echo = (req: InferRequest): InferReply => (req.tensors ? { v: 1, id: req.id, tensors: req.tensors } : { v: 1, id: req.id, items: req.items ?? [] })
 
 function post(app: Hono, path: string, body: unknown, headers: Record<string, string> = {}): Promise<Response> {
   return app.request(path, {
@@ -152,7 +149,11 @@ describe('gateway app with a real worker', () => {
   it('GET /v2 reports the server and its extensions, including binary_tensor_data', async () => {
     const r = await json(e.app.request('/v2'))
     expect(r.status).toBe(200)
-    expect(r.body).toEqual({ name: 'cohort', version: '0.1.0', extensions: ['binary_tensor_data', 'parameters', 'statistics', 'model_configuration', 'model_repository', 'generate'] })
+    expect(r.body).toEqual({
+      name: 'cohort',
+      version: '0.1.0',
+      extensions: ['binary_tensor_data', 'parameters', 'statistics', 'model_configuration', 'model_repository', 'generate'],
+    })
     const named = createApp({ transport: e.transport, serverName: 'mine', serverVersion: '9.9.9' })
     expect((await json(named.request('/v2'))).body).toMatchObject({ name: 'mine', version: '9.9.9' })
     expect((await json(e.app.request('/v2/health/live'))).body).toEqual({ live: true })
@@ -265,9 +266,7 @@ describe('gateway app with a real worker', () => {
     // The message names the failing item (issue 16: it used to be the bare 'unlucky 13').
     expect(r.body).toEqual({ error: 'item 1: unlucky 13', code: 'PREDICTOR_FAILED' })
     // A schema failure of one item over OIP is a 400 (422 is only for Cog-style predictions).
-    const schema = await json(
-      post(e.app, '/v2/models/zulu/infer', { inputs: [{ name: 'text', datatype: 'INT32', shape: [2], data: [1, 2] }] }),
-    )
+    const schema = await json(post(e.app, '/v2/models/zulu/infer', { inputs: [{ name: 'text', datatype: 'INT32', shape: [2], data: [1, 2] }] }))
     expect(schema.status).toBe(400)
     expect(schema.body).toEqual({ error: 'item 0: /text: Expected string', code: 'INVALID_INPUT' })
   })
@@ -304,12 +303,8 @@ describe('gateway app with a real worker', () => {
   })
 
   it('rejects malformed binary requests with 400 BAD_REQUEST', async () => {
-    const head = new TextEncoder().encode(
-      JSON.stringify({ inputs: [{ name: 'a', datatype: 'FP64', shape: [1], parameters: { binary_data_size: 8 } }] }),
-    )
-    const head4 = new TextEncoder().encode(
-      JSON.stringify({ inputs: [{ name: 'a', datatype: 'FP64', shape: [1], parameters: { binary_data_size: 4 } }] }),
-    )
+    const head = new TextEncoder().encode(JSON.stringify({ inputs: [{ name: 'a', datatype: 'FP64', shape: [1], parameters: { binary_data_size: 8 } }] }))
+    const head4 = new TextEncoder().encode(JSON.stringify({ inputs: [{ name: 'a', datatype: 'FP64', shape: [1], parameters: { binary_data_size: 4 } }] }))
     const cases: [Uint8Array | string, Record<string, string>, RegExp][] = [
       [concat(head, new Uint8Array(8)), { 'inference-header-content-length': String(head.byteLength + 100) }, /is not within the body/],
       [concat(head, new Uint8Array(8)), { 'inference-header-content-length': '-1' }, /is not within the body/],
@@ -390,9 +385,9 @@ describe('gateway app with a real worker', () => {
     expect(m.get('extra_metric')).toBe(7)
     // Non-inference routes are not counted.
     await app.request('/v2')
-    expect([...parsePrometheus(await (await app.request('/metrics')).text()).entries()]
-      .filter(([k]) => k.startsWith('cohort_requests_total'))
-      .reduce((a, [, v]) => a + v, 0)).toBe(7)
+    expect([...parsePrometheus(await (await app.request('/metrics')).text()).entries()].filter(([k]) => k.startsWith('cohort_requests_total')).reduce((a, [, v]) => a + v, 0)).toBe(
+      7,
+    )
   })
 
   it('answers admin routes without a key 401 UNAUTHORIZED and with a wrong key 403 FORBIDDEN', async () => {
@@ -747,11 +742,7 @@ describe('gateway app with hand-written responders', () => {
           { name: 'i', datatype: 'INT32', shape: [3], parameters: { binary_data_size: 12 } },
           { name: 'b', datatype: 'BOOL', shape: [3], data: [true, false, true] },
         ],
-        outputs: [
-          { name: 'b', parameters: { binary_data: true } },
-          { name: 'i' },
-          { name: 's', parameters: { binary_data: true } },
-        ],
+        outputs: [{ name: 'b', parameters: { binary_data: true } }, { name: 'i' }, { name: 's', parameters: { binary_data: true } }],
       }),
     )
     const res = await post(app, '/v2/models/echo/infer', concat(head, strs, ints), {

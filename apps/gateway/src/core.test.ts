@@ -38,7 +38,10 @@ describe('createGatewayCore', () => {
     const core = createGatewayCore({ transport, registry })
     const app = createApp(core)
     const grpc = await startGrpcServer({ core, port: 0 })
-    const info = registry.render().split('\n').filter((l) => l.startsWith('cohort_gateway_info{'))
+    const info = registry
+      .render()
+      .split('\n')
+      .filter((l) => l.startsWith('cohort_gateway_info{'))
     expect(info).toEqual([`cohort_gateway_info{gateway="${core.gatewayId}"} 1`])
     expect(app.core).toBe(core)
     expect(subscribed.filter((x) => x === subjects().heartbeat())).toHaveLength(1)

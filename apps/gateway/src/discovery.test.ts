@@ -25,8 +25,7 @@ function answer(subject: string, body: Uint8Array): void {
   })()
 }
 
-const meta = (name: string, versions: string[], ready: boolean) =>
-  ({ name, versions, ready, inputs: [], outputs: [] }) as unknown as ModelMeta
+const meta = (name: string, versions: string[], ready: boolean) => ({ name, versions, ready, inputs: [], outputs: [] }) as unknown as ModelMeta
 
 describe('Discovery', () => {
   it('discover merges the models of every worker by name (versions joined, ready if any worker is), skipping unreadable answers', async () => {
@@ -56,7 +55,16 @@ describe('Discovery', () => {
 
   it('readiness leaves draining workers out and needs a ready worker for every model', async () => {
     const info = (id: string, state: string, ready: string) =>
-      enc.encode(JSON.stringify({ type: 'io.nats.micro.v1.info_response', name: 'cohort-worker', id, version: '1', metadata: { state }, endpoints: [{ name: 'm', metadata: { model: 'm', ready } }] }))
+      enc.encode(
+        JSON.stringify({
+          type: 'io.nats.micro.v1.info_response',
+          name: 'cohort-worker',
+          id,
+          version: '1',
+          metadata: { state },
+          endpoints: [{ name: 'm', metadata: { model: 'm', ready } }],
+        }),
+      )
     answer('$SRV.INFO.cohort-worker', info('w1', 'draining', 'true'))
     answer('$SRV.INFO.cohort-worker', info('w2', 'serving', 'false'))
     expect(await new Discovery(transport, subj, 100).readiness()).toEqual({ ready: false, models: 1, workers: 1 })

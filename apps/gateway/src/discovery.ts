@@ -1,12 +1,4 @@
-import {
-  decodeValue,
-  SERVICE_NAME,
-  serviceSubject,
-  type ModelMeta,
-  type ServiceInfoResponse,
-  type ServiceStatsResponse,
-  type Subjects,
-} from '@cohort/protocol'
+import { decodeValue, SERVICE_NAME, serviceSubject, type ModelMeta, type ServiceInfoResponse, type ServiceStatsResponse, type Subjects } from '@cohort/protocol'
 import type { Transport } from '@cohort/transport'
 
 /**
@@ -142,8 +134,7 @@ export class Discovery {
           mean_batch_size: se?.data?.mean_batch_size ?? null,
         }
       })
-      const sum = (k: 'requests' | 'errors' | 'queued' | 'batches') =>
-        endpoints.reduce((a, e) => a + (e[k] ?? 0), 0)
+      const sum = (k: 'requests' | 'errors' | 'queued' | 'batches') => endpoints.reduce((a, e) => a + (e[k] ?? 0), 0)
       return {
         id,
         version: info?.version ?? st?.version ?? '',

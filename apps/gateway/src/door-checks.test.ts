@@ -123,7 +123,7 @@ describe('the door checks in the HTTP app', () => {
     await transport.close()
   })
 
-  it('feedback through the door: a request it admitted and that was answered after its deadline raises the scale of that model and tenant\'s queued wait; one answered in time does not', async () => {
+  it("feedback through the door: a request it admitted and that was answered after its deadline raises the scale of that model and tenant's queued wait; one answered in time does not", async () => {
     const transport = new InProcessTransport()
     const app = createApp({ transport, registry: new Registry(), logger: keptLogger().logger })
     // A v1 worker with an idle queue (10 ms to run): the door admits by the estimate, with a ticket.
@@ -163,7 +163,9 @@ describe('the door checks in the HTTP app', () => {
     const client = new GRPCInferenceService(`127.0.0.1:${server.port}`, grpc.credentials.createInsecure())
     const req = { model_name: 'm', inputs: [{ name: 'x', datatype: 'FP32', shape: [1, 1], contents: { fp32_contents: [1] } }] }
     const call = () =>
-      new Promise<grpc.ServiceError | null>((resolve) => client['ModelInfer']!(req, new grpc.Metadata(), { deadline: Date.now() + 1000 }, (e: grpc.ServiceError | null) => resolve(e)))
+      new Promise<grpc.ServiceError | null>((resolve) =>
+        client['ModelInfer']!(req, new grpc.Metadata(), { deadline: Date.now() + 1000 }, (e: grpc.ServiceError | null) => resolve(e)),
+      )
     const probe = await call() // passes the door; no worker serves m
     expect(probe?.metadata.get('cohort-code')).not.toEqual(['OVERLOADED'])
     const e = await call()

@@ -87,7 +87,7 @@ describe('the inference door over HTTP', () => {
     expect(body.error).toContain('different input')
   })
 
-  it('answers x-request-id (echoing the client\'s) on every response', async () => {
+  it("answers x-request-id (echoing the client's) on every response", async () => {
     const mine = await post(app, '/v2/models/upper/infer', { inputs: [{ name: 'text', datatype: 'BYTES', shape: [1], data: ['a'] }] }, { 'x-request-id': 'client-42' })
     expect(mine.status).toBe(200)
     expect(mine.headers.get('x-request-id')).toBe('client-42')
@@ -100,7 +100,7 @@ describe('the inference door over HTTP', () => {
     expect((await app.request('/v2/health/live', { headers: { 'x-request-id': 'probe-1' } })).headers.get('x-request-id')).toBe('probe-1')
   })
 
-  it('answers the gateway span as traceparent: a child of the caller\'s trace, or a new trace with a tracer', async () => {
+  it("answers the gateway span as traceparent: a child of the caller's trace, or a new trace with a tracer", async () => {
     const traceId = '4bf92f3577b34da6a3ce929d0e0e4736'
     const infer = { inputs: [{ name: 'text', datatype: 'BYTES', shape: [1], data: ['a'] }] }
     const child = await post(app, '/v2/models/upper/infer', infer, { traceparent: `00-${traceId}-00f067aa0ba902b7-01` })

@@ -10,7 +10,19 @@
  * metrics labels. See docs/architecture.md#the-inference-door.
  * @module
  */
-import { CohortError, fromWire, isValidModelName, type GenerateInput, type GenerativeSlo, type InferReply, type ModelMeta, type InferRequest, type TokenStep, type WireError, type WireTensor } from '@cohort/protocol'
+import {
+  CohortError,
+  fromWire,
+  isValidModelName,
+  type GenerateInput,
+  type GenerativeSlo,
+  type InferReply,
+  type ModelMeta,
+  type InferRequest,
+  type TokenStep,
+  type WireError,
+  type WireTensor,
+} from '@cohort/protocol'
 import type { GatewayMetrics } from '@cohort/metrics'
 import { InflightBudget, type AbortSignalLike, type InflightLimits } from '@cohort/transport'
 import type { TraceCarrier } from '@cohort/observability'
@@ -333,9 +345,13 @@ export class Passage {
     const own = ADMISSION[this.arrival.origin].budget === 'own' && this.arrival.deadlineAt !== undefined
     const budget = own ? this.arrival.deadlineAt! - Date.now() + waited : this.timeoutMs(this.arrival.timeoutParamUs)
     if (waited >= budget) {
-      const e = new CohortError('OVERLOADED', `the request waited ${Math.ceil(waited)} ms before the gateway could judge it, not less than its ${Math.round(budget)} ms budget (arrival-wait check)`, {
-        retryAfterS: 1,
-      })
+      const e = new CohortError(
+        'OVERLOADED',
+        `the request waited ${Math.ceil(waited)} ms before the gateway could judge it, not less than its ${Math.round(budget)} ms budget (arrival-wait check)`,
+        {
+          retryAfterS: 1,
+        },
+      )
       this.#refused(e, DOOR_CHECKS.arrivalWait)
       throw e
     }
@@ -572,7 +588,15 @@ export class InferenceDoor {
   constructor(readonly o: DoorOptions) {
     this.refusals = new RefusalLog(o.logger, o.refusalLogIntervalMs !== undefined ? { intervalMs: o.refusalLogIntervalMs } : {})
     this.slos = o.serverSlo === false ? undefined : new ModelSlos<number, Pick<ModelMeta, 'slo'>>((m) => o.upstream.heldMeta(m))
-    this.generationSlos = o.serverSlo === false ? undefined : new ModelSlos((m) => o.upstream.heldMeta(m), SLO_TTL_MS, Date.now, (m) => m.generative?.slo)
+    this.generationSlos =
+      o.serverSlo === false
+        ? undefined
+        : new ModelSlos(
+            (m) => o.upstream.heldMeta(m),
+            SLO_TTL_MS,
+            Date.now,
+            (m) => m.generative?.slo,
+          )
     const lv = o.upstream.liveness
     this.workerWait = o.workerWait === false || lv === undefined ? undefined : new WorkerWaitCheck(lv.waits, o.workerWait)
     this.inflight = o.inflight === false ? undefined : new InflightBudget(o.inflight)

@@ -24,7 +24,7 @@ function door(slo: GenerativeSlo | undefined, serverSlo = true) {
 }
 
 describe('Passage.generationBudget', () => {
-  it('without client headers: the model\'s generative SLO, capped by requestTimeoutMs; the TTFT within the whole budget', async () => {
+  it("without client headers: the model's generative SLO, capped by requestTimeoutMs; the TTFT within the whole budget", async () => {
     expect(await door({ ttftMs: 500, generationMs: 60_000 }).budget()).toEqual({ timeoutMs: 30_000, ttftMs: 500 })
     expect(await door({ ttftMs: 9000, generationMs: 4000 }).budget()).toEqual({ timeoutMs: 4000, ttftMs: 4000 })
     expect(await door(undefined).budget()).toEqual({ timeoutMs: 30_000, ttftMs: undefined })

@@ -124,13 +124,7 @@ export const SSE_CONTENT_TYPE = 'text/event-stream; charset=utf-8'
  * after a normal end (OpenAI's `[DONE]`). The passage is ended when the stream ends or the client
  * goes away (which cancels the generation).
  */
-export function sseResponse(
-  p: Passage,
-  g: Generation,
-  first: GenEvent,
-  frames: (e: GenEvent) => string[],
-  tail: string[] = [],
-): Response {
+export function sseResponse(p: Passage, g: Generation, first: GenEvent, frames: (e: GenEvent) => string[], tail: string[] = []): Response {
   p.keepOpen()
   let pending: GenEvent | undefined = first
   let done = false

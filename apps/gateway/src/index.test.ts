@@ -25,7 +25,7 @@ describe('package entries', () => {
     expect(whole).toEqual([])
   })
 
-  it('COHORT_VERSION (GET /v2, gRPC ServerMetadata, the workers\' service info) is every workspace package\'s version', () => {
+  it("COHORT_VERSION (GET /v2, gRPC ServerMetadata, the workers' service info) is every workspace package's version", () => {
     const versions = ['cli', 'gateway', 'worker'].map((p) => (JSON.parse(readFileSync(join(apps, p, 'package.json'), 'utf8')) as { version: string }).version)
     expect(new Set(versions)).toEqual(new Set([COHORT_VERSION]))
   })

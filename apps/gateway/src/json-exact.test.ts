@@ -38,7 +38,10 @@ describe('exactData and stringifyWithRaw', () => {
   })
 
   it('writes raw JSON in place of markers', () => {
-    const raw = new Map([['\u0000m0', '[9007199254740993,-1]'], ['\u0000m1', '[2]']])
+    const raw = new Map([
+      ['\u0000m0', '[9007199254740993,-1]'],
+      ['\u0000m1', '[2]'],
+    ])
     const s = stringifyWithRaw({ a: '\u0000m0', b: ['\u0000m1'], c: 'ok$&' }, raw)
     expect(s).toBe('{"a":[9007199254740993,-1],"b":[[2]],"c":"ok$&"}')
   })

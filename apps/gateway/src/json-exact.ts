@@ -81,9 +81,7 @@ export function parseJsonExact(text: string): { value: unknown; hasBig: boolean 
   }
   out += text.slice(last)
   const value: unknown = JSON.parse(out, (_k, v: unknown) =>
-    typeof v === 'object' && v !== null && !Array.isArray(v) && typeof (v as Record<string, unknown>)[MARK] === 'string'
-      ? new BigLiteral((v as Record<string, string>)[MARK]!)
-      : v,
+    typeof v === 'object' && v !== null && !Array.isArray(v) && typeof (v as Record<string, unknown>)[MARK] === 'string' ? new BigLiteral((v as Record<string, string>)[MARK]!) : v,
   )
   return { value, hasBig }
 }

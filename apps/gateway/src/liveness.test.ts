@@ -22,7 +22,10 @@ function detector(o: { missedHeartbeats?: number; acceptTimeoutMs?: number } = {
   const transport = new InProcessTransport()
   let now = 1_000_000
   const lv = new WorkerLiveness(transport, subj, 'g1', { ...o, now: () => now, checkIntervalMs: 1_000_000 })
-  cleanups.push(() => lv.close(), () => transport.close())
+  cleanups.push(
+    () => lv.close(),
+    () => transport.close(),
+  )
   /** Advance the clock in 100 ms steps, checking after each (as the timer would). */
   const advance = (ms: number) => {
     for (let t = 0; t < ms; t += 100) {
@@ -104,7 +107,10 @@ describe('WorkerLiveness', () => {
     let now = 0
     const transport = new InProcessTransport()
     const lv = new WorkerLiveness(transport, subj, 'g1', { now: () => now, checkIntervalMs: 1_000_000 })
-    cleanups.push(() => lv.close(), () => transport.close())
+    cleanups.push(
+      () => lv.close(),
+      () => transport.close(),
+    )
     lv.heartbeat({ id: 'w1', intervalMs: 1000 })
     const t = lv.track('r1')
     lv.accepted({ id: 'r1', worker: 'w1' })
@@ -121,11 +127,14 @@ describe('WorkerLiveness', () => {
     expect(t.lost).toBeDefined()
   })
 
-  it('does not count the time its own check ran late as a worker\'s silence (a gateway paused for longer than a 250 ms worker\'s loss window)', () => {
+  it("does not count the time its own check ran late as a worker's silence (a gateway paused for longer than a 250 ms worker's loss window)", () => {
     let now = 0
     const transport = new InProcessTransport()
     const lv = new WorkerLiveness(transport, subj, 'g1', { now: () => now, checkIntervalMs: 250 })
-    cleanups.push(() => lv.close(), () => transport.close())
+    cleanups.push(
+      () => lv.close(),
+      () => transport.close(),
+    )
     lv.heartbeat({ id: 'w1', intervalMs: 250 })
     const t = lv.track('r1')
     lv.accepted({ id: 'r1', worker: 'w1' })

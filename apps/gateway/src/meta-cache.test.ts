@@ -11,7 +11,7 @@ function gatedFetch() {
   return { calls, fetch }
 }
 
-const settled = async <T,>(p: Promise<T>): Promise<T | 'pending'> => {
+const settled = async <T>(p: Promise<T>): Promise<T | 'pending'> => {
   let out: T | 'pending' = 'pending'
   void p.then((v) => (out = v))
   for (let i = 0; i < 5; i++) {
@@ -75,7 +75,12 @@ describe('ServeWhileRefresh', () => {
 
   it('does not keep answers `keep` refuses (an empty discovery)', async () => {
     const f = gatedFetch()
-    const c = new ServeWhileRefresh(f.fetch, 1000, () => 0, (v) => v !== '')
+    const c = new ServeWhileRefresh(
+      f.fetch,
+      1000,
+      () => 0,
+      (v) => v !== '',
+    )
     const a = c.get('')
     f.calls[0]!.answer('')
     expect(await a).toBe('')

@@ -38,8 +38,7 @@ function env(o: Partial<GatewayOptions> = {}) {
       headers,
       body: JSON.stringify({ inputs: [{ name: 'x', datatype: 'FP32', shape: [2], data: [1, 2] }] }),
     })
-  const predict = (headers: Record<string, string>) =>
-    app.request('/models/echo/predictions', { method: 'POST', headers, body: JSON.stringify({ input: { a: 1 } }) })
+  const predict = (headers: Record<string, string>) => app.request('/models/echo/predictions', { method: 'POST', headers, body: JSON.stringify({ input: { a: 1 } }) })
   return { seen, infer, predict }
 }
 

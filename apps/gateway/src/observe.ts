@@ -1,18 +1,7 @@
 import type { Context, MiddlewareHandler } from 'hono'
 import { SpanKind, type Span } from '@opentelemetry/api'
 import { CohortError, statusOf, type InferRequest } from '@cohort/protocol'
-import {
-  ATTR,
-  SPAN,
-  TRACEPARENT,
-  TRACESTATE,
-  carrierOf,
-  setSpanError,
-  startChildSpan,
-  traceIdOf,
-  type LogFields,
-  type TraceCarrier,
-} from '@cohort/observability'
+import { ATTR, SPAN, TRACEPARENT, TRACESTATE, carrierOf, setSpanError, startChildSpan, traceIdOf, type LogFields, type TraceCarrier } from '@cohort/observability'
 import type { ResolvedGatewayOptions } from './options.ts'
 
 /** What an observation needs of the gateway's options. */
@@ -178,10 +167,7 @@ export class RequestObservation {
 
   /** Log a failed item of a bulk request (its own envelope id) at `warn`. */
   failedItem(requestId: string, index: number, code: string, message: string): void {
-    this.o.logger.warn(
-      { ...this.fields({ code, status: statusOf(code) }), requestId, index, error: message },
-      'bulk item failed',
-    )
+    this.o.logger.warn({ ...this.fields({ code, status: statusOf(code) }), requestId, index, error: message }, 'bulk item failed')
   }
 
   /** Log fields of this request: model, requestId, traceId and `extra`. */

@@ -36,19 +36,8 @@ const dim = fc.oneof(
   fc.constantFrom(-1, -0, 0.5, 2 ** 31, 2 ** 53, 2 ** 53 + 2, 1e300, Number.MAX_SAFE_INTEGER),
   fc.constantFrom('1', null, true, [], {}),
 )
-const dataValue = fc.oneof(
-  fc.double(),
-  fc.integer(),
-  fc.boolean(),
-  fc.string({ maxLength: 4 }),
-  fc.constant(null),
-  fc.constantFrom(2 ** 64, -(2 ** 63) - 1, 1e308),
-)
-const data = fc.oneof(
-  fc.array(dataValue, { maxLength: 12 }),
-  fc.array(fc.array(dataValue, { maxLength: 3 }), { maxLength: 4 }),
-  fc.anything({ maxDepth: 2 }),
-)
+const dataValue = fc.oneof(fc.double(), fc.integer(), fc.boolean(), fc.string({ maxLength: 4 }), fc.constant(null), fc.constantFrom(2 ** 64, -(2 ** 63) - 1, 1e308))
+const data = fc.oneof(fc.array(dataValue, { maxLength: 12 }), fc.array(fc.array(dataValue, { maxLength: 3 }), { maxLength: 4 }), fc.anything({ maxDepth: 2 }))
 const input = fc.record(
   {
     name: fc.oneof({ weight: 4, arbitrary: fc.constantFrom('a', 'b', 'x') }, fc.anything({ maxDepth: 1 })),
@@ -70,9 +59,9 @@ const oipDoc = fc.record(
 )
 
 /** JSON text with tokens JSON.stringify never writes: NaN, Infinity, 1e999, -0, huge integers. */
-const rawJson = fc.tuple(oipDoc, fc.constantFrom('NaN', 'Infinity', '-Infinity', '1e999', '-0', '18446744073709551616', '1.5e-400')).map(([doc, tok]) =>
-  JSON.stringify(doc).replace(/-?\d+(\.\d+)?(e[+-]?\d+)?/i, tok),
-)
+const rawJson = fc
+  .tuple(oipDoc, fc.constantFrom('NaN', 'Infinity', '-Infinity', '1e999', '-0', '18446744073709551616', '1.5e-400'))
+  .map(([doc, tok]) => JSON.stringify(doc).replace(/-?\d+(\.\d+)?(e[+-]?\d+)?/i, tok))
 
 describe('OIP JSON decoder (parseInferBody)', () => {
   it('random bytes, with and without Inference-Header-Content-Length', () => {
@@ -136,7 +125,9 @@ const binaryRequest = fc
   .chain((specs) => {
     const rows = specs[0]!.rows
     return fc.tuple(
-      ...specs.map((s) => fc.uint8Array({ minLength: rows * s.cols * DATATYPE_SIZE[s.datatype], maxLength: rows * s.cols * DATATYPE_SIZE[s.datatype] }).map((bytes) => ({ ...s, rows, bytes }))),
+      ...specs.map((s) =>
+        fc.uint8Array({ minLength: rows * s.cols * DATATYPE_SIZE[s.datatype], maxLength: rows * s.cols * DATATYPE_SIZE[s.datatype] }).map((bytes) => ({ ...s, rows, bytes })),
+      ),
     )
   })
   .map((tensors) => {

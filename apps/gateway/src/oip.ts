@@ -1,13 +1,4 @@
-import {
-  CohortError,
-  checkTensorBytes,
-  isDatatype,
-  jsonToTensor,
-  tensorToJson,
-  toValues,
-  type Datatype,
-  type WireTensor,
-} from '@cohort/protocol'
+import { CohortError, checkTensorBytes, isDatatype, jsonToTensor, tensorToJson, toValues, type Datatype, type WireTensor } from '@cohort/protocol'
 import { DECIMAL_LENGTH, rejectNonFinite } from './body.ts'
 import { exactData, parseJsonExact } from './json-exact.ts'
 
@@ -134,14 +125,7 @@ export function parseInferBody(body: Uint8Array, headerLength: string | undefine
   }
 }
 
-function binaryTensor(
-  name: string,
-  datatype: Datatype,
-  shape: number[],
-  binary: Uint8Array | undefined,
-  offset: number,
-  size: unknown,
-): WireTensor {
+function binaryTensor(name: string, datatype: Datatype, shape: number[], binary: Uint8Array | undefined, offset: number, size: unknown): WireTensor {
   if (!binary) {
     throw new CohortError('BAD_REQUEST', `input "${name}" has binary_data_size but the request has no Inference-Header-Content-Length`)
   }

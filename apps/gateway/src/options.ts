@@ -206,8 +206,16 @@ export interface DashboardSettings {
 }
 
 /** Options with defaults applied. */
-export type ResolvedGatewayOptions = Required<Omit<GatewayOptions, 'registry' | 'defaultModel' | 'extraMetrics' | 'adminKeys' | 'maxBulkInputs' | 'adapter' | 'draining' | SecurityOptionKeys | LivenessOptionKeys | JobOptionKeys>> &
-  Pick<GatewayOptions, 'registry' | 'defaultModel' | 'extraMetrics' | 'adminKeys' | 'maxBulkInputs' | 'adapter' | 'draining' | SecurityOptionKeys | LivenessOptionKeys | JobOptionKeys>
+export type ResolvedGatewayOptions = Required<
+  Omit<
+    GatewayOptions,
+    'registry' | 'defaultModel' | 'extraMetrics' | 'adminKeys' | 'maxBulkInputs' | 'adapter' | 'draining' | SecurityOptionKeys | LivenessOptionKeys | JobOptionKeys
+  >
+> &
+  Pick<
+    GatewayOptions,
+    'registry' | 'defaultModel' | 'extraMetrics' | 'adminKeys' | 'maxBulkInputs' | 'adapter' | 'draining' | SecurityOptionKeys | LivenessOptionKeys | JobOptionKeys
+  >
 
 /** Async prediction settings: defaults applied in jobs/. */
 type JobOptionKeys = 'jobs' | 'predictions'

@@ -33,7 +33,11 @@ function recordingTransport() {
   return { t, published, deliver }
 }
 
-const settled = <T,>(p: Promise<T>) => p.then((v) => ({ ok: true as const, v }), (e: unknown) => ({ ok: false as const, e }))
+const settled = <T>(p: Promise<T>) =>
+  p.then(
+    (v) => ({ ok: true as const, v }),
+    (e: unknown) => ({ ok: false as const, e }),
+  )
 
 describe('Packer deadlines', () => {
   beforeEach(() => {
@@ -152,7 +156,7 @@ describe('Deadlines', () => {
     const d = new Deadlines<Deadlined & { id: number }>((it) => fired.push({ id: it.id, at: performance.now() }))
     const t0 = performance.now()
     let seed = 1
-    const rnd = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31)
+    const rnd = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31
     const items = Array.from({ length: 300 }, (_, id) => ({ id, deadline: t0 + 1 + Math.floor(rnd() * 1000), heapIndex: -1 }))
     for (const it of items) {
       d.add(it)
@@ -195,7 +199,7 @@ describe('Deadlines', () => {
 })
 
 describe('Deadlines on real timers', () => {
-  it('the idle timer left when the last item goes keeps no process alive (unref\'d), and is ref\'d again while an item waits on it', () => {
+  it("the idle timer left when the last item goes keeps no process alive (unref'd), and is ref'd again while an item waits on it", () => {
     const timers = () => process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length
     const before = timers()
     const d = new Deadlines<Deadlined>(() => undefined)

@@ -129,7 +129,10 @@ export class Packer {
     transport.onRepliesLost?.((movedAt) => {
       for (const e of [...this.#byId.values()]) {
         if (e.pack && e.sentAt <= movedAt) {
-          this.#settle(e, new CohortError('REPLY_LOST', `the NATS connection moved to another server while request ${e.id} was in flight, and no reply came after it; retry`, { retryAfterS: 1 }))
+          this.#settle(
+            e,
+            new CohortError('REPLY_LOST', `the NATS connection moved to another server while request ${e.id} was in flight, and no reply came after it; retry`, { retryAfterS: 1 }),
+          )
         }
       }
     })
@@ -144,11 +147,15 @@ export class Packer {
       try {
         const sub = this.#t.subscribe(`${this.#inbox}>`)
         // A subscription the server ends (permissions: `cohort.gw.>` not allowed) means v1 from then on.
-        void consume(sub, (m) => this.#onMessage(m), (_e, m) => {
-          if (!m) {
-            this.#listening = false
-          }
-        })
+        void consume(
+          sub,
+          (m) => this.#onMessage(m),
+          (_e, m) => {
+            if (!m) {
+              this.#listening = false
+            }
+          },
+        )
         this.#listening = true
       } catch {
         this.#listening = false

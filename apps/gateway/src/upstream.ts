@@ -135,12 +135,7 @@ export class Upstream {
    * there, and a repository model whose newest is another version answers MODEL_NOT_FOUND
    * (docs/protocol.md#subjects-and-who-may-publish-where).
    */
-  async #inferOnce(
-    req: InferRequest,
-    timeoutMs: number,
-    signal: AbortSignalLike | undefined,
-    onDelta?: (s: TokenStep) => void,
-  ): Promise<InferReply> {
+  async #inferOnce(req: InferRequest, timeoutMs: number, signal: AbortSignalLike | undefined, onDelta?: (s: TokenStep) => void): Promise<InferReply> {
     if (req.version !== '1') {
       return this.#inferOn(req, req.version, timeoutMs, signal, onDelta)
     }
@@ -155,13 +150,7 @@ export class Upstream {
     }
   }
 
-  async #inferOn(
-    req: InferRequest,
-    version: string | undefined,
-    timeoutMs: number,
-    signal: AbortSignalLike | undefined,
-    onDelta?: (s: TokenStep) => void,
-  ): Promise<InferReply> {
+  async #inferOn(req: InferRequest, version: string | undefined, timeoutMs: number, signal: AbortSignalLike | undefined, onDelta?: (s: TokenStep) => void): Promise<InferReply> {
     const pk = this.packer
     const lv = this.liveness
     // A generation goes in a pack even before any heartbeat was heard: only workers that speak v2
@@ -188,10 +177,7 @@ export class Upstream {
     }
     const bytes = encodeRequest(lv ? { ...req, ack: lv.ackSubject } : req)
     if (bytes.byteLength > this.transport.maxMessageBytes) {
-      throw new CohortError(
-        'PAYLOAD_TOO_LARGE',
-        `encoded request of ${bytes.byteLength} bytes exceeds the bus limit (maxMessageBytes) of ${this.transport.maxMessageBytes} bytes`,
-      )
+      throw new CohortError('PAYLOAD_TOO_LARGE', `encoded request of ${bytes.byteLength} bytes exceeds the bus limit (maxMessageBytes) of ${this.transport.maxMessageBytes} bytes`)
     }
     let raw: Uint8Array
     const started = Date.now()

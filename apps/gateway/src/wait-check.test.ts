@@ -10,7 +10,11 @@ function setup(o: { probeIntervalMs?: number; staleHeartbeats?: number } = {}) {
   const clock = new FakeClock(1_000_000)
   const waits = new WorkerWaits(() => clock.now())
   // Margin 0: these tests check the estimates themselves (the margin and feedback: admission-control.test.ts).
-  const check = new WorkerWaitCheck(waits, { probeIntervalMs: o.probeIntervalMs ?? 100, ...(o.staleHeartbeats ? { staleHeartbeats: o.staleHeartbeats } : {}), control: { margin: 0 } })
+  const check = new WorkerWaitCheck(waits, {
+    probeIntervalMs: o.probeIntervalMs ?? 100,
+    ...(o.staleHeartbeats ? { staleHeartbeats: o.staleHeartbeats } : {}),
+    control: { margin: 0 },
+  })
   return { clock, waits, check }
 }
 
@@ -35,7 +39,9 @@ describe('WorkerWaitCheck (the door refuses what no worker can finish in time)',
       expect(v.error.status).toBe(503)
       expect(v.error.retryAfterS).toBe(1)
       expect(v.error.message).toMatch(/worker-wait check/)
-      expect(v.error.message).toMatch(/best of 2 workers: about 300 ms of queued work and 20 ms to run it, 319 ms left, of which admission fills at most 100%, counting queued work x1.00/)
+      expect(v.error.message).toMatch(
+        /best of 2 workers: about 300 ms of queued work and 20 ms to run it, 319 ms left, of which admission fills at most 100%, counting queued work x1.00/,
+      )
     }
     // Another model is not affected.
     expect(kind(check.judge('other', '', 1))).toBe('admit')

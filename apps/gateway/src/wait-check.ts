@@ -35,9 +35,7 @@ export const DEFAULT_PROBE_INTERVAL_MS = 100
 export const DEFAULT_STALE_HEARTBEATS = 2
 
 /** What the check decided for one request. */
-export type WaitVerdict =
-  | { admit: true; probe?: true; ticket?: AdmissionTicket }
-  | { admit: false; error: CohortError }
+export type WaitVerdict = { admit: true; probe?: true; ticket?: AdmissionTicket } | { admit: false; error: CohortError }
 
 /** The worker-wait check of one door. */
 export class WorkerWaitCheck {

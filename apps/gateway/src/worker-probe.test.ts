@@ -18,11 +18,18 @@ function setup() {
   let now = 1_000
   const gone: { worker: string; since: number }[] = []
   const probes = new WorkerProbes(t, (worker, _why, since) => gone.push({ worker, since }), { now: () => now })
-  cleanups.push(() => probes.close(), () => t.close())
+  cleanups.push(
+    () => probes.close(),
+    () => t.close(),
+  )
   /** A worker answering its instance PING subject; returns the subscription (unsubscribe = kill). */
   const worker = (id: string): TransportSubscription => {
     const sub = t.subscribe(`$SRV.PING.cohort-worker.${id}`)
-    void consume(sub, (m) => void m.respond(new TextEncoder().encode('{}')), () => undefined)
+    void consume(
+      sub,
+      (m) => void m.respond(new TextEncoder().encode('{}')),
+      () => undefined,
+    )
     return sub
   }
   return { probes, gone, worker, tick: (ms: number) => (now += ms) }
@@ -77,9 +84,16 @@ describe('WorkerProbes', () => {
     let now = 0
     const sent: string[] = []
     const probes = new WorkerProbes(t, () => undefined, { now: () => now, timeoutMs: 1000 })
-    cleanups.push(() => probes.close(), () => t.close())
+    cleanups.push(
+      () => probes.close(),
+      () => t.close(),
+    )
     const sub = t.subscribe('$SRV.PING.cohort-worker.w4') // never answers (a worker busy or stuck)
-    void consume(sub, (m) => void sent.push(m.subject), () => undefined)
+    void consume(
+      sub,
+      (m) => void sent.push(m.subject),
+      () => undefined,
+    )
     probes.probe('w4')
     probes.probe('w4')
     await settle()

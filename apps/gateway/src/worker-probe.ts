@@ -64,7 +64,11 @@ export class WorkerProbes {
     try {
       this.#inbox = transport.newInbox()
       this.#sub = transport.subscribe(`${this.#inbox}.>`)
-      void consume(this.#sub, (m) => this.#answer(m.subject, m.noResponders === true), () => undefined)
+      void consume(
+        this.#sub,
+        (m) => this.#answer(m.subject, m.noResponders === true),
+        () => undefined,
+      )
     } catch {
       this.#inbox = ''
       this.#sub = undefined // A transport without inboxes: no probes, heartbeats alone decide.

@@ -36,7 +36,15 @@ export { DEFAULT_GENERATION_PROBE_MS } from './model-server/generations.ts'
 export { DEFAULT_TTFT_SLO_MS } from '@cohort/generative'
 export { DEFAULT_JOB_ACK_WAIT_MS, DEFAULT_STORE_RETRY_MS, JobRunner, type JobTarget, type WorkerJobOptions } from './jobs.ts'
 export { nodeRuntimeSource, type NodeRuntimeOptions, type NodeRuntimeSource } from './runtime-source.ts'
-export { ModelRepository, defaultRunner, versionSubjects, type ModelRepositoryOptions, type RepositoryFlags, type RepositoryHost, type VersionToLoad } from './repository/repository.ts'
+export {
+  ModelRepository,
+  defaultRunner,
+  versionSubjects,
+  type ModelRepositoryOptions,
+  type RepositoryFlags,
+  type RepositoryHost,
+  type VersionToLoad,
+} from './repository/repository.ts'
 export {
   CONFIG_KEYS,
   DEFAULT_VERSION_POLICY,

@@ -62,9 +62,7 @@ export class InferStats {
       inference_count: this.#inferences,
       execution_count: this.#executions,
       last_inference: this.#last,
-      batch_stats: [...this.#batches.entries()]
-        .sort((a, b) => a[0] - b[0])
-        .map(([batch_size, d]) => ({ batch_size, compute_infer: copy(d) })),
+      batch_stats: [...this.#batches.entries()].sort((a, b) => a[0] - b[0]).map(([batch_size, d]) => ({ batch_size, compute_infer: copy(d) })),
     }
   }
 }

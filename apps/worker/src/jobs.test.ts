@@ -101,9 +101,7 @@ describe('JobRunner', () => {
     const q = new MemoryJobQueue()
     await submitJob(q, 'busy', { x: 2 })
     let refusals = 1
-    const t = target((req) =>
-      refusals-- > 0 ? Promise.resolve({ v: 1, id: req.id, error: { code: 'OVERLOADED', message: 'queue full' } } as InferReply) : ok(req),
-    )
+    const t = target((req) => (refusals-- > 0 ? Promise.resolve({ v: 1, id: req.id, error: { code: 'OVERLOADED', message: 'queue full' } } as InferReply) : ok(req)))
     start(q, t)
     await until(async () => (await record(q, 'busy')).status === 'succeeded')
     expect(q.log.slice(0, 3)).toEqual(['enqueue busy', 'deliver busy 1', 'nak busy'])
@@ -117,18 +115,25 @@ describe('JobRunner', () => {
     await submitJob(q, 'flood', { x: 3 }, 'http://hook.invalid/')
     let refusals = 6
     const t = target((req) =>
-      refusals-- > 0
-        ? Promise.resolve({ v: 1, id: req.id, error: { code: refusals % 2 ? 'OVERLOADED' : 'SHUTTING_DOWN', message: 'busy' } } as InferReply)
-        : ok(req),
+      refusals-- > 0 ? Promise.resolve({ v: 1, id: req.id, error: { code: refusals % 2 ? 'OVERLOADED' : 'SHUTTING_DOWN', message: 'busy' } } as InferReply) : ok(req),
     )
     const r = start(q, t, h.fetch)
     await until(async () => isTerminal((await record(q, 'flood')).status), 8000)
     expect(await record(q, 'flood')).toMatchObject({ status: 'succeeded', output: { y: 6 }, attempts: 1, deferrals: 6 })
-    expect(q.log.filter((l) => l.startsWith('deliver')), 'seven deliveries, six of them refused').toHaveLength(7)
-    expect(t.got.filter((g) => g.id === 'flood'), 'submitted once per delivery, run (answered) once').toHaveLength(7)
+    expect(
+      q.log.filter((l) => l.startsWith('deliver')),
+      'seven deliveries, six of them refused',
+    ).toHaveLength(7)
+    expect(
+      t.got.filter((g) => g.id === 'flood'),
+      'submitted once per delivery, run (answered) once',
+    ).toHaveLength(7)
     await until(() => q.pending().length === 0)
     await r.webhooks.idle()
-    expect(h.calls.map((c) => c.status), 'one start, one output, one completed').toEqual(['processing', 'succeeded', 'succeeded'])
+    expect(
+      h.calls.map((c) => c.status),
+      'one start, one output, one completed',
+    ).toEqual(['processing', 'succeeded', 'succeeded'])
   }, 10_000)
 
   it('still gives up after maxDeliver runs that failed, whatever the refusals between them', async () => {
@@ -149,7 +154,10 @@ describe('JobRunner', () => {
   it('backs a refused job off: the wait doubles per refusal up to its bound, with a random half to all of it', () => {
     expect([1, 2, 3, 4, 5, 9].map((n) => deferDelay(n, 1000, 10_000, () => 1))).toEqual([1000, 2000, 4000, 8000, 10_000, 10_000])
     expect(deferDelay(3, 1000, 10_000, () => 0)).toBe(2000)
-    expect(deferDelay(1000, 1000, 10_000, () => 1), 'no overflow').toBe(10_000)
+    expect(
+      deferDelay(1000, 1000, 10_000, () => 1),
+      'no overflow',
+    ).toBe(10_000)
   })
 
   it('records a job failed on the delivery past maxDeliver even when a delivery went to a dead worker', async () => {
@@ -214,7 +222,10 @@ describe('JobRunner', () => {
     await until(() => q.log.includes('ack c'))
     expect(await record(q, 'c')).toMatchObject({ status: 'canceled', output: null })
     await r.webhooks.idle()
-    expect(h.calls.map((c) => c.status), 'no output or completed from the runner').toEqual(['processing'])
+    expect(
+      h.calls.map((c) => c.status),
+      'no output or completed from the runner',
+    ).toEqual(['processing'])
   })
 
   it('retries its compare-and-set when the record moved on, and stores the result once', async () => {

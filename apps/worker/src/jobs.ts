@@ -1,5 +1,15 @@
 import type { InferReply, InferRequest } from '@cohort/protocol'
-import { DEFAULT_JOB_TIMEOUT_MS, decodePrediction, encodePrediction, isTerminal, outcomeOf, PredictionLifecycle, WebhookSender, type Prediction, type WebhookOptions } from '@cohort/predictions'
+import {
+  DEFAULT_JOB_TIMEOUT_MS,
+  decodePrediction,
+  encodePrediction,
+  isTerminal,
+  outcomeOf,
+  PredictionLifecycle,
+  WebhookSender,
+  type Prediction,
+  type WebhookOptions,
+} from '@cohort/predictions'
 import type { JobDelivery, JobQueue } from '@cohort/transport'
 import type { Logger } from '@cohort/observability'
 
@@ -234,7 +244,10 @@ export class JobRunner {
         return
       }
     } catch (e) {
-      this.#log.warn({ model: this.#t.name, predictionId: d.id, err: e instanceof Error ? e.message : String(e) }, 'async prediction job refusal not counted; it counts as a delivery')
+      this.#log.warn(
+        { model: this.#t.name, predictionId: d.id, err: e instanceof Error ? e.message : String(e) },
+        'async prediction job refusal not counted; it counts as a delivery',
+      )
     }
     d.nak(deferDelay(deferrals, this.#o.deferDelayMs ?? DEFAULT_DEFER_DELAY_MS, this.#o.deferMaxDelayMs ?? DEFAULT_DEFER_MAX_DELAY_MS))
   }

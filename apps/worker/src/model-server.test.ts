@@ -221,10 +221,7 @@ describe('ModelServer over the in-process transport', () => {
   it('fails every item of a batch that throws (across requests), and the next batch works', async () => {
     const { transport, calls, worker } = await start()
     // Both requests arrive in the same turn, so they share one batch.
-    const [a, b] = await Promise.all([
-      send(transport, request([{ x: 1 }])),
-      send(transport, request([{ x: 2, explode: true }, { x: 3 }])),
-    ])
+    const [a, b] = await Promise.all([send(transport, request([{ x: 1 }])), send(transport, request([{ x: 2, explode: true }, { x: 3 }]))])
     expect(calls).toEqual([[1, 2, 3]])
     const failed = { code: 'PREDICTOR_FAILED', message: 'exploded on purpose' }
     expect(a.errors).toEqual([failed])
@@ -456,8 +453,7 @@ describe('priorities under overload', () => {
   it('serves the high level first when both levels are queued', async () => {
     const { transport, gate, calls, server } = await start({ batching: { maxBatchSize: 2 } })
     gate.close()
-    const via = (req: InferRequest) =>
-      transport.request(subj.overflow('calc'), encodeRequest(req), { timeoutMs: 3_000 }).then(decodeReply)
+    const via = (req: InferRequest) => transport.request(subj.overflow('calc'), encodeRequest(req), { timeoutMs: 3_000 }).then(decodeReply)
     const first = via(request([{ x: 0 }]))
     await waitFor(() => expect(calls).toEqual([[0]]))
     const low = [1, 2, 3, 4].map((x) => via(request([{ x }], { priority: 0 })))
@@ -474,8 +470,7 @@ describe('capacity-aware distribution', () => {
   it('leaves the main subject when full and comes back once the queue drains', async () => {
     const { transport, gate, server } = await start({ batching: { maxBatchSize: 2 } })
     gate.close()
-    const via = (subject: string, x: number) =>
-      transport.request(subject, encodeRequest(request([{ x }])), { timeoutMs: 3_000 }).then(decodeReply)
+    const via = (subject: string, x: number) => transport.request(subject, encodeRequest(request([{ x }])), { timeoutMs: 3_000 }).then(decodeReply)
     // One batch running plus 2 * maxBatchSize queued = the high-water mark.
     const held = [0, 1, 2, 3, 4].map((x) => via(subj.infer('calc'), x))
     await waitFor(() => expect(server.paused).toBe(true))

@@ -1,13 +1,4 @@
-import {
-  CohortError,
-  concatRows,
-  tensorToJson,
-  type InferReply,
-  type InferRequest,
-  type ItemTiming,
-  type WireError,
-  type WireTensor,
-} from '@cohort/protocol'
+import { CohortError, concatRows, tensorToJson, type InferReply, type InferRequest, type ItemTiming, type WireError, type WireTensor } from '@cohort/protocol'
 import { itemsToTensors } from '@cohort/predictor'
 import type { TSchema } from '@sinclair/typebox'
 import type { ItemResult } from './runners/types.ts'
@@ -42,13 +33,7 @@ function rowToJson(tensors: Record<string, WireTensor>, wanted: string[] | undef
  * Assemble a request's reply from its items' results: batch-major tensors when the request
  * came as tensors, one JSON value per item when it came as items. Item errors go to `errors`.
  */
-export function buildReply(
-  req: InferRequest,
-  results: ItemResult[],
-  timing: ItemTiming[],
-  worker: string,
-  outputSchema: TSchema | undefined,
-): InferReply {
+export function buildReply(req: InferRequest, results: ItemResult[], timing: ItemTiming[], worker: string, outputSchema: TSchema | undefined): InferReply {
   const reply: InferReply = { v: 1, id: req.id, worker, timing }
   const errors: (WireError | null)[] = results.map((r) => ('error' in r ? r.error : null))
   if (errors.some((e) => e !== null)) {
@@ -70,7 +55,10 @@ export function buildReply(
       }
       reply.tensors = out
     } else {
-      const all = itemsToTensors(results.map((r) => ('json' in r ? r.json : null)), outputSchema)
+      const all = itemsToTensors(
+        results.map((r) => ('json' in r ? r.json : null)),
+        outputSchema,
+      )
       reply.tensors = wanted ? Object.fromEntries(Object.entries(all).filter(([k]) => wanted.includes(k))) : all
     }
     return reply

@@ -34,9 +34,7 @@ export function nodeRuntimeSource(o: NodeRuntimeOptions = {}): NodeRuntimeSource
   const monitor: IntervalHistogram = monitorEventLoopDelay({ resolution: o.resolutionMs ?? 10 })
   monitor.enable()
   const read = (): EventLoopLag | undefined =>
-    monitor.count > 0
-      ? { mean: monitor.mean / 1e9, p50: monitor.percentile(50) / 1e9, p99: monitor.percentile(99) / 1e9, max: monitor.max / 1e9 }
-      : undefined
+    monitor.count > 0 ? { mean: monitor.mean / 1e9, p50: monitor.percentile(50) / 1e9, p99: monitor.percentile(99) / 1e9, max: monitor.max / 1e9 } : undefined
   let last: EventLoopLag | undefined
   // Windows rather than reset-on-scrape, so that Prometheus and the dashboard sampler do not reset
   // each other's readings.

@@ -59,11 +59,7 @@ export class WorkerServices {
   /** The subjects answered, PING, INFO then STATS. */
   subjects(): string[] {
     const id = this.#o.id
-    return SERVICE_VERBS.flatMap((v) => [
-      serviceSubject(v),
-      serviceSubject(v, SERVICE_NAME),
-      ...(isSubjectToken(id) ? [serviceSubject(v, SERVICE_NAME, id)] : []),
-    ])
+    return SERVICE_VERBS.flatMap((v) => [serviceSubject(v), serviceSubject(v, SERVICE_NAME), ...(isSubjectToken(id) ? [serviceSubject(v, SERVICE_NAME, id)] : [])])
   }
 
   /** Start answering. Idempotent. */
@@ -92,8 +88,10 @@ export class WorkerServices {
   #listen(subject: string, verb: ServiceVerb): void {
     const sub = this.#o.transport.subscribe(subject)
     this.#subs.push(sub)
-    void consume(sub, (m) => this.#answer(m, verb), (e) =>
-      console.error(`cohort: $SRV subscription ${subject} failed: ${e instanceof Error ? e.message : String(e)}`),
+    void consume(
+      sub,
+      (m) => this.#answer(m, verb),
+      (e) => console.error(`cohort: $SRV subscription ${subject} failed: ${e instanceof Error ? e.message : String(e)}`),
     )
   }
 
@@ -114,7 +112,10 @@ export class WorkerServices {
       id: this.#o.id,
       version: this.#o.version ?? WORKER_SERVICE_VERSION,
       metadata: {
-        models: this.#o.servers().map((s) => s.runner.name).join(','),
+        models: this.#o
+          .servers()
+          .map((s) => s.runner.name)
+          .join(','),
         subject_prefix: this.#o.subjectPrefix,
         state: this.#o.draining() ? 'draining' : 'serving',
       },

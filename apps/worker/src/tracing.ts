@@ -1,15 +1,6 @@
 import { SpanKind, type Link, type Span, type Tracer } from '@opentelemetry/api'
 import type { InferReply, InferRequest } from '@cohort/protocol'
-import {
-  ATTR,
-  SPAN,
-  linkTo,
-  setSpanError,
-  startChildSpan,
-  startLinkedSpan,
-  traceIdOf,
-  type Logger,
-} from '@cohort/observability'
+import { ATTR, SPAN, linkTo, setSpanError, startChildSpan, startLinkedSpan, traceIdOf, type Logger } from '@cohort/observability'
 
 const CONSUMER = { kind: SpanKind.CONSUMER }
 

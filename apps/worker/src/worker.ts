@@ -161,8 +161,10 @@ export class CohortWorker {
     this.#discover = this.#o.transport.subscribe(subjects.discover())
     // Only announced models: pipeline stages served here (`--stage`) are not models (docs/pipelines.md).
     const announced = () => this.servers.filter((s) => s.runner.announce !== false).map((s) => s.meta())
-    void consume(this.#discover, (m) => m.respond(encodeValue({ worker: this.id, models: announced() })), (e) =>
-      console.error(`cohort: discovery subscription failed: ${e instanceof Error ? e.message : String(e)}`),
+    void consume(
+      this.#discover,
+      (m) => m.respond(encodeValue({ worker: this.id, models: announced() })),
+      (e) => console.error(`cohort: discovery subscription failed: ${e instanceof Error ? e.message : String(e)}`),
     )
     const prefix = this.#o.subjectPrefix ?? DEFAULT_SUBJECT_PREFIX
     this.services = new WorkerServices({
@@ -216,7 +218,15 @@ export class CohortWorker {
         const stalled = bye ? [] : [...new Set(this.servers.filter((s) => s.stalled).map((s) => s.runner.name))]
         this.#o.transport.publish(
           subject,
-          encodeHeartbeat({ v: 1, id: this.id, intervalMs, proto: PROTOCOL_VERSION, ...(bye ? { bye } : {}), ...(models ? { models } : {}), ...(stalled.length > 0 ? { stalled } : {}) }),
+          encodeHeartbeat({
+            v: 1,
+            id: this.id,
+            intervalMs,
+            proto: PROTOCOL_VERSION,
+            ...(bye ? { bye } : {}),
+            ...(models ? { models } : {}),
+            ...(stalled.length > 0 ? { stalled } : {}),
+          }),
         )
       } catch {
         // A closed connection: the next beat (or none) will tell.

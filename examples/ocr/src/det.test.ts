@@ -39,11 +39,7 @@ describe('detInput', () => {
 describe('components', () => {
   it('joins 8-connected pixels and separates the rest', () => {
     // prettier-ignore
-    const mask = Uint8Array.from([
-      1, 0, 0, 1,
-      0, 1, 0, 1,
-      0, 0, 0, 0,
-    ])
+    const mask = Uint8Array.from([1, 0, 0, 1, 0, 1, 0, 1, 0, 0, 0, 0])
     const cs = components(mask, 4, 3)
     expect(cs.map((c) => [c.x0, c.y0, c.x1, c.y1, c.size])).toEqual([
       [0, 0, 1, 1, 2],
@@ -62,7 +58,12 @@ describe('dbBoxes', () => {
     expect(ds).toHaveLength(2)
     const first = ds.find((d) => d.box[0][0] < 40)!
     // d = area * 1.5 / perimeter = 160 * 1.5 / 56; corners scaled by 2.
-    expect(first.box).toEqual([[11, 7], [69, 7], [69, 41], [11, 41]])
+    expect(first.box).toEqual([
+      [11, 7],
+      [69, 7],
+      [69, 41],
+      [11, 41],
+    ])
     expect(first.score).toBeCloseTo(0.9, 5)
     const second = ds.find((d) => d.box[0][0] >= 40)!
     expect(second.score).toBeCloseTo(0.8, 5)
@@ -88,9 +89,21 @@ describe('dbBoxes', () => {
 })
 
 describe('readingOrder', () => {
-  const at = (x: number, y: number): { box: Box } => ({ box: [[x, y], [x + 5, y], [x + 5, y + 5], [x, y + 5]] })
+  const at = (x: number, y: number): { box: Box } => ({
+    box: [
+      [x, y],
+      [x + 5, y],
+      [x + 5, y + 5],
+      [x, y + 5],
+    ],
+  })
   it('sorts top-to-bottom, then left-to-right within a line', () => {
     const order = readingOrder([at(50, 100), at(10, 3), at(60, 0), at(5, 104)])
-    expect(order.map((o) => o.box[0])).toEqual([[10, 3], [60, 0], [5, 104], [50, 100]])
+    expect(order.map((o) => o.box[0])).toEqual([
+      [10, 3],
+      [60, 0],
+      [5, 104],
+      [50, 100],
+    ])
   })
 })

@@ -121,14 +121,7 @@ export function components(mask: Uint8Array, w: number, h: number): Component[] 
  * are axis-aligned (horizontal text); each is the component's bounding box, scored by the mean
  * probability inside it, grown by the unclip distance, scaled to the source and clipped to it.
  */
-export function dbBoxes(
-  prob: Float32Array,
-  mapW: number,
-  mapH: number,
-  srcW: number,
-  srcH: number,
-  options: DbOptions = {},
-): Detection[] {
+export function dbBoxes(prob: Float32Array, mapW: number, mapH: number, srcW: number, srcH: number, options: DbOptions = {}): Detection[] {
   const { thresh = 0.3, boxThresh = 0.6, unclipRatio = 1.5, minSize = 3, maxCandidates = 1000 } = options
   const mask = new Uint8Array(mapW * mapH)
   for (let i = 0; i < mask.length; i++) {
@@ -167,7 +160,15 @@ export function dbBoxes(
     if (x1 - x0 < 1 || y1 - y0 < 1) {
       continue
     }
-    out.push({ box: [[x0, y0], [x1, y0], [x1, y1], [x0, y1]], score })
+    out.push({
+      box: [
+        [x0, y0],
+        [x1, y0],
+        [x1, y1],
+        [x0, y1],
+      ],
+      score,
+    })
   }
   return out
 }

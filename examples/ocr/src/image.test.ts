@@ -28,9 +28,7 @@ describe('decodeImage', () => {
   it('rejects garbage, non-images and truncated images with BadImageError', () => {
     expect(() => decodeImage('data:image/png;base64,%%%not base64%%%')).toThrow(BadImageError)
     expect(() => decodeImage('')).toThrow(BadImageError)
-    expect(() => decodeImage(`data:image/png;base64,${Buffer.from('hello, not an image').toString('base64')}`)).toThrow(
-      BadImageError,
-    )
+    expect(() => decodeImage(`data:image/png;base64,${Buffer.from('hello, not an image').toString('base64')}`)).toThrow(BadImageError)
     const truncated = png(4, 4, [1, 2, 3, 255]).slice(0, 60)
     expect(() => decodeImage(truncated)).toThrow(BadImageError)
   })

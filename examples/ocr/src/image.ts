@@ -97,13 +97,7 @@ export interface Rect {
  * Bilinear resample of `rect` of `img` to `outW` x `outH` (OpenCV's half-pixel convention), calling
  * `put(x, y, r, g, b)` for every output pixel. Used to resize whole images and to cut crops.
  */
-export function sampleBilinear(
-  img: RgbImage,
-  rect: Rect,
-  outW: number,
-  outH: number,
-  put: (x: number, y: number, r: number, g: number, b: number) => void,
-): void {
+export function sampleBilinear(img: RgbImage, rect: Rect, outW: number, outH: number, put: (x: number, y: number, r: number, g: number, b: number) => void): void {
   const sx = rect.w / outW
   const sy = rect.h / outH
   const { width, height, data } = img
@@ -121,8 +115,7 @@ export function sampleBilinear(
       const b = (y0 * width + x1) * 3
       const c = (y1 * width + x0) * 3
       const d = (y1 * width + x1) * 3
-      const ch = (k: number) =>
-        (data[a + k]! * (1 - wx) + data[b + k]! * wx) * (1 - wy) + (data[c + k]! * (1 - wx) + data[d + k]! * wx) * wy
+      const ch = (k: number) => (data[a + k]! * (1 - wx) + data[b + k]! * wx) * (1 - wy) + (data[c + k]! * (1 - wx) + data[d + k]! * wx) * wy
       put(x, y, ch(0), ch(1), ch(2))
     }
   }

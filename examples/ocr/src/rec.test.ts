@@ -15,7 +15,12 @@ describe('widthBucket', () => {
 
 describe('recInput', () => {
   const img = { width: 100, height: 20, data: new Uint8Array(100 * 20 * 3).fill(255) }
-  const box = (x0: number, y0: number, x1: number, y1: number): Box => [[x0, y0], [x1, y0], [x1, y1], [x0, y1]]
+  const box = (x0: number, y0: number, x1: number, y1: number): Box => [
+    [x0, y0],
+    [x1, y0],
+    [x1, y1],
+    [x0, y1],
+  ]
 
   it('resizes a crop to height 48, keeps its aspect ratio and zero-pads it to its bucket', () => {
     const r = recInput(img, box(0, 0, 100, 20))

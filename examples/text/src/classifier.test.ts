@@ -106,7 +106,7 @@ describe('the trained text classifier (through onnxruntime-node)', () => {
     expect(onGrid(weights.embedding, QUANT.embeddingStep)).toBe(true)
     expect(onGrid(weights.w, QUANT.wStep)).toBe(true)
     // Worst case |sum of 64 embeddings . w column| in units of the product grid stays below 2^24.
-    const units = MAX_EXACT_TOKENS * weights.dim * QUANT.limit ** 2 / (QUANT.embeddingStep * QUANT.wStep)
+    const units = (MAX_EXACT_TOKENS * weights.dim * QUANT.limit ** 2) / (QUANT.embeddingStep * QUANT.wStep)
     expect(units).toBeLessThan(2 ** 24)
   })
 })

@@ -132,7 +132,12 @@ export class BatchTuner {
   /** @throws RangeError on an option outside its documented range. */
   constructor(opts: BatchTunerOptions) {
     const { start = DEFAULT_START_CAP, samples = 8, minGain = 0.05, holdBatches = 512, budgetWindow = 32 } = opts
-    for (const [name, v, min] of [['samples', samples, 1], ['holdBatches', holdBatches, 0], ['budgetWindow', budgetWindow, 1], ['start', start, 1]] as const) {
+    for (const [name, v, min] of [
+      ['samples', samples, 1],
+      ['holdBatches', holdBatches, 0],
+      ['budgetWindow', budgetWindow, 1],
+      ['start', start, 1],
+    ] as const) {
       if (!Number.isInteger(v) || v < min) {
         throw new RangeError(`${name} must be an integer >= ${min}, got ${String(v)}`)
       }

@@ -104,7 +104,17 @@ describe('the batching field table', () => {
   })
 
   it('writes JSON with Infinity as null, every field present', () => {
-    expect(batchingToJson(DEFAULT_BATCHING)).toEqual({ maxBatchSize: 32, maxDelayMs: 5, policy: 'eager', maxQueue: 4096, maxBatchCost: null, admission: true, autoBatchSize: false, sloMs: 0, maxTenantQueue: 0 })
+    expect(batchingToJson(DEFAULT_BATCHING)).toEqual({
+      maxBatchSize: 32,
+      maxDelayMs: 5,
+      policy: 'eager',
+      maxQueue: 4096,
+      maxBatchCost: null,
+      admission: true,
+      autoBatchSize: false,
+      sloMs: 0,
+      maxTenantQueue: 0,
+    })
     expect(JSON.parse(JSON.stringify(batchingToJson({ maxBatchCost: 7 })))).toMatchObject({ maxBatchCost: 7, maxBatchSize: null })
   })
 })

@@ -270,10 +270,7 @@ export function validateBatchingConfig(config: BatchingConfig): void {
  * @default base `DEFAULT_BATCHING`
  * @throws RangeError as `validateBatchingConfig`.
  */
-export function resolveBatchingConfig(
-  patch: Partial<BatchingConfig> = {},
-  base: Readonly<BatchingConfig> = DEFAULT_BATCHING,
-): Readonly<ResolvedBatchingConfig> {
+export function resolveBatchingConfig(patch: Partial<BatchingConfig> = {}, base: Readonly<BatchingConfig> = DEFAULT_BATCHING): Readonly<ResolvedBatchingConfig> {
   const config: ResolvedBatchingConfig = {
     maxBatchSize: patch.maxBatchSize ?? base.maxBatchSize,
     maxDelayMs: patch.maxDelayMs ?? base.maxDelayMs,

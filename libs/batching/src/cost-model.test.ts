@@ -78,11 +78,23 @@ describe('CostModel', () => {
 
   it('clamps: a negative slope becomes c = 0, a negative intercept a = 0', () => {
     const down = new CostModel({ decay: 1 }) // equal weights, for round numbers
-    for (const [b, t] of [[1, 10], [10, 5], [1, 10], [10, 5]] as const) down.observe(b, t)
+    for (const [b, t] of [
+      [1, 10],
+      [10, 5],
+      [1, 10],
+      [10, 5],
+    ] as const)
+      down.observe(b, t)
     expect(down.c).toBe(0)
     expect(down.a).toBeCloseTo(7.5, 9)
     const steep = new CostModel({ decay: 1 })
-    for (const [b, t] of [[2, 1], [10, 9], [2, 1], [10, 9]] as const) steep.observe(b, t) // t = b - 1
+    for (const [b, t] of [
+      [2, 1],
+      [10, 9],
+      [2, 1],
+      [10, 9],
+    ] as const)
+      steep.observe(b, t) // t = b - 1
     expect(steep.a).toBe(0)
     expect(steep.c).toBeGreaterThan(0)
     expect(steep.c).toBeCloseTo((2 * 1 + 10 * 9) / (4 + 100), 9) // least squares through the origin
@@ -103,7 +115,15 @@ describe('CostModel', () => {
 
   it('ignores observations that are not finite, or not positive sizes', () => {
     const m = new CostModel()
-    for (const [b, t] of [[0, 1], [-1, 1], [Number.NaN, 1], [1, Number.NaN], [1, -1], [Infinity, 1], [1, Infinity]]) {
+    for (const [b, t] of [
+      [0, 1],
+      [-1, 1],
+      [Number.NaN, 1],
+      [1, Number.NaN],
+      [1, -1],
+      [Infinity, 1],
+      [1, Infinity],
+    ]) {
       m.observe(b as number, t as number)
     }
     expect(m.samples).toBe(0)

@@ -17,8 +17,7 @@ export interface DeadlinesOptions {
 }
 
 /** A monotonic clock where the runtime has one. */
-export const monotonicNow: () => number =
-  typeof globalThis.performance?.now === 'function' ? () => globalThis.performance.now() : Date.now
+export const monotonicNow: () => number = typeof globalThis.performance?.now === 'function' ? () => globalThis.performance.now() : Date.now
 
 /**
  * Many deadlines on one timer: a binary min-heap of items by deadline and a single `setTimeout`

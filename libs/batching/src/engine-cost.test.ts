@@ -4,7 +4,13 @@ import { harness } from './test-harness.ts'
 describe('BatchEngine, per-item cost and maxBatchCost', () => {
   it('splits batches by summed cost, in queue order, and reports a cost-capped batch as full', async () => {
     const h = harness({ maxBatchCost: 10 })
-    for (const [value, cost] of [['a', 4], ['b', 5], ['c', 3], ['d', 2], ['e', 6]] as const) {
+    for (const [value, cost] of [
+      ['a', 4],
+      ['b', 5],
+      ['c', 3],
+      ['d', 2],
+      ['e', 6],
+    ] as const) {
       h.engine.push({ value, deadline: Infinity, cost })
     }
     h.clock.flushDefers()
@@ -55,7 +61,11 @@ describe('BatchEngine, per-item cost and maxBatchCost', () => {
 
   it('learns t over summed cost units', async () => {
     const h = harness()
-    for (const [cost, ms] of [[4, 6], [10, 12], [2, 4]] as const) {
+    for (const [cost, ms] of [
+      [4, 6],
+      [10, 12],
+      [2, 4],
+    ] as const) {
       h.engine.push({ value: `x${cost}`, deadline: Infinity, cost })
       h.clock.flushDefers()
       h.clock.advance(ms)

@@ -51,7 +51,10 @@ describe('BatchEngine, eager policy', () => {
     expect(h.items()).toEqual([['a', 'b']])
     expect(h.engine.queued).toBe(3)
     await h.complete()
-    expect(h.items()).toEqual([['a', 'b'], ['c', 'd']])
+    expect(h.items()).toEqual([
+      ['a', 'b'],
+      ['c', 'd'],
+    ])
     await h.complete()
     expect(h.items()).toEqual([['a', 'b'], ['c', 'd'], ['e']])
     expect(h.runs.map((r) => r.batch.reason)).toEqual(['full', 'full', 'idle'])

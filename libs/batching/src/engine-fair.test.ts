@@ -80,7 +80,12 @@ describe('BatchEngine fair shares between tenants (start-time fair queueing)', (
     expect(push(h, 'flood', 7)).toEqual(['queued', 'queued', 'queued', 'queued', 'queued', 'full', 'full'])
     expect(h.engine.offer({ value: { t: 'flood', i: 9 }, deadline: Infinity, tenant: 'flood' })).toMatchObject({ status: 'full', tenant: true })
     expect(push(h, 'quiet', 2)).toEqual(['queued', 'queued'])
-    expect(h.engine.queuedByTenant()).toEqual(new Map([['flood', 5], ['quiet', 2]]))
+    expect(h.engine.queuedByTenant()).toEqual(
+      new Map([
+        ['flood', 5],
+        ['quiet', 2],
+      ]),
+    )
   })
 
   it('admission refuses the flood while the quiet tenant is admitted and served before its deadline', async () => {

@@ -101,13 +101,16 @@ async function simulate(policy: Policy, load: number, durationMs = 1500): Promis
     maxDelayMs: 0,
     run: (batch) =>
       new Promise<void>((resolve) => {
-        clock.setTimeout(() => {
-          for (const req of batch.items) {
-            if (clock.now() <= req.deadline) out.onTime++
-            else out.late++
-          }
-          resolve()
-        }, a + c * batch.items.length)
+        clock.setTimeout(
+          () => {
+            for (const req of batch.items) {
+              if (clock.now() <= req.deadline) out.onTime++
+              else out.late++
+            }
+            resolve()
+          },
+          a + c * batch.items.length,
+        )
       }),
     expire: (_req, reason) => {
       out.expired[reason]++

@@ -4,7 +4,12 @@ import { harness, pushAll } from './test-harness.ts'
 describe('BatchEngine.runNow', () => {
   it('runs entries as one batch in this turn on an idle eager engine: no queue entry, no defer', () => {
     const h = harness()
-    expect(h.engine.runNow([{ value: 'a', deadline: Infinity }, { value: 'b', deadline: Infinity }])).toBe(true)
+    expect(
+      h.engine.runNow([
+        { value: 'a', deadline: Infinity },
+        { value: 'b', deadline: Infinity },
+      ]),
+    ).toBe(true)
     expect(h.clock.pendingDefers).toBe(0)
     expect(h.engine.queued).toBe(0)
     expect(h.engine.running).toBe(1)
@@ -16,7 +21,12 @@ describe('BatchEngine.runNow', () => {
   it('refuses (and does nothing) when busy, when something is queued, or when the entries do not fit one batch', async () => {
     const h = harness({ maxBatchSize: 2 })
     expect(h.engine.runNow([1, 2, 3].map((n) => ({ value: String(n), deadline: Infinity })))).toBe(false)
-    expect(h.engine.runNow([{ value: 'x', deadline: Infinity, group: 'g' }, { value: 'y', deadline: Infinity }])).toBe(false)
+    expect(
+      h.engine.runNow([
+        { value: 'x', deadline: Infinity, group: 'g' },
+        { value: 'y', deadline: Infinity },
+      ]),
+    ).toBe(false)
     expect(h.engine.runNow([{ value: 'late', deadline: -1 }])).toBe(false)
     expect(h.runs).toHaveLength(0)
     pushAll(h, 'q')

@@ -78,7 +78,7 @@ describe('BatchEngine, self-tuned batch cap (autoBatchSize)', () => {
     expect(h.engine.tuner?.curve().map((p) => p.size)).toEqual([32, 64])
   })
 
-  it('stays low while the latency budget binds: 2 · t(cap) must fit the items\' budget', async () => {
+  it("stays low while the latency budget binds: 2 · t(cap) must fit the items' budget", async () => {
     const changes: CapChange[] = []
     const h = tuned(256, changes)
     // Budget 30 ms: t(32) = 16.4 ms breaks 2·t <= 30, t(16) = 13.2 ms fits, t(32) scaled from 16 does not.

@@ -76,7 +76,7 @@ describe('BatchEngine.waitEstimate (the queue wait the gateway door judges by)',
     expect(rounded(h.engine.waitEstimate())).toMatchObject({ queued: 3, waitMs: 3 })
   })
 
-  it('itemMs: each more queued item adds a full batch\'s upper cost per item over the executors', () => {
+  it("itemMs: each more queued item adds a full batch's upper cost per item over the executors", () => {
     const one = harness({ maxBatchSize: 2 })
     teach(one.engine)
     expect(one.engine.waitEstimate()!.itemMs).toBeCloseTo(2) // t(2) = 4 over 2 items

@@ -76,19 +76,13 @@ export const opArb: fc.Arbitrary<Op> = fc.oneof(
 )
 
 /** The eager and timer order: priority, then arrival. */
-export const before = (a: Item, b: Item): boolean =>
-  a.priority > b.priority || (a.priority === b.priority && a.id < b.id)
+export const before = (a: Item, b: Item): boolean => a.priority > b.priority || (a.priority === b.priority && a.id < b.id)
 /** The deadline policy's order: priority, then deadline, then arrival. */
 export const edfBefore = (a: Item, b: Item): boolean =>
-  a.priority > b.priority ||
-  (a.priority === b.priority && (a.deadline < b.deadline || (a.deadline === b.deadline && a.id < b.id)))
+  a.priority > b.priority || (a.priority === b.priority && (a.deadline < b.deadline || (a.deadline === b.deadline && a.id < b.id)))
 export const costOf = (items: readonly Item[]): number => items.reduce((sum, it) => sum + it.cost, 0)
 /** True when the group's best items (in `order`) fill a batch (count or cost cap). */
-export function groupFull(
-  items: Item[],
-  config: { maxBatchSize: number; maxBatchCost: number },
-  order: (a: Item, b: Item) => boolean,
-): boolean {
+export function groupFull(items: Item[], config: { maxBatchSize: number; maxBatchCost: number }, order: (a: Item, b: Item) => boolean): boolean {
   const sorted = [...items].sort((a, b) => (order(a, b) ? -1 : 1))
   let cost = 0
   for (let n = 0; n < sorted.length; n++) {

@@ -6,12 +6,7 @@ import { before, costOf, edfBefore, groupFull, opArb, type Item, type Op } from 
 import { FakeClock } from './fake-clock.ts'
 import type { Batch, ExpireReason } from './types.ts'
 
-async function check(
-  initial: Required<BatchingConfig>,
-  concurrency: number,
-  prime: [size: number, ms: number][],
-  ops: Op[],
-): Promise<void> {
+async function check(initial: Required<BatchingConfig>, concurrency: number, prime: [size: number, ms: number][], ops: Op[]): Promise<void> {
   const clock = new FakeClock(1000)
   const violations: string[] = []
   const accepted = new Map<number, Item>()
@@ -86,10 +81,7 @@ async function check(
         if (policy === 'timer') bad(`item ${item.id} doomed under timer`)
         const alone = model.samples > 0 && now + model.upper(item.cost) > item.deadline
         // Overload drop: a full batch's worth waits behind it, and it would be late in that batch.
-        const overload =
-          model.samples >= 5 &&
-          (group.length > maxBatchSize || costOf(group) > maxBatchCost) &&
-          item.deadline < now + model.upper(costOf(group))
+        const overload = model.samples >= 5 && (group.length > maxBatchSize || costOf(group) > maxBatchCost) && item.deadline < now + model.upper(costOf(group))
         if (policy === 'deadline' && !alone && !overload) bad(`deadline: item ${item.id} was not doomed`)
         if (policy === 'eager' && !overload) bad(`eager: item ${item.id} dropped without overload`)
       }

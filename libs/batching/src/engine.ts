@@ -233,14 +233,7 @@ export class BatchEngine<T> {
    */
   runNow(entries: readonly QueueEntry<T>[]): boolean {
     const c = this.#eff
-    if (
-      this.#closed ||
-      c.policy !== 'eager' ||
-      this.#queue.size > 0 ||
-      this.#running >= this.#concurrency ||
-      entries.length === 0 ||
-      entries.length > c.maxBatchSize
-    ) {
+    if (this.#closed || c.policy !== 'eager' || this.#queue.size > 0 || this.#running >= this.#concurrency || entries.length === 0 || entries.length > c.maxBatchSize) {
       return false
     }
     const now = this.#clock.now()
@@ -416,7 +409,10 @@ export class BatchEngine<T> {
   #pump(): void {
     while (!this.#closed) {
       const now = this.#clock.now()
-      this.#expireItems(this.#queue.removeWhere((item) => item.deadline <= now), 'deadline')
+      this.#expireItems(
+        this.#queue.removeWhere((item) => item.deadline <= now),
+        'deadline',
+      )
       if (this.#closed || this.#running >= this.#concurrency) {
         break
       }

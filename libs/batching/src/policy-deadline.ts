@@ -48,12 +48,7 @@ interface Candidate<T> {
  * `maxDelayMs` is 0; otherwise it waits for company until `min(oldest arrival + maxDelayMs,
  * latest start)`, where latest start = tightest deadline - upper(cost).
  */
-function candidate<T>(
-  list: Queued<T>[],
-  config: Readonly<ResolvedBatchingConfig>,
-  model: CostModel,
-  now: number,
-): Candidate<T> {
+function candidate<T>(list: Queued<T>[], config: Readonly<ResolvedBatchingConfig>, model: CostModel, now: number): Candidate<T> {
   const f = fill(list, config)
   if (model.samples === 0) {
     return { items: list.slice(0, f.n), reason: f.full ? 'full' : 'idle', readyAt: -Infinity }
@@ -119,12 +114,7 @@ function edfLists<T>(queue: GroupedQueue<T>, model: CostModel, now: number, doom
  * overload-late items (the engine then decides again). Groups still waiting for company do not
  * hold the slot from a ready group.
  */
-export function planDeadline<T>(
-  queue: GroupedQueue<T>,
-  config: Readonly<ResolvedBatchingConfig>,
-  model: CostModel,
-  now: number,
-): Plan<T> {
+export function planDeadline<T>(queue: GroupedQueue<T>, config: Readonly<ResolvedBatchingConfig>, model: CostModel, now: number): Plan<T> {
   const doomed: Queued<T>[] = []
   const lists = edfLists(queue, model, now, doomed)
   doomed.sort((x, y) => x.seq - y.seq)
@@ -178,12 +168,7 @@ function probeBatch<T>(doomed: Queued<T>[], config: Readonly<ResolvedBatchingCon
 }
 
 /** The earliest instant (>= now) a group's wait for company ends; `Infinity` when none waits. */
-export function deadlineWake(
-  queue: GroupedQueue<unknown>,
-  config: Readonly<ResolvedBatchingConfig>,
-  model: CostModel,
-  now: number,
-): number {
+export function deadlineWake(queue: GroupedQueue<unknown>, config: Readonly<ResolvedBatchingConfig>, model: CostModel, now: number): number {
   let at = Infinity
   for (const list of edfLists(queue, model, now, [])) {
     at = Math.min(at, Math.max(now, candidate(list, config, model, now).readyAt))

@@ -16,12 +16,7 @@ import { oldestEnqueuedAt, type GroupedQueue, type Queued } from './queue.ts'
  * (`now + upper(batch cost) > deadline`) are doomed instead, with no batch: the engine then
  * decides again, so the batch is refilled from behind (or another group goes first).
  */
-function planEager<T>(
-  queue: GroupedQueue<T>,
-  config: Readonly<ResolvedBatchingConfig>,
-  model: CostModel,
-  now: number,
-): Plan<T> {
+function planEager<T>(queue: GroupedQueue<T>, config: Readonly<ResolvedBatchingConfig>, model: CostModel, now: number): Plan<T> {
   const group = queue.pick()
   if (group === undefined) {
     return { doomed: [] }
@@ -59,12 +54,7 @@ function planTimer<T>(queue: GroupedQueue<T>, config: Readonly<ResolvedBatchingC
  * The decision to take now, assuming a slot is free and no queued item is past its deadline.
  * Pure: nothing is removed from the queue.
  */
-export function plan<T>(
-  queue: GroupedQueue<T>,
-  config: Readonly<ResolvedBatchingConfig>,
-  model: CostModel,
-  now: number,
-): Plan<T> {
+export function plan<T>(queue: GroupedQueue<T>, config: Readonly<ResolvedBatchingConfig>, model: CostModel, now: number): Plan<T> {
   switch (config.policy) {
     case 'eager':
       return planEager(queue, config, model, now)
@@ -81,13 +71,7 @@ export function plan<T>(
  * `maxDelayMs`; `'deadline'`: a group's wait for company is over). `Infinity` when nothing needs
  * a timer (including an empty queue).
  */
-export function nextWake(
-  queue: GroupedQueue<unknown>,
-  config: Readonly<ResolvedBatchingConfig>,
-  model: CostModel,
-  now: number,
-  slotFree: boolean,
-): number {
+export function nextWake(queue: GroupedQueue<unknown>, config: Readonly<ResolvedBatchingConfig>, model: CostModel, now: number, slotFree: boolean): number {
   let at = queue.earliestDeadline()
   if (slotFree && config.policy === 'timer') {
     for (const items of queue.groups()) {

@@ -110,7 +110,7 @@ describe('Engine (fake session)', () => {
     await e.close()
   })
 
-  it('a request\'s firstTokenDeadline: a waiting sequence is refused 503 at it and frees nothing else; one with its first token is not judged by it', async () => {
+  it("a request's firstTokenDeadline: a waiting sequence is refused 503 at it and frees nothing else; one with its first token is not judged by it", async () => {
     let now = 0
     const e = engine({ now: () => now, maxSequences: 2 })
     const a = sink()
@@ -302,7 +302,7 @@ describe('Engine (fake session)', () => {
     await e.close()
   })
 
-  it("request-level batching admits a new batch only when the running one is done", async () => {
+  it('request-level batching admits a new batch only when the running one is done', async () => {
     const e = engine({ batching: 'request', maxSequences: 4 })
     const long = sink()
     e.submit({ prompt: [1], params: P(10), stream: false }, FAR, long)

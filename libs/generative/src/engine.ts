@@ -8,7 +8,19 @@
  * next step.
  * @module
  */
-import { CohortError, type FinishReason, type GenerateInput, type GenerateResult, type GenerationSink, type GenerativeInfo, type GenerativeSlo, type Generator, type GeneratorGauges, type TokenLogprob, type WireError } from '@cohort/protocol'
+import {
+  CohortError,
+  type FinishReason,
+  type GenerateInput,
+  type GenerateResult,
+  type GenerationSink,
+  type GenerativeInfo,
+  type GenerativeSlo,
+  type Generator,
+  type GeneratorGauges,
+  type TokenLogprob,
+  type WireError,
+} from '@cohort/protocol'
 import { KvSlab } from './kv-slab.ts'
 import { emptyMetrics, type EngineMetrics, type EngineObserver } from './metrics.ts'
 import { argmax, sampleToken } from './sampling.ts'
@@ -402,7 +414,13 @@ export class Engine implements Generator {
    * mask has `lens[r]` ones in row r of `width` columns. The tensors are views of buffers reused
    * every step; past and present are the same slab views.
    */
-  #feeds(rows: number, seqLen: number, width: number, lens: (r: number) => number, first: number): { feeds: Record<string, TensorLike>; fetches: Record<string, TensorLike | null> } {
+  #feeds(
+    rows: number,
+    seqLen: number,
+    width: number,
+    lens: (r: number) => number,
+    first: number,
+  ): { feeds: Record<string, TensorLike>; fetches: Record<string, TensorLike | null> } {
     const n = this.#names
     const count = rows * seqLen
     const ctx = this.#m.maxContext

@@ -26,7 +26,13 @@ export class KvSlab {
   resizes = 0
 
   /** `buffers` = 2 x layers; `per` = kvHeads x headDim. */
-  constructor(rows: number, readonly buffers: number, readonly kvHeads: number, readonly headDim: number, maxContext: number) {
+  constructor(
+    rows: number,
+    readonly buffers: number,
+    readonly kvHeads: number,
+    readonly headDim: number,
+    maxContext: number,
+  ) {
     this.rows = rows
     this.#per = kvHeads * headDim
     this.#maxCap = Math.ceil(maxContext / SLAB_BUCKET) * SLAB_BUCKET

@@ -76,10 +76,7 @@ export function makeSeq(
   check(Array.isArray(prompt), 'prompt must be a string or an array of token ids')
   check(prompt.length >= 1, 'the prompt is empty (it must hold at least one token)')
   for (const t of prompt) check(Number.isInteger(t) && t >= 0 && t < ctx.vocabSize, `token id ${String(t)} is outside the vocabulary [0, ${ctx.vocabSize})`)
-  check(
-    prompt.length + p.maxTokens <= ctx.maxContext,
-    `prompt (${prompt.length} tokens) + maxTokens (${p.maxTokens}) exceeds the model's context of ${ctx.maxContext} tokens`,
-  )
+  check(prompt.length + p.maxTokens <= ctx.maxContext, `prompt (${prompt.length} tokens) + maxTokens (${p.maxTokens}) exceeds the model's context of ${ctx.maxContext} tokens`)
   const temperature = p.temperature ?? DEFAULT_TEMPERATURE
   check(Number.isFinite(temperature) && temperature >= 0, `temperature must be >= 0, got ${String(temperature)}`)
   const topK = p.topK ?? 0

@@ -4,11 +4,7 @@ import { BATCH_SIZE_BUCKETS, DURATION_BUCKETS_S, type Registry } from './registr
 export function gatewayMetrics(r: Registry) {
   return {
     requests: r.counter('cohort_requests_total', 'HTTP inference requests by model and result code.'),
-    duration: r.histogram(
-      'cohort_request_duration_seconds',
-      'End-to-end HTTP inference request duration.',
-      DURATION_BUCKETS_S,
-    ),
+    duration: r.histogram('cohort_request_duration_seconds', 'End-to-end HTTP inference request duration.', DURATION_BUCKETS_S),
     info: r.gauge('cohort_gateway_info', 'Always 1; the gateway id of each gateway in this process (HTTP, gRPC) in the gateway label.'),
     doorRefusals: r.counter(
       'cohort_door_refusals_total',
@@ -16,7 +12,7 @@ export function gatewayMetrics(r: Registry) {
     ),
     doorProbes: r.counter(
       'cohort_door_probes_total',
-      "Requests the worker-wait check let through as probes although every estimate said they would be late (at most one per model every probeIntervalMs), by model.",
+      'Requests the worker-wait check let through as probes although every estimate said they would be late (at most one per model every probeIntervalMs), by model.',
     ),
   }
 }
@@ -24,24 +20,13 @@ export function gatewayMetrics(r: Registry) {
 /** The worker's batching and compute metrics. */
 export function workerMetrics(r: Registry) {
   return {
-    queue: r.histogram(
-      'cohort_queue_duration_seconds',
-      'Time an item waited in the worker queue before its batch started.',
-      DURATION_BUCKETS_S,
-    ),
+    queue: r.histogram('cohort_queue_duration_seconds', 'Time an item waited in the worker queue before its batch started.', DURATION_BUCKETS_S),
     batchSize: r.histogram('cohort_batch_size', 'Items per executed batch.', BATCH_SIZE_BUCKETS),
-    compute: r.histogram(
-      'cohort_compute_duration_seconds',
-      'Compute time per executed batch (predict or session.run, plus assembly).',
-      DURATION_BUCKETS_S,
-    ),
+    compute: r.histogram('cohort_compute_duration_seconds', 'Compute time per executed batch (predict or session.run, plus assembly).', DURATION_BUCKETS_S),
     items: r.counter('cohort_worker_items_total', 'Items answered by the worker, by model and code.'),
     dispatch: r.counter('cohort_batch_dispatch_total', 'Batches dispatched, by model and reason (idle, full, timer).'),
     queueDepth: r.gauge('cohort_queue_depth', 'Items queued in the worker, by model.'),
-    backlog: r.gauge(
-      'cohort_queue_backlog_seconds',
-      'Estimated time to work off the items queued in the worker now (learned cost, executor slots), by model: a scaling signal.',
-    ),
+    backlog: r.gauge('cohort_queue_backlog_seconds', 'Estimated time to work off the items queued in the worker now (learned cost, executor slots), by model: a scaling signal.'),
     tenantItems: r.counter(
       'cohort_tenant_items_total',
       'Items answered by the worker, by model, tenant (the first 16 tenants seen by name, then _other; _anonymous without auth) and code.',
@@ -62,29 +47,20 @@ export function workerMetrics(r: Registry) {
       'cohort_runner_restarts_total',
       'Runner threads or processes replaced, by model and reason (batch_timeout: a batch ran past its time limit; died: it exited or crashed).',
     ),
-    batchCap: r.gauge(
-      'cohort_batch_cap',
-      'Largest batch the worker dispatches now, by model: the self-tuned cap (within [1, cohort_batch_limit]) or the fixed maxBatchSize.',
-    ),
+    batchCap: r.gauge('cohort_batch_cap', 'Largest batch the worker dispatches now, by model: the self-tuned cap (within [1, cohort_batch_limit]) or the fixed maxBatchSize.'),
     batchLimit: r.gauge('cohort_batch_limit', 'Hard cap of the batch size (maxBatchSize), by model.'),
     capChanges: r.counter(
       'cohort_batch_cap_changes_total',
       'Changes of the self-tuned batch cap, by model and reason (explore: batches kept filling it; throughput: the larger size served no more items/s; budget: a batch would not fit the latency budget; limit: maxBatchSize changed).',
     ),
-    pending: r.gauge(
-      'cohort_pending_requests',
-      'Items accepted by the worker and not yet answered (queued plus running), by model.',
-    ),
+    pending: r.gauge('cohort_pending_requests', 'Items accepted by the worker and not yet answered (queued plus running), by model.'),
   }
 }
 
 /** Metrics of the ONNX Runtime instances (sessions in threads or processes), by model and instance. */
 export function ortMetrics(r: Registry) {
   return {
-    busy: r.counter(
-      'cohort_ort_busy_seconds_total',
-      'Wall time ONNX Runtime instances spent on runs (hand-off to result), by model and instance.',
-    ),
+    busy: r.counter('cohort_ort_busy_seconds_total', 'Wall time ONNX Runtime instances spent on runs (hand-off to result), by model and instance.'),
     runs: r.counter('cohort_ort_runs_total', 'Runs (batches) an ONNX Runtime instance finished, by model, instance and result (ok, error).'),
     exits: r.counter('cohort_ort_exits_total', 'ONNX Runtime instances that died (thread or process exit), by model and instance.'),
     restarts: r.counter('cohort_ort_restarts_total', 'ONNX Runtime instances started again after they died, by model and instance.'),
@@ -98,11 +74,7 @@ export function ortMetrics(r: Registry) {
  */
 export function generateMetrics(r: Registry) {
   return {
-    ttft: r.histogram(
-      'cohort_generate_time_to_first_token_seconds',
-      'Time from a generation reaching the generator to its first sampled token, by model.',
-      DURATION_BUCKETS_S,
-    ),
+    ttft: r.histogram('cohort_generate_time_to_first_token_seconds', 'Time from a generation reaching the generator to its first sampled token, by model.', DURATION_BUCKETS_S),
     tpot: r.histogram(
       'cohort_generate_time_per_output_token_seconds',
       'Mean time between the tokens after the first of each ended generation with 2+ tokens, by model.',

@@ -122,9 +122,7 @@ describe('metric names', () => {
     for (const [name, type] of code) {
       expect(name, name).toMatch(/^(cohort|process|nodejs)_[a-z][a-z0-9]*(_[a-z0-9]+)*$/)
       expect(name.endsWith('_total'), `${name} (${type}): counters and only counters end in _total`).toBe(type === 'counter')
-      expect(name, `${name}: base units (seconds), not ms/us/minutes`).not.toMatch(
-        /_(ms|us|ns|millis|milliseconds|microseconds|nanoseconds|minutes|hours)(_|$)/,
-      )
+      expect(name, `${name}: base units (seconds), not ms/us/minutes`).not.toMatch(/_(ms|us|ns|millis|milliseconds|microseconds|nanoseconds|minutes|hours)(_|$)/)
       if (/(duration|latency|time)/.test(name)) {
         expect(name, `${name}: a duration is in _seconds`).toMatch(/_seconds(_total)?$/)
       }

@@ -7,7 +7,11 @@ const b = (pairs: [number, number][]): CumulativeBucket[] => pairs.map(([le, cou
 describe('histogramQuantile', () => {
   it('interpolates linearly inside the bucket that holds the rank', () => {
     // 10 observations in (0, 1], 10 in (1, 2]
-    const h = b([[1, 10], [2, 20], [Infinity, 20]])
+    const h = b([
+      [1, 10],
+      [2, 20],
+      [Infinity, 20],
+    ])
     expect(histogramQuantile(0.5, h)).toBeCloseTo(1)
     expect(histogramQuantile(0.25, h)).toBeCloseTo(0.5)
     expect(histogramQuantile(0.75, h)).toBeCloseTo(1.5)
@@ -16,18 +20,57 @@ describe('histogramQuantile', () => {
   })
 
   it('skips empty buckets and starts the first bucket at 0', () => {
-    const h = b([[0.001, 0], [0.01, 0], [0.1, 4], [1, 4], [Infinity, 4]])
+    const h = b([
+      [0.001, 0],
+      [0.01, 0],
+      [0.1, 4],
+      [1, 4],
+      [Infinity, 4],
+    ])
     // All 4 observations in (0.01, 0.1]: the median is half way.
     expect(histogramQuantile(0.5, h)).toBeCloseTo(0.055)
-    expect(histogramQuantile(0.5, b([[4, 2], [Infinity, 2]]))).toBeCloseTo(2)
+    expect(
+      histogramQuantile(
+        0.5,
+        b([
+          [4, 2],
+          [Infinity, 2],
+        ]),
+      ),
+    ).toBeCloseTo(2)
   })
 
   it('answers the highest finite bound for ranks in the +Inf bucket, undefined when empty', () => {
-    expect(histogramQuantile(0.99, b([[1, 1], [2, 1], [Infinity, 100]]))).toBe(2)
-    expect(histogramQuantile(0.5, b([[1, 0], [Infinity, 0]]))).toBeUndefined()
+    expect(
+      histogramQuantile(
+        0.99,
+        b([
+          [1, 1],
+          [2, 1],
+          [Infinity, 100],
+        ]),
+      ),
+    ).toBe(2)
+    expect(
+      histogramQuantile(
+        0.5,
+        b([
+          [1, 0],
+          [Infinity, 0],
+        ]),
+      ),
+    ).toBeUndefined()
     expect(histogramQuantile(0.5, [])).toBeUndefined()
     expect(histogramQuantile(0.5, b([[Infinity, 3]]))).toBeUndefined()
-    expect(() => histogramQuantile(1.5, b([[1, 1], [Infinity, 1]]))).toThrow(RangeError)
+    expect(() =>
+      histogramQuantile(
+        1.5,
+        b([
+          [1, 1],
+          [Infinity, 1],
+        ]),
+      ),
+    ).toThrow(RangeError)
   })
 
   it('matches what the Registry renders', () => {
@@ -68,21 +111,57 @@ describe('histogramQuantile', () => {
 
 describe('bucketDeltas', () => {
   it('subtracts bucket by bucket', () => {
-    const prev = b([[1, 2], [2, 5], [Infinity, 6]])
-    const cur = b([[1, 3], [2, 9], [Infinity, 12]])
-    expect(bucketDeltas(cur, prev)).toEqual(b([[1, 1], [2, 4], [Infinity, 6]]))
+    const prev = b([
+      [1, 2],
+      [2, 5],
+      [Infinity, 6],
+    ])
+    const cur = b([
+      [1, 3],
+      [2, 9],
+      [Infinity, 12],
+    ])
+    expect(bucketDeltas(cur, prev)).toEqual(
+      b([
+        [1, 1],
+        [2, 4],
+        [Infinity, 6],
+      ]),
+    )
     expect(bucketDeltas(cur, undefined)).toEqual(cur)
   })
 
   it('treats a decrease as a counter reset', () => {
-    const prev = b([[1, 5], [Infinity, 9]])
-    const cur = b([[1, 1], [Infinity, 2]])
+    const prev = b([
+      [1, 5],
+      [Infinity, 9],
+    ])
+    const cur = b([
+      [1, 1],
+      [Infinity, 2],
+    ])
     expect(bucketDeltas(cur, prev)).toEqual(cur)
   })
 })
 
 describe('bucketCounts', () => {
   it('turns cumulative buckets into per-bucket counts', () => {
-    expect(bucketCounts(b([[1, 2], [2, 2], [4, 7], [Infinity, 8]]))).toEqual(b([[1, 2], [2, 0], [4, 5], [Infinity, 1]]))
+    expect(
+      bucketCounts(
+        b([
+          [1, 2],
+          [2, 2],
+          [4, 7],
+          [Infinity, 8],
+        ]),
+      ),
+    ).toEqual(
+      b([
+        [1, 2],
+        [2, 0],
+        [4, 5],
+        [Infinity, 1],
+      ]),
+    )
   })
 })

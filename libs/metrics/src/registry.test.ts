@@ -45,7 +45,18 @@ describe('Registry', () => {
         name: 'h_seconds',
         help: 'h',
         type: 'histogram',
-        samples: [{ labels: { model: 'a' }, buckets: [{ le: 0.1, count: 0 }, { le: 1, count: 1 }, { le: Infinity, count: 1 }], sum: 0.5, count: 1 }],
+        samples: [
+          {
+            labels: { model: 'a' },
+            buckets: [
+              { le: 0.1, count: 0 },
+              { le: 1, count: 1 },
+              { le: Infinity, count: 1 },
+            ],
+            sum: 0.5,
+            count: 1,
+          },
+        ],
       },
     ])
     expect(renderFamilies(families)).toBe(r.render())

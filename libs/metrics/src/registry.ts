@@ -8,9 +8,7 @@
 export type Labels = Readonly<Record<string, string>>
 
 /** Buckets (seconds) that resolve sub-millisecond times up to a minute. */
-export const DURATION_BUCKETS_S = [
-  0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60,
-] as const
+export const DURATION_BUCKETS_S = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60] as const
 
 /** Buckets for batch sizes (items per executed batch). */
 export const BATCH_SIZE_BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512] as const
@@ -85,7 +83,10 @@ function scalarSamples(values: Map<string, { labels: Labels; value: number }>, c
 export class Counter implements Metric {
   readonly #values = new Map<string, { labels: Labels; value: number }>()
   readonly #collectors: Collector[] = []
-  constructor(readonly name: string, readonly help: string) {}
+  constructor(
+    readonly name: string,
+    readonly help: string,
+  ) {}
 
   /** Add `n` (default 1) to the series with these labels. */
   inc(labels: Labels = {}, n = 1): void {
@@ -121,7 +122,10 @@ export class Counter implements Metric {
 export class Gauge implements Metric {
   readonly #values = new Map<string, { labels: Labels; value: number }>()
   readonly #collectors: Collector[] = []
-  constructor(readonly name: string, readonly help: string) {}
+  constructor(
+    readonly name: string,
+    readonly help: string,
+  ) {}
 
   /** Set the series with these labels. */
   set(labels: Labels, v: number): void {
@@ -156,7 +160,11 @@ interface HistogramSeries {
 export class Histogram implements Metric {
   readonly #series = new Map<string, HistogramSeries>()
   readonly buckets: readonly number[]
-  constructor(readonly name: string, readonly help: string, buckets: readonly number[]) {
+  constructor(
+    readonly name: string,
+    readonly help: string,
+    buckets: readonly number[],
+  ) {
     this.buckets = [...buckets].sort((a, b) => a - b)
   }
 

@@ -46,9 +46,7 @@ export function runtimeMetrics(r: Registry, source: RuntimeSource) {
     return [[{}, c.user + c.system]]
   })
   r.gauge('process_resident_memory_bytes', 'Resident memory size in bytes.').collect(() => [[{}, source.memory().rss]])
-  r.gauge('process_start_time_seconds', 'Start time of the process since unix epoch in seconds.').collect(() => [
-    [{}, Math.round(source.startTimeS)],
-  ])
+  r.gauge('process_start_time_seconds', 'Start time of the process since unix epoch in seconds.').collect(() => [[{}, Math.round(source.startTimeS)]])
   r.gauge('nodejs_heap_size_total_bytes', 'Process heap size from Node.js in bytes.').collect(() => [[{}, source.memory().heapTotal]])
   r.gauge('nodejs_heap_size_used_bytes', 'Process heap size used from Node.js in bytes.').collect(() => [[{}, source.memory().heapUsed]])
   r.gauge('nodejs_external_memory_bytes', 'Node.js external memory size in bytes.').collect(() => [[{}, source.memory().external]])

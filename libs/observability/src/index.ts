@@ -5,6 +5,16 @@
  * span is a no-op. See docs/observability.md.
  * @module
  */
-export * from './logger.ts'
-export * from './trace-context.ts'
-export * from './spans.ts'
+export { consoleErrorLogger, type LogFields, type Logger, noopLogger } from './logger.ts'
+export {
+  carrierOf,
+  contextFromCarrier,
+  formatTraceparent,
+  parseTraceparent,
+  type TraceCarrier,
+  traceIdOf,
+  TRACEPARENT,
+  TRACESTATE,
+  W3CTraceContext,
+} from './trace-context.ts'
+export { ATTR, defaultTracer, linkTo, setSpanError, SPAN, type SpanParent, startChildSpan, startLinkedSpan, TRACER_NAME } from './spans.ts'

@@ -10,7 +10,10 @@ function feeds(ids: number[], start: number, past: (len: number, layerKv: string
   const f: Record<string, ort.Tensor> = {
     input_ids: i64(ids, [1, ids.length]),
     attention_mask: i64(Array(start + ids.length).fill(1), [1, start + ids.length]),
-    position_ids: i64(ids.map((_, i) => start + i), [1, ids.length]),
+    position_ids: i64(
+      ids.map((_, i) => start + i),
+      [1, ids.length],
+    ),
   }
   for (let l = 0; l < cfg.layers; l++) for (const kv of ['key', 'value']) f[`past_key_values.${l}.${kv}`] = past(start, `${l}.${kv}`)
   return f
@@ -27,7 +30,15 @@ describe('test decoder (KV cache, Optimum names)', () => {
   it('is byte-identical across builds and declares the Optimum inputs and outputs', async () => {
     expect(Buffer.from(buildDecoder(cfg)).equals(Buffer.from(buildDecoder(cfg)))).toBe(true)
     const s = await ort.InferenceSession.create(buildDecoder(TINY_DECODER))
-    expect(s.inputNames).toEqual(['input_ids', 'attention_mask', 'position_ids', 'past_key_values.0.key', 'past_key_values.0.value', 'past_key_values.1.key', 'past_key_values.1.value'])
+    expect(s.inputNames).toEqual([
+      'input_ids',
+      'attention_mask',
+      'position_ids',
+      'past_key_values.0.key',
+      'past_key_values.0.value',
+      'past_key_values.1.key',
+      'past_key_values.1.value',
+    ])
     expect(s.outputNames).toEqual(['logits', 'present.0.key', 'present.0.value', 'present.1.key', 'present.1.value'])
     await s.release()
   })

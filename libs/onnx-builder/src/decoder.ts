@@ -89,7 +89,18 @@ export function buildDecoder(c: DecoderConfig): Uint8Array {
   const inits: TensorSpec[] = []
   const nodes: NodeSpec[] = []
   const w = (name: string, dims: number[], std: number): string => {
-    inits.push(tensorInit(name, 'FP32', dims, fillNormal(dims.reduce((a, b) => a * b, 1), normal, std)))
+    inits.push(
+      tensorInit(
+        name,
+        'FP32',
+        dims,
+        fillNormal(
+          dims.reduce((a, b) => a * b, 1),
+          normal,
+          std,
+        ),
+      ),
+    )
     return name
   }
   const constant = (name: string, dtype: 'FP32' | 'INT64', dims: number[], data: number[]): string => {

@@ -1,14 +1,6 @@
 import * as ort from 'onnxruntime-node'
 import { describe, expect, it } from 'vitest'
-import {
-  buildDemoMlp,
-  buildIdentityAllTypes,
-  buildMultiIoModel,
-  buildVariableLengthModel,
-  demoMlpReference,
-  demoMlpWeights,
-  IDENTITY_DATATYPES,
-} from './models.ts'
+import { buildDemoMlp, buildIdentityAllTypes, buildMultiIoModel, buildVariableLengthModel, demoMlpReference, demoMlpWeights, IDENTITY_DATATYPES } from './models.ts'
 import type { Datatype } from './onnx.ts'
 import { mulberry32 } from './random.ts'
 
@@ -103,20 +95,85 @@ function identityFeed(dt: Datatype, rows: number): ort.Tensor {
   const dims = [rows, 2]
   const idx = Array.from({ length: n }, (_, i) => i)
   switch (dt) {
-    case 'BOOL': return new ort.Tensor('bool', Uint8Array.from(idx, (i) => i % 3 === 0 ? 1 : 0), dims)
-    case 'UINT8': return new ort.Tensor('uint8', Uint8Array.from(idx, (i) => 255 - i), dims)
-    case 'INT8': return new ort.Tensor('int8', Int8Array.from(idx, (i) => -128 + i * 37), dims)
-    case 'UINT16': return new ort.Tensor('uint16', Uint16Array.from(idx, (i) => 65535 - i * 1000), dims)
-    case 'INT16': return new ort.Tensor('int16', Int16Array.from(idx, (i) => -32768 + i * 7000), dims)
-    case 'INT32': return new ort.Tensor('int32', Int32Array.from(idx, (i) => -(2 ** 31) + i * 123456789), dims)
-    case 'INT64': return new ort.Tensor('int64', BigInt64Array.from(idx, (i) => -(2n ** 63n) + BigInt(i) * 10n ** 18n), dims)
-    case 'UINT32': return new ort.Tensor('uint32', Uint32Array.from(idx, (i) => 2 ** 32 - 1 - i * 99991), dims)
-    case 'UINT64': return new ort.Tensor('uint64', BigUint64Array.from(idx, (i) => 2n ** 64n - 1n - BigInt(i) * 10n ** 18n), dims)
+    case 'BOOL':
+      return new ort.Tensor(
+        'bool',
+        Uint8Array.from(idx, (i) => (i % 3 === 0 ? 1 : 0)),
+        dims,
+      )
+    case 'UINT8':
+      return new ort.Tensor(
+        'uint8',
+        Uint8Array.from(idx, (i) => 255 - i),
+        dims,
+      )
+    case 'INT8':
+      return new ort.Tensor(
+        'int8',
+        Int8Array.from(idx, (i) => -128 + i * 37),
+        dims,
+      )
+    case 'UINT16':
+      return new ort.Tensor(
+        'uint16',
+        Uint16Array.from(idx, (i) => 65535 - i * 1000),
+        dims,
+      )
+    case 'INT16':
+      return new ort.Tensor(
+        'int16',
+        Int16Array.from(idx, (i) => -32768 + i * 7000),
+        dims,
+      )
+    case 'INT32':
+      return new ort.Tensor(
+        'int32',
+        Int32Array.from(idx, (i) => -(2 ** 31) + i * 123456789),
+        dims,
+      )
+    case 'INT64':
+      return new ort.Tensor(
+        'int64',
+        BigInt64Array.from(idx, (i) => -(2n ** 63n) + BigInt(i) * 10n ** 18n),
+        dims,
+      )
+    case 'UINT32':
+      return new ort.Tensor(
+        'uint32',
+        Uint32Array.from(idx, (i) => 2 ** 32 - 1 - i * 99991),
+        dims,
+      )
+    case 'UINT64':
+      return new ort.Tensor(
+        'uint64',
+        BigUint64Array.from(idx, (i) => 2n ** 64n - 1n - BigInt(i) * 10n ** 18n),
+        dims,
+      )
     // FP16 travels as raw half bits: 1.0, -2.0, 65504, +Inf, a subnormal, NaN...
-    case 'FP16': return new ort.Tensor('float16', Uint16Array.from(idx, (i) => [0x3c00, 0xc000, 0x7bff, 0x7c00, 0x0001, 0x7e00][i % 6] as number), dims)
-    case 'FP32': return new ort.Tensor('float32', Float32Array.from(idx, (i) => (i - 3) * 1.5e-3), dims)
-    case 'FP64': return new ort.Tensor('float64', Float64Array.from(idx, (i) => (i - 3) * 1e300 + 0.1), dims)
-    case 'BYTES': return new ort.Tensor('string', idx.map((i) => ['', 'a', 'héllo', '日本', 'x'.repeat(i)][i % 5] as string), dims)
+    case 'FP16':
+      return new ort.Tensor(
+        'float16',
+        Uint16Array.from(idx, (i) => [0x3c00, 0xc000, 0x7bff, 0x7c00, 0x0001, 0x7e00][i % 6] as number),
+        dims,
+      )
+    case 'FP32':
+      return new ort.Tensor(
+        'float32',
+        Float32Array.from(idx, (i) => (i - 3) * 1.5e-3),
+        dims,
+      )
+    case 'FP64':
+      return new ort.Tensor(
+        'float64',
+        Float64Array.from(idx, (i) => (i - 3) * 1e300 + 0.1),
+        dims,
+      )
+    case 'BYTES':
+      return new ort.Tensor(
+        'string',
+        idx.map((i) => ['', 'a', 'héllo', '日本', 'x'.repeat(i)][i % 5] as string),
+        dims,
+      )
   }
 }
 

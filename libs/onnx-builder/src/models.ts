@@ -120,16 +120,8 @@ export function buildMultiIoModel(): Uint8Array {
     graph({
       name: 'cohort_multi_io',
       inputs: [valueInfo('x', 'FP32', ['batch', 4]), valueInfo('ids', 'INT64', ['batch', 3])],
-      outputs: [
-        valueInfo('y', 'FP32', ['batch', 4]),
-        valueInfo('ids_sq', 'INT64', ['batch', 3]),
-        valueInfo('x_sum', 'FP32', ['batch', 1]),
-      ],
-      initializers: [
-        tensorInit('two', 'FP32', [], [2]),
-        tensorInit('one', 'FP32', [], [1]),
-        tensorInit('axis1', 'INT64', [1], [1n]),
-      ],
+      outputs: [valueInfo('y', 'FP32', ['batch', 4]), valueInfo('ids_sq', 'INT64', ['batch', 3]), valueInfo('x_sum', 'FP32', ['batch', 1])],
+      initializers: [tensorInit('two', 'FP32', [], [2]), tensorInit('one', 'FP32', [], [1]), tensorInit('axis1', 'INT64', [1], [1n])],
       nodes: [
         node('Mul', ['x', 'two'], ['x2']),
         node('Add', ['x2', 'one'], ['y']),
@@ -141,21 +133,7 @@ export function buildMultiIoModel(): Uint8Array {
 }
 
 /** Datatypes in {@link buildIdentityAllTypes}: every Open Inference Protocol datatype. */
-export const IDENTITY_DATATYPES: readonly Datatype[] = [
-  'BOOL',
-  'UINT8',
-  'INT8',
-  'UINT16',
-  'INT16',
-  'INT32',
-  'INT64',
-  'UINT32',
-  'UINT64',
-  'FP16',
-  'FP32',
-  'FP64',
-  'BYTES',
-]
+export const IDENTITY_DATATYPES: readonly Datatype[] = ['BOOL', 'UINT8', 'INT8', 'UINT16', 'INT16', 'INT32', 'INT64', 'UINT32', 'UINT64', 'FP16', 'FP32', 'FP64', 'BYTES']
 
 /**
  * One Identity per datatype in {@link IDENTITY_DATATYPES}: input `in_<DT>` ['batch', 2] to output

@@ -1,18 +1,6 @@
 import * as ort from 'onnxruntime-node'
 import { describe, expect, it } from 'vitest'
-import {
-  attr,
-  encodeAttribute,
-  encodeTensor,
-  encodeValueInfo,
-  float32ToFloat16Bits,
-  graph,
-  model,
-  node,
-  ONNX_DTYPE,
-  tensorInit,
-  valueInfo,
-} from './onnx.ts'
+import { attr, encodeAttribute, encodeTensor, encodeValueInfo, float32ToFloat16Bits, graph, model, node, ONNX_DTYPE, tensorInit, valueInfo } from './onnx.ts'
 
 /** A test-only protobuf reader: field number -> raw values (bigint varints, byte slices). */
 type Field = { field: number; wire: number; value: bigint | Uint8Array }
@@ -151,8 +139,19 @@ describe('ONNX encoding', () => {
 
   it('maps Open Inference Protocol names onto ONNX data types', () => {
     expect(ONNX_DTYPE).toEqual({
-      FP32: 1, UINT8: 2, INT8: 3, UINT16: 4, INT16: 5, INT32: 6, INT64: 7,
-      BYTES: 8, BOOL: 9, FP16: 10, FP64: 11, UINT32: 12, UINT64: 13,
+      FP32: 1,
+      UINT8: 2,
+      INT8: 3,
+      UINT16: 4,
+      INT16: 5,
+      INT32: 6,
+      INT64: 7,
+      BYTES: 8,
+      BOOL: 9,
+      FP16: 10,
+      FP64: 11,
+      UINT32: 12,
+      UINT64: 13,
     })
   })
 

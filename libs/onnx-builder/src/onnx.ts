@@ -7,20 +7,7 @@
 import { ProtoWriter } from './protobuf.ts'
 
 /** Open Inference Protocol datatype names accepted by the builder. */
-export type Datatype =
-  | 'BOOL'
-  | 'UINT8'
-  | 'UINT16'
-  | 'UINT32'
-  | 'UINT64'
-  | 'INT8'
-  | 'INT16'
-  | 'INT32'
-  | 'INT64'
-  | 'FP16'
-  | 'FP32'
-  | 'FP64'
-  | 'BYTES'
+export type Datatype = 'BOOL' | 'UINT8' | 'UINT16' | 'UINT32' | 'UINT64' | 'INT8' | 'INT16' | 'INT32' | 'INT64' | 'FP16' | 'FP32' | 'FP64' | 'BYTES'
 
 /** ONNX `TensorProto.DataType` number for each Open Inference Protocol datatype (BYTES is STRING). */
 export const ONNX_DTYPE: Readonly<Record<Datatype, number>> = {
@@ -226,7 +213,13 @@ export function model(g: GraphSpec, opts: ModelOptions = {}): Uint8Array {
   }
   const meta = opts.metadata ?? {}
   for (const k of Object.keys(meta).sort()) {
-    w.message(14, new ProtoWriter().string(1, k).string(2, meta[k] as string).finish()) // metadata_props
+    w.message(
+      14,
+      new ProtoWriter()
+        .string(1, k)
+        .string(2, meta[k] as string)
+        .finish(),
+    ) // metadata_props
   }
   return w.finish()
 }
@@ -293,7 +286,8 @@ export function encodeValueInfo(v: ValueInfoSpec): Uint8Array {
   const shape = new ProtoWriter()
   for (const d of v.dims) {
     const dim = new ProtoWriter()
-    if (typeof d === 'string') dim.string(2, d) // Dimension.dim_param
+    if (typeof d === 'string')
+      dim.string(2, d) // Dimension.dim_param
     else dim.varint(1, d) // Dimension.dim_value
     shape.message(1, dim.finish()) // TensorShapeProto.dim
   }
@@ -317,7 +311,8 @@ export function encodeTensor(t: TensorSpec): Uint8Array {
     const enc = new TextEncoder()
     for (let i = 0; i < t.data.length; i++) {
       const s = t.data[i]
-      if (typeof s === 'string') w.bytes(6, enc.encode(s)) // string_data
+      if (typeof s === 'string')
+        w.bytes(6, enc.encode(s)) // string_data
       else if (s instanceof Uint8Array) w.bytes(6, s)
       else throw new TypeError(`tensor ${t.name}: BYTES elements must be strings or Uint8Array`)
     }
@@ -347,8 +342,18 @@ function rawData(t: TensorSpec): Uint8Array {
   const n = t.data.length
   const d = t.data as ArrayLike<unknown>
   const size: Record<Exclude<Datatype, 'BYTES'>, number> = {
-    BOOL: 1, UINT8: 1, INT8: 1, UINT16: 2, INT16: 2, FP16: 2,
-    UINT32: 4, INT32: 4, FP32: 4, UINT64: 8, INT64: 8, FP64: 8,
+    BOOL: 1,
+    UINT8: 1,
+    INT8: 1,
+    UINT16: 2,
+    INT16: 2,
+    FP16: 2,
+    UINT32: 4,
+    INT32: 4,
+    FP32: 4,
+    UINT64: 8,
+    INT64: 8,
+    FP64: 8,
   }
   const dtype = t.dtype as Exclude<Datatype, 'BYTES'>
   const out = new Uint8Array(n * size[dtype])
@@ -356,20 +361,42 @@ function rawData(t: TensorSpec): Uint8Array {
   for (let i = 0; i < n; i++) {
     const v = d[i]
     switch (dtype) {
-      case 'BOOL': out[i] = num(t.name, v) ? 1 : 0; break
-      case 'UINT8': dv.setUint8(i, num(t.name, v)); break
-      case 'INT8': dv.setInt8(i, num(t.name, v)); break
-      case 'UINT16': dv.setUint16(i * 2, num(t.name, v), true); break
-      case 'INT16': dv.setInt16(i * 2, num(t.name, v), true); break
+      case 'BOOL':
+        out[i] = num(t.name, v) ? 1 : 0
+        break
+      case 'UINT8':
+        dv.setUint8(i, num(t.name, v))
+        break
+      case 'INT8':
+        dv.setInt8(i, num(t.name, v))
+        break
+      case 'UINT16':
+        dv.setUint16(i * 2, num(t.name, v), true)
+        break
+      case 'INT16':
+        dv.setInt16(i * 2, num(t.name, v), true)
+        break
       case 'FP16':
         dv.setUint16(i * 2, t.data instanceof Uint16Array ? (v as number) : float32ToFloat16Bits(num(t.name, v)), true)
         break
-      case 'UINT32': dv.setUint32(i * 4, num(t.name, v), true); break
-      case 'INT32': dv.setInt32(i * 4, num(t.name, v), true); break
-      case 'FP32': dv.setFloat32(i * 4, num(t.name, v), true); break
-      case 'UINT64': dv.setBigUint64(i * 8, big(t.name, v), true); break
-      case 'INT64': dv.setBigInt64(i * 8, big(t.name, v), true); break
-      case 'FP64': dv.setFloat64(i * 8, num(t.name, v), true); break
+      case 'UINT32':
+        dv.setUint32(i * 4, num(t.name, v), true)
+        break
+      case 'INT32':
+        dv.setInt32(i * 4, num(t.name, v), true)
+        break
+      case 'FP32':
+        dv.setFloat32(i * 4, num(t.name, v), true)
+        break
+      case 'UINT64':
+        dv.setBigUint64(i * 8, big(t.name, v), true)
+        break
+      case 'INT64':
+        dv.setBigInt64(i * 8, big(t.name, v), true)
+        break
+      case 'FP64':
+        dv.setFloat64(i * 8, num(t.name, v), true)
+        break
     }
   }
   return out

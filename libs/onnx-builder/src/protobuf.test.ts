@@ -19,7 +19,7 @@ describe('encodeVarint', () => {
     expect(hex(encodeVarint(value))).toBe(expected)
   })
 
-  it('encodes negatives as 10-byte two\'s complement', () => {
+  it("encodes negatives as 10-byte two's complement", () => {
     expect(hex(encodeVarint(-1))).toBe('ffffffffffffffffff01')
     expect(hex(encodeVarint(-1n))).toBe('ffffffffffffffffff01')
     expect(hex(encodeVarint(-2))).toBe('feffffffffffffffff01')

@@ -75,7 +75,17 @@ describe('PipelineExecutor', () => {
     const p = definePipeline({
       name: 'p',
       input,
-      stages: [stage<{ x: number }, number>({ name: 's', run: (xs) => (n++ === 0 ? (() => { throw new Error('boom') })() : xs.map((i) => i.x)) })],
+      stages: [
+        stage<{ x: number }, number>({
+          name: 's',
+          run: (xs) =>
+            n++ === 0
+              ? (() => {
+                  throw new Error('boom')
+                })()
+              : xs.map((i) => i.x),
+        }),
+      ],
     })
     const clock = new FakeClock()
     const ex = new PipelineExecutor({ pipeline: p, clock })
@@ -260,7 +270,10 @@ describe('PipelineExecutor', () => {
     })
     const clock = new FakeClock()
     const ex = new PipelineExecutor({ pipeline: p, clock })
-    const all = ex.runMany(Array.from({ length: 200 }, (_, x) => ({ x })), Infinity)
+    const all = ex.runMany(
+      Array.from({ length: 200 }, (_, x) => ({ x })),
+      Infinity,
+    )
     await clock.settle()
     const out = await all
     expect(out).toHaveLength(200)
@@ -317,7 +330,6 @@ describe('PipelineExecutor', () => {
     expect((b as ItemError).code).toBe('PREDICTOR_FAILED')
   })
 })
-
 
 describe('PipelineExecutor, fused pass-through', () => {
   it('a batch reaching idle stages crosses them in one pass: one batch per stage, no queue entry, no deferred turn, the same tensors', async () => {
@@ -384,10 +396,7 @@ describe('PipelineExecutor, fused pass-through', () => {
     const p = definePipeline({
       name: 'p',
       input,
-      stages: [
-        stage<{ x: number }, number>({ name: 'a', run: () => [] }),
-        stage<number, number>({ name: 'b', run: (xs, ctx) => (sizes.push(ctx.batchSize), xs) }),
-      ],
+      stages: [stage<{ x: number }, number>({ name: 'a', run: () => [] }), stage<number, number>({ name: 'b', run: (xs, ctx) => (sizes.push(ctx.batchSize), xs) })],
     })
     const ex = new PipelineExecutor({ pipeline: p, runnerFor: (s) => (s.name === 'a' ? g.runner : undefined) })
     const first = [ex.run({ x: 1 }, Infinity), ex.run({ x: 2 }, Infinity)]
@@ -423,9 +432,7 @@ describe('PipelineExecutor, backpressure and instances', () => {
     const ex: PipelineExecutor = new PipelineExecutor({
       pipeline: p,
       runnerFor: (s) =>
-        s.name === 'b'
-          ? { concurrency: 1, run: (items, ctx): Promise<unknown[]> => (inflightSeen.push(ex.stage('b').inflight), g.runner.run(items, ctx)) }
-          : undefined,
+        s.name === 'b' ? { concurrency: 1, run: (items, ctx): Promise<unknown[]> => (inflightSeen.push(ex.stage('b').inflight), g.runner.run(items, ctx)) } : undefined,
     })
     return { ex, g, inflightSeen }
   }

@@ -301,9 +301,7 @@ export class StageQueue {
       const last = Math.max(...jobs.map((j) => j.deadline))
       for (let wait = next.room(); wait && clock.now() < last; wait = next.room()) {
         let timer: unknown
-        await (Number.isFinite(last)
-          ? Promise.race([wait, new Promise<void>((resolve) => (timer = clock.setTimeout(resolve, Math.max(1, last - clock.now()))))])
-          : wait)
+        await (Number.isFinite(last) ? Promise.race([wait, new Promise<void>((resolve) => (timer = clock.setTimeout(resolve, Math.max(1, last - clock.now()))))]) : wait)
         clock.clearTimeout(timer)
       }
       const now = clock.now()
@@ -336,10 +334,7 @@ export class StageQueue {
         signal: this.#o.signal,
       })
       if (!Array.isArray(out) || out.length !== values.length) {
-        throw new ItemError(
-          `stage ${stage.name} returned ${Array.isArray(out) ? out.length : typeof out} results for ${values.length} items`,
-          'PREDICTOR_FAILED',
-        )
+        throw new ItemError(`stage ${stage.name} returned ${Array.isArray(out) ? out.length : typeof out} results for ${values.length} items`, 'PREDICTOR_FAILED')
       }
     } catch (e) {
       const err = toItemError(e)

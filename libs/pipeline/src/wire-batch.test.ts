@@ -18,9 +18,7 @@ describe('stage batches on the wire (columnar)', () => {
     expect((w.cols['input'] as { b: Uint8Array }).b.byteLength).toBe(50 * 3 * 4)
     expect(w.cols['id']!.k).toBe('j')
     const back = decodeBatch(viaBus(w)) as typeof items
-    expect(back.map((x) => ({ ...x, input: { ...x.input, data: [...x.input.data] } }))).toEqual(
-      items.map((x) => ({ ...x, input: { ...x.input, data: [...x.input.data] } })),
-    )
+    expect(back.map((x) => ({ ...x, input: { ...x.input, data: [...x.input.data] } }))).toEqual(items.map((x) => ({ ...x, input: { ...x.input, data: [...x.input.data] } })))
     expect(back[0]!.input.data).toBeInstanceOf(Float32Array)
     // One allocation for the column, every item a view into it (no per-item copy).
     expect(new Set(back.map((x) => x.input.data.buffer)).size).toBe(1)
@@ -54,7 +52,15 @@ describe('stage batches on the wire (columnar)', () => {
   })
 
   it('values that are not records of one key set travel as rows (typed arrays kept)', () => {
-    for (const items of [[1, 'two', null], [{ a: 1 }, { b: 2 }], [{ a: Float64Array.of(1) }, 3], [{ a: 1, b: undefined }, { a: 2, b: 3 }]]) {
+    for (const items of [
+      [1, 'two', null],
+      [{ a: 1 }, { b: 2 }],
+      [{ a: Float64Array.of(1) }, 3],
+      [
+        { a: 1, b: undefined },
+        { a: 2, b: 3 },
+      ],
+    ]) {
       const w = encodeBatch(items)
       expect('rows' in w).toBe(true)
       expect(decodeBatch(viaBus(w))).toEqual(items)

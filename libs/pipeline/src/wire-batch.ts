@@ -108,7 +108,7 @@ function column(vals: unknown[], depth: number): WireColumn {
         }
       }
       const off: number[] = []
-      return { k: 'r', dt, ta: ta!, shapes: vals.map((v) => [...((v as { shape: number[] }).shape)]), off, b: concat(data, off) }
+      return { k: 'r', dt, ta: ta!, shapes: vals.map((v) => [...(v as { shape: number[] }).shape]), off, b: concat(data, off) }
     }
   }
   const cols = recordColumns(vals, depth)

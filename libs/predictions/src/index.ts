@@ -5,6 +5,27 @@
  * Redis bridge. Pure and runtime-agnostic: the HTTP client is injected. See docs/predictions.md.
  * @module
  */
-export * from './predictions.ts'
-export * from './webhooks.ts'
-export * from './lifecycle.ts'
+export {
+  decodePrediction,
+  DEFAULT_JOB_TIMEOUT_MS,
+  encodePrediction,
+  finishPrediction,
+  isTerminal,
+  newPrediction,
+  type Prediction,
+  PREDICTION_ID_RE,
+  type PredictionStatus,
+  wantsEvent,
+  WEBHOOK_EVENTS,
+  type WebhookEvent,
+} from './predictions.ts'
+export {
+  backoffMs,
+  DEFAULT_WEBHOOK_ATTEMPTS,
+  DEFAULT_WEBHOOK_INITIAL_DELAY_MS,
+  DEFAULT_WEBHOOK_MAX_DELAY_MS,
+  DEFAULT_WEBHOOK_TIMEOUT_MS,
+  type WebhookOptions,
+  WebhookSender,
+} from './webhooks.ts'
+export { outcomeOf, PredictionLifecycle, type PredictionOutcome } from './lifecycle.ts'

@@ -7,9 +7,19 @@ describe('prediction records', () => {
 
   it('starts as Cog does and round-trips through storage', () => {
     expect(p).toEqual({
-      id: 'p1', model: 'm', status: 'starting', input: { a: 1 }, output: null, error: null, logs: '',
-      created_at: '1970-01-01T00:00:00.000Z', started_at: null, completed_at: null, metrics: {},
-      webhook: 'http://h/x', webhook_events_filter: ['completed'],
+      id: 'p1',
+      model: 'm',
+      status: 'starting',
+      input: { a: 1 },
+      output: null,
+      error: null,
+      logs: '',
+      created_at: '1970-01-01T00:00:00.000Z',
+      started_at: null,
+      completed_at: null,
+      metrics: {},
+      webhook: 'http://h/x',
+      webhook_events_filter: ['completed'],
     })
     expect(decodePrediction(encodePrediction(p))).toEqual(p)
   })

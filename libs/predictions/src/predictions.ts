@@ -97,11 +97,7 @@ export function decodePrediction(b: Uint8Array): Prediction {
 }
 
 /** The record after its run: `succeeded` with the output, or `failed` with the error and its code. */
-export function finishPrediction(
-  p: Prediction,
-  r: { output?: unknown; error?: { code: string; message: string }; computeMs?: number | undefined },
-  now = new Date(),
-): Prediction {
+export function finishPrediction(p: Prediction, r: { output?: unknown; error?: { code: string; message: string }; computeMs?: number | undefined }, now = new Date()): Prediction {
   const out: Prediction = {
     ...p,
     status: r.error ? (r.error.code === 'CANCELLED' ? 'canceled' : 'failed') : 'succeeded',

@@ -60,9 +60,7 @@ export interface SinglePredictorDefinition<I extends TSchema, O> extends CommonD
 }
 
 /** A predictor as written by a user. */
-export type PredictorDefinition<I extends TSchema = TSchema, O = unknown> =
-  | BatchPredictorDefinition<I, O>
-  | SinglePredictorDefinition<I, O>
+export type PredictorDefinition<I extends TSchema = TSchema, O = unknown> = BatchPredictorDefinition<I, O> | SinglePredictorDefinition<I, O>
 
 /** Brand that marks a value made by {@link definePredictor}. */
 export const PREDICTOR_BRAND = Symbol.for('cohort.predictor')
@@ -127,9 +125,7 @@ export function definePredictor<I extends TSchema, O>(def: PredictorDefinition<I
     }
     const out = await def.predict(inputs, ctx)
     if (!Array.isArray(out) || out.length !== inputs.length) {
-      throw new Error(
-        `predictor ${def.name} returned ${Array.isArray(out) ? out.length : typeof out} results for ${inputs.length} inputs`,
-      )
+      throw new Error(`predictor ${def.name} returned ${Array.isArray(out) ? out.length : typeof out} results for ${inputs.length} inputs`)
     }
     return out
   }

@@ -5,8 +5,21 @@
  */
 export { Type } from '@sinclair/typebox'
 export type { Static, TSchema } from '@sinclair/typebox'
-export * from './define.ts'
-export * from './item-error.ts'
-export * from './validate.ts'
-export * from './tensor-items.ts'
-export * from './model-config.ts'
+export {
+  type BatchPredictorDefinition,
+  DEFAULT_MAX_BATCH_SIZE,
+  DEFAULT_MAX_DELAY_MS,
+  definePredictor,
+  isPredictor,
+  type PredictContext,
+  type Predictor,
+  PREDICTOR_BRAND,
+  type PredictorBatchConfig,
+  type PredictorDefinition,
+  type SetupContext,
+  type SinglePredictorDefinition,
+} from './define.ts'
+export { itemError, ItemError } from './item-error.ts'
+export { validateItem } from './validate.ts'
+export { assertCount, itemsToTensors, schemaToTensorMeta, tensorsToItems } from './tensor-items.ts'
+export { defineModelConfig, type ModelConfig, type ModelConfigBatching } from './model-config.ts'

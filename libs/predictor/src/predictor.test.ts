@@ -20,9 +20,7 @@ const ctx = (batchSize: number): PredictContext => ({ batchSize, signal: new Abo
 
 /** Tensors as plain `{datatype, shape, data}` for deep equality. */
 function plain(ts: Record<string, WireTensor>): Record<string, { datatype: string; shape: number[]; data: unknown[] }> {
-  return Object.fromEntries(
-    Object.entries(ts).map(([k, t]) => [k, { datatype: t.datatype, shape: t.shape, data: tensorToJson(t) }]),
-  )
+  return Object.fromEntries(Object.entries(ts).map(([k, t]) => [k, { datatype: t.datatype, shape: t.shape, data: tensorToJson(t) }]))
 }
 
 /** Catch what `fn` throws (fails the test when nothing is thrown). */
@@ -57,7 +55,14 @@ describe('definePredictor', () => {
     expect(p.input).toBe(input)
     expect(p.output).toBeUndefined()
     expect(p.batch).toEqual({ maxBatchSize: 8, maxDelayMs: 2 })
-    const out = await p.predictBatch([{ a: 1, b: 2 }, { a: -1, b: 0 }, { a: 10, b: 5 }], ctx(3))
+    const out = await p.predictBatch(
+      [
+        { a: 1, b: 2 },
+        { a: -1, b: 0 },
+        { a: 10, b: 5 },
+      ],
+      ctx(3),
+    )
     expect(calls).toEqual([[1, -1, 10]])
     expect(out[0]).toBe(3)
     expect(out[1]).toBeInstanceOf(ItemError)
@@ -93,7 +98,14 @@ describe('definePredictor', () => {
     })
     // The single form is always served one item per batch, whatever was asked.
     expect(p.batch.maxBatchSize).toBe(1)
-    const out = await p.predictBatch([{ a: 1, b: 0 }, { a: 2, b: 0 }, { a: 3, b: 0 }], ctx(3))
+    const out = await p.predictBatch(
+      [
+        { a: 1, b: 0 },
+        { a: 2, b: 0 },
+        { a: 3, b: 0 },
+      ],
+      ctx(3),
+    )
     expect(seen).toHaveLength(3)
     expect(out[0]).toEqual({ doubled: 2 })
     expect(out[1]).toBeInstanceOf(RangeError)
@@ -117,9 +129,15 @@ describe('definePredictor', () => {
 
   it('throws when the batch form returns the wrong number of results (or no array)', async () => {
     const short = definePredictor({ name: 'short', input, predict: (xs) => xs.slice(1).map(() => 1) })
-    await expect(short.predictBatch([{ a: 1, b: 0 }, { a: 2, b: 0 }], ctx(2))).rejects.toThrow(
-      'predictor short returned 1 results for 2 inputs',
-    )
+    await expect(
+      short.predictBatch(
+        [
+          { a: 1, b: 0 },
+          { a: 2, b: 0 },
+        ],
+        ctx(2),
+      ),
+    ).rejects.toThrow('predictor short returned 1 results for 2 inputs')
     const long = definePredictor({ name: 'long', input, predict: (xs) => [...xs, ...xs] })
     await expect(long.predictBatch([{ a: 1, b: 0 }], ctx(1))).rejects.toThrow(/returned 2 results for 1 inputs/)
     const notArray = definePredictor({ name: 'obj', input, predict: () => ({}) as unknown as number[] })
@@ -240,8 +258,18 @@ describe('tensorsToItems', () => {
   it('turns [N, ...] tensors into nested arrays per item (row-major)', () => {
     const t = jsonToTensor('m', 'INT32', [2, 2, 3], [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12])
     expect(tensorsToItems({ m: t }, 2)).toEqual([
-      { m: [[1, 2, 3], [4, 5, 6]] },
-      { m: [[7, 8, 9], [10, 11, 12]] },
+      {
+        m: [
+          [1, 2, 3],
+          [4, 5, 6],
+        ],
+      },
+      {
+        m: [
+          [7, 8, 9],
+          [10, 11, 12],
+        ],
+      },
     ])
     const v = jsonToTensor('v', 'BYTES', [2, 2], ['a', 'b', 'c', 'd'])
     expect(tensorsToItems({ v }, 2)).toEqual([{ v: ['a', 'b'] }, { v: ['c', 'd'] }])
@@ -322,7 +350,20 @@ describe('itemsToTensors', () => {
       [{ n: 4 }, { n: -7 }, { n: 0 }],
       [{ s: 'α' }, { s: '' }],
       [{ b: false }, { b: true }],
-      [{ m: [[1.5, 2], [3, 4]] }, { m: [[5, 6], [7, 8.25]] }],
+      [
+        {
+          m: [
+            [1.5, 2],
+            [3, 4],
+          ],
+        },
+        {
+          m: [
+            [5, 6],
+            [7, 8.25],
+          ],
+        },
+      ],
       [{ x: 0.5, words: ['a', 'b', 'c'], flags: [true, false, true], ids: [1, 2, 3] }],
     ]
     for (const items of cases) {

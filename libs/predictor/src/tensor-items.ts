@@ -1,12 +1,5 @@
 import type { TSchema } from '@sinclair/typebox'
-import {
-  CohortError,
-  jsonToTensor,
-  tensorToJson,
-  type Datatype,
-  type TensorMeta,
-  type WireTensor,
-} from '@cohort/protocol'
+import { CohortError, jsonToTensor, tensorToJson, type Datatype, type TensorMeta, type WireTensor } from '@cohort/protocol'
 
 interface JsonSchemaLike {
   type?: string | string[]
@@ -159,7 +152,12 @@ export function itemsToTensors(outputs: unknown[], schema?: TSchema): Record<str
     if (datatype && shape) {
       out[name] = jsonToTensor(name, datatype, shape, values)
     } else {
-      out[name] = jsonToTensor(name, 'BYTES', [values.length], values.map((v) => JSON.stringify(v) ?? 'null'))
+      out[name] = jsonToTensor(
+        name,
+        'BYTES',
+        [values.length],
+        values.map((v) => JSON.stringify(v) ?? 'null'),
+      )
     }
   }
   return out

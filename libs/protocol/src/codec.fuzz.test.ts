@@ -4,7 +4,19 @@
 // declared sizes. Never a crash: a value, or a CohortError BAD_REQUEST (400).
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
-import { decodeAccept, decodeCancel, decodeHeartbeat, decodeReply, decodeRequest, decodeValue, encodeAccept, encodeHeartbeat, encodeReply, encodeRequest, encodeValue } from './codec.ts'
+import {
+  decodeAccept,
+  decodeCancel,
+  decodeHeartbeat,
+  decodeReply,
+  decodeRequest,
+  decodeValue,
+  encodeAccept,
+  encodeHeartbeat,
+  encodeReply,
+  encodeRequest,
+  encodeValue,
+} from './codec.ts'
 import { DATATYPES, DATATYPE_SIZE } from './datatypes.ts'
 import { CohortError } from './errors.ts'
 import { jsonToTensor } from './tensor-data.ts'
@@ -81,23 +93,18 @@ describe('envelope decoders under fuzzing (seeded)', () => {
 
   it('tensors with hostile shapes are refused; accepted tensors match their shape', () => {
     fc.assert(
-      fc.property(
-        fc.constantFrom(...DATATYPES),
-        fc.array(hostileDim, { minLength: 0, maxLength: 4 }),
-        fc.uint8Array({ maxLength: 48 }),
-        (datatype, shape, bytes) => {
-          const buf = encodeValue({ v: 1, id: 'f', model: 'm', deadline: 1, tensors: { t: { datatype, shape, bytes } } })
-          const e = onlyBadRequest(() => decodeRequest(buf))
-          if (!e) {
-            const t = decodeRequest(buf).tensors?.['t']
-            expect(t).toBeDefined()
-            expect(t!.shape.every((d) => Number.isSafeInteger(d) && d >= 0)).toBe(true)
-            if (datatype !== 'BYTES') {
-              expect(t!.bytes.byteLength).toBe(t!.shape.reduce((a, b) => a * b, 1) * DATATYPE_SIZE[datatype])
-            }
+      fc.property(fc.constantFrom(...DATATYPES), fc.array(hostileDim, { minLength: 0, maxLength: 4 }), fc.uint8Array({ maxLength: 48 }), (datatype, shape, bytes) => {
+        const buf = encodeValue({ v: 1, id: 'f', model: 'm', deadline: 1, tensors: { t: { datatype, shape, bytes } } })
+        const e = onlyBadRequest(() => decodeRequest(buf))
+        if (!e) {
+          const t = decodeRequest(buf).tensors?.['t']
+          expect(t).toBeDefined()
+          expect(t!.shape.every((d) => Number.isSafeInteger(d) && d >= 0)).toBe(true)
+          if (datatype !== 'BYTES') {
+            expect(t!.bytes.byteLength).toBe(t!.shape.reduce((a, b) => a * b, 1) * DATATYPE_SIZE[datatype])
           }
-        },
-      ),
+        }
+      }),
       { seed: SEED + 2, numRuns: 3000 },
     )
   })

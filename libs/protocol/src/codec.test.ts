@@ -1,16 +1,6 @@
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
-import {
-  decodeCancel,
-  decodeReply,
-  decodeRequest,
-  decodeValue,
-  encodeCancel,
-  encodeReply,
-  encodeRequest,
-  encodeValue,
-  requestItemCount,
-} from './codec.ts'
+import { decodeCancel, decodeReply, decodeRequest, decodeValue, encodeCancel, encodeReply, encodeRequest, encodeValue, requestItemCount } from './codec.ts'
 import { DATATYPES } from './datatypes.ts'
 import type { InferReply, InferRequest, ModelMeta } from './envelope.ts'
 import { CohortError } from './errors.ts'
@@ -161,7 +151,10 @@ describe('reply', () => {
       id: 'r1',
       errors: [null, { code: 'PREDICTOR_FAILED', message: 'boom' }],
       tensors: { y: x },
-      timing: [{ queueMs: 1, computeMs: 2.5, batchSize: 2 }, { queueMs: 0, computeMs: 2.5, batchSize: 2 }],
+      timing: [
+        { queueMs: 1, computeMs: 2.5, batchSize: 2 },
+        { queueMs: 0, computeMs: 2.5, batchSize: 2 },
+      ],
       worker: 'w1',
     }
     const back = decodeReply(encodeReply(r))
@@ -206,8 +199,16 @@ describe('cancel and values', () => {
 
   it('round-trips metadata and binary values', () => {
     const meta: ModelMeta = {
-      name: 'demo', versions: ['1'], platform: 'onnxruntime', kind: 'onnx', ready: true, maxBatchSize: 32, maxDelayMs: 5,
-      inputs: [{ name: 'x', datatype: 'FP32', shape: [-1, 3] }], outputs: [], inputSchema: undefined,
+      name: 'demo',
+      versions: ['1'],
+      platform: 'onnxruntime',
+      kind: 'onnx',
+      ready: true,
+      maxBatchSize: 32,
+      maxDelayMs: 5,
+      inputs: [{ name: 'x', datatype: 'FP32', shape: [-1, 3] }],
+      outputs: [],
+      inputSchema: undefined,
     }
     const back = decodeValue(encodeValue(meta))
     expect(back).toEqual({ ...meta, inputSchema: undefined })
@@ -304,19 +305,14 @@ describe('decoders never throw anything but BAD_REQUEST', () => {
     ]
     expect(good.map((g, i) => (i < 2 ? decodeRequest(g) : decodeReply(g)).id)).toEqual(['r1', 'i', 'r'])
     fc.assert(
-      fc.property(
-        fc.constantFrom(...good),
-        fc.array(fc.tuple(fc.nat(), fc.integer({ min: 0, max: 255 })), { minLength: 1, maxLength: 4 }),
-        fc.nat(),
-        (src, flips, cut) => {
-          const bytes = new Uint8Array(src)
-          for (const [i, b] of flips) bytes[i % bytes.length] = b
-          for (const d of decoders) {
-            onlyBadRequest(() => d(bytes))
-            onlyBadRequest(() => d(bytes.subarray(0, cut % bytes.length)))
-          }
-        },
-      ),
+      fc.property(fc.constantFrom(...good), fc.array(fc.tuple(fc.nat(), fc.integer({ min: 0, max: 255 })), { minLength: 1, maxLength: 4 }), fc.nat(), (src, flips, cut) => {
+        const bytes = new Uint8Array(src)
+        for (const [i, b] of flips) bytes[i % bytes.length] = b
+        for (const d of decoders) {
+          onlyBadRequest(() => d(bytes))
+          onlyBadRequest(() => d(bytes.subarray(0, cut % bytes.length)))
+        }
+      }),
       { numRuns: 3000 },
     )
   })

@@ -4,7 +4,20 @@
  * @module
  */
 import { Packr, type Options } from 'msgpackr'
-import { ENVELOPE_VERSION, MAX_WAIT_TENANTS, type WaitEstimate, type AcceptNotice, type GatewayNotice, type InferPack, type CancelNotice, type Heartbeat, type InferReply, type InferRequest, type ItemTiming, type WireError } from './envelope.ts'
+import {
+  ENVELOPE_VERSION,
+  MAX_WAIT_TENANTS,
+  type WaitEstimate,
+  type AcceptNotice,
+  type GatewayNotice,
+  type InferPack,
+  type CancelNotice,
+  type Heartbeat,
+  type InferReply,
+  type InferRequest,
+  type ItemTiming,
+  type WireError,
+} from './envelope.ts'
 import { wireCounts } from './wire-counts.ts'
 import { CohortError } from './errors.ts'
 import { checkTensor, safeString } from './tensor-data.ts'
@@ -32,8 +45,7 @@ const bad = (message: string): CohortError => new CohortError('BAD_REQUEST', mes
 
 type Obj = Record<string, unknown>
 
-const isObj = (v: unknown): v is Obj =>
-  typeof v === 'object' && v !== null && !Array.isArray(v) && !(v instanceof Uint8Array) && !(v instanceof Date)
+const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v) && !(v instanceof Uint8Array) && !(v instanceof Date)
 
 /** Encodings larger than this (bytes) get a buffer of their own; see {@link pack}. */
 export const EXACT_ENCODING_ABOVE = 1024 * 1024
@@ -144,8 +156,7 @@ function copyWireError(e: WireError): WireError {
   if (typeof ra === 'number' && Number.isFinite(ra) && ra >= 0) out.retryAfterS = ra
   return out
 }
-const isTiming = (v: unknown): boolean =>
-  isObj(v) && isNum(v.queueMs) && isNum(v.computeMs) && isNum(v.batchSize)
+const isTiming = (v: unknown): boolean => isObj(v) && isNum(v.queueMs) && isNum(v.computeMs) && isNum(v.batchSize)
 
 /** Validate a tensor map; returns fresh tensors and the common shape[0] (undefined when empty). */
 /** Names whose JSON form is themselves in quotes, short enough not to be cut at 80 characters. */

@@ -4,21 +4,7 @@
  */
 
 /** Every datatype of the Open Inference Protocol v2 that Cohort carries. */
-export const DATATYPES = [
-  'BOOL',
-  'UINT8',
-  'UINT16',
-  'UINT32',
-  'UINT64',
-  'INT8',
-  'INT16',
-  'INT32',
-  'INT64',
-  'FP16',
-  'FP32',
-  'FP64',
-  'BYTES',
-] as const
+export const DATATYPES = ['BOOL', 'UINT8', 'UINT16', 'UINT32', 'UINT64', 'INT8', 'INT16', 'INT32', 'INT64', 'FP16', 'FP32', 'FP64', 'BYTES'] as const
 
 /** One Open Inference Protocol datatype name. */
 export type Datatype = (typeof DATATYPES)[number]

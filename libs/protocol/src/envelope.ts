@@ -56,7 +56,6 @@ export interface InferRequest {
   version?: string
 }
 
-
 /** Timing of an item as measured by the worker, in milliseconds. */
 export interface ItemTiming {
   /** Time queued in the worker before its batch started. */

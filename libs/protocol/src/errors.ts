@@ -13,26 +13,38 @@ export const ERROR_CODES = {
   UNAUTHORIZED: { status: 401, doc: 'Credentials are missing or wrong.' },
   FORBIDDEN: { status: 403, doc: 'Credentials are valid but not allowed to do this.' },
   MODEL_NOT_FOUND: { status: 404, doc: 'No model of that name is known.' },
-  MODEL_LOAD_FAILED: { status: 400, doc: 'A model repository load left no version of the model serving: every version it tried failed to load (a broken model file, a bad config.json); the message says why. Nothing that served before was stopped.' },
+  MODEL_LOAD_FAILED: {
+    status: 400,
+    doc: 'A model repository load left no version of the model serving: every version it tried failed to load (a broken model file, a bad config.json); the message says why. Nothing that served before was stopped.',
+  },
   NOT_FOUND: { status: 404, doc: 'No such route.' },
   PREDICTION_NOT_FOUND: { status: 404, doc: 'No async prediction with that id is known (never created, or expired).' },
   CONFLICT: { status: 409, doc: 'The id is taken by a different request (an idempotent PUT with another input).' },
-  PAYLOAD_TOO_LARGE: { status: 413, doc: 'The request body or its encoded message exceeds a size limit (the HTTP body limit `maxBodyBytes`, or the bus message limit `maxMessageBytes`).' },
+  PAYLOAD_TOO_LARGE: {
+    status: 413,
+    doc: 'The request body or its encoded message exceeds a size limit (the HTTP body limit `maxBodyBytes`, or the bus message limit `maxMessageBytes`).',
+  },
   RESPONSE_TOO_LARGE: { status: 413, doc: 'The reply would exceed the bus message limit `maxMessageBytes`; send fewer items per request.' },
-  TOO_MANY_ITEMS: { status: 413, doc: 'The request holds more items (rows) than the model can ever queue at once (`maxQueue`, or its tenant\'s `maxTenantQueue`); the message names the bound and its value. Retrying unchanged cannot help: split the request.' },
+  TOO_MANY_ITEMS: {
+    status: 413,
+    doc: "The request holds more items (rows) than the model can ever queue at once (`maxQueue`, or its tenant's `maxTenantQueue`); the message names the bound and its value. Retrying unchanged cannot help: split the request.",
+  },
   RATE_LIMITED: { status: 429, doc: 'A per-client rate limit was hit; see Retry-After.' },
   CANCELLED: { status: 499, doc: 'The client went away before its items ran; they were dropped.' },
   PREDICTOR_FAILED: { status: 500, doc: 'The predictor threw or failed this item.' },
   INTERNAL: { status: 500, doc: 'An unexpected failure inside Cohort.' },
   NO_WORKER: { status: 503, doc: 'No worker is serving the model right now (NATS had no responders).' },
-  OVERLOADED: { status: 503, doc: 'The request cannot be taken now: the gateway or worker holds its in-flight bound of requests or bytes, the queue of the model is full, or admission estimated it would finish after its deadline. Answered at once; retry after Retry-After seconds.' },
+  OVERLOADED: {
+    status: 503,
+    doc: 'The request cannot be taken now: the gateway or worker holds its in-flight bound of requests or bytes, the queue of the model is full, or admission estimated it would finish after its deadline. Answered at once; retry after Retry-After seconds.',
+  },
   SHUTTING_DOWN: { status: 503, doc: 'The process is draining and takes no new work.' },
   WORKER_LOST: { status: 503, doc: 'The worker holding the request stopped sending heartbeats (crashed or cut off); retry after Retry-After seconds.' },
   REPLY_LOST: { status: 503, doc: 'The NATS connection moved to another server while the request was in flight and its reply did not come; retry after Retry-After seconds.' },
   JOBS_UNAVAILABLE: { status: 503, doc: 'Async predictions need NATS JetStream, which the server does not offer.' },
   NOT_READY: { status: 503, doc: 'The model is still loading.' },
   BLOB_UNAVAILABLE: { status: 503, doc: 'A large message could not be pulled from its sender (sender gone, message expired, or a chunk missing or truncated).' },
-  BATCH_TIMEOUT: { status: 504, doc: 'The item\'s batch ran past its model\'s time limit; it was stopped and its runner restarted. It may or may not have had side effects.' },
+  BATCH_TIMEOUT: { status: 504, doc: "The item's batch ran past its model's time limit; it was stopped and its runner restarted. It may or may not have had side effects." },
   DEADLINE_EXCEEDED: { status: 504, doc: 'The deadline passed before the item could be answered; it was not run, or its result came too late.' },
 } as const satisfies Record<string, { status: number; doc: string }>
 
@@ -71,9 +83,7 @@ export class CohortError extends Error {
 
   /** The wire form `{code, message}` (plus `retryAfterS` when set). */
   toWire(): WireError {
-    return this.retryAfterS !== undefined
-      ? { code: this.code, message: this.message, retryAfterS: this.retryAfterS }
-      : { code: this.code, message: this.message }
+    return this.retryAfterS !== undefined ? { code: this.code, message: this.message, retryAfterS: this.retryAfterS } : { code: this.code, message: this.message }
   }
 }
 

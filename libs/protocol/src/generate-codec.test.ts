@@ -54,13 +54,16 @@ describe('generation envelopes', () => {
   })
 
   it('tokens notices round-trip and are validated', () => {
-    const steps = [{ id: 'a', tokens: [1, 2], text: 'xy' }, { id: 'b', tokens: [3], text: 'z', logprobs: [{ token: 3, logprob: -0.5 }] }]
+    const steps = [
+      { id: 'a', tokens: [1, 2], text: 'xy' },
+      { id: 'b', tokens: [3], text: 'z', logprobs: [{ token: 3, logprob: -0.5 }] },
+    ]
     expect(decodeNotice(encodeNotice({ v: 2, t: 'tokens', steps }))).toEqual({ v: 2, t: 'tokens', steps })
     expect(badMessage(() => decodeNotice(encodeValue({ v: 2, t: 'tokens', steps: [{ id: 1, tokens: [], text: '' }] })))).toMatch(/notice\.steps\[0\]/)
     expect(badMessage(() => decodeNotice(encodeValue({ v: 2, t: 'tokens', steps: [{ id: 'a', tokens: ['x'], text: '' }] })))).toMatch(/steps\[0\]\.tokens/)
   })
 
-  it('logprobs carry their tokens\' text and bytes, top alternatives too; bad bytes name the field', () => {
+  it("logprobs carry their tokens' text and bytes, top alternatives too; bad bytes name the field", () => {
     const logprobs = [{ token: 0xe2, logprob: -0.25, text: '\ufffd', bytes: [0xe2], top: [{ token: 0x61, logprob: -2, text: 'a', bytes: [0x61] }] }]
     const steps = [{ id: 'a', tokens: [0xe2], text: '', logprobs }]
     expect(decodeNotice(encodeNotice({ v: 2, t: 'tokens', steps }))).toEqual({ v: 2, t: 'tokens', steps })

@@ -3,18 +3,149 @@
  * Pure and runtime-agnostic. See docs/protocol.md.
  * @module
  */
-export * from './datatypes.ts'
-export * from './tensor.ts'
-export * from './envelope.ts'
-export * from './generate.ts'
-export * from './generate-codec.ts'
-export * from './subjects.ts'
-export * from './repository.ts'
-export * from './subject-guard.ts'
-export * from './errors.ts'
-export * from './codec.ts'
-export * from './tensor-data.ts'
-export * from './fp16.ts'
-export * from './services.ts'
-export * from './depth.ts'
+export { type Datatype, DATATYPE_SIZE, DATATYPES, isDatatype } from './datatypes.ts'
+export { type WireTensor } from './tensor.ts'
+export {
+  type AcceptNotice,
+  type CancelNotice,
+  ENVELOPE_VERSION,
+  type GatewayNotice,
+  type Heartbeat,
+  type InferPack,
+  type InferReply,
+  type InferRequest,
+  type ItemTiming,
+  MAX_WAIT_TENANTS,
+  type ModelMeta,
+  PROTOCOL_VERSION,
+  type TensorMeta,
+  type WaitEstimate,
+  type WireError,
+} from './envelope.ts'
+export {
+  type FinishReason,
+  type GenerateInput,
+  type GenerateResult,
+  type GenerationSink,
+  type GenerationTiming,
+  type GenerationWatcher,
+  type GenerativeInfo,
+  type GenerativeSlo,
+  type Generator,
+  type GeneratorGauges,
+  type SamplingParams,
+  type TokenChoice,
+  type TokenDelta,
+  type TokenLogprob,
+  type TokenStep,
+} from './generate.ts'
+export {
+  generatedFrom,
+  type GenerateFieldNames,
+  generateFrom,
+  MAX_GENERATE_TOKENS,
+  MAX_LOGPROBS,
+  MAX_PROMPT_CHARS,
+  MAX_PROMPT_TOKENS,
+  MAX_STOP_CHARS,
+  MAX_STOP_STRINGS,
+  MAX_STOP_TOKEN_IDS,
+  tokenStepsFrom,
+} from './generate-codec.ts'
+export {
+  DEFAULT_SUBJECT_PREFIX,
+  isValidModelName,
+  isValidVersion,
+  kvBuckets,
+  MODEL_NAME_RE,
+  modelFromToken,
+  modelToken,
+  subjects,
+  type Subjects,
+  VERSION_RE,
+} from './subjects.ts'
+export { type RepositoryAnswer, type RepositoryEntry, type RepositoryRequest, type RepositoryState } from './repository.ts'
+export { DEFAULT_INBOX_PREFIX, isAcceptSubject, isBlobSubject, isInboxSubject } from './subject-guard.ts'
+export {
+  cohortError,
+  CohortError,
+  type CohortErrorOptions,
+  ERROR_CODES,
+  type ErrorCode,
+  fromWire,
+  isErrorCode,
+  statusOf,
+  toWireError,
+} from './errors.ts'
+export {
+  decodeAccept,
+  decodeCancel,
+  decodeHeartbeat,
+  decodeInferMessage,
+  decodeNotice,
+  decodeReply,
+  decodeRequest,
+  decodeValue,
+  encodeAccept,
+  encodeCancel,
+  encodeHeartbeat,
+  encodeNotice,
+  encodePack,
+  encodeReply,
+  encodeRequest,
+  encodeValue,
+  EXACT_ENCODING_ABOVE,
+  type InferMessage,
+  inferMessageFrom,
+  MAX_PACK_REQUESTS,
+  msgpackSizeBound,
+  noticeFrom,
+  packEncoded,
+  replyFrom,
+  requestItemCount,
+  wireCounts,
+} from './codec.ts'
+export {
+  checkShape,
+  checkTensor,
+  checkTensorBytes,
+  concatRows,
+  decodeBytesElements,
+  elementCount,
+  encodeBytesElements,
+  fixedByteLength,
+  fromValues,
+  groupKeyOf,
+  jsonToTensor,
+  MAX_ELEMENTS,
+  MAX_RANK,
+  rowShape,
+  safeString,
+  shapeKey,
+  sliceRows,
+  splitRows,
+  tensorToJson,
+  type TensorValues,
+  toValues,
+} from './tensor-data.ts'
+export { f16BitsToF32, f32ToF16Bits } from './fp16.ts'
+export {
+  type CohortEndpointData,
+  type DurationStat,
+  type InferenceStatsData,
+  isSubjectToken,
+  SERVICE_NAME,
+  SERVICE_RESPONSE_TYPES,
+  SERVICE_VERBS,
+  type ServiceEndpointInfo,
+  type ServiceEndpointStats,
+  type ServiceIdentity,
+  type ServiceInfoResponse,
+  type ServicePingResponse,
+  type ServiceStatsResponse,
+  serviceSubject,
+  type ServiceVerb,
+  SRV_PREFIX,
+} from './services.ts'
+export { deeperThan, MAX_VALUE_DEPTH } from './depth.ts'
 export { COHORT_VERSION } from './version.ts'

@@ -9,9 +9,18 @@ describe('subject guard (no confused deputy)', () => {
     expect(isAcceptSubject(s.accept, 'cohort.accept.g-1234abcd')).toBe(true)
     expect(isAcceptSubject(s.accept, s.accept('gw_1.zone-a'))).toBe(true)
     for (const bad of [
-      '$KV.cohort-models.nope', 'cohort.accept', 'cohort.accept.', 'cohort.accept.*', 'cohort.accept.>',
-      'cohort.accept..x', 'other.accept.g-1', 'cohort.heartbeat', 'cohort.accept.g 1', `cohort.accept.${'a'.repeat(300)}`,
-      undefined, 42,
+      '$KV.cohort-models.nope',
+      'cohort.accept',
+      'cohort.accept.',
+      'cohort.accept.*',
+      'cohort.accept.>',
+      'cohort.accept..x',
+      'other.accept.g-1',
+      'cohort.heartbeat',
+      'cohort.accept.g 1',
+      `cohort.accept.${'a'.repeat(300)}`,
+      undefined,
+      42,
     ]) {
       expect(isAcceptSubject(s.accept, bad), String(bad)).toBe(false)
     }

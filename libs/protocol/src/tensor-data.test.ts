@@ -136,9 +136,18 @@ describe('round trips', () => {
 
   it('returns the natural typed arrays', () => {
     const kinds: [Datatype, unknown][] = [
-      ['BOOL', Uint8Array], ['UINT8', Uint8Array], ['INT8', Int8Array], ['UINT16', Uint16Array], ['INT16', Int16Array],
-      ['UINT32', Uint32Array], ['INT32', Int32Array], ['UINT64', BigUint64Array], ['INT64', BigInt64Array],
-      ['FP16', Uint16Array], ['FP32', Float32Array], ['FP64', Float64Array],
+      ['BOOL', Uint8Array],
+      ['UINT8', Uint8Array],
+      ['INT8', Int8Array],
+      ['UINT16', Uint16Array],
+      ['INT16', Int16Array],
+      ['UINT32', Uint32Array],
+      ['INT32', Int32Array],
+      ['UINT64', BigUint64Array],
+      ['INT64', BigInt64Array],
+      ['FP16', Uint16Array],
+      ['FP32', Float32Array],
+      ['FP64', Float64Array],
     ]
     for (const [dt, ctor] of kinds) {
       expect(toValues(jsonToTensor('x', dt, [1], [1]))).toBeInstanceOf(ctor)
@@ -202,7 +211,20 @@ describe('BYTES elements', () => {
 describe('jsonToTensor', () => {
   it('names the input in count errors', () => {
     expectCohort(() => jsonToTensor('x', 'FP32', [2, 3], [1, 2, 3, 4, 5]), 'BAD_REQUEST', 'input "x": shape [2,3] needs 6 elements, got 5')
-    expectCohort(() => jsonToTensor('x', 'FP32', [2, 3], [[1, 2, 3], [4, 5]]), 'BAD_REQUEST', /needs 6 elements, got 5/)
+    expectCohort(
+      () =>
+        jsonToTensor(
+          'x',
+          'FP32',
+          [2, 3],
+          [
+            [1, 2, 3],
+            [4, 5],
+          ],
+        ),
+      'BAD_REQUEST',
+      /needs 6 elements, got 5/,
+    )
   })
 
   it('accepts scalars, empty tensors and ragged nesting with the right count', () => {
@@ -215,12 +237,38 @@ describe('jsonToTensor', () => {
 
   it('rejects bad values', () => {
     const bad: [Datatype, unknown][] = [
-      ['FP32', 'a'], ['FP64', null], ['FP16', true], ['INT32', 1.5], ['INT8', 128], ['INT8', -129], ['UINT8', -1],
-      ['UINT16', 65536], ['UINT32', 2 ** 32], ['INT32', 2 ** 31], ['INT64', 2 ** 53], ['INT64', '9223372036854775808'],
-      ['INT64', 'abc'], ['INT64', '1e3'], ['INT64', 1.5], ['UINT64', -1], ['UINT64', '-1'], ['UINT64', '18446744073709551616'],
-      ['BOOL', 2], ['BOOL', 'true'], ['BYTES', 5], ['BYTES', null], ['INT32', [1]], ['INT32', {}],
+      ['FP32', 'a'],
+      ['FP64', null],
+      ['FP16', true],
+      ['INT32', 1.5],
+      ['INT8', 128],
+      ['INT8', -129],
+      ['UINT8', -1],
+      ['UINT16', 65536],
+      ['UINT32', 2 ** 32],
+      ['INT32', 2 ** 31],
+      ['INT64', 2 ** 53],
+      ['INT64', '9223372036854775808'],
+      ['INT64', 'abc'],
+      ['INT64', '1e3'],
+      ['INT64', 1.5],
+      ['UINT64', -1],
+      ['UINT64', '-1'],
+      ['UINT64', '18446744073709551616'],
+      ['BOOL', 2],
+      ['BOOL', 'true'],
+      ['BYTES', 5],
+      ['BYTES', null],
+      ['INT32', [1]],
+      ['INT32', {}],
       // Past the float type's range: stored as ±Infinity, so refused as non-finite values are.
-      ['FP32', 1e39], ['FP32', -1e39], ['FP32', 3.5e38], ['FP16', 65520], ['FP16', -1e6], ['FP64', Infinity], ['FP32', NaN],
+      ['FP32', 1e39],
+      ['FP32', -1e39],
+      ['FP32', 3.5e38],
+      ['FP16', 65520],
+      ['FP16', -1e6],
+      ['FP64', Infinity],
+      ['FP32', NaN],
     ]
     for (const [dt, v] of bad) {
       expectCohort(() => jsonToTensor('in', dt, [2], [dt === 'BYTES' ? 'ok' : 0, v]), 'BAD_REQUEST', /input "in": element 1 must be/)
@@ -264,7 +312,14 @@ describe('rows', () => {
     expect(tensorToJson(b)).toEqual(['ccc', 'é', '日本', 'z'])
     expect(b.bytes.buffer).toBe(strs.bytes.buffer)
     expect(tensorToJson(sliceRows(strs, 0, 1))).toEqual(['a', ''])
-    for (const [a, n] of [[-1, 1], [3, 2], [0, 5], [0.5, 1], [0, -1]] as const) expectCohort(() => sliceRows(fixed, a, n))
+    for (const [a, n] of [
+      [-1, 1],
+      [3, 2],
+      [0, 5],
+      [0.5, 1],
+      [0, -1],
+    ] as const)
+      expectCohort(() => sliceRows(fixed, a, n))
     expectCohort(() => sliceRows({ datatype: 'FP32', shape: [], bytes: new Uint8Array(4) }, 0, 1))
     expectCohort(() => sliceRows({ datatype: 'FP32', shape: [2], bytes: new Uint8Array(4) }, 0, 1))
   })
@@ -283,7 +338,7 @@ describe('rows', () => {
     expectCohort(() => concatRows([fixed, jsonToTensor('x', 'INT16', [1, 2, 1], [1, 2])]), 'INVALID_INPUT')
   })
 
-  it('rows adjacent in one buffer (one request\'s rows of a batch output) come back as a view, not a copy; others are copied once', () => {
+  it("rows adjacent in one buffer (one request's rows of a batch output) come back as a view, not a copy; others are copied once", () => {
     const before = wireCounts.copies
     const view = concatRows([sliceRows(fixed, 1, 1), sliceRows(fixed, 2, 2)])
     expect(view.shape).toEqual([3, 2])
@@ -298,11 +353,18 @@ describe('rows', () => {
 
   it('splits rows', () => {
     const parts = splitRows(strs, [1, 0, 2])
-    expect(parts.map((p) => p.shape)).toEqual([[1, 2], [0, 2], [2, 2]])
+    expect(parts.map((p) => p.shape)).toEqual([
+      [1, 2],
+      [0, 2],
+      [2, 2],
+    ])
     expect(parts.map(tensorToJson)).toEqual([['a', ''], [], ['ccc', 'é', '日本', 'z']])
     expect(tensorToJson(concatRows(parts))).toEqual(tensorToJson(strs))
     const f = splitRows(fixed, [3, 1])
-    expect(f.map(tensorToJson)).toEqual([[1, 2, 3, 4, 5, 6], [7, 8]])
+    expect(f.map(tensorToJson)).toEqual([
+      [1, 2, 3, 4, 5, 6],
+      [7, 8],
+    ])
     expect(f[1]!.bytes.buffer).toBe(fixed.bytes.buffer)
     expect(splitRows(fixed, [4])[0]!.shape).toEqual([4, 2])
     expectCohort(() => splitRows(fixed, [1, 2]))

@@ -20,18 +20,7 @@ export const MAX_ELEMENTS = 2 ** 31
 const MAX_JSON_DEPTH = 32
 
 /** The natural in-memory values of a tensor (see {@link toValues}). */
-export type TensorValues =
-  | Uint8Array
-  | Int8Array
-  | Uint16Array
-  | Int16Array
-  | Uint32Array
-  | Int32Array
-  | BigUint64Array
-  | BigInt64Array
-  | Float32Array
-  | Float64Array
-  | string[]
+export type TensorValues = Uint8Array | Int8Array | Uint16Array | Int16Array | Uint32Array | Int32Array | BigUint64Array | BigInt64Array | Float32Array | Float64Array | string[]
 
 type FixedDatatype = Exclude<Datatype, 'BYTES'>
 type FixedValues = Exclude<TensorValues, string[]>
@@ -340,8 +329,7 @@ function fill(dt: Datatype, a: readonly unknown[], out: FixedValues | string[], 
     return at
   }
   const len = a.length
-  const fail = (i: number, what: string): CohortError =>
-    bad(`${label}: element ${at + i} must be ${what} for ${dt}, got ${describe(a[i])}`)
+  const fail = (i: number, what: string): CohortError => bad(`${label}: element ${at + i} must be ${what} for ${dt}, got ${describe(a[i])}`)
   switch (dt) {
     case 'FP32':
     case 'FP64': {
@@ -574,10 +562,7 @@ export function concatRows(ts: readonly WireTensor[]): WireTensor {
     let same = t.datatype === datatype && t.shape.length === shape.length
     for (let i = 1; same && i < shape.length; i++) same = t.shape[i] === shape[i]
     if (!same) {
-      throw new CohortError(
-        'INVALID_INPUT',
-        `cannot batch ${shapeKey(t.datatype, rowShape(t))} rows with ${shapeKey(datatype, rowShape(first))} rows`,
-      )
+      throw new CohortError('INVALID_INPUT', `cannot batch ${shapeKey(t.datatype, rowShape(t))} rows with ${shapeKey(datatype, rowShape(first))} rows`)
     }
     rows += t.shape[0]!
     total += t.bytes.length

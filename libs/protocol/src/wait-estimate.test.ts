@@ -4,7 +4,9 @@ import { MAX_WAIT_TENANTS } from './envelope.ts'
 
 describe('queue-wait estimates on the wire (heartbeat models, v2 accept notices)', () => {
   it('a heartbeat carries a wait estimate per model; an old heartbeat without one still decodes', () => {
-    const h = decodeHeartbeat(encodeHeartbeat({ v: 1, id: 'w1', intervalMs: 1000, proto: 2, models: { m: { queued: 3, waitMs: 12.5, serviceMs: 4, itemMs: 0.25, tenants: { 'key:0': 40 } } } }))
+    const h = decodeHeartbeat(
+      encodeHeartbeat({ v: 1, id: 'w1', intervalMs: 1000, proto: 2, models: { m: { queued: 3, waitMs: 12.5, serviceMs: 4, itemMs: 0.25, tenants: { 'key:0': 40 } } } }),
+    )
     expect(h.models).toEqual({ m: { queued: 3, waitMs: 12.5, serviceMs: 4, itemMs: 0.25, tenants: { 'key:0': 40 } } })
     expect(decodeHeartbeat(encodeHeartbeat({ v: 1, id: 'w1', intervalMs: 1000 })).models).toBeUndefined()
   })
@@ -21,6 +23,13 @@ describe('queue-wait estimates on the wire (heartbeat models, v2 accept notices)
     const n = decodeNotice(encodeNotice({ v: 2, t: 'accept', worker: 'w1', ids: ['a'], queued: 2, waitMs: 7, serviceMs: 3, itemMs: 0.5, tenants: { '': 9 } }))
     expect(n).toEqual({ v: 2, t: 'accept', worker: 'w1', ids: ['a'], queued: 2, waitMs: 7, serviceMs: 3, itemMs: 0.5, tenants: { '': 9 } })
     // itemMs is optional (older workers) and dropped when not a number.
-    expect(decodeNotice(encodeValue({ v: 2, t: 'accept', worker: 'w1', ids: [], waitMs: 7, serviceMs: 3, itemMs: 'x' }))).toEqual({ v: 2, t: 'accept', worker: 'w1', ids: [], waitMs: 7, serviceMs: 3 })
+    expect(decodeNotice(encodeValue({ v: 2, t: 'accept', worker: 'w1', ids: [], waitMs: 7, serviceMs: 3, itemMs: 'x' }))).toEqual({
+      v: 2,
+      t: 'accept',
+      worker: 'w1',
+      ids: [],
+      waitMs: 7,
+      serviceMs: 3,
+    })
   })
 })

@@ -1,16 +1,6 @@
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import { CohortError } from '@cohort/protocol'
-import {
-  BlobStore,
-  chunkCount,
-  fetchBlob,
-  formatBlobError,
-  formatBlobRef,
-  parseBlobError,
-  parseBlobRef,
-  type BlobRef,
-  type ChunkFetcher,
-} from './blob.ts'
+import { BlobStore, chunkCount, fetchBlob, formatBlobError, formatBlobRef, parseBlobError, parseBlobRef, type BlobRef, type ChunkFetcher } from './blob.ts'
 
 function bytes(n: number, seed = 7): Uint8Array {
   const b = new Uint8Array(n)
@@ -52,12 +42,9 @@ describe('blob references', () => {
     expect(parseBlobRef(formatBlobRef(r))).toEqual(r)
   })
 
-  it.each(['', 'v2 s 1 1 1', 'v1 s -1 10 10', 'v1 s 10 0 10', 'v1 s 10 10 0', 'v1 s x 10 10', 'v1 s 1 1 1 extra'])(
-    'rejects the malformed header %j with BAD_REQUEST',
-    (h) => {
-      expect(() => parseBlobRef(h)).toThrow(expect.objectContaining({ code: 'BAD_REQUEST' }))
-    },
-  )
+  it.each(['', 'v2 s 1 1 1', 'v1 s -1 10 10', 'v1 s 10 0 10', 'v1 s 10 10 0', 'v1 s x 10 10', 'v1 s 1 1 1 extra'])('rejects the malformed header %j with BAD_REQUEST', (h) => {
+    expect(() => parseBlobRef(h)).toThrow(expect.objectContaining({ code: 'BAD_REQUEST' }))
+  })
 
   it('carries a transfer error code and message', () => {
     const e = parseBlobError(formatBlobError(new CohortError('PAYLOAD_TOO_LARGE', 'too big\nreally')))

@@ -33,16 +33,7 @@ export function formatBlobRef(r: BlobRef): string {
 export function parseBlobRef(s: string): BlobRef {
   const p = s.trim().split(/\s+/)
   const [v, subject, size, chunkSize, ttlMs] = [p[0], p[1], Number(p[2]), Number(p[3]), Number(p[4])]
-  if (
-    p.length !== 5 ||
-    v !== 'v1' ||
-    !subject ||
-    !Number.isSafeInteger(size) ||
-    size < 0 ||
-    !Number.isSafeInteger(chunkSize) ||
-    chunkSize < 1 ||
-    !(ttlMs > 0)
-  ) {
+  if (p.length !== 5 || v !== 'v1' || !subject || !Number.isSafeInteger(size) || size < 0 || !Number.isSafeInteger(chunkSize) || chunkSize < 1 || !(ttlMs > 0)) {
     throw new CohortError('BAD_REQUEST', `malformed ${BLOB_HEADER} header: ${JSON.stringify(s.slice(0, 200))}`)
   }
   return { subject, size, chunkSize, ttlMs }
@@ -184,10 +175,7 @@ export const DEFAULT_CHUNK_TIMEOUT_MS = 2000
  */
 export async function fetchBlob(ref: BlobRef, fetch: ChunkFetcher, o: FetchBlobOptions): Promise<Uint8Array> {
   if (ref.size > o.maxBytes) {
-    throw new CohortError(
-      'PAYLOAD_TOO_LARGE',
-      `message of ${ref.size} bytes exceeds the bus limit (maxMessageBytes) of ${o.maxBytes} bytes`,
-    )
+    throw new CohortError('PAYLOAD_TOO_LARGE', `message of ${ref.size} bytes exceeds the bus limit (maxMessageBytes) of ${o.maxBytes} bytes`)
   }
   const budget = Math.max(1, Math.min(ref.ttlMs, o.timeoutMs ?? ref.ttlMs))
   const deadline = Date.now() + budget
@@ -195,10 +183,7 @@ export async function fetchBlob(ref: BlobRef, fetch: ChunkFetcher, o: FetchBlobO
   const out = new Uint8Array(ref.size)
   let timer: ReturnType<typeof setTimeout> | undefined
   const expired = new Promise<never>((_, reject) => {
-    timer = setTimeout(
-      () => reject(new CohortError('BLOB_UNAVAILABLE', `large message of ${ref.size} bytes not received within ${Math.round(budget)} ms`)),
-      budget,
-    )
+    timer = setTimeout(() => reject(new CohortError('BLOB_UNAVAILABLE', `large message of ${ref.size} bytes not received within ${Math.round(budget)} ms`)), budget)
   })
   let next = 0
   let failed = false
@@ -229,10 +214,7 @@ export async function fetchBlob(ref: BlobRef, fetch: ChunkFetcher, o: FetchBlobO
     }
     const [start, end] = chunkRange(ref.size, ref.chunkSize, i)
     if (chunk.byteLength !== end - start) {
-      throw new CohortError(
-        'BLOB_UNAVAILABLE',
-        `chunk ${i + 1}/${n} of a ${ref.size}-byte message has ${chunk.byteLength} bytes, expected ${end - start}`,
-      )
+      throw new CohortError('BLOB_UNAVAILABLE', `chunk ${i + 1}/${n} of a ${ref.size}-byte message has ${chunk.byteLength} bytes, expected ${end - start}`)
     }
     out.set(chunk, start)
   }

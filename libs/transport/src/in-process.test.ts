@@ -134,12 +134,16 @@ describe('InProcessTransport', () => {
     t.publish('s', enc('before'))
     const seen: string[] = []
     let ended = false
-    const loop = consume(sub, (m) => {
-      seen.push(dec(m.data))
-      if (dec(m.data) === 'boom') {
-        throw new Error('handler threw')
-      }
-    }, (e) => seen.push(`error: ${(e as Error).message}`)).then(() => (ended = true))
+    const loop = consume(
+      sub,
+      (m) => {
+        seen.push(dec(m.data))
+        if (dec(m.data) === 'boom') {
+          throw new Error('handler threw')
+        }
+      },
+      (e) => seen.push(`error: ${(e as Error).message}`),
+    ).then(() => (ended = true))
     for (const x of ['a', 'boom', 'b']) {
       t.publish('s', enc(x))
     }

@@ -78,9 +78,7 @@ export class InProcessTransport implements Transport {
       return Promise.reject(new CohortError('SHUTTING_DOWN', 'transport is closed'))
     }
     if (data.byteLength > this.maxMessageBytes) {
-      return Promise.reject(
-        new CohortError('PAYLOAD_TOO_LARGE', `message of ${data.byteLength} bytes exceeds the bus limit (maxMessageBytes) of ${this.maxMessageBytes} bytes`),
-      )
+      return Promise.reject(new CohortError('PAYLOAD_TOO_LARGE', `message of ${data.byteLength} bytes exceeds the bus limit (maxMessageBytes) of ${this.maxMessageBytes} bytes`))
     }
     return new Promise<Uint8Array>((resolve, reject) => {
       let done = false

@@ -33,7 +33,10 @@ export class InflightBudget {
   constructor(o: InflightLimits = {}) {
     this.maxRequests = o.maxRequests ?? DEFAULT_MAX_INFLIGHT_REQUESTS
     this.maxBytes = o.maxBytes ?? DEFAULT_MAX_INFLIGHT_BYTES
-    for (const [k, v] of [['maxRequests', this.maxRequests], ['maxBytes', this.maxBytes]] as const) {
+    for (const [k, v] of [
+      ['maxRequests', this.maxRequests],
+      ['maxBytes', this.maxBytes],
+    ] as const) {
       if (!Number.isSafeInteger(v) || v < 1) {
         throw new RangeError(`${k} must be an integer >= 1, got ${String(v)}`)
       }

@@ -91,7 +91,7 @@ describe('ReplyGuard: a responder answers only a reply subject that belongs to t
   })
 })
 
-describe('isAckOf: a job delivery is acked only on its consumer\'s ack subject', () => {
+describe("isAckOf: a job delivery is acked only on its consumer's ack subject", () => {
   it.each([
     ['$JS.ACK.COHORT_JOBS.jobs-m.1.5.5.1700000000000000000.0', true],
     ['$JS.ACK.hub.ACCHASH.COHORT_JOBS.jobs-m.1.5.5.1700000000000000000.0.rnd', true],
@@ -111,8 +111,12 @@ describe('ReplyGuard.onRefused', () => {
     const g = new ReplyGuard({ onRefused: (r) => seen.push(`${r.subject} ${r.reply} ${r.reason}`) })
     expect(g.allows('$KV.cohort-models.x', 'inbox', undefined, 'cohort.meta.m')).toBe(false)
     expect(g.allows('_INBOX.AbCdEfGhIjKlMnOpQrStUv', 'inbox', undefined, 'cohort.meta.m')).toBe(true)
-    expect(seen).toEqual(['cohort.meta.m $KV.cohort-models.x reply subject is a system subject ($KV, $JS, $SYS, $SRV...), never an asker\'s inbox'])
-    const throwing = new ReplyGuard({ onRefused: () => { throw new Error('logger down') } })
+    expect(seen).toEqual(["cohort.meta.m $KV.cohort-models.x reply subject is a system subject ($KV, $JS, $SYS, $SRV...), never an asker's inbox"])
+    const throwing = new ReplyGuard({
+      onRefused: () => {
+        throw new Error('logger down')
+      },
+    })
     expect(throwing.allows('$JS.API.INFO')).toBe(false)
   })
 })

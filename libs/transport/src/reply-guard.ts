@@ -143,7 +143,7 @@ export class ReplyGuard {
       return undefined
     }
     return reply.startsWith('$')
-      ? 'reply subject is a system subject ($KV, $JS, $SYS, $SRV...), never an asker\'s inbox'
+      ? "reply subject is a system subject ($KV, $JS, $SYS, $SRV...), never an asker's inbox"
       : `reply subject is neither under ${this.#inbox} nor a gateway inbox under ${this.#gw}`
   }
 

@@ -104,7 +104,12 @@ export class Lab {
       // JetStream is usable once every node reports healthy (a metadata leader elected, streams current).
       const until = Date.now() + 60_000
       for (const h of hosts) {
-        while ((await fetch(`http://${h.ip}:8222/healthz`).then((r) => r.status, () => 0)) !== 200) {
+        while (
+          (await fetch(`http://${h.ip}:8222/healthz`).then(
+            (r) => r.status,
+            () => 0,
+          )) !== 200
+        ) {
           if (Date.now() > until) throw new Error(`JetStream on ${h.name} not healthy within 60 s`)
           await new Promise((r) => setTimeout(r, 200))
         }
@@ -122,12 +127,10 @@ export class Lab {
 
   /** A `cohort worker` serving the sleepy predictor; resolves once it serves. */
   async worker(hostName: string, urls: string[], id: string, o: { sleepMs?: number; args?: string[]; env?: Record<string, string> } = {}): Promise<HostProcess> {
-    const p = this.start(
-      hostName,
-      [process.execPath, COHORT_BIN, 'worker', '--nats', urls.join(','), '--id', id, '--predictor', SLEEPY, ...(o.args ?? [])],
-      `worker-${id}`,
-      { SLEEPY_MS: String(o.sleepMs ?? 25), ...o.env },
-    )
+    const p = this.start(hostName, [process.execPath, COHORT_BIN, 'worker', '--nats', urls.join(','), '--id', id, '--predictor', SLEEPY, ...(o.args ?? [])], `worker-${id}`, {
+      SLEEPY_MS: String(o.sleepMs ?? 25),
+      ...o.env,
+    })
     await p.waitFor(/serving sleepy/, 60_000)
     return p
   }
@@ -135,11 +138,7 @@ export class Lab {
   /** A `cohort gateway` on a host, listening on its address; resolves with its base URL. */
   async gateway(hostName: string, urls: string[], args: string[] = []): Promise<{ url: string; proc: HostProcess }> {
     const host = this.net.host(hostName)
-    const p = this.start(
-      hostName,
-      [process.execPath, COHORT_BIN, 'gateway', '--nats', urls.join(','), '--host', host.ip, '--port', '8080', ...args],
-      'gateway',
-    )
+    const p = this.start(hostName, [process.execPath, COHORT_BIN, 'gateway', '--nats', urls.join(','), '--host', host.ip, '--port', '8080', ...args], 'gateway')
     await p.waitFor(/gateway on http/, 60_000)
     return { url: `http://${host.ip}:8080`, proc: p }
   }

@@ -21,15 +21,24 @@ export interface Outcome {
 const agent = new Agent({ keepAlive: true, maxSockets: 512 })
 
 /** POST a raw body; never rejects (a network error is status 0). */
-export function post(url: string, body: string, headers: Record<string, string> = {}, timeoutMs = 60_000): Promise<{ status: number; text: string; headers: Record<string, string | string[] | undefined> }> {
+export function post(
+  url: string,
+  body: string,
+  headers: Record<string, string> = {},
+  timeoutMs = 60_000,
+): Promise<{ status: number; text: string; headers: Record<string, string | string[] | undefined> }> {
   return new Promise((resolve) => {
-    const req = request(url, { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), ...headers }, timeout: timeoutMs }, (res) => {
-      let text = ''
-      res.setEncoding('utf8')
-      res.on('data', (d: string) => (text += d))
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, text, headers: res.headers }))
-      res.on('error', (e) => resolve({ status: 0, text: String(e), headers: {} }))
-    })
+    const req = request(
+      url,
+      { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), ...headers }, timeout: timeoutMs },
+      (res) => {
+        let text = ''
+        res.setEncoding('utf8')
+        res.on('data', (d: string) => (text += d))
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, text, headers: res.headers }))
+        res.on('error', (e) => resolve({ status: 0, text: String(e), headers: {} }))
+      },
+    )
     req.on('timeout', () => req.destroy(new Error('client timeout')))
     req.on('error', (e) => resolve({ status: 0, text: String(e), headers: {} }))
     req.end(body)

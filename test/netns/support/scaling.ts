@@ -47,11 +47,7 @@ export async function measureScaling(o: ScalingOptions = {}): Promise<{ rows: Sc
     const workers: HostProcess[] = []
     for (const n of counts) {
       const add = Array.from({ length: n - workers.length }, (_, i) => workers.length + i + 1)
-      workers.push(
-        ...(await Promise.all(
-          add.map((k) => lab.worker(`w${k}`, urls, `scale-${k}`, { sleepMs: costMs, args: ['--max-batch-size', '1'] })),
-        )),
-      )
+      workers.push(...(await Promise.all(add.map((k) => lab.worker(`w${k}`, urls, `scale-${k}`, { sleepMs: costMs, args: ['--max-batch-size', '1'] })))))
       await waitServing(gw.url)
       await closedLoop(gw.url, { concurrency: perWorker * n, durationMs: 1000, nextX: () => x++ }) // warm-up
       const { outcomes, seconds } = await closedLoop(gw.url, { concurrency: perWorker * n, durationMs, nextX: () => x++ })
@@ -80,9 +76,7 @@ export function scalingTable(r: { rows: ScalingRow[]; costMs: number }): string 
   const lines = [
     `| workers | requests | failed | req/s | speedup vs 1 worker | efficiency (speedup / N, target >= 0.9) |`,
     `| ---: | ---: | ---: | ---: | ---: | ---: |`,
-    ...r.rows.map(
-      (w) => `| ${w.workers} | ${w.requests} | ${w.failed} | ${w.rps.toFixed(1)} | ${w.speedup.toFixed(2)} | ${w.efficiency.toFixed(2)} |`,
-    ),
+    ...r.rows.map((w) => `| ${w.workers} | ${w.requests} | ${w.failed} | ${w.rps.toFixed(1)} | ${w.speedup.toFixed(2)} | ${w.efficiency.toFixed(2)} |`),
   ]
   return lines.join('\n')
 }

@@ -6,11 +6,7 @@
 export type JsonBody = any
 
 /** POST JSON and return status, headers and parsed body. */
-export async function postJson(
-  url: string,
-  body: unknown,
-  headers: Record<string, string> = {},
-): Promise<{ status: number; headers: Headers; body: JsonBody }> {
+export async function postJson(url: string, body: unknown, headers: Record<string, string> = {}): Promise<{ status: number; headers: Headers; body: JsonBody }> {
   const r = await fetch(url, {
     method: 'POST',
     headers: { 'content-type': 'application/json', ...headers },

@@ -94,13 +94,15 @@ export async function startNatsCluster(opts: NatsClusterOptions = {}): Promise<N
     COHORT_NATS_ADMIN_PASS: passwords.admin,
   }
   let stopping: Promise<void> | undefined
-  const stop = () =>
-    (stopping ??= sh('cluster-down.sh', ['--clean'], env).then(() => rmSync(state, { recursive: true, force: true })))
+  const stop = () => (stopping ??= sh('cluster-down.sh', ['--clean'], env).then(() => rmSync(state, { recursive: true, force: true })))
   const up = await sh('cluster-up.sh', [], env)
   if (up.code !== 0) {
     const logs = nodes.map((i) => {
       try {
-        return readFileSync(join(state, `node-${i}.log`), 'utf8').split('\n').slice(-15).join('\n')
+        return readFileSync(join(state, `node-${i}.log`), 'utf8')
+          .split('\n')
+          .slice(-15)
+          .join('\n')
       } catch {
         return ''
       }

@@ -67,8 +67,7 @@ export async function startNatsServer(opts: NatsServerOptions = {}): Promise<Nat
       })
       p.kill('SIGTERM')
     })
-  const stop = () =>
-    (stopping ??= kill(proc.proc).then(() => rmSync(dir, { recursive: true, force: true })))
+  const stop = () => (stopping ??= kill(proc.proc).then(() => rmSync(dir, { recursive: true, force: true })))
   const restart = async (downMs = 0) => {
     await kill(proc.proc)
     await new Promise((r) => setTimeout(r, downMs))

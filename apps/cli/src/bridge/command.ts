@@ -15,7 +15,6 @@ import { NATS_AUTH_HELP, NATS_AUTH_OPTIONS, natsAuthOptions } from '../nats-auth
 import { BRIDGE_KNOB_HELP, BRIDGE_OPTIONS, bridgeKnobs } from '../bridge-flags.ts'
 import { RedisBridge, type RedisCaller } from './redis-bridge.ts'
 
-
 export const BRIDGE_HELP = `cohort bridge redis [options]
 Redis Streams ingress: reads prediction requests (fields id, model, input as JSON, optional webhook)
 from a stream with a consumer group, runs each as one item on the model's workers over NATS
@@ -100,9 +99,7 @@ export async function bridgeCommand(args: string[]): Promise<void> {
   }
   process.on('SIGTERM', () => stop('SIGTERM'))
   process.on('SIGINT', () => stop('SIGINT'))
-  console.log(
-    `cohort: bridge redis ${redisUrl} stream ${k.stream!} group ${k.group!} consumer ${consumer} -> NATS ${k.nats!}`,
-  )
+  console.log(`cohort: bridge redis ${redisUrl} stream ${k.stream!} group ${k.group!} consumer ${consumer} -> NATS ${k.nats!}`)
 }
 
 /** Connect (retrying in the background later) or fail with one line after 5 s. */

@@ -250,9 +250,7 @@ export class RedisBridge {
       return // stopping with a transient error: left pending for another bridge
     }
     const done = this.#life.finish(started, r)
-    const written = await o.redis.call(
-      'EVAL', WRITE_SCRIPT, 3, key, o.results, o.stream, o.group, streamId, JSON.stringify(done), ...resultFields(done),
-    )
+    const written = await o.redis.call('EVAL', WRITE_SCRIPT, 3, key, o.results, o.stream, o.group, streamId, JSON.stringify(done), ...resultFields(done))
     if (Number(written) !== 1) {
       this.stats.duplicates++
       return

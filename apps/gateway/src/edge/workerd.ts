@@ -27,8 +27,7 @@ export default {
   fetch(req: Request, env: WorkerdEnv, ctx: Ctx): Promise<Response> {
     gateway ??= createEdgeGateway({
       scope: 'request',
-      connect: () =>
-        wsconnect({ servers: env.NATS_WS_URL, wsFactory: fetchWebSocketFactory, reconnect: false, name: 'cohort-edge-workerd' }),
+      connect: () => wsconnect({ servers: env.NATS_WS_URL, wsFactory: fetchWebSocketFactory, reconnect: false, name: 'cohort-edge-workerd' }),
       gateway: env.COHORT_TIMEOUT_MS ? { requestTimeoutMs: Number(env.COHORT_TIMEOUT_MS) } : {},
     })
     return gateway.fetch(req, (p) => ctx.waitUntil(p))

@@ -3,7 +3,23 @@ import { Type, validateItem, type TSchema } from '@cohort/predictor'
 type Json = Record<string, unknown>
 
 /** Keywords copied onto rebuilt schemas (TypeBox passes them to its checker). */
-const KEEP = ['minimum', 'maximum', 'exclusiveMinimum', 'exclusiveMaximum', 'multipleOf', 'minLength', 'maxLength', 'pattern', 'format', 'minItems', 'maxItems', 'uniqueItems', 'additionalProperties', 'default', 'enum']
+const KEEP = [
+  'minimum',
+  'maximum',
+  'exclusiveMinimum',
+  'exclusiveMaximum',
+  'multipleOf',
+  'minLength',
+  'maxLength',
+  'pattern',
+  'format',
+  'minItems',
+  'maxItems',
+  'uniqueItems',
+  'additionalProperties',
+  'default',
+  'enum',
+]
 
 function opts(s: Json): Json {
   const o: Json = {}

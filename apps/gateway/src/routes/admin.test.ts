@@ -76,13 +76,35 @@ describe('PUT /admin/models/{m}/batching', () => {
     expect(await r2.json()).toEqual({ model: 'echo', stored: { maxBatchSize: 7, maxBatchCost: null } })
     const audit = lines.filter((l) => l.fields['audit'] === 'admin.batching')
     expect(audit).toHaveLength(2)
-    expect(audit[0]!.fields).toMatchObject({ who: 'admin key #2', model: 'echo', patch: { maxBatchSize: 7, maxBatchCost: 12 }, before: {}, after: { maxBatchSize: 7, maxBatchCost: 12 } })
-    expect(audit[1]!.fields).toMatchObject({ who: 'admin key #1', patch: { maxBatchCost: null }, before: { maxBatchSize: 7, maxBatchCost: 12 }, after: { maxBatchSize: 7, maxBatchCost: null } })
+    expect(audit[0]!.fields).toMatchObject({
+      who: 'admin key #2',
+      model: 'echo',
+      patch: { maxBatchSize: 7, maxBatchCost: 12 },
+      before: {},
+      after: { maxBatchSize: 7, maxBatchCost: 12 },
+    })
+    expect(audit[1]!.fields).toMatchObject({
+      who: 'admin key #1',
+      patch: { maxBatchCost: null },
+      before: { maxBatchSize: 7, maxBatchCost: 12 },
+      after: { maxBatchSize: 7, maxBatchCost: null },
+    })
     // Never the key itself.
     expect(JSON.stringify(audit)).not.toContain('second-key')
     // The worker applied it (null: no cost limit), as GET's live view shows.
     const g = await app.request('/admin/models/echo/batching', { headers: { authorization: 'Bearer first-key' } })
-    expect((await g.json()).live).toEqual({ maxBatchSize: 7, maxDelayMs: expect.any(Number), policy: 'eager', maxQueue: 4096, maxBatchCost: null, admission: true, autoBatchSize: false, sloMs: 0, maxTenantQueue: 0, batchCap: 7 })
+    expect((await g.json()).live).toEqual({
+      maxBatchSize: 7,
+      maxDelayMs: expect.any(Number),
+      policy: 'eager',
+      maxQueue: 4096,
+      maxBatchCost: null,
+      admission: true,
+      autoBatchSize: false,
+      sloMs: 0,
+      maxTenantQueue: 0,
+      batchCap: 7,
+    })
   })
 
   it('writes no audit line for a refused patch', async () => {

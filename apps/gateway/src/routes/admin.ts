@@ -118,7 +118,13 @@ export function adminRoutes(o: ResolvedGatewayOptions & { adminKeys?: readonly s
       const model = c.req.param('model') ?? ''
       checkModelPath(model, undefined)
       const q = c.req.query('fields')
-      const fields = q === undefined ? undefined : q.split(',').map((f) => f.trim()).filter(Boolean)
+      const fields =
+        q === undefined
+          ? undefined
+          : q
+              .split(',')
+              .map((f) => f.trim())
+              .filter(Boolean)
       for (const f of fields ?? []) {
         if (!isBatchingKey(f)) {
           throw new CohortError('BAD_REQUEST', `unknown batching setting ${JSON.stringify(f)} in ?fields (known: ${BATCHING_KEYS.join(', ')})`)

@@ -44,9 +44,7 @@ export function bulkHandler(o: ResolvedGatewayOptions & { maxBulkInputs?: number
       await door.o.upstream.heldMeta(model)
       const one = async (input: unknown, index: number): Promise<BulkResult> => {
         const r = await p.item(input, index, { deadline, signal })
-        return r.error
-          ? { index, status: 'failed', error: r.error.message, code: r.error.code }
-          : { index, status: 'succeeded', output: r.output }
+        return r.error ? { index, status: 'failed', error: r.error.message, code: r.error.code } : { index, status: 'succeeded', output: r.output }
       }
       const accept = c.req.header('accept') ?? ''
       const streaming = accept.includes('application/x-ndjson') ? 'ndjson' : accept.includes('text/event-stream') ? 'sse' : undefined

@@ -294,10 +294,7 @@ export class DashboardHistory {
       const c = cur ?? emptyModel()
       const cb = currentBase?.models.get(name)
       const wb = windowBase?.models.get(name)
-      const current =
-        last && currentBase
-          ? modelRates(cur, cb, (last.t - currentBase.t) / 1000)
-          : { ...modelRates(undefined, undefined, 0), queueDepth: c.queueDepth ?? null }
+      const current = last && currentBase ? modelRates(cur, cb, (last.t - currentBase.t) / 1000) : { ...modelRates(undefined, undefined, 0), queueDepth: c.queueDepth ?? null }
       const series: ModelView['series'] = { t: [], rps: [], p50Ms: [], p99Ms: [], queueDepth: [], meanBatch: [], itemsPerS: [] }
       for (let i = 1; i < samples.length; i++) {
         const a = samples[i - 1]!
@@ -402,8 +399,7 @@ export function mergeWorkers(services: readonly WorkerSummary[], discovered: rea
       state: s.state,
       models: s.endpoints.map((e): WorkerModelInfo => {
         const dm = d?.models.find((m) => m.name === e.model)
-        const opt = <K extends keyof WorkerModelInfo>(k: K, v: WorkerModelInfo[K] | null | undefined) =>
-          v === null || v === undefined ? {} : { [k]: v }
+        const opt = <K extends keyof WorkerModelInfo>(k: K, v: WorkerModelInfo[K] | null | undefined) => (v === null || v === undefined ? {} : { [k]: v })
         return {
           name: e.model,
           ready: e.ready,

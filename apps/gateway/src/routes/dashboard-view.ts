@@ -111,4 +111,3 @@ export interface DashboardData {
   /** Where the worker list comes from. */
   workersSource: string
 }
-

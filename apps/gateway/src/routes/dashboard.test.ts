@@ -11,13 +11,7 @@ import { createApp } from '../app.ts'
 import { createGatewayCore } from '../core.ts'
 import type { WorkerSummary } from '../discovery.ts'
 import { registerDashboard } from './dashboard.ts'
-import {
-  DashboardHistory,
-  mergeWorkers,
-  snapshotFromFamilies,
-  workerFromDiscovery,
-  type DashboardData,
-} from './dashboard-data.ts'
+import { DashboardHistory, mergeWorkers, snapshotFromFamilies, workerFromDiscovery, type DashboardData } from './dashboard-data.ts'
 
 const cleanups: (() => Promise<void>)[] = []
 afterEach(async () => {

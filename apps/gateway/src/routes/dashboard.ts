@@ -4,18 +4,10 @@ import type { Registry } from '@cohort/metrics'
 import type { ResolvedGatewayOptions } from '../options.ts'
 import type { Upstream } from '../upstream.ts'
 import { DASHBOARD_CSS, DASHBOARD_HTML, DASHBOARD_JS } from './dashboard-bundle.ts'
-import {
-  DashboardHistory,
-  mergeWorkers,
-  snapshotFromFamilies,
-  workerFromDiscovery,
-  type DashboardHistoryOptions,
-  type WorkerInfo,
-} from './dashboard-data.ts'
+import { DashboardHistory, mergeWorkers, snapshotFromFamilies, workerFromDiscovery, type DashboardHistoryOptions, type WorkerInfo } from './dashboard-data.ts'
 
 /** The page loads only its own script, style and data: no inline code, no third party. */
-const PAGE_CSP =
-  "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+const PAGE_CSP = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
 /** Longest wait for the workers' discovery answers per sample (they arrive within a few ms). */
 const WORKERS_TIMEOUT_MS = 200

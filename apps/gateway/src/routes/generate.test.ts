@@ -60,7 +60,11 @@ async function stack(gateway: Partial<GatewayOptions> = {}) {
   return { g, runner, post }
 }
 
-const events = async (r: Response) => (await r.text()).split('\n\n').filter((b) => b.startsWith('data: ')).map((b) => b.slice(6))
+const events = async (r: Response) =>
+  (await r.text())
+    .split('\n\n')
+    .filter((b) => b.startsWith('data: '))
+    .map((b) => b.slice(6))
 
 describe('generation routes in process', () => {
   it('over protocol v1 (worker-loss detection off: no packs) a stream is the whole text as one delta', async () => {

@@ -7,7 +7,8 @@ describe('OpenAI error bodies', () => {
     const e = new CohortError('INVALID_INPUT', "prompt (1360 tokens) + maxTokens (4000) exceeds the model's context of 4097 tokens")
     expect(errorBody(e, true)).toEqual({
       error: {
-        message: "This model's maximum context length is 4097 tokens. However, you requested 5360 tokens (1360 in the messages, 4000 in max_tokens). Please reduce the length of the messages or max_tokens.",
+        message:
+          "This model's maximum context length is 4097 tokens. However, you requested 5360 tokens (1360 in the messages, 4000 in max_tokens). Please reduce the length of the messages or max_tokens.",
         type: 'invalid_request_error',
         param: 'messages',
         code: 'context_length_exceeded',
@@ -18,6 +19,11 @@ describe('OpenAI error bodies', () => {
   })
 
   it('other errors keep the registry code and the field the message starts with', () => {
-    expect(errorBody(new CohortError('INVALID_INPUT', 'temperature must be >= 0, got -1')).error).toEqual({ message: 'temperature must be >= 0, got -1', type: 'invalid_request_error', param: 'temperature', code: 'INVALID_INPUT' })
+    expect(errorBody(new CohortError('INVALID_INPUT', 'temperature must be >= 0, got -1')).error).toEqual({
+      message: 'temperature must be >= 0, got -1',
+      type: 'invalid_request_error',
+      param: 'temperature',
+      code: 'INVALID_INPUT',
+    })
   })
 })

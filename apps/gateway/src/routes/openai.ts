@@ -34,7 +34,36 @@ function openaiError(c: Context, e: CohortError): Response {
 const CONTEXT_OVERFLOW = /^prompt \((\d+) tokens\) \+ maxTokens \((\d+)\) exceeds the model's context of (\d+) tokens/
 
 /** Request fields an error message may start with (OpenAI's `param`). */
-const FIELDS = new Set(['model', 'prompt', 'messages', 'max_tokens', 'max_completion_tokens', 'temperature', 'top_p', 'top_k', 'seed', 'stop', 'stop_token_ids', 'ignore_eos', 'stream', 'stream_options', 'n', 'best_of', 'echo', 'suffix', 'frequency_penalty', 'presence_penalty', 'logit_bias', 'logprobs', 'top_logprobs', 'tools', 'tool_choice', 'functions', 'function_call', 'response_format'])
+const FIELDS = new Set([
+  'model',
+  'prompt',
+  'messages',
+  'max_tokens',
+  'max_completion_tokens',
+  'temperature',
+  'top_p',
+  'top_k',
+  'seed',
+  'stop',
+  'stop_token_ids',
+  'ignore_eos',
+  'stream',
+  'stream_options',
+  'n',
+  'best_of',
+  'echo',
+  'suffix',
+  'frequency_penalty',
+  'presence_penalty',
+  'logit_bias',
+  'logprobs',
+  'top_logprobs',
+  'tools',
+  'tool_choice',
+  'functions',
+  'function_call',
+  'response_format',
+])
 
 /**
  * The OpenAI error body of a CohortError. A prompt plus max_tokens over the model's context gets
@@ -57,7 +86,16 @@ export function errorBody(e: CohortError, chat = false) {
   }
   const first = /^([a-z_]+)(?:\[\d+\])?[ .]/.exec(e.message)?.[1]
   const param = first !== undefined && FIELDS.has(first) ? first : /^model "/.test(e.message) ? 'model' : null
-  const type = e.status === 401 ? 'authentication_error' : e.status === 404 ? 'not_found_error' : e.status === 429 ? 'rate_limit_error' : e.status < 500 ? 'invalid_request_error' : 'server_error'
+  const type =
+    e.status === 401
+      ? 'authentication_error'
+      : e.status === 404
+        ? 'not_found_error'
+        : e.status === 429
+          ? 'rate_limit_error'
+          : e.status < 500
+            ? 'invalid_request_error'
+            : 'server_error'
   return { error: { message: e.message, type, param, code: e.code } }
 }
 
@@ -89,7 +127,11 @@ function common(b: Body, prompt: string | number[], maxTokens: unknown, maxName:
     throw new CohortError('BAD_REQUEST', 'stream must be a boolean')
   }
   const so = b['stream_options']
-  if (so !== undefined && so !== null && (typeof so !== 'object' || Array.isArray(so) || ((so as Body)['include_usage'] !== undefined && typeof (so as Body)['include_usage'] !== 'boolean'))) {
+  if (
+    so !== undefined &&
+    so !== null &&
+    (typeof so !== 'object' || Array.isArray(so) || ((so as Body)['include_usage'] !== undefined && typeof (so as Body)['include_usage'] !== 'boolean'))
+  ) {
     throw new CohortError('BAD_REQUEST', 'stream_options must be {"include_usage": boolean}')
   }
   const stop = b['stop']
@@ -195,7 +237,12 @@ const CHAT: Shape = {
   chunkObject: 'chat.completion.chunk',
   idPrefix: 'chatcmpl-',
   choice: (r) => ({ index: 0, message: { role: 'assistant', content: r.text }, logprobs: r.logprobs ? chatLogprobs(r.logprobs) : null, finish_reason: finishReason(r) }),
-  chunkChoice: (text, first) => ({ index: 0, delta: text === undefined ? {} : first ? { role: 'assistant', content: text } : { content: text }, logprobs: null, finish_reason: null }),
+  chunkChoice: (text, first) => ({
+    index: 0,
+    delta: text === undefined ? {} : first ? { role: 'assistant', content: text } : { content: text },
+    logprobs: null,
+    finish_reason: null,
+  }),
   logprobs: (lps, offset) => ({ value: chatLogprobs(lps), next: offset }),
 }
 
@@ -277,7 +324,13 @@ export function registerOpenAi(app: Hono, o: ResolvedGatewayOptions, door: Infer
         }
         const prompt = applyChatTemplate(meta.generative?.chatTemplate, messages)
         const max = b['max_completion_tokens'] ?? b['max_tokens']
-        const input = common(b, prompt, max, b['max_completion_tokens'] !== undefined && b['max_completion_tokens'] !== null ? 'max_completion_tokens' : 'max_tokens', chatLogprobsAsk(b))
+        const input = common(
+          b,
+          prompt,
+          max,
+          b['max_completion_tokens'] !== undefined && b['max_completion_tokens'] !== null ? 'max_completion_tokens' : 'max_tokens',
+          chatLogprobsAsk(b),
+        )
         return serveGeneration(c, p, b, input, CHAT, o)
       },
       onError(c),

@@ -81,7 +81,10 @@ export function detailOf(message: string): ValidationDetail[] {
   if (!m) {
     return [{ loc: ['body', 'input'], msg: message, type: 'value_error' }]
   }
-  const path = m[1]!.split('/').filter(Boolean).map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'))
+  const path = m[1]!
+    .split('/')
+    .filter(Boolean)
+    .map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'))
   return [{ loc: ['body', 'input', ...path], msg: m[2]!, type: 'value_error' }]
 }
 

@@ -129,10 +129,7 @@ describe('Cog-style predictions (in-process, async held in memory)', () => {
 
   it('makes one prediction of two PUTs with the same id; PUT without Prefer waits for the result', async () => {
     const before = seen.filter((n) => n === 777).length
-    const [a, b] = await Promise.all([
-      send(app, 'PUT', '/predictions/dup-1', { input: { n: 777 } }, ASYNC),
-      send(app, 'PUT', '/predictions/dup-1', { input: { n: 777 } }, ASYNC),
-    ])
+    const [a, b] = await Promise.all([send(app, 'PUT', '/predictions/dup-1', { input: { n: 777 } }, ASYNC), send(app, 'PUT', '/predictions/dup-1', { input: { n: 777 } }, ASYNC)])
     expect([a.status, b.status]).toEqual([202, 202])
     expect(a.body.created_at).toBe(b.body.created_at)
     const sync = await send(app, 'PUT', '/predictions/dup-1', { input: { n: 777 } })
@@ -288,11 +285,28 @@ describe('Cog-style predictions (in-process, async held in memory)', () => {
     })
     expect(tensorItemSchema({ name: 't', datatype: 'BYTES', shape: [-1] })).toEqual({ title: 't', type: 'string' })
     const doc = openApi(
-      [{ name: 'm', versions: ['1'], platform: 'onnxruntime', kind: 'onnx', ready: true, maxBatchSize: 8, maxDelayMs: 0, inputs: [{ name: 'ids', datatype: 'INT64', shape: [-1, -1] }], outputs: [{ name: 'y', datatype: 'FP32', shape: [-1, 4] }] }],
+      [
+        {
+          name: 'm',
+          versions: ['1'],
+          platform: 'onnxruntime',
+          kind: 'onnx',
+          ready: true,
+          maxBatchSize: 8,
+          maxDelayMs: 0,
+          inputs: [{ name: 'ids', datatype: 'INT64', shape: [-1, -1] }],
+          outputs: [{ name: 'y', datatype: 'FP32', shape: [-1, 4] }],
+        },
+      ],
       'm',
       '1',
     ) as JsonBody
-    expect(doc.components.schemas.Input).toEqual({ title: 'Input', type: 'object', properties: { ids: { title: 'ids', type: 'array', items: { type: 'integer' } } }, required: ['ids'] })
+    expect(doc.components.schemas.Input).toEqual({
+      title: 'Input',
+      type: 'object',
+      properties: { ids: { title: 'ids', type: 'array', items: { type: 'integer' } } },
+      required: ['ids'],
+    })
     expect(doc.components.schemas.Output.properties.y.minItems).toBe(4)
   })
 })

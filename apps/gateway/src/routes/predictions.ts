@@ -93,9 +93,7 @@ async function submitJob(jobs: PredictionJobs, up: Upstream, model: string, b: P
   if (meta.kind === 'predictor') {
     checkInput(meta.inputSchema, b.input)
   }
-  return jobs.submit(
-    newPrediction({ id, model, input: b.input, webhook: b.webhook, webhookEventsFilter: b.webhookEventsFilter }),
-  )
+  return jobs.submit(newPrediction({ id, model, input: b.input, webhook: b.webhook, webhookEventsFilter: b.webhookEventsFilter }))
 }
 
 /**
@@ -137,14 +135,7 @@ export function putPredictionHandler(o: ResolvedGatewayOptions, door: InferenceD
  * webhook is 409 CONFLICT naming the id (Cog answers a conflict too), not the old prediction.
  */
 function sameRequest(existing: Prediction, model: string, b: PredictionRequestBody): void {
-  const differs =
-    existing.model !== model
-      ? 'model'
-      : !sameJson(existing.input, b.input)
-        ? 'input'
-        : (existing.webhook ?? undefined) !== b.webhook
-          ? 'webhook'
-          : undefined
+  const differs = existing.model !== model ? 'model' : !sameJson(existing.input, b.input) ? 'input' : (existing.webhook ?? undefined) !== b.webhook ? 'webhook' : undefined
   if (differs) {
     throw new CohortError('CONFLICT', `prediction "${existing.id}" already exists with a different ${differs}; use a new id for a new prediction`)
   }

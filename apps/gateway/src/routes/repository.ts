@@ -21,7 +21,12 @@ async function ask(up: Upstream, op: 'index' | 'load' | 'unload', model?: string
     try {
       const v = decodeValue(r) as RepositoryAnswer
       if (typeof v?.worker === 'string' && Array.isArray(v.models)) {
-        out.push({ worker: v.worker, models: v.models.filter(isEntry), busy: Array.isArray(v.busy) ? v.busy.filter((b) => typeof b === 'string') : [], ...(typeof v.error === 'string' ? { error: v.error } : {}) })
+        out.push({
+          worker: v.worker,
+          models: v.models.filter(isEntry),
+          busy: Array.isArray(v.busy) ? v.busy.filter((b) => typeof b === 'string') : [],
+          ...(typeof v.error === 'string' ? { error: v.error } : {}),
+        })
       }
     } catch {
       // One unreadable worker must not hide the others.
@@ -78,7 +83,12 @@ export function mergeIndex(answers: readonly RepositoryAnswer[]): RepositoryEntr
  * merged index of the model, and the workers that took the change but no longer answer (`lost`:
  * killed, cut off or shut down meanwhile; the merge covers the others).
  */
-async function settled(up: Upstream, model: string, workers: ReadonlySet<string>, limitMs: number): Promise<{ entries: RepositoryEntry[]; servedSomewhere: boolean; lost: string[] }> {
+async function settled(
+  up: Upstream,
+  model: string,
+  workers: ReadonlySet<string>,
+  limitMs: number,
+): Promise<{ entries: RepositoryEntry[]; servedSomewhere: boolean; lost: string[] }> {
   const until = Date.now() + limitMs
   for (;;) {
     const answers = (await ask(up, 'index')).filter((a) => workers.has(a.worker))
@@ -133,7 +143,10 @@ export function registerRepository(app: Hono, o: ResolvedGatewayOptions & { admi
     if (took.length === 0) {
       throw new CohortError('MODEL_NOT_FOUND', [...new Set(answers.map((a) => a.error))].join('; '))
     }
-    o.logger.info({ audit: `admin.repository.${op}`, who, client: o.adapter?.clientAddress?.(c) ?? c.req.header('x-forwarded-for') ?? null, model, workers: took.map((a) => a.worker) }, `admin: repository ${op}`)
+    o.logger.info(
+      { audit: `admin.repository.${op}`, who, client: o.adapter?.clientAddress?.(c) ?? c.req.header('x-forwarded-for') ?? null, model, workers: took.map((a) => a.worker) },
+      `admin: repository ${op}`,
+    )
     const { entries, servedSomewhere, lost } = await settled(up, model, new Set(took.map((a) => a.worker)), REPOSITORY_CHANGE_MS)
     if (op === 'load' && !servedSomewhere && lost.length > 0 && lost.length === took.length) {
       throw new CohortError('WORKER_LOST', `every worker that took the load of "${model}" (${lost.join(', ')}) stopped answering before it finished`, { retryAfterS: 1 })

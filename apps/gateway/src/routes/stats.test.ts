@@ -55,7 +55,13 @@ function upstream(answers: ServiceStatsResponse[]): Upstream {
 
 describe('modelStats', () => {
   const up = upstream([
-    worker('w1', { demo: part(3, [[1, 2], [2, 1]]), other: part(1, [[1, 1]]) }),
+    worker('w1', {
+      demo: part(3, [
+        [1, 2],
+        [2, 1],
+      ]),
+      other: part(1, [[1, 1]]),
+    }),
     worker('w2', { demo: part(4, [[2, 3]]), old: undefined }),
   ])
 

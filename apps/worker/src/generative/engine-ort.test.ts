@@ -5,7 +5,15 @@ import * as ort from 'onnxruntime-node'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { ortDecoderSession } from './ort-session.ts'
 
-const SPEC = { layers: TINY_DECODER.layers, kvHeads: TINY_DECODER.kvHeads, headDim: TINY_DECODER.hidden / TINY_DECODER.heads, vocabSize: TINY_DECODER.vocabSize, maxContext: TINY_DECODER.maxContext, eosId: TINY_DECODER.eosId, layout: 'gqa-shared' as const }
+const SPEC = {
+  layers: TINY_DECODER.layers,
+  kvHeads: TINY_DECODER.kvHeads,
+  headDim: TINY_DECODER.hidden / TINY_DECODER.heads,
+  vocabSize: TINY_DECODER.vocabSize,
+  maxContext: TINY_DECODER.maxContext,
+  eosId: TINY_DECODER.eosId,
+  layout: 'gqa-shared' as const,
+}
 let session: ort.InferenceSession
 
 beforeAll(async () => {
@@ -118,27 +126,37 @@ describe('continuous batching on the ORT test decoder (GQA slab)', () => {
   it.each([
     ['greedy', (_i: number): SamplingParams => GREEDY(40)],
     ['seeded sampling', (i: number): SamplingParams => ({ maxTokens: 40, temperature: 1, seed: 500 + i, ignoreEos: true })],
-  ])('preemption under a small KV budget recomputes and still matches %s alone', async (_name, paramsOf) => {
-    const r = rand(11)
-    const reqs = Array.from({ length: 5 }, (_, i) => ({ prompt: prompt(r, 20 + Math.floor(r() * 30)), params: paramsOf(i) }))
-    const alone: GenerateResult[] = []
-    for (const q of reqs) alone.push(await runAlone(q.prompt, q.params))
-    // a context of 128 lets the budget be 150 tokens: 4 sequences of 60-90 tokens cannot all stay
-    const preempted: number[] = []
-    const e = engine({ model: { ...SPEC, maxContext: 128 }, maxSequences: 4, kvBudgetTokens: 150, maxStepTokens: 64, observer: { finished: (f) => void preempted.push(f.preemptions) } })
-    const sinks = reqs.map(() => sink())
-    reqs.forEach((q, i) => e.submit({ prompt: q.prompt, params: q.params, stream: true }, Date.now() + 600_000, sinks[i]!))
-    let maxKv = 0
-    while (await e.step()) maxKv = Math.max(maxKv, e.metrics().kvTokens)
-    await e.close()
-    expect(e.metrics().preemptions).toBeGreaterThan(0)
-    expect(preempted.filter((n) => n > 0).length, 'sequences preempted at least once').toBeGreaterThan(0)
-    expect(maxKv).toBeLessThanOrEqual(150)
-    reqs.forEach((_q, i) => {
-      expect(sinks[i]!.got.error).toBeUndefined()
-      expect(sinks[i]!.got.result?.tokens, `request ${i}`).toEqual(alone[i]!.tokens)
-      // a preempted stream does not resend what it already sent
-      expect(sinks[i]!.got.deltas.flatMap((d) => d.tokens)).toEqual(alone[i]!.tokens)
-    })
-  }, 60_000)
+  ])(
+    'preemption under a small KV budget recomputes and still matches %s alone',
+    async (_name, paramsOf) => {
+      const r = rand(11)
+      const reqs = Array.from({ length: 5 }, (_, i) => ({ prompt: prompt(r, 20 + Math.floor(r() * 30)), params: paramsOf(i) }))
+      const alone: GenerateResult[] = []
+      for (const q of reqs) alone.push(await runAlone(q.prompt, q.params))
+      // a context of 128 lets the budget be 150 tokens: 4 sequences of 60-90 tokens cannot all stay
+      const preempted: number[] = []
+      const e = engine({
+        model: { ...SPEC, maxContext: 128 },
+        maxSequences: 4,
+        kvBudgetTokens: 150,
+        maxStepTokens: 64,
+        observer: { finished: (f) => void preempted.push(f.preemptions) },
+      })
+      const sinks = reqs.map(() => sink())
+      reqs.forEach((q, i) => e.submit({ prompt: q.prompt, params: q.params, stream: true }, Date.now() + 600_000, sinks[i]!))
+      let maxKv = 0
+      while (await e.step()) maxKv = Math.max(maxKv, e.metrics().kvTokens)
+      await e.close()
+      expect(e.metrics().preemptions).toBeGreaterThan(0)
+      expect(preempted.filter((n) => n > 0).length, 'sequences preempted at least once').toBeGreaterThan(0)
+      expect(maxKv).toBeLessThanOrEqual(150)
+      reqs.forEach((_q, i) => {
+        expect(sinks[i]!.got.error).toBeUndefined()
+        expect(sinks[i]!.got.result?.tokens, `request ${i}`).toEqual(alone[i]!.tokens)
+        // a preempted stream does not resend what it already sent
+        expect(sinks[i]!.got.deltas.flatMap((d) => d.tokens)).toEqual(alone[i]!.tokens)
+      })
+    },
+    60_000,
+  )
 })

@@ -38,7 +38,9 @@ function detectSpec(session: ort.InferenceSession, bytes: Uint8Array): { spec: D
   const names = { ...OPTIMUM_NAMES, ...cfg.names }
   const meta = onnxMetadata(bytes)
   if (!usesGroupQueryAttention(bytes) || (meta['cohort.kv_layout'] !== undefined && meta['cohort.kv_layout'] !== 'gqa-shared')) {
-    throw new Error('the model has no com.microsoft.GroupQueryAttention: only GQA decoders (shared past/present KV buffer) are served; a plain concat export is not (docs/generative.md#kv-layout)')
+    throw new Error(
+      'the model has no com.microsoft.GroupQueryAttention: only GQA decoders (shared past/present KV buffer) are served; a plain concat export is not (docs/generative.md#kv-layout)',
+    )
   }
   const inputs = session.inputMetadata
   let layers = 0
@@ -110,7 +112,12 @@ port.on('message', (m: { type: string; id?: number; prompt?: number[]; params?: 
       },
     }
     try {
-      const input = { prompt: m.prompt as number[], params: m.params as SamplingParams, stream: m.stream === true, ...(m.firstTokenDeadline !== undefined ? { firstTokenDeadline: m.firstTokenDeadline } : {}) }
+      const input = {
+        prompt: m.prompt as number[],
+        params: m.params as SamplingParams,
+        stream: m.stream === true,
+        ...(m.firstTokenDeadline !== undefined ? { firstTokenDeadline: m.firstTokenDeadline } : {}),
+      }
       handles.set(id, engine.submit(input, m.deadline as number, sink))
     } catch (e) {
       const err = e as { code?: string; message?: string }

@@ -7,7 +7,16 @@
  */
 import { Worker } from 'node:worker_threads'
 import { checkRequest, emptyMetrics, type DecoderNames, type DecoderSpec, type EngineMetrics, type EngineOptions, type FinishedInfo } from '@cohort/generative'
-import { CohortError, type GenerateInput, type GenerationSink, type GenerationWatcher, type GenerativeInfo, type Generator, type GeneratorGauges, type WireError } from '@cohort/protocol'
+import {
+  CohortError,
+  type GenerateInput,
+  type GenerationSink,
+  type GenerationWatcher,
+  type GenerativeInfo,
+  type Generator,
+  type GeneratorGauges,
+  type WireError,
+} from '@cohort/protocol'
 import { defaultIntraOpThreads } from '../ort/ort-pool.ts'
 import type { ThreadConfig, ThreadEvent } from './gen-thread.ts'
 import { tokenizerByName, type TokenizerName } from './tokenizers.ts'
@@ -86,35 +95,38 @@ async function startThread(cfg: ThreadConfig, chatTemplate?: string): Promise<On
 
   type Ready = { info: GenerativeInfo; spec: DecoderSpec; tokenizer: TokenizerName }
   const ready = new Promise<Ready>((resolve, reject) => {
-    w.on('message', (m: { type: string; events?: ThreadEvent[]; metrics?: EngineMetrics; firstTokens?: number[]; finished?: FinishedInfo[]; message?: string } & Partial<Ready>) => {
-      if (m.type === 'ready') {
-        metrics = m.metrics ?? metrics
-        resolve({ info: m.info as GenerativeInfo, spec: m.spec as DecoderSpec, tokenizer: m.tokenizer as TokenizerName })
-      } else if (m.type === 'load-error') reject(new Error(`generative model ${cfg.path}: ${m.message}`))
-      else if (m.type === 'events') {
-        metrics = m.metrics ?? metrics
-        for (const x of watchers) {
-          for (const ms of m.firstTokens ?? []) x.firstToken?.(ms)
-          for (const f of m.finished ?? []) x.finished?.(f)
-        }
-        for (const ev of m.events ?? []) {
-          const l = live.get(ev.id)
-          if (!l) continue
-          try {
-            if ('delta' in ev) l.sink.delta(ev.delta)
-            else if ('done' in ev) {
-              live.delete(ev.id)
-              l.sink.done(ev.done)
-            } else {
-              live.delete(ev.id)
-              l.sink.error(ev.error)
+    w.on(
+      'message',
+      (m: { type: string; events?: ThreadEvent[]; metrics?: EngineMetrics; firstTokens?: number[]; finished?: FinishedInfo[]; message?: string } & Partial<Ready>) => {
+        if (m.type === 'ready') {
+          metrics = m.metrics ?? metrics
+          resolve({ info: m.info as GenerativeInfo, spec: m.spec as DecoderSpec, tokenizer: m.tokenizer as TokenizerName })
+        } else if (m.type === 'load-error') reject(new Error(`generative model ${cfg.path}: ${m.message}`))
+        else if (m.type === 'events') {
+          metrics = m.metrics ?? metrics
+          for (const x of watchers) {
+            for (const ms of m.firstTokens ?? []) x.firstToken?.(ms)
+            for (const f of m.finished ?? []) x.finished?.(f)
+          }
+          for (const ev of m.events ?? []) {
+            const l = live.get(ev.id)
+            if (!l) continue
+            try {
+              if ('delta' in ev) l.sink.delta(ev.delta)
+              else if ('done' in ev) {
+                live.delete(ev.id)
+                l.sink.done(ev.done)
+              } else {
+                live.delete(ev.id)
+                l.sink.error(ev.error)
+              }
+            } catch {
+              // a throwing sink must not stop the others
             }
-          } catch {
-            // a throwing sink must not stop the others
           }
         }
-      }
-    })
+      },
+    )
     w.on('error', (e) => {
       dead = { code: 'WORKER_LOST', message: `the generation thread failed: ${e.message}`, retryAfterS: 1 }
       reject(e)
@@ -147,7 +159,15 @@ async function startThread(cfg: ThreadConfig, chatTemplate?: string): Promise<On
       const prompt = checkRequest(input, deadline, ctx)
       const id = ++seq
       live.set(id, { sink })
-      w.postMessage({ type: 'submit', id, prompt, params: input.params, stream: input.stream, deadline, ...(input.firstTokenDeadline !== undefined ? { firstTokenDeadline: input.firstTokenDeadline } : {}) })
+      w.postMessage({
+        type: 'submit',
+        id,
+        prompt,
+        params: input.params,
+        stream: input.stream,
+        deadline,
+        ...(input.firstTokenDeadline !== undefined ? { firstTokenDeadline: input.firstTokenDeadline } : {}),
+      })
       return {
         cancel: () => {
           if (live.has(id) && !dead) w.postMessage({ type: 'cancel', id })

@@ -1,13 +1,4 @@
-import {
-  BATCHING_KEYS,
-  batchingToJson,
-  layerBatching,
-  parseBatchingPatch,
-  type BatchEngine,
-  type BatchingConfig,
-  type ConfigLayer,
-  type LayeredBatching,
-} from '@cohort/batching'
+import { BATCHING_KEYS, batchingToJson, layerBatching, parseBatchingPatch, type BatchEngine, type BatchingConfig, type ConfigLayer, type LayeredBatching } from '@cohort/batching'
 import type { Logger } from '@cohort/observability'
 import type { ModelRunner } from '../runners/types.ts'
 
@@ -50,7 +41,7 @@ export class BatchingLayers {
       // runtime override past it is refused instead).
       o.logger.warn(
         { model: o.runner.name, workerId: o.workerId, maxBatchSize: global.maxBatchSize, limit: limit.maxBatchSize, reason: limit.reason },
-        '--max-batch-size is above this model\'s limit; the limit applies',
+        "--max-batch-size is above this model's limit; the limit applies",
       )
       delete global.maxBatchSize
     }

@@ -66,7 +66,13 @@ async function serve() {
       notices.push(decodeNotice(m.data))
     }
   })()
-  const gen = (id: string, maxTokens: number, stream = true): InferRequest => ({ v: 1, id, model: 'gen', deadline: Date.now() + 10_000, generate: { prompt: 'hi', params: { maxTokens }, stream } })
+  const gen = (id: string, maxTokens: number, stream = true): InferRequest => ({
+    v: 1,
+    id,
+    model: 'gen',
+    deadline: Date.now() + 10_000,
+    generate: { prompt: 'hi', params: { maxTokens }, stream },
+  })
   const send = (reqs: InferRequest[]) => transport.publish(s.infer('gen'), encodeValue({ v: 2, reqs }), { reply: `${s.inbox('gw1')}.0` })
   return { transport, server, stats, notices, gen, send }
 }
@@ -76,7 +82,7 @@ const until = async (cond: () => boolean) => {
 }
 
 describe('generations on the worker', () => {
-  it('sends one tokens message per step per pack, each request\'s deltas before its reply', async () => {
+  it("sends one tokens message per step per pack, each request's deltas before its reply", async () => {
     const { server, stats, notices, gen, send } = await serve()
     send([gen('a', 5), gen('b', 3), gen('c', 4), gen('quiet', 4, false)])
     await until(() => notices.filter((n) => n.t === 'replies').flatMap((n) => (n.t === 'replies' ? n.replies : [])).length === 4)
@@ -84,7 +90,16 @@ describe('generations on the worker', () => {
     // One message per step (5 steps: the longest request), not one per token (12 deltas).
     expect(stats.steps).toBe(5)
     expect(tokens).toHaveLength(5)
-    expect(tokens.map((n) => (n.t === 'tokens' ? n.steps.map((x) => x.id).sort().join() : ''))).toEqual(['a,b,c', 'a,b,c', 'a,b,c', 'a,c', 'a'])
+    expect(
+      tokens.map((n) =>
+        n.t === 'tokens'
+          ? n.steps
+              .map((x) => x.id)
+              .sort()
+              .join()
+          : '',
+      ),
+    ).toEqual(['a,b,c', 'a,b,c', 'a,b,c', 'a,c', 'a'])
     // Order on the wire: every token of a request comes before its reply.
     for (const id of ['a', 'b', 'c']) {
       const lastDelta = notices.findLastIndex((n) => n.t === 'tokens' && n.steps.some((x) => x.id === id))
@@ -117,11 +132,18 @@ describe('generations on the worker', () => {
 })
 
 describe('a gateway that goes away', () => {
-  it('frees its streams\' slots at the next step: the step\'s tokens message finds no subscriber, NATS-style', async () => {
+  it("frees its streams' slots at the next step: the step's tokens message finds no subscriber, NATS-style", async () => {
     const transport = new InProcessTransport()
     const { g, stats } = stepper()
     // probeMs 0: only the per-step tokens messages can notice it.
-    const server = new ModelServer({ runner: new GenerativeRunner('gen', () => g), transport, subjects: s, metrics: workerMetrics(new Registry()), workerId: 'w1', generationProbeMs: 0 })
+    const server = new ModelServer({
+      runner: new GenerativeRunner('gen', () => g),
+      transport,
+      subjects: s,
+      metrics: workerMetrics(new Registry()),
+      workerId: 'w1',
+      generationProbeMs: 0,
+    })
     await server.runner.start()
     await server.start()
     const inbox = transport.subscribe(`${s.inbox('gw1')}.>`)
@@ -149,7 +171,14 @@ describe('a gateway that goes away', () => {
   it('a non-streamed generation is watched by the slow probe (an empty tokens message)', async () => {
     const transport = new InProcessTransport()
     const { g, stats } = stepper()
-    const server = new ModelServer({ runner: new GenerativeRunner('gen', () => g), transport, subjects: s, metrics: workerMetrics(new Registry()), workerId: 'w1', generationProbeMs: 20 })
+    const server = new ModelServer({
+      runner: new GenerativeRunner('gen', () => g),
+      transport,
+      subjects: s,
+      metrics: workerMetrics(new Registry()),
+      workerId: 'w1',
+      generationProbeMs: 20,
+    })
     await server.runner.start()
     await server.start()
     const inbox = transport.subscribe(`${s.inbox('gw1')}.>`)

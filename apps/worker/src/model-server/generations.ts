@@ -249,7 +249,11 @@ export class Generations {
           this.#gone(m.subject.slice(prefix.length))
         }
       },
-      (e) => this.#o.tel.logger.warn({ model: this.#o.name, err: e instanceof Error ? e.message : String(e) }, 'the watch inbox of generations failed; gone gateways are no longer noticed'),
+      (e) =>
+        this.#o.tel.logger.warn(
+          { model: this.#o.name, err: e instanceof Error ? e.message : String(e) },
+          'the watch inbox of generations failed; gone gateways are no longer noticed',
+        ),
     )
   }
 

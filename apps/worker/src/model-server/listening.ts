@@ -53,11 +53,7 @@ export class Listening {
     const metaSub = t.subscribe(s.meta(name), { queue: s.queue(name) })
     const cancelSub = t.subscribe(s.cancel(name))
     this.#subs = [this.#overflowSub, metaSub, cancelSub]
-    this.#loops = [
-      this.#consume(this.#overflowSub, this.#o.onInfer),
-      this.#consume(metaSub, this.#o.onMeta),
-      this.#consume(cancelSub, this.#o.onCancel),
-    ]
+    this.#loops = [this.#consume(this.#overflowSub, this.#o.onInfer), this.#consume(metaSub, this.#o.onMeta), this.#consume(cancelSub, this.#o.onCancel)]
   }
 
   /** True while the worker is not listening on the main subject (full). */

@@ -40,9 +40,7 @@ function batchCapMeta<T>(engine: BatchEngine<T>): Record<string, unknown> {
     autoBatchSize: true,
     batchTuning: {
       ...t.toJSON(),
-      last: last
-        ? { from: last.from, to: last.to, reason: last.reason, at: last.at, budgetMs: Number.isFinite(last.budgetMs) ? last.budgetMs : null }
-        : null,
+      last: last ? { from: last.from, to: last.to, reason: last.reason, at: last.at, budgetMs: Number.isFinite(last.budgetMs) ? last.budgetMs : null } : null,
     },
   }
 }

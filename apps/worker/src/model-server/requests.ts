@@ -158,7 +158,16 @@ export class Requests {
     // One acceptance notice for the pack (before any reply: replies leave in a later microtask),
     // with the queue-wait estimate for the gateway's door (docs/batching.md#admission-at-the-door).
     const wait = wireWait(this.#o.engine, tenantsOf(msg.reqs))
-    sink.notice({ v: 2, t: 'accept', worker: this.#o.workerId, ids, queued: this.#o.engine.queued, ...(wait ? { waitMs: wait.waitMs, serviceMs: wait.serviceMs, ...(wait.itemMs !== undefined ? { itemMs: wait.itemMs } : {}), ...(wait.tenants ? { tenants: wait.tenants } : {}) } : {}) })
+    sink.notice({
+      v: 2,
+      t: 'accept',
+      worker: this.#o.workerId,
+      ids,
+      queued: this.#o.engine.queued,
+      ...(wait
+        ? { waitMs: wait.waitMs, serviceMs: wait.serviceMs, ...(wait.itemMs !== undefined ? { itemMs: wait.itemMs } : {}), ...(wait.tenants ? { tenants: wait.tenants } : {}) }
+        : {}),
+    })
   }
 
   onCancel(m: TransportMessage): void {
@@ -178,7 +187,10 @@ export class Requests {
     const t0 = performance.now()
     this.runningItems += batch.items.length
     const upper = engine.costModel.samples > 0 ? engine.costModel.upper(batch.cost ?? batch.items.length) : 0
-    const ended = this.#o.stall?.begin(batch.items.reduce((d, i) => Math.max(d, i.p.req.deadline), 0), upper)
+    const ended = this.#o.stall?.begin(
+      batch.items.reduce((d, i) => Math.max(d, i.p.req.deadline), 0),
+      upper,
+    )
     let results: ItemResult[]
     try {
       results = await runner.runBatch(
@@ -268,7 +280,10 @@ export class Requests {
     const { subjects } = this.#o
     if (req.ack !== undefined && !isAcceptSubject(subjects.accept, req.ack)) {
       // No confused deputy: publish acceptance notices only under <prefix>.accept. (docs/security.md).
-      const error = { code: 'BAD_REQUEST' as const, message: `ack subject ${JSON.stringify(String(req.ack).slice(0, 200))} is not an acceptance subject (${subjects.accept('<gateway>')}); nothing was published there` }
+      const error = {
+        code: 'BAD_REQUEST' as const,
+        message: `ack subject ${JSON.stringify(String(req.ack).slice(0, 200))} is not an acceptance subject (${subjects.accept('<gateway>')}); nothing was published there`,
+      }
       this.#respond(m, { v: 1, id: req.id, error }, t0, undefined, sink)
       return true
     }
@@ -288,7 +303,10 @@ export class Requests {
       return
     }
     const kind = this.#o.runner.meta().kind
-    const error = { code: 'BAD_REQUEST' as const, message: `model "${this.#name}" is not generative (kind ${kind}): generate requests need a generative model; send POST /v2/models/${this.#name}/infer` }
+    const error = {
+      code: 'BAD_REQUEST' as const,
+      message: `model "${this.#name}" is not generative (kind ${kind}): generate requests need a generative model; send POST /v2/models/${this.#name}/infer`,
+    }
     this.#o.stats.item(error.code)
     this.#respond(m, { v: 1, id: req.id, error }, t0, undefined, sink)
   }

@@ -38,6 +38,9 @@ export function wireWait(engine: Pick<BatchEngine<unknown>, 'waitEstimate'>, ten
 
 /** {@link wireWait} for a heartbeat: the tenants with the most items queued. */
 export function heartbeatWait(engine: Pick<BatchEngine<unknown>, 'waitEstimate' | 'queuedByTenant'>): WaitEstimate | undefined {
-  const top = [...engine.queuedByTenant()].sort((a, b) => b[1] - a[1]).slice(0, MAX_WAIT_TENANTS).map(([t]) => t)
+  const top = [...engine.queuedByTenant()]
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, MAX_WAIT_TENANTS)
+    .map(([t]) => t)
   return wireWait(engine, top)
 }

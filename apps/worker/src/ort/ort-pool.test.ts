@@ -128,7 +128,9 @@ describe('OrtPool', () => {
       (e: unknown) => e as Error,
     )
     if (started) {
-      expect(started.message).toMatch(/^execution provider "cuda" is not available: .+ \(the CUDA EP libraries are not installed by default: see "CPU by default, CUDA on request" in docs\/packages\.md\)$/s)
+      expect(started.message).toMatch(
+        /^execution provider "cuda" is not available: .+ \(the CUDA EP libraries are not installed by default: see "CPU by default, CUDA on request" in docs\/packages\.md\)$/s,
+      )
       return
     }
     const r = await pool.run({

@@ -290,9 +290,7 @@ export class OrtPool {
       })
       h.post({ type: 'run', id, feeds }, transfer)
     })
-    return this.#limits.run(done, opts.timeoutMs, 'an ONNX Runtime run', () =>
-      this.#replace(h, 'batch_timeout', `session.run() ran past ${opts.timeoutMs} ms`),
-    )
+    return this.#limits.run(done, opts.timeoutMs, 'an ONNX Runtime run', () => this.#replace(h, 'batch_timeout', `session.run() ran past ${opts.timeoutMs} ms`))
   }
 
   #pick(): Host | undefined {

@@ -39,8 +39,7 @@ export interface PipelineRunnersOptions {
   batching?: Partial<BatchingConfig>
 }
 
-const matches = (names: readonly string[], p: Pipeline, s: LeafStage): boolean =>
-  names.includes(s.name) || names.includes(`${p.name}.${s.name}`)
+const matches = (names: readonly string[], p: Pipeline, s: LeafStage): boolean => names.includes(s.name) || names.includes(`${p.name}.${s.name}`)
 
 /** The in-process runner of a leaf stage (ONNX through the worker's ORT pool). */
 export function localStageRunner(p: Pipeline, s: LeafStage, o: PipelineRunnersOptions): StageRunner {

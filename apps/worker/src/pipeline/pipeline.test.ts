@@ -165,7 +165,16 @@ describe('pipelines in a worker', () => {
     await startWorker(t, { stages: ['last'] })
     ranLast = 0
     const past = Date.now() - 1
-    const req = encodeRequest({ v: 1, id: 's1', model: 'p.last', deadline: Date.now() + 5_000, items: [{ d: past, v: { sum: 1, kind: 'x' } }, { d: 0, v: { sum: 2, kind: 'y' } }] })
+    const req = encodeRequest({
+      v: 1,
+      id: 's1',
+      model: 'p.last',
+      deadline: Date.now() + 5_000,
+      items: [
+        { d: past, v: { sum: 1, kind: 'x' } },
+        { d: 0, v: { sum: 2, kind: 'y' } },
+      ],
+    })
     const r = decodeReply(await t.request(subjects().stage('p', 'last'), req, { timeoutMs: 5_000 }))
     expect(r.errors?.[0]?.code).toBe('DEADLINE_EXCEEDED')
     expect(r.items?.[1]).toEqual({ sum: 2, kind: 'y' })

@@ -180,9 +180,7 @@ export class StageServerRunner implements ModelRunner {
         return { json: encodeStageResults(rs) }
       }
       const r = rs[0]
-      return r instanceof Error
-        ? { error: { code: r instanceof ItemError ? r.code : 'PREDICTOR_FAILED', message: r.message } }
-        : { json: toWireValue(r) }
+      return r instanceof Error ? { error: { code: r instanceof ItemError ? r.code : 'PREDICTOR_FAILED', message: r.message } } : { json: toWireValue(r) }
     })
   }
 

@@ -46,7 +46,9 @@ const APPLIES: Record<'predictor' | 'pipeline', readonly string[]> = {
  * @throws RangeError naming the fields.
  */
 export function checkConfigFor(kind: 'predictor' | 'pipeline', config: RepositoryModelConfig, configName: string): void {
-  const set = Object.entries(config).filter(([k, v]) => v !== undefined && !APPLIES[kind].includes(k)).map(([k]) => k)
+  const set = Object.entries(config)
+    .filter(([k, v]) => v !== undefined && !APPLIES[kind].includes(k))
+    .map(([k]) => k)
   if (set.length > 0) {
     throw new RangeError(`${configName} sets ${set.join(', ')}, which a ${kind} does not take (a ${kind} takes ${APPLIES[kind].join(', ')})`)
   }

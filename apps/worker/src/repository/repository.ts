@@ -167,8 +167,10 @@ export class ModelRepository {
     const serve = (op: 'index' | 'load' | 'unload', fn: (r: RepositoryRequest) => Promise<RepositoryAnswer> | RepositoryAnswer) => {
       const sub = t.subscribe(s.repository(op))
       this.#subs.push(sub)
-      void consume(sub, async (m: TransportMessage) => m.respond(encodeValue(await fn(readRequest(m.data)))), (e) =>
-        this.#o.logger.error({ workerId: this.#o.workerId, err: e }, `model repository: ${op} subscription failed`),
+      void consume(
+        sub,
+        async (m: TransportMessage) => m.respond(encodeValue(await fn(readRequest(m.data)))),
+        (e) => this.#o.logger.error({ workerId: this.#o.workerId, err: e }, `model repository: ${op} subscription failed`),
       )
     }
     serve('index', () => this.index())
@@ -360,7 +362,10 @@ export class ModelRepository {
         return sig !== undefined && (!l || l.signature !== sig) && st.failed.get(v)?.signature !== sig
       })
       if (next === undefined) {
-        this.#retire(st, [...st.loaded.keys()].filter((v) => !desired.includes(v)))
+        this.#retire(
+          st,
+          [...st.loaded.keys()].filter((v) => !desired.includes(v)),
+        )
         this.#point(st)
         return
       }
@@ -561,12 +566,12 @@ export async function defaultRunner(v: VersionToLoad, registry?: Registry): Prom
   return v.kind === 'predictor'
     ? predictorVersion(v.name, v.file, v.tag)
     : pipelineVersion(v.name, v.file, v.tag, {
-          ...(registry ? { registry } : {}),
-          onnx: {
-            ...((f.ep ?? c.ep) !== undefined ? { ep: f.ep ?? c.ep } : {}),
-            ...((f.instances ?? c.instances) !== undefined ? { instances: f.instances ?? c.instances } : {}),
-            ...((f.threads ?? c.threads) !== undefined ? { threads: f.threads ?? c.threads } : {}),
-          },
+        ...(registry ? { registry } : {}),
+        onnx: {
+          ...((f.ep ?? c.ep) !== undefined ? { ep: f.ep ?? c.ep } : {}),
+          ...((f.instances ?? c.instances) !== undefined ? { instances: f.instances ?? c.instances } : {}),
+          ...((f.threads ?? c.threads) !== undefined ? { threads: f.threads ?? c.threads } : {}),
+        },
       })
 }
 

@@ -72,7 +72,10 @@ export interface ScannedModel {
 /** The model folders of a repository: every entry of `dir` that is a folder with a valid model name. */
 export async function listModels(dir: string): Promise<string[]> {
   const entries = await readdir(dir, { withFileTypes: true })
-  return entries.filter((e) => e.isDirectory() && isValidModelName(e.name)).map((e) => e.name).sort()
+  return entries
+    .filter((e) => e.isDirectory() && isValidModelName(e.name))
+    .map((e) => e.name)
+    .sort()
 }
 
 /** Options of {@link scanModel}. */
@@ -134,8 +137,7 @@ export async function scanModel(repo: string, name: string, o: ScanOptions = {})
       ignored.push(e.name)
     }
   }
-  const configConflict =
-    dirOutside ?? (configs.length > 1 ? `${name} has ${configs.map((c) => c.name).join(' and ')}: keep one configuration file` : undefined)
+  const configConflict = dirOutside ?? (configs.length > 1 ? `${name} has ${configs.map((c) => c.name).join(' and ')}: keep one configuration file` : undefined)
   return { name, dir, versions, config: configs.length === 1 ? configs[0] : undefined, configConflict, ignored }
 }
 

@@ -181,9 +181,7 @@ export class OnnxRunner implements ModelRunner {
     const everywhere = fixed.size === 1 && values.every((m) => m.shape[0] === n || (n === 1 && m.shape[0] === -1))
     if (!everywhere) {
       const shapes = values.map((m) => `${m.name} ${JSON.stringify(m.shape)}`).join(', ')
-      throw new Error(
-        `model "${this.name}" needs a leading dynamic batch dimension, or one fixed at the same size in every input and output (${shapes})`,
-      )
+      throw new Error(`model "${this.name}" needs a leading dynamic batch dimension, or one fixed at the same size in every input and output (${shapes})`)
     }
     this.#fixedBatch = n
     this.batchLimit = {
@@ -345,10 +343,7 @@ export class OnnxRunner implements ModelRunner {
     for (const spec of this.#inputs) {
       const t = tensors[spec.name]
       if (!t) {
-        throw new CohortError(
-          'INVALID_INPUT',
-          `model "${this.name}" needs input "${spec.name}" (inputs: ${this.#inputs.map((s) => s.name).join(', ')})`,
-        )
+        throw new CohortError('INVALID_INPUT', `model "${this.name}" needs input "${spec.name}" (inputs: ${this.#inputs.map((s) => s.name).join(', ')})`)
       }
       checkTensor(this.name, spec, t)
     }
@@ -440,7 +435,13 @@ function buildMask(spec: InputSpec, real: Map<string, { lens: number[]; max: num
       const dn = spec.restNames[k]
       return dn !== null && dn !== undefined && real.has(dn) ? real.get(dn)!.lens[i]! : target[k]!
     })
-    const ones = new Uint8Array(filledBuffer(spec.datatype, mine.reduce((a, b) => a * b, 1), 1))
+    const ones = new Uint8Array(
+      filledBuffer(
+        spec.datatype,
+        mine.reduce((a, b) => a * b, 1),
+        1,
+      ),
+    )
     copyCorner(ones, mine, buf.subarray(i * rowElems * size, (i + 1) * rowElems * size), target, size)
   }
   return { type: ortType(spec.datatype), dims: [n, ...target], data: viewOf(spec.datatype, buf.buffer as ArrayBuffer, rowElems * n) }

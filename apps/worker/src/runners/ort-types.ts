@@ -16,9 +16,7 @@ const TO_ORT: Record<Datatype, string> = {
   BYTES: 'string',
 }
 
-const FROM_ORT: Record<string, Datatype> = Object.fromEntries(
-  Object.entries(TO_ORT).map(([k, v]) => [v, k as Datatype]),
-)
+const FROM_ORT: Record<string, Datatype> = Object.fromEntries(Object.entries(TO_ORT).map(([k, v]) => [v, k as Datatype]))
 
 /** ORT tensor type of an OIP datatype. */
 export function ortType(d: Datatype): string {

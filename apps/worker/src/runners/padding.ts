@@ -43,13 +43,7 @@ function strides(shape: readonly number[]): number[] {
  * Copy the overlapping corner of a row (`srcRest`) into a row of another shape (`dstRest`),
  * contiguous runs along the last dim. Used to pad (dst larger) and to crop (dst smaller).
  */
-export function copyCorner(
-  src: Uint8Array,
-  srcRest: readonly number[],
-  dst: Uint8Array,
-  dstRest: readonly number[],
-  elemSize: number,
-): void {
+export function copyCorner(src: Uint8Array, srcRest: readonly number[], dst: Uint8Array, dstRest: readonly number[], elemSize: number): void {
   const rank = srcRest.length
   if (rank === 0) {
     dst.set(src.subarray(0, elemSize))

@@ -50,9 +50,7 @@ async function find(path, name) {
 
 /** One result per item; an item that cannot be cloned fails alone. */
 function post(id, out) {
-  const items = out.map((v) =>
-    v instanceof Error ? { e: { code: codeOf(v), message: v.message } } : { v },
-  )
+  const items = out.map((v) => (v instanceof Error ? { e: { code: codeOf(v), message: v.message } } : { v }))
   try {
     port.postMessage({ type: 'result', id, items })
   } catch {

@@ -84,7 +84,10 @@ describe('PredictorRunner in a worker thread', { timeout: 60_000 }, () => {
     const { r, events } = await threaded()
     const [first] = await r.runBatch(payloads(r, [{ x: 1 }]))
     const before = json(first!).thread
-    for (const stuck of [{ x: 1, hang: true }, { x: 1, spin: true }]) {
+    for (const stuck of [
+      { x: 1, hang: true },
+      { x: 1, spin: true },
+    ]) {
       const t0 = Date.now()
       await expect(r.runBatch(payloads(r, [stuck]), undefined, { timeoutMs: 300 })).rejects.toMatchObject({ code: 'BATCH_TIMEOUT' })
       expect(Date.now() - t0).toBeLessThan(10_000)

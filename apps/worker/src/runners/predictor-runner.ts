@@ -2,15 +2,7 @@ import { CohortError, toWireError, type InferRequest, type ModelMeta } from '@co
 import { schemaToTensorMeta, tensorsToItems, validateItem, type Predictor } from '@cohort/predictor'
 import { Value } from '@sinclair/typebox/value'
 import { InlineExec, ThreadExec, type PredictorExec } from './predictor-exec.ts'
-import {
-  TimeLimits,
-  type ItemResult,
-  type ModelRunner,
-  type PreparedItem,
-  type RestartReason,
-  type RunBatchOptions,
-  type RunnerEvents,
-} from './types.ts'
+import { TimeLimits, type ItemResult, type ModelRunner, type PreparedItem, type RestartReason, type RunBatchOptions, type RunnerEvents } from './types.ts'
 
 /** Plain JSON copy of a TypeBox schema (drops its symbol keys). */
 function plainSchema(s: unknown): unknown {
@@ -123,9 +115,13 @@ export class PredictorRunner implements ModelRunner {
       throw new CohortError('SHUTTING_DOWN', `predictor ${this.name} is closed`)
     }
     const exec = this.#exec
-    const out = await this.#limits.run(exec.run(payloads), opts.timeoutMs, `a batch of ${payloads.length} items of ${this.name}`, () =>
-      // The batch's caller gets BATCH_TIMEOUT now; the restart runs on (the next batch waits for it).
-      void this.#restart(exec, 'batch_timeout', `a batch of ${payloads.length} items ran past ${opts.timeoutMs} ms`),
+    const out = await this.#limits.run(
+      exec.run(payloads),
+      opts.timeoutMs,
+      `a batch of ${payloads.length} items of ${this.name}`,
+      () =>
+        // The batch's caller gets BATCH_TIMEOUT now; the restart runs on (the next batch waits for it).
+        void this.#restart(exec, 'batch_timeout', `a batch of ${payloads.length} items ran past ${opts.timeoutMs} ms`),
     )
     const schema = this.#p.output
     return out.map((r, i): ItemResult => {

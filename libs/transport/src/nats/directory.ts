@@ -11,12 +11,10 @@ import type { ModelDirectory } from '../types.ts'
 export function createKvDirectory(nc: NatsConnection, bucketName: string, replicas: number): ModelDirectory {
   let kv: Promise<KV | undefined> | undefined
   const bucket = (create: boolean): Promise<KV | undefined> => {
-    kv ??= (create ? new Kvm(nc).create(bucketName, { history: 1, replicas }) : new Kvm(nc).open(bucketName)).catch(
-      () => {
-        kv = undefined // JetStream off or bucket missing: try again next time.
-        return undefined
-      },
-    )
+    kv ??= (create ? new Kvm(nc).create(bucketName, { history: 1, replicas }) : new Kvm(nc).open(bucketName)).catch(() => {
+      kv = undefined // JetStream off or bucket missing: try again next time.
+      return undefined
+    })
     return kv
   }
   return {

@@ -1,16 +1,7 @@
 import type { Msg, MsgHdrs, NatsConnection } from '@nats-io/nats-core'
 import { headers, nuid } from '@nats-io/nats-core'
 import { CohortError, isBlobSubject } from '@cohort/protocol'
-import {
-  BLOB_ERROR_HEADER,
-  BLOB_HEADER,
-  BlobStore,
-  fetchBlob,
-  formatBlobError,
-  formatBlobRef,
-  parseBlobError,
-  parseBlobRef,
-} from '../blob.ts'
+import { BLOB_ERROR_HEADER, BLOB_HEADER, BlobStore, fetchBlob, formatBlobError, formatBlobRef, parseBlobError, parseBlobRef } from '../blob.ts'
 import { ReplyGuard } from '../reply-guard.ts'
 
 /** Default NATS max_payload when the server did not say (1 MiB). */

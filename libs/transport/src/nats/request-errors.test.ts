@@ -5,10 +5,7 @@ import { mapRequestError } from './request-errors.ts'
 
 describe('mapRequestError: a failed NATS request as the CohortError its caller answers with', () => {
   it('no responders (bare, as a cause, or a RequestError saying so) is NO_WORKER naming the subject', () => {
-    for (const e of [
-      new NoRespondersError('cohort.infer.m'),
-      new RequestError('request failed', { cause: new NoRespondersError('cohort.infer.m') }),
-    ]) {
+    for (const e of [new NoRespondersError('cohort.infer.m'), new RequestError('request failed', { cause: new NoRespondersError('cohort.infer.m') })]) {
       const m = mapRequestError(e, 'cohort.infer.m', 100)
       expect(m.code).toBe('NO_WORKER')
       expect(m.message).toBe('no responders on cohort.infer.m')

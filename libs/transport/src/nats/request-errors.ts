@@ -11,11 +11,7 @@ export function mapRequestError(e: unknown, subject: string, timeoutMs: number):
     return e
   }
   const cause = e instanceof Error ? e.cause : undefined
-  if (
-    e instanceof NoRespondersError ||
-    cause instanceof NoRespondersError ||
-    (e instanceof RequestError && e.isNoResponders())
-  ) {
+  if (e instanceof NoRespondersError || cause instanceof NoRespondersError || (e instanceof RequestError && e.isNoResponders())) {
     return new CohortError('NO_WORKER', `no responders on ${subject}`, { cause: e })
   }
   if (e instanceof TimeoutError || cause instanceof TimeoutError) {

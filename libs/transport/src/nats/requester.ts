@@ -59,10 +59,7 @@ export function createNatsRequester(nc: NatsConnection, large: LargeMessages, gu
 /** Step 1 of a request: refuse at once what is over the bus limit (413) or already aborted (499). */
 function checkRequest(data: Uint8Array, max: number, signal: AbortSignalLike | undefined): void {
   if (data.byteLength > max) {
-    throw new CohortError(
-      'PAYLOAD_TOO_LARGE',
-      `encoded request of ${data.byteLength} bytes exceeds the bus limit (maxMessageBytes) of ${max} bytes`,
-    )
+    throw new CohortError('PAYLOAD_TOO_LARGE', `encoded request of ${data.byteLength} bytes exceeds the bus limit (maxMessageBytes) of ${max} bytes`)
   }
   if (signal?.aborted) {
     throw new CohortError('CANCELLED', 'request aborted')
@@ -82,9 +79,7 @@ async function exchange(
   timeout: number,
   started: number,
 ): Promise<Uint8Array> {
-  const m = blob
-    ? await nc.request(subject, new Uint8Array(0), { timeout, headers: blob.headers })
-    : await nc.request(subject, data, { timeout })
+  const m = blob ? await nc.request(subject, new Uint8Array(0), { timeout, headers: blob.headers }) : await nc.request(subject, data, { timeout })
   return large.isRef(m) ? large.body(m, Math.max(1, timeout - (Date.now() - started))) : m.data
 }
 

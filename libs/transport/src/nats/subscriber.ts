@@ -36,13 +36,7 @@ export function admitInflight(bound: InflightBudget, size: number): CohortError 
  * `m` with its body `data` as the subscriber hands it out. `held`: bytes counted against `bound`,
  * given back with the (first) answer.
  */
-function toTransportMessage(
-  m: Msg,
-  data: Uint8Array,
-  held: number | undefined,
-  bound: InflightBudget | undefined,
-  large: LargeMessages,
-): TransportMessage {
+function toTransportMessage(m: Msg, data: Uint8Array, held: number | undefined, bound: InflightBudget | undefined, large: LargeMessages): TransportMessage {
   const t: { subject: string; data: Uint8Array; respond: (d: Uint8Array) => boolean; reply?: string; noResponders?: boolean } = {
     subject: m.subject,
     data,
@@ -85,8 +79,7 @@ export function createNatsSubscriber(nc: NatsConnection, deps: NatsSubscriberDep
       }
     }
     /** Step 1: the reply guard (reply-guard.ts). */
-    const guarded = (m: Msg): boolean =>
-      !m.reply || replies.allows(m.reply, cls, m.headers?.get(REPLY_KEY_HEADER) || undefined, m.subject)
+    const guarded = (m: Msg): boolean => !m.reply || replies.allows(m.reply, cls, m.headers?.get(REPLY_KEY_HEADER) || undefined, m.subject)
     /** Step 2: the in-flight bound; the bytes held, `undefined` when unbounded, or `false` (refused and answered). */
     const admit = (m: Msg): number | undefined | false => {
       const held = bound && m.reply ? large.sizeOf(m) : undefined

@@ -74,7 +74,10 @@ describe('gRPC bounds by default', () => {
         if (req.ack) transport.publish(req.ack, encodeAccept({ v: 1, id: req.id, worker: 'holder' }))
       }
     })()
-    cleanups.push(() => clearInterval(timer), () => sub.unsubscribe())
+    cleanups.push(
+      () => clearInterval(timer),
+      () => sub.unsubscribe(),
+    )
     server = await startGrpcServer({ transport, port: 0, requestTimeoutMs: 120_000 })
     def = protoLoader.loadSync('grpc_service.proto', { includeDirs: [PROTO_DIR], keepCase: true, longs: String, enums: String, defaults: true, oneofs: true })
   })

@@ -105,7 +105,13 @@ function first(md: grpc.Metadata, key: string): string | undefined {
 }
 
 type Authorize = (call: { metadata: grpc.Metadata; getPeer(): string }, limited?: boolean) => Promise<string | undefined>
-type Infer = (call: { metadata: grpc.Metadata; getDeadline(): grpc.Deadline }, method: string, r: ModelInferRequestMsg, signal: AbortSignal, tenant: string | undefined) => Promise<unknown>
+type Infer = (
+  call: { metadata: grpc.Metadata; getDeadline(): grpc.Deadline },
+  method: string,
+  r: ModelInferRequestMsg,
+  signal: AbortSignal,
+  tenant: string | undefined,
+) => Promise<unknown>
 
 /** Step 1: authenticate and rate-limit a call through the door (health RPCs are not rate-limited). */
 function authorizer(door: GatewayCore['door']): Authorize {
@@ -133,8 +139,7 @@ function inferThroughDoor(door: GatewayCore['door']): Infer {
     deadlineAt: deadlineAt(call.getDeadline()),
     tenant,
   })
-  return (call, method, r, signal, tenant) =>
-    door.serve(arrival(call, method, r, tenant), (p) => modelInfer(p, r, signal, first(call.metadata, 'idempotency-key') !== undefined))
+  return (call, method, r, signal, tenant) => door.serve(arrival(call, method, r, tenant), (p) => modelInfer(p, r, signal, first(call.metadata, 'idempotency-key') !== undefined))
 }
 
 /** A unary handler: authorize, run, answer or map the error. */
@@ -184,9 +189,7 @@ function metadataRpcs(core: GatewayCore, unary: ReturnType<typeof unaryOf>): grp
       return { name: m.name, versions: m.versions, platform: m.platform, inputs: metaTensors(m.inputs), outputs: metaTensors(m.outputs) }
     }),
     ModelConfig: unary(async (r: { name: string; version: string }) => ({ config: tritonConfig(await up.meta(r.name, namedVersion(r))) })),
-    ModelStatistics: unary(async (r: { name: string; version: string }) =>
-      modelStats(up, r.name === '' ? undefined : r.name, r.version === '' ? undefined : r.version),
-    ),
+    ModelStatistics: unary(async (r: { name: string; version: string }) => modelStats(up, r.name === '' ? undefined : r.name, r.version === '' ? undefined : r.version)),
   }
 }
 

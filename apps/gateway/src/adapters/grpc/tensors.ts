@@ -1,13 +1,4 @@
-import {
-  CohortError,
-  checkShape,
-  checkTensorBytes,
-  encodeBytesElements,
-  isDatatype,
-  jsonToTensor,
-  type Datatype,
-  type WireTensor,
-} from '@cohort/protocol'
+import { CohortError, checkShape, checkTensorBytes, encodeBytesElements, isDatatype, jsonToTensor, type Datatype, type WireTensor } from '@cohort/protocol'
 
 /** `InferTensorContents` of grpc_service.proto, as @grpc/proto-loader decodes it (longs as strings). */
 export interface TensorContents {
@@ -53,10 +44,7 @@ const bad = (m: string) => new CohortError('BAD_REQUEST', m)
  * `raw_input_contents` (in input order, Triton's layout: little-endian, BYTES length-prefixed) when
  * that is non-empty, else from its typed `contents`. Throws BAD_REQUEST naming the input.
  */
-export function grpcInputs(
-  inputs: readonly GrpcInputTensor[],
-  raw: readonly Uint8Array[],
-): { tensors: Record<string, WireTensor>; itemCount: number } {
+export function grpcInputs(inputs: readonly GrpcInputTensor[], raw: readonly Uint8Array[]): { tensors: Record<string, WireTensor>; itemCount: number } {
   if (inputs.length === 0) {
     throw bad('the request has no inputs')
   }

@@ -17,14 +17,7 @@ declare module 'hono' {
  * Routes that never need credentials: liveness and readiness probes, and the dashboard's page and
  * assets (static, no data: the page asks for a key and sends it to `/dashboard/data`, which is closed).
  */
-export const OPEN_PATHS: ReadonlySet<string> = new Set([
-  '/v2/health/live',
-  '/v2/health/ready',
-  '/dashboard',
-  '/dashboard/',
-  '/dashboard/app.js',
-  '/dashboard/app.css',
-])
+export const OPEN_PATHS: ReadonlySet<string> = new Set(['/v2/health/live', '/v2/health/ready', '/dashboard', '/dashboard/', '/dashboard/app.js', '/dashboard/app.css'])
 
 /**
  * True for the admin routes, which check `adminKeys` themselves (routes/admin.ts): `/admin/...`

@@ -60,13 +60,16 @@ const body = (n: number) => JSON.stringify({ inputs: [{ name: 'x', datatype: 'FP
 function watchedStream(text: string) {
   const state = { pulled: 0 }
   const bytes = new TextEncoder().encode(text)
-  const stream = new ReadableStream<Uint8Array>({
-    pull(c) {
-      state.pulled++
-      c.enqueue(bytes)
-      c.close()
+  const stream = new ReadableStream<Uint8Array>(
+    {
+      pull(c) {
+        state.pulled++
+        c.enqueue(bytes)
+        c.close()
+      },
     },
-  }, { highWaterMark: 0 })
+    { highWaterMark: 0 },
+  )
   return { stream, state }
 }
 
@@ -167,12 +170,18 @@ describe('the gateway in-flight bound', () => {
     const { app, held } = setup({ inflight: { maxBytes: 2000 } })
     const text = body(100) // ~ 270 bytes: 1620 counted as JSON
     const heavy = body(150) // ~ 400 bytes: 2400 counted as JSON, past the bound (1200 at the old weight 3: admitted)
-    const json = await app.request('/v2/models/hold/infer', { method: 'POST', body: heavy, headers: { 'content-length': String(heavy.length), 'content-type': 'application/json' } })
+    const json = await app.request('/v2/models/hold/infer', {
+      method: 'POST',
+      body: heavy,
+      headers: { 'content-length': String(heavy.length), 'content-type': 'application/json' },
+    })
     expect(json.status).toBe(413)
     expect((await json.json()).error).toMatch(/a JSON body counts 6 times its length/)
     // The same bytes declared binary are admitted (what the route makes of them is not the point).
     let settled = false
-    const bin = Promise.resolve(app.request('/v2/models/hold/infer', { method: 'POST', body: heavy, headers: { 'content-length': String(heavy.length), 'content-type': 'application/octet-stream' } }))
+    const bin = Promise.resolve(
+      app.request('/v2/models/hold/infer', { method: 'POST', body: heavy, headers: { 'content-length': String(heavy.length), 'content-type': 'application/octet-stream' } }),
+    )
     void bin.then(() => (settled = true))
     await until(() => held.length > 0 || settled)
     held.shift()?.()

@@ -79,8 +79,7 @@ describe('rate limit middleware', () => {
   const transport = new InProcessTransport()
   afterAll(() => transport.close())
   const app = (o: Partial<GatewayOptions>) => createApp({ transport, ...o })
-  const get = (a: ReturnType<typeof app>, path: string, headers: Record<string, string> = {}) =>
-    a.request(path, { headers }) as Promise<Response>
+  const get = (a: ReturnType<typeof app>, path: string, headers: Record<string, string> = {}) => a.request(path, { headers }) as Promise<Response>
 
   it('answers 429 RATE_LIMITED with Retry-After beyond the burst, and recovers after time passes', async () => {
     const c = clock()

@@ -67,7 +67,16 @@ export function lineChart(host: HTMLElement, opt: LineChartOptions): void {
   const sc = scale(max * 1.05, opt.integer)
   const x = (t: number) => m.l + ((t - t0) / span) * iw
   const y = (v: number) => m.t + ih - (v / sc.max) * ih
-  const root = svg('svg', { class: 'chart', width: W, height: H, viewBox: `0 0 ${W} ${H}`, 'data-testid': opt.testid, 'data-max': max, 'data-span': span, 'data-points': opt.series.reduce((a, s) => Math.max(a, s.points.length), 0) })
+  const root = svg('svg', {
+    class: 'chart',
+    width: W,
+    height: H,
+    viewBox: `0 0 ${W} ${H}`,
+    'data-testid': opt.testid,
+    'data-max': max,
+    'data-span': span,
+    'data-points': opt.series.reduce((a, s) => Math.max(a, s.points.length), 0),
+  })
   yGrid(root, m, W, ih, sc, opt.yFmt)
   const tick = span > 120_000 ? 60 : span > 60_000 ? 30 : 10
   for (let s = 0; s <= span / 1000; s += tick) {

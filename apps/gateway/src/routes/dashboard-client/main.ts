@@ -53,7 +53,10 @@ function render(): void {
     testid: 'chart-rps',
     series: d.models.map((x) => ({ name: x.name, color: color(x.name), points: points(x, 'rps'), area: x.name === sel, width: x.name === sel ? 2.2 : 1.6 })),
   })
-  legend(byId('legend-rps'), d.models.map((x) => ({ name: x.name, color: color(x.name), value: fmtRate(x.current.rps) })))
+  legend(
+    byId('legend-rps'),
+    d.models.map((x) => ({ name: x.name, color: color(x.name), value: fmtRate(x.current.rps) })),
+  )
   byId('lat-model').textContent = m ? `${m.name} · end to end` : ''
   lineChart(byId('chart-lat'), {
     t1: d.now,
@@ -82,7 +85,10 @@ function render(): void {
     integer: true,
     series: d.models.map((x) => ({ name: x.name, color: color(x.name), points: points(x, 'queueDepth'), width: x.name === sel ? 2 : 1.5 })),
   })
-  legend(byId('legend-queue'), d.models.map((x) => ({ name: x.name, color: color(x.name), value: fmtInt(x.current.queueDepth) })))
+  legend(
+    byId('legend-queue'),
+    d.models.map((x) => ({ name: x.name, color: color(x.name), value: fmtInt(x.current.queueDepth) })),
+  )
   renderBatch(d, m)
   renderDispatch(d, m)
   renderWorkers(d)

@@ -213,7 +213,15 @@ export function renderWorkers(data: DashboardData): void {
       el(
         'thead',
         null,
-        el('tr', null, el('th', { text: 'model' }), el('th', { text: 'load' }), el('th', { class: 'n', text: 'queued / run' }), el('th', { class: 'n', text: 'req/s' }), el('th', { text: 'policy' })),
+        el(
+          'tr',
+          null,
+          el('th', { text: 'model' }),
+          el('th', { text: 'load' }),
+          el('th', { class: 'n', text: 'queued / run' }),
+          el('th', { class: 'n', text: 'req/s' }),
+          el('th', { text: 'policy' }),
+        ),
       ),
       el('tbody', null, rows),
     ),
