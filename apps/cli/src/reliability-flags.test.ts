@@ -24,7 +24,7 @@ describe('reliability flags', () => {
 
   it('the store retry reaches the worker jobs options (0 allowed: hand back at once)', () => {
     const queue = {} as JobQueue
-    expect(workerJobs({}, queue).storeRetryMs).toBe(DEFAULT_STORE_RETRY_MS)
+    expect(workerJobs({}, queue).storeRetryMs).toBeUndefined() // not given: JobRunner applies DEFAULT_STORE_RETRY_MS (only given values are passed on)
     expect(DEFAULT_STORE_RETRY_MS).toBe(30_000)
     expect(workerJobs({ 'job-store-retry-ms': '5000' }, queue).storeRetryMs).toBe(5000)
     expect(storeOptions({ 'job-store-retry-ms': '0' })).toEqual({ storeRetryMs: 0 })

@@ -9,7 +9,7 @@ import { DEFAULT_RECORD_MAX_BYTES, DEFAULT_RECORD_TTL_MS, type NatsJobQueueOptio
 import { DEFAULT_STORE_RETRY_MS, type WorkerJobOptions } from '@cohort/worker'
 import type { WorkerLossOptions } from '@cohort/gateway'
 import { intFlag } from './args.ts'
-import { knobHelp, knobOptions, knobValues, type Knob } from './knobs.ts'
+import { ifSet, knobGiven, knobHelp, knobOptions, knobValues, type Knob } from './knobs.ts'
 
 /** Retention of async prediction records and queued jobs (whoever creates the bucket and stream). */
 export const RECORD_KNOBS = Object.freeze({
@@ -38,7 +38,7 @@ export const STORE_KNOBS = Object.freeze({
   },
 } as const satisfies Record<string, Knob>)
 
-/** The gateway's worker probes (docs/reliability.md#worker-loss). */
+/** The gateway's worker probes (docs/architecture.md#worker-loss). */
 export const PROBE_KNOBS = Object.freeze({
   'no-worker-probes': {
     kind: 'bool',
@@ -46,7 +46,7 @@ export const PROBE_KNOBS = Object.freeze({
   },
 } as const satisfies Record<string, Knob>)
 
-/** Links out of a model repository (docs/security.md#model-repository). */
+/** Links out of a model repository (docs/repository.md#symbolic-links). */
 export const LINK_KNOBS = Object.freeze({
   'allow-links-outside': {
     kind: 'bool',
@@ -71,7 +71,7 @@ export function recordOptions(v: Record<string, unknown>): Pick<NatsJobQueueOpti
 
 /** `storeRetryMs` of a worker's jobs. */
 export function storeOptions(v: Record<string, unknown>): Pick<WorkerJobOptions, 'storeRetryMs'> {
-  return { storeRetryMs: knobValues(STORE_KNOBS, v)['job-store-retry-ms']! }
+  return ifSet('storeRetryMs', knobGiven(STORE_KNOBS, v, {})['job-store-retry-ms'])
 }
 
 /** `probes` of the gateway's worker-loss detection (only `false` is said; on is the default). */
