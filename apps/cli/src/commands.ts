@@ -19,7 +19,7 @@ import { installShutdown, type StopStep } from './shutdown.ts'
 import { DEFAULT_REQUEST_TIMEOUT_MS } from '@cohort/gateway'
 import { GRPC_HELP, GRPC_OPTIONS, startGrpcFromFlags } from './grpc-flags.ts'
 import { DOOR_HELP, DOOR_OPTIONS, HTTP_KNOB_HELP, HTTP_OPTIONS, doorOptions, httpKnobs, listenerBounds } from './door-flags.ts'
-import { LINK_HELP, LINK_OPTIONS, PROBE_HELP, PROBE_OPTIONS, RECORD_HELP, RECORD_OPTIONS, STORE_HELP, STORE_OPTIONS, probeOptions } from './reliability-flags.ts'
+import { LINK_HELP, LINK_OPTIONS, PROBE_HELP, PROBE_OPTIONS, RECORD_HELP, RECORD_OPTIONS, STORE_HELP, STORE_OPTIONS, probeOptions, workerLossOptions } from './reliability-flags.ts'
 import { gatewayAdapter } from './node-adapter.ts'
 import { PROCESSES_HELP, PROCESSES_OPTIONS, isClusterChild, notifyListening, onPrimaryStop, processesFlag, runPrimary } from './cluster.ts'
 import { buildRunners, type ModelFlags } from './runners.ts'
@@ -438,7 +438,6 @@ export async function gatewayCommand(args: string[]): Promise<void> {
   const timeout = knobs['timeout-ms']
   const own = gatewayKnobs(v)
   const drainMs = own['drain-ms']!
-  const missedHeartbeats = own['missed-heartbeats']!
   let draining = false
   const nc = await connectNats(own.nats!, 'cohort-gateway', natsAuth)
   const transport = createNatsTransport(nc, { ownsConnection: true, kvReplicas: kvReplicas(v), ...largeMessageOptions(v), ...prefixOption(v), onReplyRefused: logReplyRefusals() })
@@ -453,7 +452,7 @@ export async function gatewayCommand(args: string[]): Promise<void> {
     ...prefixOption(v),
     ...security,
     ...(timeout ? { requestTimeoutMs: timeout } : {}),
-    workerLoss: missedHeartbeats === 0 ? false : { missedHeartbeats, acceptTimeoutMs: own['accept-timeout-ms']!, ...probeOptions(v) },
+    workerLoss: workerLossOptions(v),
     tracer: tel.tracer,
     logger: tel.logger,
     draining: () => draining,

@@ -8,8 +8,8 @@
 import { DEFAULT_RECORD_MAX_BYTES, DEFAULT_RECORD_TTL_MS, type NatsJobQueueOptions } from '@cohort/transport'
 import { DEFAULT_STORE_RETRY_MS, type WorkerJobOptions } from '@cohort/worker'
 import type { WorkerLossOptions } from '@cohort/gateway'
-import { intFlag } from './args.ts'
 import { ifSet, knobGiven, knobHelp, knobOptions, knobValues, type Knob } from './knobs.ts'
+import { GATEWAY_KNOBS } from './process-flags.ts'
 
 /** Retention of async prediction records and queued jobs (whoever creates the bucket and stream). */
 export const RECORD_KNOBS = Object.freeze({
@@ -89,10 +89,9 @@ export function linkOptions(v: Record<string, unknown>): { allowLinksOutside?: t
  * and `--no-worker-probes`.
  */
 export function workerLossOptions(v: Record<string, unknown>): WorkerLossOptions | false {
-  const missedHeartbeats = intFlag('missed-heartbeats', v['missed-heartbeats'], 0)
-  const acceptTimeoutMs = intFlag('accept-timeout-ms', v['accept-timeout-ms'])
-  if (missedHeartbeats === 0) {
+  const k = knobGiven(GATEWAY_KNOBS, v, {})
+  if (k['missed-heartbeats'] === 0) {
     return false
   }
-  return { ...(missedHeartbeats ? { missedHeartbeats } : {}), ...(acceptTimeoutMs ? { acceptTimeoutMs } : {}), ...probeOptions(v) }
+  return { ...ifSet('missedHeartbeats', k['missed-heartbeats']), ...ifSet('acceptTimeoutMs', k['accept-timeout-ms']), ...probeOptions(v) }
 }

@@ -3,10 +3,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { Msg, NatsConnection } from '@nats-io/nats-core'
 import { connect } from '@nats-io/transport-node'
-import { CohortError } from '@cohort/protocol'
+import { type CohortError } from '@cohort/protocol'
 import { startNatsServer, type NatsServerHandle } from '@cohort/test-support'
 import { BLOB_HEADER, formatBlobRef } from '../../../libs/transport/src/blob.ts'
 import { LargeMessages } from '../../../libs/transport/src/nats/large.ts'
+import { failure } from './failure.ts'
 
 const MAX_PAYLOAD = 64 * 1024
 let nats: NatsServerHandle
@@ -36,15 +37,6 @@ afterAll(async () => {
 
 /** The small message that stands for a blob, as a receiver gets it. */
 const refMsg = (h: Msg['headers']): Msg => ({ data: new Uint8Array(0), headers: h }) as unknown as Msg
-
-async function failure(p: Promise<unknown>): Promise<CohortError> {
-  const e = await p.then(
-    () => undefined,
-    (x: unknown) => x,
-  )
-  expect(e).toBeInstanceOf(CohortError)
-  return e as CohortError
-}
 
 describe('large messages over NATS', () => {
   it('is large only past max_payload (less headroom), and only when the bound is above it', () => {

@@ -9,6 +9,7 @@ import { startNatsServer, type NatsServerHandle } from '@cohort/test-support'
 import { LargeMessages } from '../../../libs/transport/src/nats/large.ts'
 import { ReconnectGuard } from '../../../libs/transport/src/nats/reconnect-guard.ts'
 import { createNatsRequester, type NatsRequester } from '../../../libs/transport/src/nats/requester.ts'
+import { failure } from './failure.ts'
 
 const MAX_PAYLOAD = 64 * 1024
 const enc = new TextEncoder()
@@ -46,15 +47,6 @@ afterAll(async () => {
   await Promise.all([askerNc, serverNc, spy].map((c) => c?.close().catch(() => undefined)))
   await nats?.stop()
 })
-
-async function failure(p: Promise<unknown>): Promise<CohortError> {
-  const e = await p.then(
-    () => undefined,
-    (x: unknown) => x,
-  )
-  expect(e).toBeInstanceOf(CohortError)
-  return e as CohortError
-}
 
 describe('the NATS requester', () => {
   it('sends a request and returns its reply', async () => {

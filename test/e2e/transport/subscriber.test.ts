@@ -12,6 +12,7 @@ import { LargeMessages } from '../../../libs/transport/src/nats/large.ts'
 import { ReconnectGuard } from '../../../libs/transport/src/nats/reconnect-guard.ts'
 import { createNatsRequester, type NatsRequester } from '../../../libs/transport/src/nats/requester.ts'
 import { createNatsSubscriber } from '../../../libs/transport/src/nats/subscriber.ts'
+import { failure } from './failure.ts'
 
 const MAX_PAYLOAD = 64 * 1024
 const enc = new TextEncoder()
@@ -47,15 +48,6 @@ async function subscribe(subject: string, bounded: boolean) {
   await subNc.flush()
   const it = (s as AsyncIterable<TransportMessage>)[Symbol.asyncIterator]()
   return { s, next: async () => (await it.next()).value as TransportMessage }
-}
-
-async function failure(p: Promise<unknown>): Promise<CohortError> {
-  const e = await p.then(
-    () => undefined,
-    (x: unknown) => x,
-  )
-  expect(e).toBeInstanceOf(CohortError)
-  return e as CohortError
 }
 
 describe('the NATS subscriber', () => {
