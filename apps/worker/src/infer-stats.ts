@@ -34,7 +34,7 @@ export class InferStats {
    */
   request(reply: InferReply, totalMs: number, timing: readonly ItemTiming[] | undefined): void {
     this.#last = Date.now()
-    const failed = reply.error !== undefined || (reply.errors?.some((e) => e !== null && e !== undefined) ?? false)
+    const failed = reply.error !== undefined || (reply.errors?.some((e) => e !== null) ?? false)
     if (failed) {
       this.#fail.count++
       this.#fail.ns += ns(totalMs)

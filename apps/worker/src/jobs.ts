@@ -158,7 +158,7 @@ export class JobRunner {
         this.#held.set(got1.id, all)
         const d = together(got1, all)
         const p = this.#handle(d, ackWaitMs)
-          .catch((err) => {
+          .catch((err: unknown) => {
             this.#log.error({ model: this.#t.name, predictionId: d.id, err }, 'async prediction job failed; it will be redelivered')
             d.nak(1000)
           })

@@ -138,8 +138,9 @@ export class ModelServer {
       onMeta: (m) => m.respond(encodeValue(this.meta())),
       onCancel: (m) => this.#requests.onCancel(m),
     })
+    const runner = o.runner
     this.#requests = new Requests({
-      runner: o.runner,
+      runner,
       transport: o.transport,
       subjects: o.subjects,
       workerId: o.workerId,
@@ -155,7 +156,7 @@ export class ModelServer {
         this.#listening.regulate()
         this.onQueueChange?.()
       },
-      generator: o.runner instanceof GenerativeRunner ? () => (o.runner as GenerativeRunner).generator : undefined,
+      generator: runner instanceof GenerativeRunner ? () => runner.generator : undefined,
       generationProbeMs: o.generationProbeMs,
     })
     checkBatchTimeoutMs(o.batchTimeoutMs)

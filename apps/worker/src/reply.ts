@@ -50,7 +50,7 @@ export function buildReply(req: InferRequest, results: ItemResult[], timing: Ite
       const out: Record<string, WireTensor> = {}
       for (const name of names) {
         if (!wanted || wanted.includes(name)) {
-          out[name] = concatRows(rows.map((r) => r.tensors[name]!))
+          out[name] = concatRows(rows.map((r) => rowOutput(r.tensors, name)))
         }
       }
       reply.tensors = out
@@ -85,4 +85,13 @@ export function checkRequestedOutputs(req: InferRequest, known: string[] | undef
       throw new CohortError('INVALID_INPUT', `model "${model}" has no output "${o}" (outputs: ${known.join(', ')})`)
     }
   }
+}
+
+/** Output `name` of one row of a batch: every row comes from one run of one model, with the same outputs. */
+function rowOutput(row: Record<string, WireTensor>, name: string): WireTensor {
+  const t = row[name]
+  if (t === undefined) {
+    throw new CohortError('INTERNAL', `a batch row has no output "${name}"`)
+  }
+  return t
 }

@@ -143,7 +143,7 @@ export class WorkerServices {
           policy: meta.policy,
           max_queue: String(meta.maxQueue),
           concurrency: String(s.runner.concurrency),
-          ready: String(Boolean(meta.ready) && !draining),
+          ready: String(meta.ready && !draining),
           kind: meta.kind,
           platform: meta.platform,
           overflow_subject: this.#o.subjects.overflow(s.runner.name, s.version),
@@ -151,7 +151,7 @@ export class WorkerServices {
         if (s.version !== undefined) {
           metadata['version'] = s.version
         }
-        if (meta.maxBatchCost !== null && meta.maxBatchCost !== undefined) {
+        if (meta.maxBatchCost !== null) {
           metadata['max_batch_cost'] = String(meta.maxBatchCost)
         }
         return { ...this.#endpoint(s), metadata }

@@ -234,7 +234,7 @@ export class CohortWorker {
     }
     beat()
     this.#heartbeat = setInterval(beat, intervalMs)
-    this.#heartbeat.unref?.()
+    this.#heartbeat.unref()
     this.#stopHeartbeat = () => {
       clearInterval(this.#heartbeat)
       this.#heartbeat = undefined

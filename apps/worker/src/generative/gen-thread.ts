@@ -8,7 +8,7 @@
  * @module
  */
 import { readFileSync } from 'node:fs'
-import { parentPort, workerData } from 'node:worker_threads'
+import { parentPort, workerData, type MessagePort } from 'node:worker_threads'
 import { Engine, OPTIMUM_NAMES, type DecoderNames, type DecoderSpec, type EngineMetrics, type EngineOptions, type FinishedInfo } from '@cohort/generative'
 import type { GenerateResult, SamplingParams, TokenDelta, WireError } from '@cohort/protocol'
 import * as ort from 'onnxruntime-node'
@@ -29,8 +29,8 @@ export interface ThreadConfig {
 
 export type ThreadEvent = { id: number; delta: TokenDelta } | { id: number; done: GenerateResult } | { id: number; error: WireError }
 
-const port = parentPort
-if (!port) throw new Error('gen-thread runs in a worker thread')
+if (!parentPort) throw new Error('gen-thread runs in a worker thread')
+const port: MessagePort = parentPort
 const cfg = workerData as ThreadConfig
 
 /** Reads layers, KV heads, head size and vocabulary from the session, the rest from metadata and options. */
@@ -70,7 +70,7 @@ const handles = new Map<number, { cancel(): void }>()
 
 function flush(): void {
   if ((outbox.length === 0 && firstTokens.length === 0 && finished.length === 0) || !engine) return
-  port!.postMessage({ type: 'events', events: outbox, metrics: engine.metrics() satisfies EngineMetrics, firstTokens, finished })
+  port.postMessage({ type: 'events', events: outbox, metrics: engine.metrics() satisfies EngineMetrics, firstTokens, finished })
   outbox = []
   firstTokens = []
   finished = []
@@ -94,7 +94,7 @@ async function load(): Promise<void> {
     observer: { step: flush, firstToken: (ms) => void firstTokens.push(ms), finished: (f) => void finished.push(f) },
   })
   engine.start()
-  port!.postMessage({ type: 'ready', info: engine.info, spec, tokenizer, metrics: engine.metrics() })
+  port.postMessage({ type: 'ready', info: engine.info, spec, tokenizer, metrics: engine.metrics() })
 }
 
 port.on('message', (m: { type: string; id?: number; prompt?: number[]; params?: SamplingParams; stream?: boolean; deadline?: number; firstTokenDeadline?: number }) => {
@@ -130,8 +130,8 @@ port.on('message', (m: { type: string; id?: number; prompt?: number[]; params?: 
     void (async () => {
       await engine?.close()
       flush()
-      port!.postMessage({ type: 'closed' })
-      port!.close()
+      port.postMessage({ type: 'closed' })
+      port.close()
     })()
   }
 })

@@ -19,7 +19,7 @@ export function ortDecoderSession(session: ort.InferenceSession): DecoderSession
   const tensor = (t: TensorLike): ort.Tensor => {
     let x = made.get(t)
     if (!x) {
-      x = new ort.Tensor(t.type, t.data, t.dims as number[])
+      x = new ort.Tensor(t.type, t.data, t.dims)
       made.set(t, x)
     }
     return x

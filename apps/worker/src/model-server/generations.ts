@@ -1,4 +1,5 @@
 import {
+  CohortError,
   encodeNotice,
   fromWire,
   toWireError,
@@ -143,10 +144,14 @@ export class Generations {
   /** Start one generation; its reply goes out through `respond` when it ends. */
   submit(m: TransportMessage, req: InferRequest, t0: number, sink: ReplySink | undefined): void {
     const { tel, stats, generator, workerId } = this.#o
+    const input = req.generate
+    if (input === undefined) {
+      throw new CohortError('INTERNAL', `request ${req.id} has no generate input`)
+    }
     const span = tel.startRequest(req)
-    const input = req.generate!
     const steps = sink && input.stream ? this.#stepSink(sink, m.reply) : undefined
-    let ended = false
+    // finish() sets it, possibly synchronously inside generator().submit() below.
+    let ended = false as boolean
     const finish = (reply: InferReply) => {
       if (ended) {
         return
@@ -221,9 +226,12 @@ export class Generations {
   }
 
   #forget(reply: string | undefined, id: string): void {
-    const w = reply !== undefined ? this.#packs.get(reply) : undefined
+    if (reply === undefined) {
+      return
+    }
+    const w = this.#packs.get(reply)
     if (w?.ids.delete(id) && w.ids.size === 0) {
-      this.#packs.delete(reply!)
+      this.#packs.delete(reply)
       this.#byKey.delete(w.key)
       if (this.#packs.size === 0 && this.#probe !== undefined) {
         clearInterval(this.#probe)

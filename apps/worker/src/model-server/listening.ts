@@ -85,7 +85,7 @@ export class Listening {
 
   /** Stop taking inference messages and wait until every one received has been handed on. */
   async drainInfer(): Promise<void> {
-    await Promise.all([this.#inferSub?.drain(), this.#overflowSub?.drain()].map((p) => p?.catch(() => undefined)))
+    await Promise.all([this.#inferSub?.drain(), this.#overflowSub?.drain()].map((p) => (p ?? Promise.resolve()).catch(() => undefined)))
     await this.#inferLoop
     await this.#loops[0]
   }

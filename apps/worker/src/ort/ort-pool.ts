@@ -225,6 +225,7 @@ export class OrtPool {
         this.#hosts[i] = next
         try {
           await loaded
+          // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- close() may have run while `loaded` was awaited
           if (this.#closing) {
             await next.kill()
             return

@@ -2,6 +2,7 @@ import { CohortError, fromValues, toValues, type WireTensor } from '@cohort/prot
 import { isItemTensor, type ItemTensor, type StageRunner } from '@cohort/pipeline'
 import { ItemError } from '@cohort/predictor'
 import { OnnxRunner, type OnnxRunnerOptions } from '../runners/onnx-runner.ts'
+import { elementAt } from '../element-at.ts'
 
 /** An item's tensors as one-row wire tensors (batch dim 1). */
 export function itemToWire(item: unknown, stage: string): Record<string, WireTensor> {
@@ -24,7 +25,7 @@ export function wireToItem(tensors: Record<string, WireTensor>): Record<string, 
   const out: Record<string, ItemTensor> = {}
   for (const [name, t] of Object.entries(tensors)) {
     const shape = t.shape.slice(1)
-    out[name] = { datatype: t.datatype, shape, data: toValues({ ...t, shape }) as ArrayBufferView | string[] }
+    out[name] = { datatype: t.datatype, shape, data: toValues({ ...t, shape }) }
   }
   return out
 }
@@ -50,8 +51,9 @@ export class OnnxStageRunner implements StageRunner {
     return this.runner.start()
   }
 
-  async run(items: unknown[]): Promise<(unknown | Error)[]> {
-    const out: (unknown | Error)[] = new Array(items.length)
+  /** Per item, its result or an Error (an ItemError fails that item alone). */
+  async run(items: unknown[]): Promise<unknown[]> {
+    const out: unknown[] = new Array(items.length)
     const payloads: unknown[] = []
     const at: number[] = []
     items.forEach((item, i) => {
@@ -65,13 +67,13 @@ export class OnnxStageRunner implements StageRunner {
         at.push(i)
       } catch (e) {
         const code = e instanceof CohortError ? e.code : 'INVALID_INPUT'
-        out[i] = new ItemError(`stage ${this.#stage}: ${e instanceof Error ? e.message : String(e)}`, code as ItemError['code'])
+        out[i] = new ItemError(`stage ${this.#stage}: ${e instanceof Error ? e.message : String(e)}`, code)
       }
     })
     if (payloads.length > 0) {
       const rs = await this.runner.runBatch(payloads)
       rs.forEach((r, k) => {
-        const i = at[k]!
+        const i = elementAt(at, k)
         out[i] = 'tensors' in r ? wireToItem(r.tensors) : 'error' in r ? new ItemError(r.error.message, r.error.code as ItemError['code']) : r.json
       })
     }

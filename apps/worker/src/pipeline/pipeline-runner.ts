@@ -1,4 +1,4 @@
-import { CohortError, toWireError, type InferRequest, type ModelMeta } from '@cohort/protocol'
+import { toWireError, type InferRequest, type ModelMeta } from '@cohort/protocol'
 import { PipelineExecutor, type PipelineExecutorOptions } from '@cohort/pipeline'
 import { ItemError, schemaToTensorMeta, validateItem } from '@cohort/predictor'
 import { requestItems } from '../runners/predictor-runner.ts'

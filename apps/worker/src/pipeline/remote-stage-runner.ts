@@ -28,7 +28,8 @@ export interface RemoteStageRunnerOptions {
 interface Waiting {
   items: unknown[]
   ctx: StageContext
-  resolve(rs: (unknown | Error)[]): void
+  /** Per item, its result or an Error. */
+  resolve(rs: unknown[]): void
   reject(e: unknown): void
 }
 
@@ -54,7 +55,7 @@ export class RemoteStageRunner implements StageRunner {
     this.#maxParts = Math.max(1, o.maxParts ?? DEFAULT_REMOTE_MAX_PARTS)
   }
 
-  run(items: unknown[], ctx: StageContext): Promise<(unknown | Error)[]> {
+  run(items: unknown[], ctx: StageContext): Promise<unknown[]> {
     if (items.length === 0) {
       return Promise.resolve([])
     }
@@ -95,7 +96,8 @@ export class RemoteStageRunner implements StageRunner {
         live.push(w)
       }
     }
-    if (live.length === 0) {
+    const [first] = live
+    if (first === undefined) {
       return
     }
     const req: InferRequest = {
@@ -106,7 +108,7 @@ export class RemoteStageRunner implements StageRunner {
       items: live.map((w) => encodeStagePart(w.items, w.ctx.deadlines)),
     }
     const bytes = encodeRequest(req)
-    const opts = { timeoutMs: deadline - now, signal: live[0]!.ctx.signal }
+    const opts = { timeoutMs: deadline - now, signal: first.ctx.signal }
     let raw: Uint8Array
     try {
       raw = await t.request(s.stage(pipeline, stage), bytes, opts)
@@ -136,7 +138,7 @@ export class RemoteStageRunner implements StageRunner {
 }
 
 /** The results of part `k` of a stage reply: its columnar results, or its failure for each item. */
-function partResults(reply: InferReply, k: number, n: number, stage: string): (unknown | Error)[] {
+function partResults(reply: InferReply, k: number, n: number, stage: string): unknown[] {
   const err = reply.errors?.[k]
   if (err) {
     const e = new ItemError(err.message, isErrorCode(err.code) ? err.code : 'PREDICTOR_FAILED')

@@ -2,6 +2,7 @@ import { CohortError, toWireError, type InferRequest, type ModelMeta, type Subje
 import { decodeStagePart, encodeStageResults, fromWireValue, sameTensorLayout, tensorGroupKey, toWireValue, type LeafStage, type StageRunner } from '@cohort/pipeline'
 import { ItemError } from '@cohort/predictor'
 import type { ItemResult, ModelRunner, PreparedItem } from '../runners/types.ts'
+import { elementAt } from '../element-at.ts'
 
 /** One queued part: a host's stage batch (or, `legacy`, one `{d, v}` item of an older host). */
 interface StagePayload {
@@ -130,52 +131,54 @@ export class StageServerRunner implements ModelRunner {
     const parts = payloads as StagePayload[]
     const now = Date.now()
     // Per part, its items' results; items already past their own deadline are not run.
-    const results = parts.map((p) => new Array<unknown>(p.items.length))
-    const live: { part: number; index: number }[] = []
-    parts.forEach((p, k) => {
+    const results: unknown[][] = []
+    const live: { out: unknown[]; index: number; item: unknown; deadline: number }[] = []
+    for (const p of parts) {
+      const out = new Array<unknown>(p.items.length)
+      results.push(out)
       p.deadlines.forEach((d, i) => {
         if (d <= now) {
-          results[k]![i] = new ItemError(`deadline passed before stage ${this.#stage.name}; not run`, 'DEADLINE_EXCEEDED')
+          out[i] = new ItemError(`deadline passed before stage ${this.#stage.name}; not run`, 'DEADLINE_EXCEEDED')
         } else {
-          live.push({ part: k, index: i })
+          live.push({ out, index: i, item: p.items[i], deadline: d })
         }
       })
-    })
+    }
     // The parts of a batch run as one stage batch; one larger than the stage's batch size is
     // split into batches of at most maxBatchSize, run one after the other, and merged back.
     const max = this.batchDefaults.maxBatchSize
     for (let at = 0; at < live.length; at += max) {
       // Items whose deadline passed while earlier batches of the split ran are not run either.
       const t = Date.now()
-      const chunk = live.slice(at, at + max).filter(({ part, index }) => {
-        if (parts[part]!.deadlines[index]! > t) {
+      const chunk = live.slice(at, at + max).filter(({ out, index, deadline }) => {
+        if (deadline > t) {
           return true
         }
-        results[part]![index] = new ItemError(`deadline passed before stage ${this.#stage.name}; not run`, 'DEADLINE_EXCEEDED')
+        out[index] = new ItemError(`deadline passed before stage ${this.#stage.name}; not run`, 'DEADLINE_EXCEEDED')
         return false
       })
       if (chunk.length === 0) {
         continue
       }
       const rs = await this.#inner.run(
-        chunk.map(({ part, index }) => parts[part]!.items[index]),
+        chunk.map(({ item }) => item),
         {
           pipeline: this.#pipeline,
           stage: this.#stage.name,
           batchSize: chunk.length,
-          deadlines: chunk.map(({ part, index }) => parts[part]!.deadlines[index]!),
+          deadlines: chunk.map(({ deadline }) => deadline),
           signal: this.#abort.signal,
         },
       )
       if (!Array.isArray(rs) || rs.length !== chunk.length) {
         throw new CohortError('PREDICTOR_FAILED', `stage ${this.#stage.name} returned ${Array.isArray(rs) ? rs.length : typeof rs} results for ${chunk.length} items`)
       }
-      chunk.forEach(({ part, index }, k) => {
-        results[part]![index] = rs[k]
+      chunk.forEach(({ out, index }, k) => {
+        out[index] = rs[k]
       })
     }
     return parts.map((p, k): ItemResult => {
-      const rs = results[k]!
+      const rs = elementAt(results, k)
       if (!p.legacy) {
         return { json: encodeStageResults(rs) }
       }

@@ -29,21 +29,21 @@ export class BareName {
 
   constructor(o: BareNameOptions) {
     this.#o = o
-    const self = this
+    const target = () => this.#target
     this.#listening = new Listening({
       transport: o.transport,
       subjects: o.subjects,
       name: o.name,
       capacityAware: o.capacityAware,
       get concurrency() {
-        return self.#target?.runner.concurrency ?? 1
+        return target()?.runner.concurrency ?? 1
       },
       engine: {
         get queued() {
-          return self.#target?.engine.queued ?? 0
+          return target()?.engine.queued ?? 0
         },
         get batchCap() {
-          return self.#target?.engine.batchCap ?? 1
+          return target()?.engine.batchCap ?? 1
         },
       },
       closing: () => this.#closing !== undefined,

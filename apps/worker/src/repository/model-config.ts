@@ -32,10 +32,8 @@ export interface RepositoryModelConfig {
 
 // The type users write (`ModelConfig` of @cohort/predictor) names the same keys and batching fields.
 type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false
-const sameKeys: Same<keyof ModelConfig, (typeof CONFIG_KEYS)[number]> = true
-const sameBatching: Same<keyof ModelConfigBatching, BatchingKey> = true
-void sameKeys
-void sameBatching
+true satisfies Same<keyof ModelConfig, (typeof CONFIG_KEYS)[number]>
+true satisfies Same<keyof ModelConfigBatching, BatchingKey>
 
 /** The keys `config.json` takes. */
 export const CONFIG_KEYS = ['versionPolicy', 'batching', 'instances', 'threads', 'ep', 'processes', 'padding', 'warmup'] as const
@@ -238,7 +236,7 @@ function paddingOf(v: unknown): PaddingOptions {
     if (!Array.isArray(b) || b.length === 0 || !b.every((x) => isInt(x, 1, 1 << 30))) {
       throw new RangeError(`padding.buckets must be a list of integers >= 1, got ${JSON.stringify(b)}`)
     }
-    out.buckets = [...(b as number[])].sort((x, y) => x - y)
+    out.buckets = [...b].sort((x, y) => x - y)
   }
   return out
 }
@@ -253,7 +251,7 @@ function warmupOf(v: unknown): 'off' | { count: number; sizes?: number[] } {
       return { count: v['count'] }
     }
     if (Array.isArray(sizes) && sizes.length > 0 && sizes.every((x) => isInt(x, 1, 1 << 20))) {
-      return { count: v['count'], sizes: sizes as number[] }
+      return { count: v['count'], sizes: sizes }
     }
   }
   throw new RangeError(`warmup must be "off" or {"count": N, "sizes"?: [A, B]}, got ${JSON.stringify(v)}`)

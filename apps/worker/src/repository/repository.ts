@@ -202,10 +202,11 @@ export class ModelRepository {
     if (!st) {
       return Promise.resolve()
     }
-    return this.#serialize(st, async () => {
+    return this.#serialize(st, () => {
       st.unloaded = true
       this.#retire(st, [...st.loaded.keys()])
       this.#o.logger.info({ workerId: this.#o.workerId, model }, 'model repository: model unloaded')
+      return Promise.resolve()
     })
   }
 
@@ -228,7 +229,7 @@ export class ModelRepository {
       this.#abandonLoads(new Error('the worker is shutting down'))
       await this.#polling
       await Promise.all([...this.#models.values()].map((m) => m.chain))
-      await Promise.all([...this.#models.values()].map((m) => m.bare?.close()))
+      await Promise.all([...this.#models.values()].map((m) => m.bare?.close() ?? Promise.resolve()))
       await Promise.all([...this.#drains])
     })()
     return this.#closing
@@ -374,6 +375,13 @@ export class ModelRepository {
     }
   }
 
+  /** A load stops where it finds the worker shutting down (close() may run during any of its awaits). */
+  #stopIfClosing(): void {
+    if (this.#closing) {
+      throw new Error('the worker is shutting down')
+    }
+  }
+
   async #loadVersion(st: ModelState, v: ScannedVersion & { file: string; kind: VersionKind }, config: RepositoryModelConfig, signature: string): Promise<void> {
     const log = this.#o.logger
     const flags = this.#o.flags ?? {}
@@ -385,13 +393,9 @@ export class ModelRepository {
       const build = this.#o.runner ?? ((x: VersionToLoad) => defaultRunner(x, this.#o.registry))
       const made = await build({ name: st.name, version, file: v.file, kind: v.kind, config, configName: st.configName, flags, tag: signature })
       runner = made.runner
-      if (this.#closing) {
-        throw new Error('the worker is shutting down')
-      }
+      this.#stopIfClosing()
       await Promise.race([runner.start(), this.#abandon])
-      if (this.#closing) {
-        throw new Error('the worker is shutting down')
-      }
+      this.#stopIfClosing()
       const server = this.#o.host.server(runner, {
         version,
         subjects: versionSubjects(this.#o.subjects, version),
@@ -511,7 +515,7 @@ export class ModelRepository {
     this.#timer = setTimeout(() => {
       this.#polling = this.#poll().finally(() => this.#schedulePoll())
     }, ms)
-    this.#timer.unref?.()
+    this.#timer.unref()
   }
 
   async #poll(): Promise<void> {
@@ -533,8 +537,8 @@ function readRequest(data: Uint8Array): RepositoryRequest {
     return {}
   }
   try {
-    const v = decodeValue(data) as { model?: unknown }
-    return typeof v === 'object' && v !== null && typeof v.model === 'string' ? { model: v.model } : {}
+    const v: unknown = decodeValue(data)
+    return typeof v === 'object' && v !== null && 'model' in v && typeof v.model === 'string' ? { model: v.model } : {}
   } catch {
     return {}
   }

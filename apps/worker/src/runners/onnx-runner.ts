@@ -16,6 +16,7 @@ import {
 import { ortMetrics, type Registry } from '@cohort/metrics'
 import { OrtPool, type ExecutionProvider, type HostTensor, type HostValueMeta } from '../ort/ort-pool.ts'
 import { datatypeOfOrt, ortType, viewOf } from './ort-types.ts'
+import { elementAt } from '../element-at.ts'
 import { DEFAULT_PAD_VALUE, bucketOf, copyCorner, filledBuffer, type PaddingOptions } from './padding.ts'
 import type { ItemResult, ModelRunner, PreparedItem, RunBatchOptions, RunnerEvents } from './types.ts'
 
@@ -173,11 +174,12 @@ export class OnnxRunner implements ModelRunner {
    */
   #checkLeadingDims(): void {
     const values = [...this.#pool.inputs, ...this.#pool.outputs]
-    const fixed = new Set(this.#pool.inputs.map((m) => m.shape[0]!).filter((d) => d !== -1))
-    if (fixed.size === 0) {
+    // specOf (run on every value first) refused values without a leading dimension.
+    const fixed = new Set(this.#pool.inputs.map((m) => elementAt(m.shape, 0)).filter((d) => d !== -1))
+    const [n] = fixed
+    if (n === undefined) {
       return
     }
-    const n = [...fixed][0]!
     const everywhere = fixed.size === 1 && values.every((m) => m.shape[0] === n || (n === 1 && m.shape[0] === -1))
     if (!everywhere) {
       const shapes = values.map((m) => `${m.name} ${JSON.stringify(m.shape)}`).join(', ')
@@ -227,7 +229,8 @@ export class OnnxRunner implements ModelRunner {
     if (req.tensors) {
       const tensors = req.tensors
       this.#checkTensors(tensors)
-      const n = this.#inputs.length > 0 ? (tensors[this.#inputs[0]!.name]!.shape[0] ?? 0) : 0
+      const first = this.#inputs[0]
+      const n = first !== undefined ? (inputOf(tensors, first.name).shape[0] ?? 0) : 0
       const group = this.#groupOf(tensors)
       const cost = this.#costOf(tensors)
       return Array.from({ length: n }, (_, row) => ({ group, cost, payload: { src: tensors, row } satisfies OnnxItem }))
@@ -249,10 +252,7 @@ export class OnnxRunner implements ModelRunner {
 
   async runBatch(payloads: unknown[], _signal?: AbortSignal, opts: RunBatchOptions = {}): Promise<ItemResult[]> {
     const given = payloads as OnnxItem[]
-    const fixed = this.#fixedBatch
-    // A fixed leading dim n > 1: fill the batch to n rows with copies of the first item; their
-    // outputs are dropped below.
-    const items = fixed !== undefined && given.length < fixed ? [...given, ...new Array<OnnxItem>(fixed - given.length).fill(given[0]!)] : given
+    const items = fillToFixed(given, this.#fixedBatch)
     const n = items.length
     const feeds: Record<string, HostTensor> = {}
     for (const spec of this.#inputs) {
@@ -264,7 +264,7 @@ export class OnnxRunner implements ModelRunner {
       for (const spec of this.#inputs) {
         spec.restNames.forEach((dn, k) => {
           if (dn !== null && !real.has(dn) && spec.rest[k] === -1) {
-            const lens = items.map((it) => it.src[spec.name]!.shape[k + 1]!)
+            const lens = items.map((it) => elementAt(inputOf(it.src, spec.name).shape, k + 1))
             real.set(dn, { lens, max: Math.max(...lens) })
           }
         })
@@ -292,8 +292,8 @@ export class OnnxRunner implements ModelRunner {
         if (crop) {
           const rest = row.shape.slice(1)
           const want = rest.map((d, k) => {
-            const dn = names[k]
-            return dn !== null && dn !== undefined && real.has(dn) ? real.get(dn)!.lens[i]! : d
+            const r = realOf(real, names[k])
+            return r !== undefined ? elementAt(r.lens, i) : d
           })
           const size = DATATYPE_SIZE[datatype]
           const dst = new Uint8Array(want.reduce((a, b) => a * b, 1) * size)
@@ -320,7 +320,7 @@ export class OnnxRunner implements ModelRunner {
     }
     const parts: string[] = []
     for (const spec of this.#inputs) {
-      const t = tensors[spec.name]!
+      const t = inputOf(tensors, spec.name)
       const dims = t.shape.slice(1).map((d, k) => (spec.rest[k] === -1 ? `b${bucketOf(d, this.#padding?.buckets)}` : String(d)))
       parts.push(`${JSON.stringify(spec.name)}:${t.datatype}[${dims.join(',')}]`)
     }
@@ -331,7 +331,7 @@ export class OnnxRunner implements ModelRunner {
   #costOf(tensors: Record<string, WireTensor>): number {
     for (const spec of this.#inputs) {
       if (spec.rest.some((d) => d === -1)) {
-        const t = tensors[spec.name]!
+        const t = inputOf(tensors, spec.name)
         return t.shape.slice(1).reduce((acc, d, k) => (spec.rest[k] === -1 ? acc * d : acc), 1)
       }
     }
@@ -424,16 +424,16 @@ function specOf(model: string, m: HostValueMeta): InputSpec {
 /** The attention mask: 1 where an item has real data along the padded dims, 0 in the padding. */
 function buildMask(spec: InputSpec, real: Map<string, { lens: number[]; max: number }>, n: number): HostTensor {
   const target = spec.rest.map((d, k) => {
-    const dn = spec.restNames[k]
-    return dn !== null && dn !== undefined && real.has(dn) ? real.get(dn)!.max : Math.max(d, 1)
+    const r = realOf(real, spec.restNames[k])
+    return r !== undefined ? r.max : Math.max(d, 1)
   })
   const rowElems = target.reduce((a, b) => a * b, 1)
   const size = DATATYPE_SIZE[spec.datatype]
   const buf = new Uint8Array(filledBuffer(spec.datatype, rowElems * n, 0))
   for (let i = 0; i < n; i++) {
-    const mine = spec.rest.map((d, k) => {
-      const dn = spec.restNames[k]
-      return dn !== null && dn !== undefined && real.has(dn) ? real.get(dn)!.lens[i]! : target[k]!
+    const mine = spec.rest.map((_d, k) => {
+      const r = realOf(real, spec.restNames[k])
+      return r !== undefined ? elementAt(r.lens, i) : elementAt(target, k)
     })
     const ones = new Uint8Array(
       filledBuffer(
@@ -444,7 +444,7 @@ function buildMask(spec: InputSpec, real: Map<string, { lens: number[]; max: num
     )
     copyCorner(ones, mine, buf.subarray(i * rowElems * size, (i + 1) * rowElems * size), target, size)
   }
-  return { type: ortType(spec.datatype), dims: [n, ...target], data: viewOf(spec.datatype, buf.buffer as ArrayBuffer, rowElems * n) }
+  return { type: ortType(spec.datatype), dims: [n, ...target], data: viewOf(spec.datatype, buf.buffer, rowElems * n) }
 }
 
 function checkTensor(model: string, spec: InputSpec, t: WireTensor): void {
@@ -471,11 +471,11 @@ function nestedShape(v: unknown): number[] {
 
 /** Concatenate each item's row of one input into an aligned batch tensor for ORT (padding rows that are shorter). */
 function gather(spec: InputSpec, items: OnnxItem[], padValue: number): HostTensor {
-  const first = items[0]!.src[spec.name]!
+  const first = inputOf(elementAt(items, 0).src, spec.name)
   let rest = first.shape.slice(1)
   let ragged = false
   for (const it of items) {
-    const r = it.src[spec.name]!.shape
+    const r = inputOf(it.src, spec.name).shape
     if (r.length - 1 !== rest.length || r.some((d, k) => k > 0 && d !== rest[k - 1])) {
       ragged = true
       rest = rest.map((d, k) => Math.max(d, r[k + 1] ?? 0))
@@ -489,7 +489,7 @@ function gather(spec: InputSpec, items: OnnxItem[], padValue: number): HostTenso
     wireCounts.copies++
     const dst = new Uint8Array(buf)
     items.forEach((it, i) => {
-      const src = it.src[spec.name]!
+      const src = inputOf(it.src, spec.name)
       const rowBytes = src.shape.slice(1).reduce((a, b) => a * b, 1) * size
       copyCorner(src.bytes.subarray(it.row * rowBytes, (it.row + 1) * rowBytes), src.shape.slice(1), dst.subarray(i * rowElems * size, (i + 1) * rowElems * size), rest, size)
     })
@@ -498,7 +498,7 @@ function gather(spec: InputSpec, items: OnnxItem[], padValue: number): HostTenso
   if (spec.datatype === 'BYTES') {
     const data: string[] = []
     for (const it of items) {
-      data.push(...(toValues(sliceRows(it.src[spec.name]!, it.row, 1)) as string[]))
+      data.push(...(toValues(sliceRows(inputOf(it.src, spec.name), it.row, 1)) as string[]))
     }
     return { type: 'string', dims, data }
   }
@@ -510,10 +510,14 @@ function gather(spec: InputSpec, items: OnnxItem[], padValue: number): HostTenso
   let i = 0
   while (i < items.length) {
     // Copy runs of consecutive rows of one request in one go.
-    const it = items[i]!
-    const src = it.src[spec.name]!
+    const it = elementAt(items, i)
+    const src = inputOf(it.src, spec.name)
     let j = i + 1
-    while (j < items.length && items[j]!.src === it.src && items[j]!.row === it.row + (j - i)) {
+    while (j < items.length) {
+      const next = elementAt(items, j)
+      if (next.src !== it.src || next.row !== it.row + (j - i)) {
+        break
+      }
       j++
     }
     const from = it.row * rowBytes
@@ -521,6 +525,32 @@ function gather(spec: InputSpec, items: OnnxItem[], padValue: number): HostTenso
     i = j
   }
   return { type: ortType(spec.datatype), dims, data: viewOf(spec.datatype, buf, rowElems * items.length) }
+}
+
+/**
+ * A fixed leading dim n > 1: the batch filled to n rows with copies of the first item (their
+ * outputs are dropped after the run).
+ */
+function fillToFixed(given: OnnxItem[], fixed: number | undefined): OnnxItem[] {
+  const first = given[0]
+  if (fixed === undefined || first === undefined || given.length >= fixed) {
+    return given
+  }
+  return [...given, ...new Array<OnnxItem>(fixed - given.length).fill(first)]
+}
+
+/** One input of a request's tensors; prepare() checked that every input is there. */
+function inputOf(src: Record<string, WireTensor>, name: string): WireTensor {
+  const t = src[name]
+  if (t === undefined) {
+    throw new CohortError('INTERNAL', `batch item has no input "${name}"`)
+  }
+  return t
+}
+
+/** The real lengths along a symbolic dim when the batch pads it, else undefined. */
+function realOf(real: Map<string, { lens: number[]; max: number }>, dimName: string | null | undefined): { lens: number[]; max: number } | undefined {
+  return dimName === null || dimName === undefined ? undefined : real.get(dimName)
 }
 
 function bytesOf(data: HostTensor['data']): Uint8Array {

@@ -1,4 +1,5 @@
 import { DATATYPE_SIZE, f32ToF16Bits, type Datatype } from '@cohort/protocol'
+import { elementAt } from '../element-at.ts'
 import { viewOf } from './ort-types.ts'
 
 /** Value written into padded positions when none is given (`padValue`). */
@@ -34,7 +35,7 @@ export function bucketOf(len: number, buckets: readonly number[] | undefined): n
 function strides(shape: readonly number[]): number[] {
   const s = new Array<number>(shape.length).fill(1)
   for (let i = shape.length - 2; i >= 0; i--) {
-    s[i] = s[i + 1]! * shape[i + 1]!
+    s[i] = elementAt(s, i + 1) * elementAt(shape, i + 1)
   }
   return s
 }
@@ -49,26 +50,28 @@ export function copyCorner(src: Uint8Array, srcRest: readonly number[], dst: Uin
     dst.set(src.subarray(0, elemSize))
     return
   }
-  const common = srcRest.map((d, i) => Math.min(d, dstRest[i]!))
+  const common = srcRest.map((d, i) => Math.min(d, elementAt(dstRest, i)))
   if (common.some((d) => d === 0)) {
     return
   }
   const ss = strides(srcRest)
   const ds = strides(dstRest)
-  const run = common[rank - 1]! * elemSize
+  const run = elementAt(common, rank - 1) * elemSize
   const idx = new Array<number>(rank - 1).fill(0)
   for (;;) {
     let so = 0
     let doff = 0
     for (let k = 0; k < rank - 1; k++) {
-      so += idx[k]! * ss[k]!
-      doff += idx[k]! * ds[k]!
+      const i = elementAt(idx, k)
+      so += i * elementAt(ss, k)
+      doff += i * elementAt(ds, k)
     }
     dst.set(src.subarray(so * elemSize, so * elemSize + run), doff * elemSize)
     let k = rank - 2
     while (k >= 0) {
-      idx[k]!++
-      if (idx[k]! < common[k]!) {
+      const next = elementAt(idx, k) + 1
+      idx[k] = next
+      if (next < elementAt(common, k)) {
         break
       }
       idx[k] = 0

@@ -106,20 +106,14 @@ export class TimeLimits {
         },
       }
       this.#d.add(l)
-      p.then(
-        (v) => {
-          if (!expired) {
-            this.#d.remove(l)
-            resolve(v)
-          }
-        },
-        (e: unknown) => {
-          if (!expired) {
-            this.#d.remove(l)
-            reject(e)
-          }
-        },
-      )
+      // Settled in time: resolving with `p` itself takes its value or its very rejection reason.
+      const settled = () => {
+        if (!expired) {
+          this.#d.remove(l)
+          resolve(p)
+        }
+      }
+      p.then(settled, settled)
     })
   }
 
