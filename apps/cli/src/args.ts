@@ -1,4 +1,4 @@
-import { parseArgs, type ParseArgsConfig } from 'node:util'
+import { inspect, parseArgs, type ParseArgsConfig } from 'node:util'
 import { BATCHING_FIELDS, type BatchingKey } from '@cohort/batching'
 import { CliError } from './cli-error.ts'
 
@@ -10,12 +10,17 @@ export function parse(
 ): { values: Record<string, string | boolean | string[] | undefined>; positionals: string[] } {
   try {
     const r = parseArgs({ args, options: { ...options, help: { type: 'boolean', short: 'h' } }, strict: true, allowPositionals })
-    return { values: r.values as Record<string, string | boolean | string[] | undefined>, positionals: r.positionals }
+    return { values: r.values, positionals: r.positionals }
   } catch (e) {
     const msg = e instanceof Error ? e.message : String(e)
     const unknown = /^Unknown option '([^']+)'/.exec(msg)
     throw new CliError(unknown ? `unknown option ${unknown[1]} (--help lists this command's options)` : msg)
   }
+}
+
+/** A flag's raw value as an error message quotes it: a string as given, anything else as Node prints it. */
+export function shown(v: unknown): string {
+  return typeof v === 'string' ? v : inspect(v)
 }
 
 /** A positive integer flag, or undefined. */
@@ -26,7 +31,7 @@ export function intFlag(name: string, v: unknown, min = 1): number | undefined {
   // Decimal digits only: Number() would also take "0x10", "1e3" and " 7".
   const n = typeof v === 'string' && /^-?[0-9]{1,15}$/.test(v) ? Number(v) : typeof v === 'number' ? v : Number.NaN
   if (!Number.isInteger(n) || n < min) {
-    throw new CliError(`--${name} must be an integer >= ${min}, got "${String(v)}"`)
+    throw new CliError(`--${name} must be an integer >= ${min}, got "${shown(v)}"`)
   }
   return n
 }
@@ -38,7 +43,7 @@ export function numFlag(name: string, v: unknown): number | undefined {
   }
   const n = Number(v)
   if (!Number.isFinite(n) || n < 0) {
-    throw new CliError(`--${name} must be a number >= 0, got "${String(v)}"`)
+    throw new CliError(`--${name} must be a number >= 0, got "${shown(v)}"`)
   }
   return n
 }

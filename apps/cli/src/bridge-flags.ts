@@ -4,7 +4,7 @@
  * @module
  */
 import { BRIDGE_DEFAULTS, DEFAULT_BRIDGE_TIMEOUT_MS } from './bridge/redis-bridge.ts'
-import { knobHelp, knobOptions, knobValues, type KnobTable, type KnobValues } from './knobs.ts'
+import { knobHelp, knobOptions, knobValues, type KnobDefaults, type KnobTable } from './knobs.ts'
 import { NATS_KNOB } from './process-flags.ts'
 
 /** Redis server when neither --redis nor $REDIS_URL is given. */
@@ -32,6 +32,6 @@ export const BRIDGE_OPTIONS = knobOptions(BRIDGE_KNOBS)
 export const BRIDGE_KNOB_HELP = knobHelp(BRIDGE_KNOBS)
 
 /** The frozen values of the bridge's knobs. */
-export function bridgeKnobs(v: Record<string, unknown>, env: Record<string, string | undefined> = process.env): KnobValues<typeof BRIDGE_KNOBS> {
+export function bridgeKnobs(v: Record<string, unknown>, env: Record<string, string | undefined> = process.env): KnobDefaults<typeof BRIDGE_KNOBS> {
   return knobValues(BRIDGE_KNOBS, v, env)
 }

@@ -41,7 +41,7 @@ export const PROCESSES_HELP = knobHelp(PROCESSES_KNOBS)
 
 /** `--processes` of `cohort gateway` (>= 1, default {@link DEFAULT_PROCESSES}). */
 export function processesFlag(v: Record<string, unknown>): number {
-  return knobValues(PROCESSES_KNOBS, v)['processes']!
+  return knobValues(PROCESSES_KNOBS, v)['processes']
 }
 
 /** Whether this process is a child forked by {@link runPrimary}. */
@@ -114,7 +114,8 @@ export function runPrimary(n: number, log: (line: string) => void = (l) => conso
           }
         }
       })
-      w.on('exit', (code, signal) => {
+      // Node's types say a string signal; it is null when the child exited by itself (and code null when killed).
+      w.on('exit', (code: number | null, signal: string | null) => {
         live.delete(w)
         const ok = code === 0 && signal === null
         if (stopping) {
@@ -129,12 +130,7 @@ export function runPrimary(n: number, log: (line: string) => void = (l) => conso
           return
         }
         listening.delete(w)
-        const now = Date.now()
-        restarts.push(now)
-        while (restarts.length > 0 && restarts[0]! < now - 60_000) {
-          restarts.shift()
-        }
-        if (restarts.length > MAX_RESTARTS) {
+        if (restartedTooOften(restarts, Date.now())) {
           failed = true
           log(`cohort: gateway processes exited ${restarts.length} times within a minute; stopping`)
           stopAll('too many restarts')
@@ -144,22 +140,36 @@ export function runPrimary(n: number, log: (line: string) => void = (l) => conso
         fork()
       })
     }
-    let signals = 0
-    for (const sig of ['SIGTERM', 'SIGINT'] as const) {
-      process.on(sig, () => {
-        if (++signals > 1) {
-          log(`cohort: ${sig} again, stopping the gateway processes now`)
-          for (const w of live) {
-            w.process.kill('SIGKILL')
-          }
-          resolve(1)
-          return
-        }
-        stopAll(sig)
-      })
-    }
+    onSignals(live, log, stopAll, resolve)
     for (let i = 0; i < n; i++) {
       fork()
     }
   })
+}
+
+/** Record a child's restart at `now`: true when more than MAX_RESTARTS fell within the last minute. */
+function restartedTooOften(restarts: number[], now: number): boolean {
+  restarts.push(now)
+  while (restarts[0] !== undefined && restarts[0] < now - 60_000) {
+    restarts.shift()
+  }
+  return restarts.length > MAX_RESTARTS
+}
+
+/** The primary's SIGTERM and SIGINT: the first stops the children, a second kills them and resolves 1. */
+function onSignals(live: ReadonlySet<Worker>, log: (line: string) => void, stopAll: (reason: string) => void, resolve: (code: number) => void): void {
+  let signals = 0
+  for (const sig of ['SIGTERM', 'SIGINT'] as const) {
+    process.on(sig, () => {
+      if (++signals > 1) {
+        log(`cohort: ${sig} again, stopping the gateway processes now`)
+        for (const w of live) {
+          w.process.kill('SIGKILL')
+        }
+        resolve(1)
+        return
+      }
+      stopAll(sig)
+    })
+  }
 }

@@ -293,7 +293,7 @@ export async function serveCommand(args: string[]): Promise<void> {
   }
   const shutdown = installShutdown()
   const own = serveKnobs(v)
-  const drainMs = own['drain-ms']!
+  const drainMs = own['drain-ms']
   let draining = false
   const tel = setupTelemetry(v, 'cohort')
   const hasRepository = v['model-repository'] !== undefined
@@ -303,37 +303,11 @@ export async function serveCommand(args: string[]): Promise<void> {
   const tls = tlsFiles(v)
   const natsAuth = natsAuthOptions(v)
   const knobs = httpKnobs(v)
-  const port = knobs.port!
-  const host = knobs.host!
-  let transport: Transport
-  let jobs: JobQueue | undefined
-  if (own.nats) {
-    const nc = await connectNats(own.nats, 'cohort-serve', natsAuth)
-    transport = createNatsTransport(nc, { ownsConnection: true, kvReplicas: kvReplicas(v), ...largeMessageOptions(v), ...prefixOption(v), onReplyRefused: logReplyRefusals() })
-    jobs = jobQueue(nc, kvReplicas(v), v)
-  } else {
-    transport = new InProcessTransport()
-  }
+  const port = knobs.port
+  const host = knobs.host
+  const { transport, jobs } = await serveTransport(v, own.nats, natsAuth)
   const registry = processRegistry()
-  const { runners, outputSchemas, modelBatching } = await buildRunners(flags)
-  const piped = await pipelineRunners(positionals, v, { transport, registry, flags, batching: batching(v), allowStage: false })
-  runners.push(...piped.runners)
-  Object.assign(outputSchemas, piped.outputSchemas)
-  const worker = new CohortWorker({
-    transport,
-    runners,
-    registry,
-    outputSchemas,
-    batching: batching(v),
-    modelBatching,
-    ...prefixOption(v),
-    ...(flags.batchTimeoutMs !== undefined ? { batchTimeoutMs: flags.batchTimeoutMs } : {}),
-    tracer: tel.tracer,
-    logger: tel.logger.child({ component: 'worker' }),
-    ...(jobs ? { jobs: workerJobs(v, jobs) } : {}),
-    ...(repository ? { repository } : {}),
-  })
-  await worker.start()
+  const worker = await startServeWorker({ v, positionals, flags, repository, transport, jobs, registry, tel })
   const timeout = knobs['timeout-ms']
   const dashboard = new AbortController()
   const gwo: GatewayOptions = {
@@ -356,10 +330,10 @@ export async function serveCommand(args: string[]): Promise<void> {
   const { core, app } = gatewayOf(gwo)
   const http = await listen(app, host, port, tls, listenerBounds(knobs, connectionRefused(core)))
   const grpc = await startGrpcFromFlags(v, host, core)
-  const timeoutMs = timeout ?? DEFAULT_REQUEST_TIMEOUT_MS
+  const timeoutMs = timeout
   shutdown.ready(
     [
-      { name: 'dashboard', run: async () => dashboard.abort() },
+      { name: 'dashboard', run: () => abortDashboard(dashboard) },
       ...httpStopSteps({ role: 'serve', drainMs, timeoutMs, setDraining: () => (draining = true), http, grpc }),
       gatewayStopStep(app, core),
       { name: 'worker', run: () => worker.drain() },
@@ -368,12 +342,66 @@ export async function serveCommand(args: string[]): Promise<void> {
     ],
     stopLimitMs(drainMs, timeoutMs),
   )
-  const base = `${tls ? 'https' : 'http'}://${http.host}:${http.port}`
+  printServing(worker, `${tls ? 'https' : 'http'}://${http.host}:${http.port}`, own.nats)
+  console.log(`cohort: ${describeSecurity(security, tls !== undefined)}`)
+}
+
+/** `cohort serve`'s transport: NATS (and its job queue) with --nats, else in this process. */
+async function serveTransport(v: Values, nats: string | undefined, natsAuth: ReturnType<typeof natsAuthOptions>): Promise<{ transport: Transport; jobs: JobQueue | undefined }> {
+  if (!nats) {
+    return { transport: new InProcessTransport(), jobs: undefined }
+  }
+  const nc = await connectNats(nats, 'cohort-serve', natsAuth)
+  const transport = createNatsTransport(nc, { ownsConnection: true, kvReplicas: kvReplicas(v), ...largeMessageOptions(v), ...prefixOption(v), onReplyRefused: logReplyRefusals() })
+  return { transport, jobs: jobQueue(nc, kvReplicas(v), v) }
+}
+
+/** `cohort serve`'s worker: the models of the flags and of the pipelines named, started. */
+async function startServeWorker(o: {
+  v: Values
+  positionals: string[]
+  flags: ModelFlags
+  repository: ReturnType<typeof repositoryFromFlags>
+  transport: Transport
+  jobs: JobQueue | undefined
+  registry: ReturnType<typeof processRegistry>
+  tel: ReturnType<typeof setupTelemetry>
+}): Promise<CohortWorker> {
+  const { v, flags, repository, transport, jobs, registry, tel } = o
+  const { runners, outputSchemas, modelBatching } = await buildRunners(flags)
+  const piped = await pipelineRunners(o.positionals, v, { transport, registry, flags, batching: batching(v), allowStage: false })
+  runners.push(...piped.runners)
+  Object.assign(outputSchemas, piped.outputSchemas)
+  const worker = new CohortWorker({
+    transport,
+    runners,
+    registry,
+    outputSchemas,
+    batching: batching(v),
+    modelBatching,
+    ...prefixOption(v),
+    ...(flags.batchTimeoutMs !== undefined ? { batchTimeoutMs: flags.batchTimeoutMs } : {}),
+    tracer: tel.tracer,
+    logger: tel.logger.child({ component: 'worker' }),
+    ...(jobs ? { jobs: workerJobs(v, jobs) } : {}),
+    ...(repository ? { repository } : {}),
+  })
+  await worker.start()
+  return worker
+}
+
+/** `cohort serve`'s first lines: what it serves where, and a request to try. */
+function printServing(worker: CohortWorker, base: string, nats: string | undefined): void {
   const names = [...new Set(worker.models().map((m) => m.name))]
-  console.log(`cohort: serving ${names.join(', ')} on ${base} (${own.nats ? `NATS ${own.nats}` : 'embedded'})`)
+  console.log(`cohort: serving ${names.join(', ')} on ${base} (${nats ? `NATS ${nats}` : 'embedded'})`)
   const first = worker.models()[0]
   console.log(`cohort: try  curl -s ${base}/v2/models/${names[0]}  and  POST ${base}${first?.kind === 'generative' ? '/v1/completions' : `/v2/models/${names[0]}/infer`}`)
-  console.log(`cohort: ${describeSecurity(security, tls !== undefined)}`)
+}
+
+/** The dashboard's stop step: its sampler ends (an abort runs its listeners at once). */
+function abortDashboard(dashboard: AbortController): Promise<void> {
+  dashboard.abort()
+  return Promise.resolve()
 }
 
 /** Flags of `cohort gateway`. */
@@ -433,13 +461,13 @@ export async function gatewayCommand(args: string[]): Promise<void> {
   const tls = tlsFiles(v)
   const natsAuth = natsAuthOptions(v)
   const knobs = httpKnobs(v)
-  const port = knobs.port!
-  const host = knobs.host!
+  const port = knobs.port
+  const host = knobs.host
   const timeout = knobs['timeout-ms']
   const own = gatewayKnobs(v)
-  const drainMs = own['drain-ms']!
+  const drainMs = own['drain-ms']
   let draining = false
-  const nc = await connectNats(own.nats!, 'cohort-gateway', natsAuth)
+  const nc = await connectNats(own.nats, 'cohort-gateway', natsAuth)
   const transport = createNatsTransport(nc, { ownsConnection: true, kvReplicas: kvReplicas(v), ...largeMessageOptions(v), ...prefixOption(v), onReplyRefused: logReplyRefusals() })
   const gatewayRegistry = processRegistry()
   const dashboard = new AbortController()
@@ -463,10 +491,10 @@ export async function gatewayCommand(args: string[]): Promise<void> {
   const { core, app } = gatewayOf(gwo)
   const http = await listen(app, host, port, tls, listenerBounds(knobs, connectionRefused(core)))
   const grpc = await startGrpcFromFlags(v, host, core)
-  const timeoutMs = timeout ?? DEFAULT_REQUEST_TIMEOUT_MS
+  const timeoutMs = timeout
   shutdown.ready(
     [
-      { name: 'dashboard', run: async () => dashboard.abort() },
+      { name: 'dashboard', run: () => abortDashboard(dashboard) },
       ...httpStopSteps({ role: 'gateway', drainMs, timeoutMs, setDraining: () => (draining = true), http, grpc }),
       gatewayStopStep(app, core),
       { name: 'transport', run: () => transport.close() },
@@ -474,7 +502,7 @@ export async function gatewayCommand(args: string[]): Promise<void> {
     ],
     stopLimitMs(drainMs, timeoutMs),
   )
-  console.log(`cohort: gateway on ${tls ? 'https' : 'http'}://${http.host}:${http.port} -> NATS ${own.nats!}`)
+  console.log(`cohort: gateway on ${tls ? 'https' : 'http'}://${http.host}:${http.port} -> NATS ${own.nats}`)
   console.log(`cohort: ${describeSecurity(security, tls !== undefined)}`)
   notifyListening()
 }
@@ -547,7 +575,7 @@ export async function workerCommand(args: string[]): Promise<void> {
   const own = workerKnobs(v)
   const metricsPort = own['metrics-port']
   const { runners, outputSchemas, modelBatching } = await buildRunners(flags)
-  const nc = await connectNats(own.nats!, 'cohort-worker', natsAuth)
+  const nc = await connectNats(own.nats, 'cohort-worker', natsAuth)
   const transport = createNatsTransport(nc, { ownsConnection: true, kvReplicas: kvReplicas(v), ...largeMessageOptions(v), ...prefixOption(v), onReplyRefused: logReplyRefusals() })
   const registry = processRegistry()
   const piped = await pipelineRunners(positionals, v, { transport, registry, flags, batching: batching(v), allowStage: true })
@@ -584,7 +612,7 @@ export async function workerCommand(args: string[]): Promise<void> {
       const ready = !workerDraining && worker.models().every((m) => m.ready)
       return c.json({ ready, draining: workerDraining }, ready ? 200 : 503)
     })
-    const m = await listen(app, own['metrics-host']!, metricsPort)
+    const m = await listen(app, own['metrics-host'], metricsPort)
     metricsClose = m.close
     console.log(`cohort: worker metrics on http://${m.host}:${m.port}/metrics`)
   }
@@ -603,5 +631,5 @@ export async function workerCommand(args: string[]): Promise<void> {
     ],
     stopLimitMs(0, DEFAULT_REQUEST_TIMEOUT_MS),
   )
-  console.log(`cohort: worker ${worker.id} serving ${[...new Set(worker.models().map((m) => m.name))].join(', ')} from NATS ${own.nats!}`)
+  console.log(`cohort: worker ${worker.id} serving ${[...new Set(worker.models().map((m) => m.name))].join(', ')} from NATS ${own.nats}`)
 }

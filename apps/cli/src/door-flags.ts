@@ -6,7 +6,7 @@
  */
 import { DEFAULT_ADMISSION_MARGIN, DEFAULT_REQUEST_TIMEOUT_MS, type GatewayOptions } from '@cohort/gateway'
 import { CliError } from './cli-error.ts'
-import { knobHelp, knobOptions, knobValues, type Knob, type KnobValues } from './knobs.ts'
+import { knobHelp, knobOptions, knobValues, type Knob, type KnobDefaults } from './knobs.ts'
 import { DEFAULT_LISTEN_BACKLOG, DEFAULT_MAX_CONNECTIONS, type ListenerBounds } from './listener-bounds.ts'
 
 /** Default HTTP port of `serve` and `gateway` (also `$PORT`). */
@@ -67,7 +67,7 @@ export const DOOR_OPTIONS = knobOptions(DOOR_KNOBS)
 export const DOOR_HELP = knobHelp(DOOR_KNOBS)
 
 /** The frozen values of the HTTP and door knobs. */
-export function httpKnobs(v: Record<string, unknown>): KnobValues<typeof HTTP_KNOBS> & KnobValues<typeof DOOR_KNOBS> {
+export function httpKnobs(v: Record<string, unknown>): KnobDefaults<typeof HTTP_KNOBS> & KnobDefaults<typeof DOOR_KNOBS> {
   return Object.freeze({ ...knobValues(HTTP_KNOBS, v), ...knobValues(DOOR_KNOBS, v) })
 }
 
@@ -77,7 +77,7 @@ export function doorOptions(v: Record<string, unknown>): Pick<GatewayOptions, 'w
   if (k['no-worker-wait']) {
     return { workerWait: false }
   }
-  const pct = k['admission-margin-pct']!
+  const pct = k['admission-margin-pct']
   if (pct > 90) {
     throw new CliError(`--admission-margin-pct must be at most 90, got ${pct}`)
   }
@@ -86,5 +86,5 @@ export function doorOptions(v: Record<string, unknown>): Pick<GatewayOptions, 'w
 
 /** The listener bounds of the HTTP knobs; `onRefused` counts a connection refused at accept. */
 export function listenerBounds(k: ReturnType<typeof httpKnobs>, onRefused: () => void): ListenerBounds {
-  return { maxConnections: k['max-connections']!, backlog: k['listen-backlog']!, onRefused }
+  return { maxConnections: k['max-connections'], backlog: k['listen-backlog'], onRefused }
 }

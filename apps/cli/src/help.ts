@@ -25,7 +25,7 @@ export function renderHelp(h: CommandHelp): string {
 
 /** The `--flag` names a help text documents (the first token of each flag line). */
 export function helpFlags(text: string): string[] {
-  return [...text.matchAll(/^ {2}(?:-\w, )?--([a-z0-9-]+)/gm)].map((m) => m[1]!)
+  return [...text.matchAll(/^ {2}(?:-\w, )?--([a-z0-9-]+)/gm)].flatMap((m) => (m[1] === undefined ? [] : [m[1]]))
 }
 
 /** The top-level help. */

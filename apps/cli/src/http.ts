@@ -17,7 +17,7 @@ export interface HttpServer {
    * still open after `lingerMs` (default: wait for them) is closed. Resolves once the cut-off
    * requests' handlers have seen their cancel (so it is logged before the process exits). Idempotent.
    */
-  close(lingerMs?: number): Promise<void>
+  readonly close: (lingerMs?: number) => Promise<void>
 }
 
 /**

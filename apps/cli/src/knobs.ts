@@ -5,7 +5,7 @@
  * @module
  */
 import { CliError } from './cli-error.ts'
-import { intFlag } from './args.ts'
+import { intFlag, shown } from './args.ts'
 
 /** One knob: a flag, and where its value comes from when the flag is absent. */
 export interface Knob {
@@ -47,8 +47,14 @@ type ValueOf<K extends Knob> = K['kind'] extends 'bool'
       ? readonly string[]
       : string | undefined
 
-/** The values of a table: numbers, strings, booleans, or undefined when unset without a default. */
+/** The values of a table as given: numbers, strings, booleans, or undefined when unset ({@link knobGiven}). */
 export type KnobValues<T extends KnobTable> = Readonly<{ [K in keyof T]: ValueOf<T[K]> }>
+
+/** A knob's value when defaults apply: a knob with a `default` always has one. */
+type DefaultedValueOf<K extends Knob> = K extends { readonly default: number | string } ? Exclude<ValueOf<K>, undefined> : ValueOf<K>
+
+/** The values of a table with its defaults ({@link knobValues}): undefined only for a knob without a default. */
+export type KnobDefaults<T extends KnobTable> = Readonly<{ [K in keyof T]: DefaultedValueOf<T[K]> }>
 
 /** `parseArgs` options of a table (aliases included). */
 export function knobOptions(t: KnobTable): Record<string, { type: 'string' | 'boolean'; multiple?: true }> {
@@ -81,7 +87,7 @@ export function knobHelp(t: KnobTable): string {
     const placed = k.help.some((l) => l.includes('{default}'))
     const lines = k.help.map((l) => l.replaceAll('{default}', dflt ?? 'none'))
     if (dflt !== undefined && !placed) {
-      lines[lines.length - 1] += ` (default ${dflt})`
+      lines.push(`${lines.pop() ?? ''} (default ${dflt})`)
     }
     if (k.aliases?.length) {
       lines.push(`Alias: ${k.aliases.map((a) => `--${a}`).join(', ')} (the old name, still accepted)`)
@@ -107,7 +113,7 @@ function parseKnob(name: string, k: Knob, raw: unknown): unknown {
   } else if (k.kind === 'number') {
     const n = typeof raw === 'number' ? raw : typeof raw === 'string' && raw.trim() !== '' ? Number(raw) : Number.NaN
     if (!Number.isFinite(n) || n < (k.min ?? 0)) {
-      throw new CliError(`--${name} must be a number${k.min === -Infinity ? '' : ` >= ${k.min ?? 0}`}, got "${String(raw)}"`)
+      throw new CliError(`--${name} must be a number${k.min === -Infinity ? '' : ` >= ${k.min ?? 0}`}, got "${shown(raw)}"`)
     }
     v = n
   } else {
@@ -120,10 +126,10 @@ function parseKnob(name: string, k: Knob, raw: unknown): unknown {
     v = raw
   }
   if (typeof v === 'number' && k.max !== undefined && v > k.max) {
-    throw new CliError(`--${name} must be at most ${k.max}, got "${String(raw)}"`)
+    throw new CliError(`--${name} must be at most ${k.max}, got "${shown(raw)}"`)
   }
   if (k.check && !k.check.valid(v)) {
-    throw new CliError(`--${name} must be ${k.check.expect}, got "${String(raw)}"`)
+    throw new CliError(`--${name} must be ${k.check.expect}, got "${shown(raw)}"`)
   }
   return v
 }
@@ -144,7 +150,8 @@ function givenValue(flag: string, k: Knob, v: Record<string, unknown>): unknown 
   return found?.value
 }
 
-function values<T extends KnobTable>(t: T, v: Record<string, unknown>, env: Record<string, string | undefined>, defaults: boolean): KnobValues<T> {
+/** The values of a table (typed by the callers below, from the table's rows). */
+function values(t: KnobTable, v: Record<string, unknown>, env: Record<string, string | undefined>, defaults: boolean): Readonly<Record<string, unknown>> {
   const out: Record<string, unknown> = {}
   for (const [flag, k] of Object.entries(t)) {
     const given = givenValue(flag, k, v)
@@ -167,15 +174,15 @@ function values<T extends KnobTable>(t: T, v: Record<string, unknown>, env: Reco
       out[flag] = defaults && k.default !== undefined ? parseKnob(flag, k, typeof k.default === 'number' && k.kind !== 'string' ? k.default : String(k.default)) : undefined
     }
   }
-  return Object.freeze(out) as KnobValues<T>
+  return Object.freeze(out)
 }
 
 /**
  * The values of a table from parsed flags: the flag (or an alias), else its env var, else its
  * default; numbers checked against their bounds (a CliError names the flag as given). Frozen.
  */
-export function knobValues<T extends KnobTable>(t: T, v: Record<string, unknown>, env: Record<string, string | undefined> = process.env): KnobValues<T> {
-  return values(t, v, env, true)
+export function knobValues<T extends KnobTable>(t: T, v: Record<string, unknown>, env: Record<string, string | undefined> = process.env): KnobDefaults<T> {
+  return values(t, v, env, true) as KnobDefaults<T>
 }
 
 /**
@@ -183,7 +190,7 @@ export function knobValues<T extends KnobTable>(t: T, v: Record<string, unknown>
  * library defaults itself (its table row shows that library's constant, so help stays true).
  */
 export function knobGiven<T extends KnobTable>(t: T, v: Record<string, unknown>, env: Record<string, string | undefined> = process.env): KnobValues<T> {
-  return values(t, v, env, false)
+  return values(t, v, env, false) as KnobValues<T>
 }
 
 /** `{ [key]: value }` when value is defined, else `{}`: spread into options that default themselves. */

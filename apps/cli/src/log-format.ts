@@ -23,6 +23,14 @@ export function logFormat(v: Record<string, unknown>, env: NodeJS.ProcessEnv = p
 
 const OMIT = new Set(['level', 'time', 'msg', 'service', 'pid'])
 
+/** A log field as text: a string or number as is, nothing for a missing one, anything else as JSON. */
+function fieldText(v: unknown): string {
+  if (v === undefined || v === null) {
+    return ''
+  }
+  return typeof v === 'string' ? v : typeof v === 'number' || typeof v === 'boolean' ? String(v) : JSON.stringify(v)
+}
+
 /** One JSON log line as a human line: time, level, component, message, then the other fields. */
 export function prettyLine(json: string): string {
   let r: Record<string, unknown>
@@ -32,14 +40,12 @@ export function prettyLine(json: string): string {
     return json.trimEnd()
   }
   const time = typeof r['time'] === 'string' ? r['time'].slice(11, 23) : ''
-  const level = String(r['level'] ?? '')
-    .toUpperCase()
-    .padEnd(5)
+  const level = fieldText(r['level']).toUpperCase().padEnd(5)
   const component = typeof r['component'] === 'string' ? `[${r['component']}] ` : ''
   const rest = Object.entries(r)
     .filter(([k]) => !OMIT.has(k) && k !== 'component')
     .map(([k, v]) => `${k}=${typeof v === 'string' ? v : JSON.stringify(v)}`)
-  return `${time} ${level} ${component}${String(r['msg'] ?? '')}${rest.length ? '  ' + rest.join(' ') : ''}`
+  return `${time} ${level} ${component}${fieldText(r['msg'])}${rest.length ? '  ' + rest.join(' ') : ''}`
 }
 
 /** A pino destination writing {@link prettyLine}s through `write` (stderr by default). */

@@ -21,7 +21,10 @@ export interface ModelSpec {
 /** Per-model keys: every batching flag of `@cohort/batching`'s table, plus `warmup`. */
 const BOOL_KEYS: Record<string, [BatchingKey, boolean]> = { 'no-admission': ['admission', false], 'no-auto-batch': ['autoBatchSize', false] }
 const VALUE_KEYS: Record<string, BatchingKey> = Object.fromEntries(
-  BATCHING_KEYS.filter((k) => BATCHING_FIELDS[k].flag && !Object.hasOwn(BOOL_KEYS, BATCHING_FIELDS[k].flag!)).map((k) => [BATCHING_FIELDS[k].flag!, k]),
+  BATCHING_KEYS.flatMap((k): [string, BatchingKey][] => {
+    const flag = BATCHING_FIELDS[k].flag
+    return flag && !Object.hasOwn(BOOL_KEYS, flag) ? [[flag, k]] : []
+  }),
 )
 /** The keys a `--model` spec takes after its path, for help and errors. */
 export const MODEL_SPEC_KEYS: readonly string[] = [...Object.keys(VALUE_KEYS), ...Object.keys(BOOL_KEYS), 'warmup']
@@ -56,18 +59,20 @@ function specOptions(opts: string[], spec: string): Pick<ModelSpec, 'batching' |
     const eq = o.indexOf('=')
     const key = eq < 0 ? o : o.slice(0, eq)
     const raw = eq < 0 ? undefined : o.slice(eq + 1)
-    if (Object.hasOwn(BOOL_KEYS, key) && raw === undefined) {
-      const [k, v] = BOOL_KEYS[key]!
+    const bool = Object.hasOwn(BOOL_KEYS, key) ? BOOL_KEYS[key] : undefined
+    const valueKey = Object.hasOwn(VALUE_KEYS, key) ? VALUE_KEYS[key] : undefined
+    if (bool !== undefined && raw === undefined) {
+      const [k, v] = bool
       batching[k] = v
-    } else if (Object.hasOwn(VALUE_KEYS, key) && raw !== undefined) {
-      batching[VALUE_KEYS[key]!] = batchingValue(VALUE_KEYS[key]!, raw, spec)
+    } else if (valueKey !== undefined && raw !== undefined) {
+      batching[valueKey] = batchingValue(valueKey, raw, spec)
     } else if (key === 'warmup' && raw !== undefined) {
       warmup = warmupValue(raw, spec)
     } else {
       throw new CliError(`unknown option "${o}" in --model ${spec} (known: ${MODEL_SPEC_KEYS.map((k) => (Object.hasOwn(BOOL_KEYS, k) ? k : `${k}=V`)).join(', ')})`)
     }
   }
-  return { batching: batching as Partial<BatchingConfig>, ...(warmup !== undefined ? { warmup } : {}) }
+  return { batching, ...(warmup !== undefined ? { warmup } : {}) }
 }
 
 /**

@@ -36,7 +36,7 @@ export const NATS_AUTH_HELP = knobHelp(NATS_AUTH_KNOBS)
 
 /** `--kv-replicas` (or `COHORT_KV_REPLICAS`): replicas of the KV buckets this process creates. */
 export function kvReplicas(v: Values): number {
-  return knobValues({ 'kv-replicas': NATS_AUTH_KNOBS['kv-replicas'] }, { 'kv-replicas': v['kv-replicas'] || undefined })['kv-replicas']!
+  return knobValues({ 'kv-replicas': NATS_AUTH_KNOBS['kv-replicas'] }, { 'kv-replicas': v['kv-replicas'] || undefined })['kv-replicas']
 }
 
 function str(v: Values, flag: keyof typeof NATS_AUTH_KNOBS): string | undefined {

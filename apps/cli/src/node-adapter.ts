@@ -42,20 +42,17 @@ class ResponseGoneSignal implements AbortSignalLike {
  * `onChunk` and joined at the end.
  */
 function readIncoming(inc: IncomingMessage, max: number, onChunk?: (n: number) => void): Promise<Uint8Array> {
-  let len: number | undefined
-  try {
-    len = declaredLength(inc.headers['content-length'])
-  } catch (e) {
-    return Promise.reject(e)
-  }
-  if (len !== undefined && len > max) {
-    return Promise.reject(new CohortError('PAYLOAD_TOO_LARGE', `request body of ${len} bytes exceeds the limit of ${max} bytes`))
-  }
   return new Promise((resolve, reject) => {
+    // A bad Content-Length throws here, which rejects the promise with that error.
+    const len = declaredLength(inc.headers['content-length'])
+    if (len !== undefined && len > max) {
+      reject(new CohortError('PAYLOAD_TOO_LARGE', `request body of ${len} bytes exceeds the limit of ${max} bytes`))
+      return
+    }
     const whole = len !== undefined && len > 0 ? Buffer.allocUnsafe(len) : undefined
     const chunks: Buffer[] = []
     let total = 0
-    const fail = (e: unknown) => {
+    const fail = (e: Error) => {
       inc.removeAllListeners('data')
       inc.resume()
       reject(e)
@@ -73,7 +70,7 @@ function readIncoming(inc: IncomingMessage, max: number, onChunk?: (n: number) =
       try {
         onChunk?.(d.length)
       } catch (e) {
-        fail(e)
+        fail(e instanceof Error ? e : new CohortError('INTERNAL', 'counting the request body failed', { cause: e }))
         return
       }
       chunks.push(d)
@@ -82,7 +79,8 @@ function readIncoming(inc: IncomingMessage, max: number, onChunk?: (n: number) =
       if (whole) {
         resolve(total === whole.length ? whole : whole.subarray(0, total))
       } else {
-        resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, total))
+        const only = chunks.length === 1 ? chunks[0] : undefined
+        resolve(only ?? Buffer.concat(chunks, total))
       }
     })
     // The connection failed or was closed while the body was still arriving (the client went away,
@@ -112,7 +110,9 @@ export const nodeAdapter: GatewayAdapter = {
     return out ? new ResponseGoneSignal(out) : c.req.raw.signal
   },
   clientAddress(c: Context) {
-    return (c.env as NodeBindings | undefined)?.incoming?.socket?.remoteAddress
+    // Read as nullable: a request answered late may find its socket already detached.
+    const socket: { remoteAddress?: string | undefined } | null | undefined = (c.env as NodeBindings | undefined)?.incoming?.socket
+    return socket?.remoteAddress
   },
   arrivedAt(c: Context) {
     const inc = (c.env as NodeBindings | undefined)?.incoming

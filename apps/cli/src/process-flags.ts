@@ -7,7 +7,7 @@
 import { DEFAULT_ACCEPT_TIMEOUT_MS, DEFAULT_MISSED_HEARTBEATS } from '@cohort/gateway'
 import { DEFAULT_GENERATION_PROBE_MS, DEFAULT_HEARTBEAT_MS } from '@cohort/worker'
 import { DEFAULT_HTTP_HOST } from './door-flags.ts'
-import { knobGiven, knobHelp, knobOptions, knobValues, type Knob, type KnobTable, type KnobValues } from './knobs.ts'
+import { knobGiven, knobHelp, knobOptions, knobValues, type Knob, type KnobDefaults, type KnobTable, type KnobValues } from './knobs.ts'
 
 /** NATS server of gateway, worker and bridge when neither --nats nor $NATS_URL is given. */
 export const DEFAULT_NATS_URL = 'nats://127.0.0.1:4222'
@@ -129,12 +129,12 @@ export function rowHelp<T extends KnobTable>(t: T, ...flags: (keyof T & string)[
 }
 
 /** The frozen values of `serve`'s own knobs. */
-export function serveKnobs(v: Record<string, unknown>): KnobValues<typeof SERVE_KNOBS> {
+export function serveKnobs(v: Record<string, unknown>): KnobDefaults<typeof SERVE_KNOBS> {
   return knobValues(SERVE_KNOBS, v)
 }
 
 /** The frozen values of `gateway`'s own knobs. */
-export function gatewayKnobs(v: Record<string, unknown>): KnobValues<typeof NATS_KNOB> & KnobValues<typeof GATEWAY_KNOBS> {
+export function gatewayKnobs(v: Record<string, unknown>): KnobDefaults<typeof NATS_KNOB> & KnobDefaults<typeof GATEWAY_KNOBS> {
   return Object.freeze({ ...knobValues(NATS_KNOB, v), ...knobValues(GATEWAY_KNOBS, v) })
 }
 
@@ -144,6 +144,6 @@ export function gatewayKnobs(v: Record<string, unknown>): KnobValues<typeof NATS
  */
 export function workerKnobs(
   v: Record<string, unknown>,
-): KnobValues<typeof NATS_KNOB> & KnobValues<typeof WORKER_KNOBS> & KnobValues<typeof DISTRIBUTION_KNOB> & KnobValues<typeof WORKER_METRICS_KNOBS> {
+): KnobDefaults<typeof NATS_KNOB> & KnobValues<typeof WORKER_KNOBS> & KnobDefaults<typeof DISTRIBUTION_KNOB> & KnobDefaults<typeof WORKER_METRICS_KNOBS> {
   return Object.freeze({ ...knobValues(NATS_KNOB, v), ...knobGiven(WORKER_KNOBS, v), ...knobValues(DISTRIBUTION_KNOB, v), ...knobValues(WORKER_METRICS_KNOBS, v) })
 }

@@ -66,7 +66,7 @@ export const LINK_HELP = knobHelp(LINK_KNOBS)
 /** `recordTtlMs` and `recordMaxBytes` of the job queue. */
 export function recordOptions(v: Record<string, unknown>): Pick<NatsJobQueueOptions, 'recordTtlMs' | 'recordMaxBytes'> {
   const k = knobValues(RECORD_KNOBS, v)
-  return { recordTtlMs: k['job-record-ttl-ms']!, recordMaxBytes: k['job-record-max-bytes']! }
+  return { recordTtlMs: k['job-record-ttl-ms'], recordMaxBytes: k['job-record-max-bytes'] }
 }
 
 /** `storeRetryMs` of a worker's jobs. */

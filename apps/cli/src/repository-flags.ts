@@ -2,6 +2,7 @@ import { existsSync, statSync } from 'node:fs'
 import type { PaddingOptions, WorkerRepositoryOptions } from '@cohort/worker'
 import { knobGiven, knobHelp, knobOptions, type KnobTable } from './knobs.ts'
 import { CliError } from './cli-error.ts'
+import { shown } from './args.ts'
 import { linkOptions } from './reliability-flags.ts'
 
 /** `--repository-poll-ms` when not given: no scan (load and unload by the repository API). */
@@ -53,7 +54,7 @@ export function repositoryOptions(
     return undefined
   }
   if (typeof dir !== 'string' || !existsSync(dir) || !statSync(dir).isDirectory()) {
-    throw new CliError(`--model-repository: ${String(dir)} is not a folder`)
+    throw new CliError(`--model-repository: ${shown(dir)} is not a folder`)
   }
   const flags: NonNullable<WorkerRepositoryOptions['flags']> = {}
   if (explicit.ep !== undefined) {

@@ -96,7 +96,8 @@ function jwtOptions(v: Values): JwtAuthOptions | undefined {
       .split(',')
       .map((a) => a.trim())
       .filter(Boolean)
-    out.audience = aud.length === 1 ? aud[0]! : aud
+    const [only] = aud
+    out.audience = aud.length === 1 && only !== undefined ? only : aud
   }
   if (typeof v['jwt-scope'] === 'string') {
     out.scope = v['jwt-scope']

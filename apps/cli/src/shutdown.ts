@@ -39,7 +39,7 @@ export interface Shutdown {
   /** Arm the stop: `steps` run on the next signal, all of them within `limitMs`. */
   ready(steps: StopStep[], limitMs: number): void
   /** Run the stop as a signal would (idempotent); resolves with the exit code, before exiting. */
-  stop(reason: string): Promise<number>
+  readonly stop: (reason: string) => Promise<number>
 }
 
 /** Handle SIGTERM/SIGINT for this process from now on. */

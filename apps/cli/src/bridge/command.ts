@@ -45,10 +45,10 @@ export async function bridgeCommand(args: string[]): Promise<void> {
   }
   const k = bridgeKnobs(v)
   const consumer = k.consumer ?? `${hostname()}-${process.pid}`
-  const redisUrl = k.redis!
+  const redisUrl = k.redis
   const redis = await connectRedis(redisUrl)
   const reader = redis.duplicate()
-  const nc = await connectNats(k.nats!, 'cohort-bridge', natsAuthOptions(v))
+  const nc = await connectNats(k.nats, 'cohort-bridge', natsAuthOptions(v))
   const transport = createNatsTransport(nc, { ownsConnection: true })
   const webhooks = new WebhookSender({
     ...webhookOptions(v),
@@ -62,12 +62,12 @@ export async function bridgeCommand(args: string[]): Promise<void> {
     door: core.door,
     webhooks,
     consumer,
-    stream: k.stream!,
-    group: k.group!,
-    results: k.results!,
-    concurrency: k.concurrency!,
-    claimIdleMs: k['claim-idle-ms']!,
-    timeoutMs: k['timeout-ms']!,
+    stream: k.stream,
+    group: k.group,
+    results: k.results,
+    concurrency: k.concurrency,
+    claimIdleMs: k['claim-idle-ms'],
+    timeoutMs: k['timeout-ms'],
     log: (m) => console.error(`cohort: bridge: ${m}`),
   })
   await bridge.start()
@@ -99,7 +99,7 @@ export async function bridgeCommand(args: string[]): Promise<void> {
   }
   process.on('SIGTERM', () => stop('SIGTERM'))
   process.on('SIGINT', () => stop('SIGINT'))
-  console.log(`cohort: bridge redis ${redisUrl} stream ${k.stream!} group ${k.group!} consumer ${consumer} -> NATS ${k.nats!}`)
+  console.log(`cohort: bridge redis ${redisUrl} stream ${k.stream} group ${k.group} consumer ${consumer} -> NATS ${k.nats}`)
 }
 
 /** Connect (retrying in the background later) or fail with one line after 5 s. */

@@ -23,8 +23,10 @@ export interface BridgeEntry {
 export function fieldMap(fields: readonly string[]): Map<string, string> {
   const m = new Map<string, string>()
   for (let i = 0; i + 1 < fields.length; i += 2) {
-    if (!m.has(fields[i]!)) {
-      m.set(fields[i]!, fields[i + 1]!)
+    const key = fields[i]
+    const value = fields[i + 1]
+    if (key !== undefined && value !== undefined && !m.has(key)) {
+      m.set(key, value)
     }
   }
   return m

@@ -186,18 +186,20 @@ export class RedisBridge {
       let cursor = '0-0'
       for (;;) {
         const free = o.concurrency - this.#inflight.size
+        // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- stop() may run while this loop awaits Redis
         if (free <= 0 || this.#stopping) {
           return
         }
-        const r = (await o.redis.call('XAUTOCLAIM', o.stream, o.group, o.consumer, o.claimIdleMs, cursor, 'COUNT', free)) as unknown[]
-        const entries = (Array.isArray(r?.[1]) ? r[1] : []) as (RawEntry | null)[]
+        const r = await o.redis.call('XAUTOCLAIM', o.stream, o.group, o.consumer, o.claimIdleMs, cursor, 'COUNT', free)
+        const reply: unknown[] = Array.isArray(r) ? r : []
+        const entries = (Array.isArray(reply[1]) ? reply[1] : []) as (RawEntry | null)[]
         for (const e of entries) {
           if (Array.isArray(e) && !this.#inflight.has(e[0])) {
             this.stats.claimed++
             this.#dispatch(e[0], e[1])
           }
         }
-        cursor = String(r?.[0] ?? '0-0')
+        cursor = typeof reply[0] === 'string' ? reply[0] : '0-0'
         if (cursor === '0-0') {
           return
         }
@@ -300,8 +302,12 @@ function streamEntries(r: unknown): [string, string[] | null][] {
   if (!Array.isArray(r) || r.length === 0) {
     return []
   }
-  const first = r[0] as [string, RawEntry[]] | undefined
-  return Array.isArray(first?.[1]) ? first[1].filter((x) => Array.isArray(x)).map((x) => [String(x[0]), Array.isArray(x[1]) ? x[1].map(String) : null]) : []
+  const first: unknown = r[0]
+  if (!Array.isArray(first) || !Array.isArray(first[1])) {
+    return []
+  }
+  const entries: unknown[] = first[1]
+  return entries.filter((x) => Array.isArray(x)).map((x) => [String(x[0]), Array.isArray(x[1]) ? x[1].map(String) : null])
 }
 
 function msg(e: unknown): string {
