@@ -43,7 +43,11 @@ export default defineConfig({
             if (r === undefined || r instanceof Error) {
               return r ?? new Error('detection gave no result')
             }
-            return { image: d.image, prob: r[DET_OUTPUT]!, minScore: d.minScore }
+            const prob = r[DET_OUTPUT]
+            if (prob === undefined) {
+              return new Error(`detection gave no ${DET_OUTPUT} output`)
+            }
+            return { image: d.image, prob, minScore: d.minScore }
           },
         }),
         stage<Detected, Boxed>({ name: 'boxes', run: (items) => boxItems(items), batch: { maxBatchSize: 8 } }),

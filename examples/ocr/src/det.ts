@@ -4,6 +4,7 @@
  * with scores, unclip, filter small ones). Pure functions.
  * @module
  */
+import { at } from './at.ts'
 import { sampleBilinear, type RgbImage } from './image.ts'
 
 /** Options of {@link detInput}. */
@@ -87,8 +88,7 @@ export function components(mask: Uint8Array, w: number, h: number): Component[] 
     const c: Component = { x0: w, y0: h, x1: -1, y1: -1, size: 0 }
     label[start] = out.length + 1
     stack.push(start)
-    while (stack.length > 0) {
-      const p = stack.pop()!
+    for (let p = stack.pop(); p !== undefined; p = stack.pop()) {
       const px = p % w
       const py = (p - px) / w
       c.size++
@@ -125,7 +125,7 @@ export function dbBoxes(prob: Float32Array, mapW: number, mapH: number, srcW: nu
   const { thresh = 0.3, boxThresh = 0.6, unclipRatio = 1.5, minSize = 3, maxCandidates = 1000 } = options
   const mask = new Uint8Array(mapW * mapH)
   for (let i = 0; i < mask.length; i++) {
-    mask[i] = prob[i]! > thresh ? 1 : 0
+    mask[i] = at(prob, i) > thresh ? 1 : 0
   }
   const comps = components(mask, mapW, mapH)
     .sort((a, b) => b.size - a.size)
@@ -142,7 +142,7 @@ export function dbBoxes(prob: Float32Array, mapW: number, mapH: number, srcW: nu
     let sum = 0
     for (let y = c.y0; y <= c.y1; y++) {
       for (let x = c.x0; x <= c.x1; x++) {
-        sum += prob[y * mapW + x]!
+        sum += at(prob, y * mapW + x)
       }
     }
     const score = sum / (w * h)
@@ -182,8 +182,8 @@ export function readingOrder<T extends { box: Box }>(items: T[]): T[] {
   const sorted = [...items].sort((a, b) => a.box[0][1] - b.box[0][1] || a.box[0][0] - b.box[0][0])
   for (let i = 1; i < sorted.length; i++) {
     for (let j = i; j > 0; j--) {
-      const a = sorted[j - 1]!
-      const b = sorted[j]!
+      const a = at(sorted, j - 1)
+      const b = at(sorted, j)
       if (Math.abs(b.box[0][1] - a.box[0][1]) < 10 && b.box[0][0] < a.box[0][0]) {
         sorted[j - 1] = b
         sorted[j] = a

@@ -5,6 +5,7 @@
  */
 import jpeg from 'jpeg-js'
 import { PNG } from 'pngjs'
+import { at } from './at.ts'
 
 /** An 8-bit RGB image, row-major, 3 bytes per pixel. */
 export interface RgbImage {
@@ -77,10 +78,10 @@ function fromRgba(width: number, height: number, rgba: Uint8Array): RgbImage {
   checkSize(width, height)
   const data = new Uint8Array(width * height * 3)
   for (let p = 0, q = 0; p < width * height; p++, q += 4) {
-    const a = rgba[q + 3]! / 255
-    data[p * 3] = Math.round(rgba[q]! * a + 255 * (1 - a))
-    data[p * 3 + 1] = Math.round(rgba[q + 1]! * a + 255 * (1 - a))
-    data[p * 3 + 2] = Math.round(rgba[q + 2]! * a + 255 * (1 - a))
+    const a = at(rgba, q + 3) / 255
+    data[p * 3] = Math.round(at(rgba, q) * a + 255 * (1 - a))
+    data[p * 3 + 1] = Math.round(at(rgba, q + 1) * a + 255 * (1 - a))
+    data[p * 3 + 2] = Math.round(at(rgba, q + 2) * a + 255 * (1 - a))
   }
   return { width, height, data }
 }
@@ -115,7 +116,7 @@ export function sampleBilinear(img: RgbImage, rect: Rect, outW: number, outH: nu
       const b = (y0 * width + x1) * 3
       const c = (y1 * width + x0) * 3
       const d = (y1 * width + x1) * 3
-      const ch = (k: number) => (data[a + k]! * (1 - wx) + data[b + k]! * wx) * (1 - wy) + (data[c + k]! * (1 - wx) + data[d + k]! * wx) * wy
+      const ch = (k: number) => (at(data, a + k) * (1 - wx) + at(data, b + k) * wx) * (1 - wy) + (at(data, c + k) * (1 - wx) + at(data, d + k) * wx) * wy
       put(x, y, ch(0), ch(1), ch(2))
     }
   }

@@ -4,6 +4,7 @@
  * model package's key file. Pure functions.
  * @module
  */
+import { at } from './at.ts'
 import type { Box } from './det.ts'
 import { sampleBilinear, type RgbImage } from './image.ts'
 
@@ -29,7 +30,7 @@ export function widthBucket(width: number, buckets: readonly number[] = DEFAULT_
       return b
     }
   }
-  return buckets[buckets.length - 1]!
+  return at(buckets, buckets.length - 1)
 }
 
 /** Cut `box` out of `img`, resize it to height 48 (keeping its aspect ratio) and pad it to its width bucket. */
@@ -88,14 +89,14 @@ export function ctcDecode(probs: Float32Array, steps: number, chars: readonly st
     let bestP = -Infinity
     const row = t * classes
     for (let c = 0; c < classes; c++) {
-      const p = probs[row + c]!
+      const p = at(probs, row + c)
       if (p > bestP) {
         bestP = p
         best = c
       }
     }
     if (best !== 0 && best !== prev) {
-      text += chars[best]
+      text += at(chars, best)
       sum += bestP
       kept++
     }

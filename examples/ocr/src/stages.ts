@@ -7,6 +7,7 @@
  * @module
  */
 import { itemError, type ItemTensor } from '@cohort/pipeline'
+import { at } from './at.ts'
 import { dbBoxes, detInput, readingOrder, type Box, type DbOptions } from './det.ts'
 import { BadImageError, decodeImage, type RgbImage } from './image.ts'
 import { ctcDecode, recInput, DEFAULT_WIDTH_BUCKETS } from './rec.ts'
@@ -102,9 +103,13 @@ export function mergeLines(item: Boxed, results: (Record<string, ItemTensor> | E
     if (!y) {
       return itemError(`recognition gave no ${REC_OUTPUT} output`, 'PREDICTOR_FAILED')
     }
-    const d = ctcDecode(y.data as Float32Array, y.shape[0]!, chars)
+    const steps = y.shape[0]
+    if (steps === undefined) {
+      return itemError(`recognition gave a ${REC_OUTPUT} output without dims`, 'PREDICTOR_FAILED')
+    }
+    const d = ctcDecode(y.data as Float32Array, steps, chars)
     if (d.text.trim().length > 0 && d.score >= item.minScore) {
-      lines.push({ text: d.text, score: round(d.score), box: item.boxes[k]!.box })
+      lines.push({ text: d.text, score: round(d.score), box: at(item.boxes, k).box })
     }
   }
   return { lines }
