@@ -141,23 +141,7 @@ export class CohortWorker {
       })
       await this.repository.start()
     }
-    // One series per model: a repository model's versions add up (queues) or show the largest (caps).
-    const sum = (a: number, b: number) => a + b
-    const byModel = (value: (s: ModelServer) => number, combine: (a: number, b: number) => number) => () => {
-      const out = new Map<string, number>()
-      for (const s of this.servers) {
-        const prev = out.get(s.runner.name)
-        out.set(s.runner.name, prev === undefined ? value(s) : combine(prev, value(s)))
-      }
-      return [...out].map(([model, v]): [{ model: string }, number] => [{ model }, v])
-    }
-    this.metrics.queueDepth.collect(byModel((s) => s.engine.queued, sum))
-    this.metrics.costA.collect(byModel((s) => s.engine.costModel.a / 1000, Math.max))
-    this.metrics.costC.collect(byModel((s) => s.engine.costModel.c / 1000, Math.max))
-    this.metrics.costSamples.collect(byModel((s) => s.engine.costModel.samples, sum))
-    this.metrics.batchCap.collect(byModel((s) => s.engine.batchCap, Math.max))
-    this.metrics.batchLimit.collect(byModel((s) => s.engine.config.maxBatchSize, Math.max))
-    this.metrics.pending.collect(byModel((s) => s.engine.queued + s.runningItems, sum))
+    this.#collectModelGauges()
     this.#discover = this.#o.transport.subscribe(subjects.discover())
     // Only announced models: pipeline stages served here (`--stage`) are not models (docs/pipelines.md).
     const announced = () => this.servers.filter((s) => s.runner.announce !== false).map((s) => s.meta())
@@ -186,6 +170,26 @@ export class CohortWorker {
       },
       'worker started',
     )
+  }
+
+  /** The model gauges, one series per model: a repository model's versions add up (queues) or show the largest (caps). */
+  #collectModelGauges(): void {
+    const sum = (a: number, b: number) => a + b
+    const byModel = (value: (s: ModelServer) => number, combine: (a: number, b: number) => number) => () => {
+      const out = new Map<string, number>()
+      for (const s of this.servers) {
+        const prev = out.get(s.runner.name)
+        out.set(s.runner.name, prev === undefined ? value(s) : combine(prev, value(s)))
+      }
+      return [...out].map(([model, v]): [{ model: string }, number] => [{ model }, v])
+    }
+    this.metrics.queueDepth.collect(byModel((s) => s.engine.queued, sum))
+    this.metrics.costA.collect(byModel((s) => s.engine.costModel.a / 1000, Math.max))
+    this.metrics.costC.collect(byModel((s) => s.engine.costModel.c / 1000, Math.max))
+    this.metrics.costSamples.collect(byModel((s) => s.engine.costModel.samples, sum))
+    this.metrics.batchCap.collect(byModel((s) => s.engine.batchCap, Math.max))
+    this.metrics.batchLimit.collect(byModel((s) => s.engine.config.maxBatchSize, Math.max))
+    this.metrics.pending.collect(byModel((s) => s.engine.queued + s.runningItems, sum))
   }
 
   /** The options every model server of this worker shares. */

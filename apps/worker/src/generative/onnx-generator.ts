@@ -83,14 +83,7 @@ async function startThread(cfg: ThreadConfig, chatTemplate?: string): Promise<On
   let seq = 0
 
   const endAll = (e: WireError): void => {
-    for (const [, l] of live) {
-      try {
-        l.sink.error(e)
-      } catch {
-        // a throwing sink must not stop the others
-      }
-    }
-    live.clear()
+    endGenerations(live, e)
   }
 
   type Ready = { info: GenerativeInfo; spec: DecoderSpec; tokenizer: TokenizerName }
@@ -108,22 +101,7 @@ async function startThread(cfg: ThreadConfig, chatTemplate?: string): Promise<On
             for (const ms of m.firstTokens ?? []) x.firstToken?.(ms)
             for (const f of m.finished ?? []) x.finished?.(f)
           }
-          for (const ev of m.events ?? []) {
-            const l = live.get(ev.id)
-            if (!l) continue
-            try {
-              if ('delta' in ev) l.sink.delta(ev.delta)
-              else if ('done' in ev) {
-                live.delete(ev.id)
-                l.sink.done(ev.done)
-              } else {
-                live.delete(ev.id)
-                l.sink.error(ev.error)
-              }
-            } catch {
-              // a throwing sink must not stop the others
-            }
-          }
+          deliver(live, m.events ?? [])
         }
       },
     )
@@ -138,13 +116,7 @@ async function startThread(cfg: ThreadConfig, chatTemplate?: string): Promise<On
       endAll(dead)
     })
   })
-  let loaded: Ready
-  try {
-    loaded = await ready
-  } catch (e) {
-    await w.terminate()
-    throw e
-  }
+  const loaded = await loadedOrEnded(w, ready)
   const info: GenerativeInfo = { ...loaded.info, ...(chatTemplate !== undefined ? { chatTemplate } : {}) }
   const ctx = { tokenizer: tokenizerByName(loaded.tokenizer).tokenizer, vocabSize: loaded.spec.vocabSize, maxContext: loaded.spec.maxContext, eosId: loaded.spec.eosId }
   return {
@@ -175,21 +147,66 @@ async function startThread(cfg: ThreadConfig, chatTemplate?: string): Promise<On
       }
     },
     close(): Promise<void> {
-      closing ??= (async () => {
-        if (!dead) {
-          const closed = new Promise<void>((resolve) => {
-            w.once('exit', () => resolve())
-            w.on('message', (m: { type: string }) => {
-              if (m.type === 'closed') resolve()
-            })
-          })
-          w.postMessage({ type: 'close' })
-          await closed
-        }
-        endAll({ code: 'WORKER_LOST', message: 'the generator closed before the generation ended', retryAfterS: 1 })
-        await w.terminate()
-      })()
+      closing ??= closeThread(w, dead === undefined, () => endAll({ code: 'WORKER_LOST', message: 'the generator closed before the generation ended', retryAfterS: 1 }))
       return closing
     },
   }
+}
+
+/** Hand each thread event to its generation's sink; a throwing sink does not stop the others. */
+function deliver(live: Map<number, Live>, events: readonly ThreadEvent[]): void {
+  for (const ev of events) {
+    const l = live.get(ev.id)
+    if (!l) continue
+    try {
+      if ('delta' in ev) l.sink.delta(ev.delta)
+      else if ('done' in ev) {
+        live.delete(ev.id)
+        l.sink.done(ev.done)
+      } else {
+        live.delete(ev.id)
+        l.sink.error(ev.error)
+      }
+    } catch {
+      // a throwing sink must not stop the others
+    }
+  }
+}
+
+/** End every running generation with `e`; a throwing sink does not stop the others. */
+function endGenerations(live: Map<number, Live>, e: WireError): void {
+  for (const [, l] of live) {
+    try {
+      l.sink.error(e)
+    } catch {
+      // a throwing sink must not stop the others
+    }
+  }
+  live.clear()
+}
+
+/** The thread's ready message; a thread that fails to load is terminated and the failure thrown. */
+async function loadedOrEnded<T>(w: Worker, ready: Promise<T>): Promise<T> {
+  try {
+    return await ready
+  } catch (e) {
+    await w.terminate()
+    throw e
+  }
+}
+
+/** Stop the thread: a live one is asked to close and awaited (its exit or its `closed`); then `endAll` and terminate. */
+async function closeThread(w: Worker, live: boolean, endAll: () => void): Promise<void> {
+  if (live) {
+    const closed = new Promise<void>((resolve) => {
+      w.once('exit', () => resolve())
+      w.on('message', (m: { type: string }) => {
+        if (m.type === 'closed') resolve()
+      })
+    })
+    w.postMessage({ type: 'close' })
+    await closed
+  }
+  endAll()
+  await w.terminate()
 }

@@ -55,7 +55,7 @@ export interface QItem {
 }
 
 /** Thrown back to the engine after a timed-out batch was answered, so its time is not learned as a cost. */
-export const NOT_A_SAMPLE = Symbol('not a cost sample')
+export const NOT_A_SAMPLE = new Error('not a cost sample (a timed-out batch, already answered)')
 
 const EXPIRE_CODE: Record<ExpireReason, { code: 'DEADLINE_EXCEEDED' | 'CANCELLED' | 'SHUTTING_DOWN'; msg: string }> = {
   deadline: { code: 'DEADLINE_EXCEEDED', msg: 'deadline passed while queued; the item did not run' },
@@ -256,7 +256,7 @@ export class Requests {
       req,
       msg: m,
       sink,
-      results: new Array(items.length),
+      results: new Array<ItemResult | undefined>(items.length),
       timing: Array.from({ length: items.length }, () => ({ queueMs: 0, computeMs: 0, batchSize: 0 })),
       remaining: items.length,
       t0,
@@ -282,7 +282,7 @@ export class Requests {
       // No confused deputy: publish acceptance notices only under <prefix>.accept. (docs/security.md).
       const error = {
         code: 'BAD_REQUEST' as const,
-        message: `ack subject ${JSON.stringify(String(req.ack).slice(0, 200))} is not an acceptance subject (${subjects.accept('<gateway>')}); nothing was published there`,
+        message: `ack subject ${JSON.stringify(req.ack.slice(0, 200))} is not an acceptance subject (${subjects.accept('<gateway>')}); nothing was published there`,
       }
       this.#respond(m, { v: 1, id: req.id, error }, t0, undefined, sink)
       return true
