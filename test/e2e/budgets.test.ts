@@ -19,7 +19,17 @@ import { InProcessTransport, createNatsTransport, type Transport } from '@cohort
 import { CohortWorker, OnnxRunner, PredictorRunner, buildPipelineRunners, loadPredictors } from '@cohort/worker'
 import { Type, defineConfig, definePipeline, stage } from '@cohort/pipeline'
 import { serve } from '@hono/node-server'
-import { SLEEPY_PREDICTOR, countPerRequest, keptLogger, countsAbove, startNatsServer, writeModelFixtures, type NatsServerHandle, type RequestCounts } from '@cohort/test-support'
+import {
+  SLEEPY_PREDICTOR,
+  countPerRequest,
+  keptLogger,
+  countsAbove,
+  startNatsServer,
+  writeModelFixtures,
+  type NatsServerHandle,
+  type RequestCounts,
+  ifStarted,
+} from '@cohort/test-support'
 
 const FEATURES = 64
 const N = 40
@@ -371,7 +381,7 @@ describe('per-request budgets: distributed (gateway and worker on their own NATS
       await nats.stop()
     })
   })
-  afterAll(() => s?.close())
+  afterAll(() => ifStarted(s)?.close())
 
   it('OIP infer on an ONNX model: NATS messages per request', async () => {
     await post(`${s.base}/v2/models/tensor/infer`, inferBody)

@@ -15,6 +15,7 @@ import {
   type CliProcess,
   type NatsServerHandle,
   type JsonBody,
+  ifStarted,
 } from '@cohort/test-support'
 
 const LOG = sleepyLogPath()
@@ -67,9 +68,10 @@ describe('Cog-style API over NATS (cohort serve --nats)', () => {
   }, 120_000)
 
   afterAll(async () => {
-    await srv?.p.stop('SIGKILL').catch(() => undefined)
-    hooks?.server.close()
-    await nats?.stop()
+    const p = ifStarted(srv)?.p
+    await p?.stop('SIGKILL').catch(() => undefined)
+    ifStarted(hooks)?.server.close()
+    await ifStarted(nats)?.stop()
   })
 
   it('runs an async prediction through JetStream with webhooks, on the default model', async () => {
@@ -157,8 +159,9 @@ describe('Cog-style async predictions embedded (in memory, no NATS)', () => {
   }, 120_000)
 
   afterAll(async () => {
-    await srv?.p.stop('SIGKILL').catch(() => undefined)
-    hooks?.server.close()
+    const p = ifStarted(srv)?.p
+    await p?.stop('SIGKILL').catch(() => undefined)
+    ifStarted(hooks)?.server.close()
   })
 
   it('runs async predictions with webhooks, idempotent PUT and cancel', async () => {

@@ -6,7 +6,7 @@ import { connect, type NatsConnection } from '@nats-io/transport-node'
 import { createApp, createGatewayCore, type Upstream } from '@cohort/gateway'
 import { CohortError, decodeValue, subjects, type ModelMeta } from '@cohort/protocol'
 import { createNatsTransport, type Transport } from '@cohort/transport'
-import { SLEEPY_PREDICTOR, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle } from '@cohort/test-support'
+import { SLEEPY_PREDICTOR, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle, ifStarted } from '@cohort/test-support'
 
 const S = subjects()
 const BATCH = 16
@@ -75,8 +75,8 @@ describe('over NATS: distribution and reconfiguration', () => {
   })
   afterAll(async () => {
     await Promise.all(procs.map((p) => p.stop('SIGKILL')))
-    await nc?.close()
-    await nats?.stop()
+    await ifStarted(nc)?.close()
+    await ifStarted(nats)?.stop()
   })
 
   /** A worker's `$SRV.STATS`: requests received, and items it holds (queued and running). */

@@ -12,7 +12,7 @@ import { buildDecoder, TINY_DECODER } from '@cohort/onnx-builder'
 import type { GenerateResult } from '@cohort/protocol'
 import { createOnnxGenerator, ortDecoderSession } from '@cohort/worker/generative'
 import { parsePrometheus } from '@cohort/metrics'
-import { postJson, spawnCohort, type CliProcess } from '@cohort/test-support'
+import { postJson, spawnCohort, type CliProcess, ifStarted } from '@cohort/test-support'
 import type * as ort from 'onnxruntime-node'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { naiveGreedy, naiveSession, type NaiveResult } from './generative-naive.ts'
@@ -79,8 +79,8 @@ describe('an ONNX decoder behind the OpenAI-compatible API (cohort serve --gener
   }, 120_000)
 
   afterAll(async () => {
-    await serve?.stop('SIGKILL')
-    await reference?.release()
+    await ifStarted(serve)?.stop('SIGKILL')
+    await ifStarted(reference)?.release()
     rmSync(dir, { recursive: true, force: true })
   })
 

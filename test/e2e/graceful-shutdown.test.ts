@@ -7,7 +7,7 @@
 //   exits 0.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { parsePrometheus } from '@cohort/metrics'
-import { SLEEPY_PREDICTOR, postJson, readSleepyLog, sleepyLogPath, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle } from '@cohort/test-support'
+import { SLEEPY_PREDICTOR, postJson, readSleepyLog, sleepyLogPath, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle, ifStarted } from '@cohort/test-support'
 
 const DRAIN_MS = 1_500
 const SLOW_MS = 2_500
@@ -62,7 +62,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await Promise.all(procs.map((p) => p.stop('SIGKILL')))
-  await nats?.stop()
+  await ifStarted(nats)?.stop()
 })
 
 describe('worker SIGTERM drain', () => {

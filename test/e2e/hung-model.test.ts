@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { connect, type NatsConnection } from '@nats-io/transport-node'
 import { decodeHeartbeat, type Heartbeat } from '@cohort/protocol'
-import { BUSY_PREDICTOR, postJson, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle } from '@cohort/test-support'
+import { BUSY_PREDICTOR, postJson, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle, ifStarted, allStarted } from '@cohort/test-support'
 
 let nats: NatsServerHandle
 let worker: CliProcess
@@ -47,9 +47,9 @@ beforeAll(async () => {
 })
 
 afterAll(async () => {
-  await nc?.close()
-  await Promise.all([worker, gateway].map((p) => p?.stop('SIGKILL')))
-  await nats?.stop()
+  await ifStarted(nc)?.close()
+  await Promise.all(allStarted(worker, gateway).map((p) => p.stop('SIGKILL')))
+  await ifStarted(nats)?.stop()
   rmSync(dir, { recursive: true, force: true })
 })
 

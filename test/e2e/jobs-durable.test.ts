@@ -22,6 +22,7 @@ import {
   type CliProcess,
   type NatsServerHandle,
   type JsonBody,
+  ifStarted,
 } from '@cohort/test-support'
 
 const ACK_WAIT_MS = 1000
@@ -98,9 +99,9 @@ describe('durable async predictions (JetStream)', () => {
     for (const p of procs) {
       await p.stop('SIGKILL').catch(() => undefined)
     }
-    hooks?.server.close()
-    await nc?.close()
-    await nats?.stop()
+    ifStarted(hooks)?.server.close()
+    await ifStarted(nc)?.close()
+    await ifStarted(nats)?.stop()
   })
 
   it('runs async jobs in the same batches as sync requests', async () => {

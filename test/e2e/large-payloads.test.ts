@@ -9,7 +9,7 @@ import { connect, headers, type NatsConnection } from '@nats-io/transport-node'
 import { graph, model, node, valueInfo } from '@cohort/onnx-builder'
 import { CohortError } from '@cohort/protocol'
 import { BLOB_ERROR_HEADER, BLOB_HEADER, createNatsTransport, type Transport } from '@cohort/transport'
-import { spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle, type JsonBody } from '@cohort/test-support'
+import { spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle, type JsonBody, ifStarted } from '@cohort/test-support'
 
 const H = 640
 const W = 640
@@ -98,8 +98,8 @@ describe('large payloads over NATS with the default max_payload', () => {
 
   afterAll(async () => {
     await Promise.all([worker, gw].map((p) => p?.stop('SIGKILL')))
-    await nc?.close()
-    await nats?.stop()
+    await ifStarted(nc)?.close()
+    await ifStarted(nats)?.stop()
   })
 
   it('runs against a server whose max_payload is the 1 MiB default', () => {
@@ -158,10 +158,10 @@ describe('the NATS Transport with messages past max_payload (stage-to-stage traf
   })
 
   afterAll(async () => {
-    await a?.close()
-    await b?.close()
-    await raw?.close()
-    await nats?.stop()
+    await ifStarted(a)?.close()
+    await ifStarted(b)?.close()
+    await ifStarted(raw)?.close()
+    await ifStarted(nats)?.stop()
   })
 
   it('reports its bound as maxMessageBytes', () => {
@@ -294,9 +294,9 @@ describe('large messages with the least-privilege users of infra/nats/auth.conf'
   })
 
   afterAll(async () => {
-    await gateway?.close()
-    await worker?.close()
-    await nats?.stop()
+    await ifStarted(gateway)?.close()
+    await ifStarted(worker)?.close()
+    await ifStarted(nats)?.stop()
   })
 
   it('carries a large request gateway -> worker and a large reply back (cohort.blob.> and allow_responses)', async () => {

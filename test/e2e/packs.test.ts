@@ -8,7 +8,7 @@ import { CohortError, subjects, type InferReply } from '@cohort/protocol'
 import { createNatsTransport, type Transport } from '@cohort/transport'
 import { Type, definePredictor, itemError } from '@cohort/predictor'
 import { CohortWorker, PredictorRunner } from '@cohort/worker'
-import { SLEEPY_PREDICTOR, settledWithin, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle } from '@cohort/test-support'
+import { SLEEPY_PREDICTOR, settledWithin, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle, ifStarted } from '@cohort/test-support'
 
 const S = subjects()
 type Sleepy = { y: number; batch: number }
@@ -120,7 +120,7 @@ describe('packs over real NATS, one in-process worker', () => {
   }, 60_000)
   afterAll(async () => {
     gate.open()
-    await worker?.close()
+    await ifStarted(worker)?.close()
   })
 
   it('answers each request of one pack on its own: a failing item and a bad input hurt only their request', async () => {

@@ -5,7 +5,7 @@ import { createApp } from '@cohort/gateway'
 import { Registry, parsePrometheus } from '@cohort/metrics'
 import { InProcessTransport } from '@cohort/transport'
 import { CohortWorker, OnnxRunner } from '@cohort/worker'
-import { writeModelFixtures } from '@cohort/test-support'
+import { writeModelFixtures, ifStarted } from '@cohort/test-support'
 
 describe('padding and length buckets (masked sequence model)', () => {
   const transport = new InProcessTransport()
@@ -29,8 +29,8 @@ describe('padding and length buckets (masked sequence model)', () => {
     app = createApp({ transport, registry })
   })
   afterAll(async () => {
-    await worker?.close()
-    await session?.release()
+    await ifStarted(worker)?.close()
+    await ifStarted(session)?.release()
   })
 
   const infer = (model: string, tokens: number[], mask?: number[]) =>

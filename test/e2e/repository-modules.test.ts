@@ -11,7 +11,7 @@ import { join } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { graph, model, node, tensorInit, valueInfo } from '@cohort/onnx-builder'
-import { postJson, settledWithin, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle } from '@cohort/test-support'
+import { postJson, settledWithin, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle, ifStarted } from '@cohort/test-support'
 import { entry, repositoryApi, until as untilFor } from './repository-api.ts'
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url))
@@ -120,9 +120,9 @@ afterAll(async () => {
     writeFileSync(join(gates, 'hold-1-go'), '')
     writeFileSync(join(gates, 'hold-2-go'), '')
   }
-  await gateway?.stop()
-  await worker?.stop()
-  await nats?.stop()
+  await ifStarted(gateway)?.stop()
+  await ifStarted(worker)?.stop()
+  await ifStarted(nats)?.stop()
   if (work) {
     rmSync(work, { recursive: true, force: true })
   }

@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { connect } from '@nats-io/transport-node'
 import { graph, model, node, tensorInit, valueInfo } from '@cohort/onnx-builder'
 import { createNatsTransport } from '@cohort/transport'
-import { settledWithin, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle } from '@cohort/test-support'
+import { settledWithin, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle, ifStarted } from '@cohort/test-support'
 import { entry, repositoryApi, until, type Entry } from './repository-api.ts'
 
 const KEY = 'repo-admin-key'
@@ -62,9 +62,9 @@ beforeAll(async () => {
 }, 120_000)
 
 afterAll(async () => {
-  await gateway?.stop()
-  await worker?.stop()
-  await nats?.stop()
+  await ifStarted(gateway)?.stop()
+  await ifStarted(worker)?.stop()
+  await ifStarted(nats)?.stop()
   if (repo) {
     rmSync(repo, { recursive: true, force: true })
   }

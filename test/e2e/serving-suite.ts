@@ -3,7 +3,7 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import * as ort from 'onnxruntime-node'
 import { parsePrometheus } from '@cohort/metrics'
-import { getJson, pool, postJson, writeModelFixtures, type ModelFixtures } from '@cohort/test-support'
+import { getJson, pool, postJson, writeModelFixtures, type ModelFixtures, ifStarted } from '@cohort/test-support'
 
 /** What a suite needs from an environment. */
 export interface ServingEnv {
@@ -56,8 +56,8 @@ export function defineServingSuite(label: string, setup: (f: ModelFixtures) => P
       env = await setup(fx)
     })
     afterAll(async () => {
-      await env?.close()
-      await demo?.release()
+      await ifStarted(env)?.close()
+      await ifStarted(demo)?.release()
     })
 
     it('answers health and model metadata from the workers', async () => {

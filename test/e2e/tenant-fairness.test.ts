@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { connect, type NatsConnection } from '@nats-io/transport-node'
 import { createApp } from '@cohort/gateway'
 import { createNatsTransport, type Transport } from '@cohort/transport'
-import { BUSY_PREDICTOR, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle } from '@cohort/test-support'
+import { BUSY_PREDICTOR, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle, ifStarted } from '@cohort/test-support'
 import type { Hono } from 'hono'
 
 let nats: NatsServerHandle
@@ -56,10 +56,10 @@ beforeAll(async () => {
 
 afterAll(async () => {
   writeFileSync(gateFile, '')
-  await worker?.stop('SIGTERM', 10_000)
-  await gt?.close()
-  await nc?.close()
-  await nats?.stop()
+  await ifStarted(worker)?.stop('SIGTERM', 10_000)
+  await ifStarted(gt)?.close()
+  await ifStarted(nc)?.close()
+  await ifStarted(nats)?.stop()
 })
 
 const predict = async (key: string, input: Record<string, unknown>) => {

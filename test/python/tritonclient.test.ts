@@ -3,6 +3,7 @@
 // perf_analyzer over HTTP and gRPC. Needs test/python/.venv (setup.sh; .ci/run creates it).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { ensureVenv, perfAnalyzer, python, startStack, writeDemoExpectations, type Stack } from './harness.ts'
+import { ifStarted } from '@cohort/test-support'
 
 interface Check {
   check: string
@@ -18,7 +19,7 @@ describe('Triton clients against the gateway', () => {
   })
 
   afterAll(async () => {
-    await stack?.close()
+    await ifStarted(stack)?.close()
   })
 
   it('tritonclient.http and tritonclient.grpc: health, metadata, config, stats, FP32/INT64/BYTES/FP16 and every datatype, binary and JSON, streaming', async () => {

@@ -2,7 +2,7 @@
 // sleepy predictor and `cohort bridge redis` processes. Entries in, results in the stream and keys;
 // bad entries fail alone; webhooks; a bridge killed with SIGKILL mid-stream loses nothing.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { SLEEPY_PREDICTOR, spawnCohort, startNatsServer, webhookReceiver, type CliProcess, type NatsServerHandle } from '@cohort/test-support'
+import { SLEEPY_PREDICTOR, spawnCohort, startNatsServer, webhookReceiver, type CliProcess, type NatsServerHandle, ifStarted } from '@cohort/test-support'
 import { startRedisServer, type RedisServerHandle } from './redis-server.ts'
 
 async function until<T>(f: () => Promise<T | undefined | false> | T | undefined | false, ms = 45_000, what = 'condition'): Promise<T> {
@@ -85,9 +85,10 @@ describe('cohort bridge redis', () => {
     for (const p of extra) {
       await p.stop('SIGKILL').catch(() => undefined)
     }
-    await worker?.stop('SIGKILL').catch(() => undefined)
-    await nats?.stop()
-    await redis?.stop()
+    const w = ifStarted(worker)
+    await w?.stop('SIGKILL').catch(() => undefined)
+    await ifStarted(nats)?.stop()
+    await ifStarted(redis)?.stop()
   })
 
   it('runs entries as items batched together and writes each result to the stream and its key', async () => {

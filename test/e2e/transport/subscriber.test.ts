@@ -6,7 +6,7 @@ import { headers } from '@nats-io/nats-core'
 import { connect } from '@nats-io/transport-node'
 import { CohortError } from '@cohort/protocol'
 import { InflightBudget, ReplyGuard, type TransportMessage, type TransportSubscription } from '@cohort/transport'
-import { startNatsServer, type NatsServerHandle } from '@cohort/test-support'
+import { startNatsServer, type NatsServerHandle, ifStarted, allStarted } from '@cohort/test-support'
 import { BLOB_HEADER, formatBlobRef } from '../../../libs/transport/src/blob.ts'
 import { LargeMessages } from '../../../libs/transport/src/nats/large.ts'
 import { ReconnectGuard } from '../../../libs/transport/src/nats/reconnect-guard.ts'
@@ -35,10 +35,10 @@ beforeAll(async () => {
 })
 afterAll(async () => {
   for (const s of subs) s.unsubscribe()
-  subLarge?.close()
-  askLarge?.close()
-  await Promise.all([subNc, askNc].map((c) => c?.close().catch(() => undefined)))
-  await nats?.stop()
+  ifStarted(subLarge)?.close()
+  ifStarted(askLarge)?.close()
+  await Promise.all(allStarted(subNc, askNc).map((c) => c.close().catch(() => undefined)))
+  await ifStarted(nats)?.stop()
 })
 
 /** A subscription of the subscriber under test and its messages as they come. */
