@@ -14,7 +14,6 @@ import {
   webhookReceiver,
   type CliProcess,
   type NatsServerHandle,
-  type JsonBody,
   ifStarted,
 } from '@cohort/test-support'
 
@@ -169,7 +168,7 @@ describe('Cog-style async predictions embedded (in memory, no NATS)', () => {
     expect(final.output).toEqual({ y: 10, batch: 1 })
     const put = (body: unknown) =>
       fetch(`${srv.url}/predictions/emb-1`, { method: 'PUT', headers: { 'content-type': 'application/json', prefer: 'respond-async' }, body: JSON.stringify(body) }).then(
-        async (r) => ({ status: r.status, body: (await r.json()) as JsonBody }),
+        async (r) => ({ status: r.status, body: await r.json() }),
       )
     const [a, b] = await Promise.all([put({ input: { x: 41, sleepMs: 1500 } }), put({ input: { x: 41, sleepMs: 1500 } })])
     expect([a.status, b.status]).toEqual([202, 202])

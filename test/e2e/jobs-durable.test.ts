@@ -21,7 +21,6 @@ import {
   webhookReceiver,
   type CliProcess,
   type NatsServerHandle,
-  type JsonBody,
   ifStarted,
 } from '@cohort/test-support'
 
@@ -62,7 +61,7 @@ async function until<T>(f: () => Promise<T | undefined | false>, ms = 30_000): P
 
 async function put(url: string, body: unknown, headers: Record<string, string> = {}) {
   const r = await fetch(url, { method: 'PUT', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) })
-  return { status: r.status, body: (await r.json()) as JsonBody }
+  return { status: r.status, body: await r.json() }
 }
 
 const ASYNC = { prefer: 'respond-async' }

@@ -69,10 +69,10 @@ describe('text pipeline over NATS', { timeout: 180_000 }, () => {
       ...good.map((c) => predict({ text: c.text, top_k: c.k }, at)),
     ])
     for (const r of [empty, blank, notText, badK]) {
-      expect(r!.status, JSON.stringify(r!.body)).toBe(422) // Cog-style: INVALID_INPUT is 422 on /predictions
-      expect(r!.body.code).toBe('INVALID_INPUT')
+      expect(r.status, JSON.stringify(r.body)).toBe(422) // Cog-style: INVALID_INPUT is 422 on /predictions
+      expect(r.body.code).toBe('INVALID_INPUT')
     }
-    expect(blank!.body.error).toMatch(/no tokens/)
+    expect(blank.body.error).toMatch(/no tokens/)
     oks.forEach((r, i) => {
       expect(r.status).toBe(200)
       expect(r.body.output).toEqual(expected[i])

@@ -248,7 +248,7 @@ export function defineServingSuite(label: string, setup: (f: ModelFixtures) => P
       const boom = await sleepy(1, { explode: true })
       expect(boom.status).toBe(500)
       expect(boom.body.error).toMatch(/exploded/)
-      const schema = await sleepy(Number.NaN as unknown as number, { x: 'abc' })
+      const schema = await sleepy(Number.NaN, { x: 'abc' })
       expect(schema.status).toBe(422)
       expect(schema.body.code).toBe('INVALID_INPUT')
       const oipSchema = await postJson(url('/v2/models/sleepy/infer'), {

@@ -10,7 +10,7 @@ import { createNatsTransport, type Transport } from '@cohort/transport'
 import { startNatsServer, type NatsServerHandle, ifStarted } from '@cohort/test-support'
 import type { Hono } from 'hono'
 
-let gate: (() => void)[] = []
+const gate: (() => void)[] = []
 const hold = definePredictor({
   name: 'hold',
   input: Type.Object({ s: Type.String() }),

@@ -257,8 +257,8 @@ describe('fuzzed requests through createApp and a worker', () => {
         const good = send('/models/double/predictions', JSON.stringify({ input: { x } }))
         const others = bads.map((b) => send('/models/double/predictions', b))
         const [g, ...rest] = await Promise.all([good, ...others])
-        expect(g!.status).toBe(200)
-        expect(((await g!.json()) as { output: { y: number } }).output.y).toBe(2 * x)
+        expect(g.status).toBe(200)
+        expect(((await g.json()) as { output: { y: number } }).output.y).toBe(2 * x)
         for (const r of rest) {
           expect(r.status).toBeLessThan(500)
           await r.arrayBuffer()

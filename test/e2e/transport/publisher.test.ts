@@ -31,8 +31,7 @@ afterAll(async () => {
 /** The next message on `subject` (subscribed before `send` runs). */
 async function receive(subject: string, send: () => void): Promise<Msg> {
   const got = new Promise<Msg>((resolve) => {
-    const s = subNc.subscribe(subject, { max: 1, callback: (_e, m) => resolve(m) })
-    void s
+    subNc.subscribe(subject, { max: 1, callback: (_e, m) => resolve(m) })
   })
   await subNc.flush()
   send()

@@ -125,7 +125,8 @@ describe('the NATS subscriber', () => {
   it('unsubscribe ends the iteration', async () => {
     const { s } = await subscribe('sb.end', false)
     const done = (async () => {
-      for await (const _ of s as AsyncIterable<TransportMessage>) void _
+      const got: TransportMessage[] = []
+      for await (const m of s as AsyncIterable<TransportMessage>) got.push(m)
       return 'ended'
     })()
     s.unsubscribe()

@@ -86,7 +86,7 @@ export async function countPerRequest(one: () => Promise<unknown>, n = 50, warmu
   } as typeof stringify
   MessagePort.prototype.postMessage = function (this: MessagePort, ...a: Parameters<MessagePort['postMessage']>) {
     c.postMessages++
-    return ppost.apply(this, a)
+    ppost.apply(this, a)
   }
   const sp = Socket.prototype as unknown as SocketWrites
   const { _writeGeneric: writeGeneric, _writev: writev } = sp

@@ -86,7 +86,7 @@ export class MemoryJobQueue implements JobQueue {
         return []
       }
       const now = Date.now()
-      let ready = this.#msgs.filter((m) => m.model === model && !m.acked && m.notBefore <= now).slice(0, max)
+      const ready = this.#msgs.filter((m) => m.model === model && !m.acked && m.notBefore <= now).slice(0, max)
       while (this.swallow > 0 && ready.length > 0) {
         this.swallow--
         this.#deliver(ready.shift()!, o.ackWaitMs) // counted, never seen

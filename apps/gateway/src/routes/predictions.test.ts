@@ -83,7 +83,7 @@ const send = async (app: Hono, method: string, path: string, body?: unknown, hea
     headers: { 'content-type': 'application/json', ...headers },
     ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
   })
-  return { status: r.status, body: (await r.json()) as JsonBody }
+  return { status: r.status, body: await r.json() }
 }
 const ASYNC = { prefer: 'respond-async' }
 
