@@ -32,7 +32,7 @@ describe('BatchEngine.waitEstimate (the queue wait the gateway door judges by)',
     expect(h.engine.waitEstimate([''])!.tenants.get('')).toBeCloseTo(6) // the known work drains with time
   })
 
-  it('is absent whenever the engine itself would not judge arrivals (no samples yet, admission off, timer policy, closed)', async () => {
+  it('is absent whenever the engine itself would not judge arrivals (no samples yet, admission off, timer policy, closed)', () => {
     const cold = harness({ maxBatchSize: 2 })
     teach(cold.engine, 4) // one short of EARLY_DROP_MIN_SAMPLES
     expect(cold.engine.waitEstimate()).toBeUndefined()
