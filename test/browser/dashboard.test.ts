@@ -245,15 +245,15 @@ describe('dashboard in headless Chromium with authentication on', () => {
     // A wrong key is refused and the form stays.
     await page.fill('[data-testid="auth-key"]', 'wrong')
     await page.click('[data-testid="auth-submit"]')
-    await page.waitForFunction(() => document.getElementById('auth-note')?.textContent?.includes('refused'), undefined, { timeout: 10_000 })
+    await page.waitForFunction(() => document.getElementById('auth-note')?.textContent.includes('refused'), undefined, { timeout: 10_000 })
     await page.fill('[data-testid="auth-key"]', 'dash-key')
     await page.click('[data-testid="auth-submit"]')
-    await page.waitForFunction(() => document.querySelector('[data-testid="status"]')?.textContent?.includes('live'), undefined, { timeout: 10_000 })
+    await page.waitForFunction(() => document.querySelector('[data-testid="status"]')?.textContent.includes('live'), undefined, { timeout: 10_000 })
     expect(await page.isHidden('[data-testid="auth"]')).toBe(true)
     expect(await page.evaluate(() => sessionStorage.getItem('cohort.dashboard.key'))).toBe('dash-key')
     // A reload in the same tab needs no key again.
     await page.reload()
-    await page.waitForFunction(() => document.querySelector('[data-testid="status"]')?.textContent?.includes('live'), undefined, { timeout: 10_000 })
+    await page.waitForFunction(() => document.querySelector('[data-testid="status"]')?.textContent.includes('live'), undefined, { timeout: 10_000 })
     expect(dataRequests.some((r) => r.auth === 'Bearer dash-key')).toBe(true)
     expect(dataRequests.every((r) => !r.url.includes('dash-key') && !r.url.includes('?'))).toBe(true)
     await page.close()

@@ -134,7 +134,7 @@ async function noSubscriber(url: string, subject: string): Promise<void> {
     for (let i = 0; ; i++) {
       const gone = await nc.request(subject, new Uint8Array(0), { timeout: 500 }).then(
         () => false,
-        (e: unknown) => /no responders/i.test(String((e as Error)?.message)) || (e as { isNoResponders?: () => boolean })?.isNoResponders?.() === true,
+        (e: unknown) => e instanceof Error && (/no responders/i.test(e.message) || (e as { isNoResponders?: () => boolean }).isNoResponders?.() === true),
       )
       if (gone) return
       if (i > 60) throw new Error(`${subject} still has a subscriber`)

@@ -211,7 +211,7 @@ describe('an ONNX decoder behind the OpenAI-compatible API (cohort serve --gener
       for (const t of first) expect(lp.top_logprobs[i]![t.text!], `top ${t.token} at ${i}`).toBeCloseTo(t.logprob, 5)
     })
     expect(lp.text_offset[0]).toBe(0)
-    expect(lp.text_offset.slice(1)).toEqual(lp.tokens.slice(0, -1).map((_, i) => lp.tokens.slice(0, i + 1).reduce((n, t) => n + [...t].length, 0)))
+    expect(lp.text_offset.slice(1)).toEqual(lp.tokens.slice(0, -1).map((_, i) => lp.tokens.slice(0, i + 1).reduce((n, t) => n + Array.from(t).length, 0)))
     const st = await fetch(`${base}/v1/completions`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', ...PATIENT },

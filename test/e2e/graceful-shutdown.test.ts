@@ -77,11 +77,11 @@ describe('worker SIGTERM drain', () => {
 
     const inflight = Array.from({ length: 6 }, (_, x) => postJson(`${base}/models/sleepy/predictions`, { input: { x, sleepMs: SLOW_MS } }, LONG))
     await heldByWorker(probes!, [0, 1, 2, 3, 4, 5])
-    let exited = false
-    void w.exited.then(() => (exited = true))
+    const child = { exited: false } // set by the callback, read by the loop below (a property: each read sees the latest)
+    void w.exited.then(() => (child.exited = true))
     w.proc.kill('SIGTERM')
     let drainingSeen = false
-    while (!exited) {
+    while (!child.exited) {
       const r = await fetch(`${probes}/v2/health/ready`).catch(() => undefined)
       if (r?.status === 503) {
         expect(await r.json()).toEqual({ ready: false, draining: true })

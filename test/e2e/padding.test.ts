@@ -33,17 +33,20 @@ describe('padding and length buckets (masked sequence model)', () => {
     await ifStarted(session)?.release()
   })
 
+  /** One OIP request (a Promise either way: `app.request` answers a Response or a Promise of one). */
   const infer = (model: string, tokens: number[], mask?: number[]) =>
-    app.request(`/v2/models/${model}/infer`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({
-        inputs: [
-          { name: 'tokens', datatype: 'FP32', shape: [1, tokens.length], data: tokens },
-          ...(mask ? [{ name: 'attention_mask', datatype: 'INT64', shape: [1, mask.length], data: mask }] : []),
-        ],
+    Promise.resolve(
+      app.request(`/v2/models/${model}/infer`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({
+          inputs: [
+            { name: 'tokens', datatype: 'FP32', shape: [1, tokens.length], data: tokens },
+            ...(mask ? [{ name: 'attention_mask', datatype: 'INT64', shape: [1, mask.length], data: mask }] : []),
+          ],
+        }),
       }),
-    })
+    )
 
   it('hides the mask input from clients and metadata', async () => {
     const meta = await (await app.request('/v2/models/masked')).json()

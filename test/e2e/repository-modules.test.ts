@@ -16,7 +16,6 @@ import { entry, repositoryApi, until as untilFor } from './repository-api.ts'
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url))
 const KEY = 'repo-modules-key'
-const auth = { authorization: `Bearer ${KEY}` }
 
 let nats: NatsServerHandle
 let worker: CliProcess
@@ -221,7 +220,7 @@ describe('model repository: predictor and pipeline folders over NATS', () => {
     const N = 5
     let held = Array.from({ length: N }, (_, i) => infer('hold', i))
     await until(
-      async () => existsSync(join(gates, 'hold-1-started')),
+      () => Promise.resolve(existsSync(join(gates, 'hold-1-started'))),
       (ok) => ok,
       20_000,
     )
@@ -240,7 +239,7 @@ describe('model repository: predictor and pipeline folders over NATS', () => {
     // Unload while version 2 holds them: each is answered by it, then the name is gone.
     held = Array.from({ length: N }, (_, i) => infer('hold', i))
     await until(
-      async () => existsSync(join(gates, 'hold-2-started')),
+      () => Promise.resolve(existsSync(join(gates, 'hold-2-started'))),
       (ok) => ok,
       20_000,
     )

@@ -178,9 +178,9 @@ describe('model repository over NATS', () => {
 
   it('polling: a version added while serving takes over the bare name with no request failed; removed, the old one serves again', async () => {
     const answers: Answer[] = []
-    let stop = false
+    const loop = { stop: false } // set by the test below while the loop runs (a property: each read sees the latest)
     const traffic = (async () => {
-      while (!stop) {
+      while (!loop.stop) {
         const batch = await Promise.all([infer('solo', 1), infer('solo', 2)])
         answers.push(...batch)
       }
@@ -191,7 +191,7 @@ describe('model repository over NATS', () => {
       (a) => y(a) === 2000,
       45_000,
     )
-    stop = true
+    loop.stop = true
     await traffic
     expect(y(switched)).toBe(2000)
     expect(answers.length).toBeGreaterThan(0)

@@ -279,7 +279,7 @@ export function defineServingSuite(label: string, setup: (f: ModelFixtures) => P
       const lines = (await nd.text())
         .trim()
         .split('\n')
-        .map((l) => JSON.parse(l))
+        .map((l) => JSON.parse(l) as { index: number; output: { y: number } })
       expect(lines.map((l) => l.index).sort()).toEqual([0, 1, 2])
       for (const l of lines) {
         expect(l.output.y).toBe((l.index + 1) * 2)

@@ -74,7 +74,7 @@ const predict = async (key: string, input: Record<string, unknown>) => {
 /** Items the worker holds queued and running (its `$SRV.STATS`). */
 async function held(): Promise<{ queued: number; running: number }> {
   const m = await nc.request('$SRV.STATS.cohort-worker.fair', new Uint8Array(0), { timeout: 10_000 })
-  return (m.json() as { endpoints: { data: { queued: number; running: number } }[] }).endpoints[0]!.data
+  return m.json<{ endpoints: { data: { queued: number; running: number } }[] }>().endpoints[0]!.data
 }
 const queued = async () => (await held()).queued
 

@@ -159,7 +159,7 @@ afterAll(async () => {
   if (stateDir) {
     rmSync(stateDir, { recursive: true, force: true })
   }
-  if (fx) {
+  if (ifStarted(fx)) {
     rmSync(fx.dir, { recursive: true, force: true })
   }
 })

@@ -207,7 +207,7 @@ describe('a cross-process flood', () => {
           resolve({
             code: e?.code ?? grpc.status.OK,
             ms: performance.now() - t0,
-            ...(e ? { retryAfter: String(e.metadata?.get('retry-after')[0] ?? ''), pushback: String(e.metadata?.get('grpc-retry-pushback-ms')[0] ?? '') } : {}),
+            ...(e ? { retryAfter: String(e.metadata.get('retry-after')[0] ?? ''), pushback: String(e.metadata.get('grpc-retry-pushback-ms')[0] ?? '') } : {}),
           }),
         ),
       )

@@ -27,9 +27,9 @@ describe('Triton clients against the gateway', () => {
     const lines = out
       .trim()
       .split('\n')
-      .map((l) => JSON.parse(l) as Check & { done?: boolean })
+      .map((l) => JSON.parse(l) as Check | { done: true }) // a line per check, then the end
     expect(lines.at(-1)).toEqual({ done: true })
-    const checks = lines.filter((l) => l.check !== undefined)
+    const checks = lines.filter((l) => 'check' in l)
     expect(checks.filter((c) => !c.ok)).toEqual([])
     const names = checks.map((c) => c.check)
     for (const dt of ['FP32', 'INT64', 'BYTES', 'FP16']) {

@@ -35,7 +35,8 @@ describe('cohort bridge redis', () => {
     return p
   }
 
-  async function result(id: string): Promise<Pred | undefined> {
+  /** The stored result of `id` (undefined when there is none). */
+  async function result(id: string): Promise<Pred> {
     const v = await redis.client.get(`cohort:result:${id}`)
     return v === null ? undefined : JSON.parse(v)
   }
@@ -68,7 +69,7 @@ describe('cohort bridge redis', () => {
   }
 
   async function pending(stream: string, group = 'cohort'): Promise<number> {
-    const r = (await redis.client.call('XPENDING', stream, group)) as [number, ...unknown[]]
+    const r = (await redis.client.call('XPENDING', stream, group)) as [unknown, ...unknown[]] // the count as the client decoded it
     return Number(r[0])
   }
 
