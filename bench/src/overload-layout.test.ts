@@ -151,7 +151,7 @@ describe('layoutTargets', () => {
 
   it('misses each target past its bound, counts requests without an answer, and judges nothing where nothing happened', () => {
     const bad = step({ sent: 200, ok: 50, refusalMs: 80, lost: 3, cpuS: { gateway: 0.05 + 0.147 * 0.5, worker: 0.4 } })
-    const none = step({ sent: 50, ok: 50, deadline: undefined as unknown as number, cpuS: { gateway: 0.05, worker: 0.4 } })
+    const none = step({ sent: 50, ok: 50, deadline: undefined, cpuS: { gateway: 0.05, worker: 0.4 } })
     const quiet = step({ label: 'tenant B 15%', sent: 20, ok: 10, cpuS: {} })
     const rows = layoutTargets([layout({ steps: [bad, none], tenants: { flood: bad, quiet } })])
     const by = (t: string) => rows.filter((r) => r.target.startsWith(t)).map((r) => r.met)

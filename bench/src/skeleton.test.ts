@@ -8,7 +8,7 @@ afterEach(() => {
 describe('defineBenchCommand', () => {
   it('prints the help for --help (or when needsHelp says so) and does not run', async () => {
     const log = vi.spyOn(console, 'log').mockImplementation(() => undefined)
-    const run = vi.fn(async () => undefined)
+    const run = vi.fn(() => Promise.resolve())
     const cmd = defineBenchCommand({ help: 'usage: x', options: { n: { type: 'string' } }, positionals: true, needsHelp: (p) => p.length !== 1, run })
     await cmd(['--help'])
     await cmd([])
@@ -19,7 +19,7 @@ describe('defineBenchCommand', () => {
   })
 
   it('rejects an unknown flag with the shared parser error', async () => {
-    await expect(defineBenchCommand({ help: '', options: {}, run: async () => undefined })(['--bogus'])).rejects.toThrow(/unknown option --bogus/)
+    await expect(defineBenchCommand({ help: '', options: {}, run: () => Promise.resolve() })(['--bogus'])).rejects.toThrow(/unknown option --bogus/)
   })
 
   it('runs tracked cleanups most recent first after a failing run, skipping untracked ones, and removes its signal handlers', async () => {
@@ -28,17 +28,17 @@ describe('defineBenchCommand', () => {
     const cmd = defineBenchCommand({
       help: '',
       options: {},
-      run: async (_v, _p, s) => {
-        const gone = async () => void order.push('untracked')
-        s.track(async () => void order.push('first'))
+      run: (_v, _p, s) => {
+        const gone = () => Promise.resolve(order.push('untracked'))
+        s.track(() => Promise.resolve(order.push('first')))
         s.track(gone)
-        s.track(async () => {
+        s.track(() => {
           order.push('second')
-          throw new Error('a failing cleanup does not stop the others')
+          return Promise.reject(new Error('a failing cleanup does not stop the others'))
         })
         s.untrack(gone)
         expect(process.listenerCount('SIGINT')).toBe(before + 1)
-        throw new Error('boom')
+        return Promise.reject(new Error('boom'))
       },
     })
     await expect(cmd([])).rejects.toThrow('boom')

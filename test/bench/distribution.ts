@@ -6,11 +6,10 @@
 //   node --import tsx test/bench/distribution.ts [SECONDS=4]
 import { connect } from '@nats-io/transport-node'
 import { createGatewayCore, type Upstream } from '@cohort/gateway'
-import { CohortError, subjects } from '@cohort/protocol'
+import { CohortError } from '@cohort/protocol'
 import { createNatsTransport } from '@cohort/transport'
 import { SLEEPY_PREDICTOR, spawnCohort, startNatsServer, type CliProcess } from '@cohort/test-support'
 
-const S = subjects()
 const BATCH = 16
 const SECONDS = Number(process.argv[2] ?? 4)
 

@@ -11,7 +11,7 @@ import { dirname, join, resolve } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { chromium, type Browser, type Page } from 'playwright-core'
 import { parsePrometheus } from '@cohort/metrics'
-import { SLEEPY_PREDICTOR, spawnCohort, type CliProcess } from '@cohort/test-support'
+import { SLEEPY_PREDICTOR, spawnCohort, type CliProcess, ifStarted } from '@cohort/test-support'
 
 const CHROMIUM = process.env['CHROMIUM_PATH'] ?? '/usr/bin/chromium'
 /** Where the screenshot goes: a temporary file unless DASHBOARD_SCREENSHOT names one. */
@@ -113,7 +113,7 @@ describe('dashboard in headless Chromium', () => {
   afterAll(async () => {
     await load?.stop()
     await browser?.close()
-    await serve?.stop()
+    await ifStarted(serve)?.stop()
   })
 
   it('shows throughput, latency and batch sizes that move under load, then the counts /metrics has', async () => {
@@ -228,7 +228,7 @@ describe('dashboard in headless Chromium with authentication on', () => {
 
   afterAll(async () => {
     await browser?.close()
-    await serve?.stop()
+    await ifStarted(serve)?.stop()
   })
 
   it('asks for a key, keeps it in sessionStorage, sends it as a bearer header and never in the URL', async () => {
@@ -245,15 +245,15 @@ describe('dashboard in headless Chromium with authentication on', () => {
     // A wrong key is refused and the form stays.
     await page.fill('[data-testid="auth-key"]', 'wrong')
     await page.click('[data-testid="auth-submit"]')
-    await page.waitForFunction(() => document.getElementById('auth-note')?.textContent?.includes('refused'), undefined, { timeout: 10_000 })
+    await page.waitForFunction(() => document.getElementById('auth-note')?.textContent.includes('refused'), undefined, { timeout: 10_000 })
     await page.fill('[data-testid="auth-key"]', 'dash-key')
     await page.click('[data-testid="auth-submit"]')
-    await page.waitForFunction(() => document.querySelector('[data-testid="status"]')?.textContent?.includes('live'), undefined, { timeout: 10_000 })
+    await page.waitForFunction(() => document.querySelector('[data-testid="status"]')?.textContent.includes('live'), undefined, { timeout: 10_000 })
     expect(await page.isHidden('[data-testid="auth"]')).toBe(true)
     expect(await page.evaluate(() => sessionStorage.getItem('cohort.dashboard.key'))).toBe('dash-key')
     // A reload in the same tab needs no key again.
     await page.reload()
-    await page.waitForFunction(() => document.querySelector('[data-testid="status"]')?.textContent?.includes('live'), undefined, { timeout: 10_000 })
+    await page.waitForFunction(() => document.querySelector('[data-testid="status"]')?.textContent.includes('live'), undefined, { timeout: 10_000 })
     expect(dataRequests.some((r) => r.auth === 'Bearer dash-key')).toBe(true)
     expect(dataRequests.every((r) => !r.url.includes('dash-key') && !r.url.includes('?'))).toBe(true)
     await page.close()

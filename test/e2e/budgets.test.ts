@@ -19,7 +19,17 @@ import { InProcessTransport, createNatsTransport, type Transport } from '@cohort
 import { CohortWorker, OnnxRunner, PredictorRunner, buildPipelineRunners, loadPredictors } from '@cohort/worker'
 import { Type, defineConfig, definePipeline, stage } from '@cohort/pipeline'
 import { serve } from '@hono/node-server'
-import { SLEEPY_PREDICTOR, countPerRequest, keptLogger, countsAbove, startNatsServer, writeModelFixtures, type NatsServerHandle, type RequestCounts } from '@cohort/test-support'
+import {
+  SLEEPY_PREDICTOR,
+  countPerRequest,
+  keptLogger,
+  countsAbove,
+  startNatsServer,
+  writeModelFixtures,
+  type NatsServerHandle,
+  type RequestCounts,
+  ifStarted,
+} from '@cohort/test-support'
 
 const FEATURES = 64
 const N = 40
@@ -84,7 +94,7 @@ const fusedPipeline = () =>
     fused: true,
   })
 
-async function startStack(transport: Transport, identity: string, gateway: Transport = transport, extra: () => Promise<void> = async () => undefined): Promise<Stack> {
+async function startStack(transport: Transport, identity: string, gateway: Transport = transport, extra: () => Promise<void> = () => Promise.resolve()): Promise<Stack> {
   const registry = new Registry()
   const [sleepy] = await loadPredictors(SLEEPY_PREDICTOR)
   const pipeline = fusedPipeline()
@@ -108,9 +118,7 @@ async function startStack(transport: Transport, identity: string, gateway: Trans
   // Counted once the gateway (subscribed by createApp) heard a heartbeat: from then on it speaks
   // protocol v2 (packs), as it does in steady state.
   const beat = gateway.subscribe('cohort.heartbeat')
-  for await (const _ of beat) {
-    break
-  }
+  await beat[Symbol.asyncIterator]().next()
   beat.unsubscribe()
   return {
     base: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
@@ -309,7 +317,10 @@ describe('per-request budgets: gRPC ModelInfer (embedded)', () => {
     const barePort = await new Promise<number>((resolve, reject) => bare.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))))
     closers.push(() => new Promise<void>((r) => bare.tryShutdown(() => r())))
     const floorClient = new Service(`127.0.0.1:${barePort}`, grpc.credentials.createInsecure())
-    closers.push(async () => floorClient.close())
+    closers.push(() => {
+      floorClient.close()
+      return Promise.resolve()
+    })
     const grpcFloor = await countPerRequest(() => modelInfer(floorClient, req), N)
 
     const transport = new InProcessTransport()
@@ -318,12 +329,13 @@ describe('per-request budgets: gRPC ModelInfer (embedded)', () => {
     const server = await startGrpcServer({ transport, port: 0, requestTimeoutMs: 30_000 })
     closers.push(() => server.close())
     const client = new Service(`127.0.0.1:${server.port}`, grpc.credentials.createInsecure())
-    closers.push(async () => client.close())
+    closers.push(() => {
+      client.close()
+      return Promise.resolve()
+    })
     // The gRPC server's own gateway speaks v2 once it heard a heartbeat.
     const beat = transport.subscribe('cohort.heartbeat')
-    for await (const _ of beat) {
-      break
-    }
+    await beat[Symbol.asyncIterator]().next()
     beat.unsubscribe()
     const c = await countPerRequest(() => modelInfer(client, req), N)
     const above = countsAbove(c, grpcFloor)
@@ -371,7 +383,7 @@ describe('per-request budgets: distributed (gateway and worker on their own NATS
       await nats.stop()
     })
   })
-  afterAll(() => s?.close())
+  afterAll(() => ifStarted(s)?.close())
 
   it('OIP infer on an ONNX model: NATS messages per request', async () => {
     await post(`${s.base}/v2/models/tensor/infer`, inferBody)

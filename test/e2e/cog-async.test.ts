@@ -14,7 +14,7 @@ import {
   webhookReceiver,
   type CliProcess,
   type NatsServerHandle,
-  type JsonBody,
+  ifStarted,
 } from '@cohort/test-support'
 
 const LOG = sleepyLogPath()
@@ -67,9 +67,10 @@ describe('Cog-style API over NATS (cohort serve --nats)', () => {
   }, 120_000)
 
   afterAll(async () => {
-    await srv?.p.stop('SIGKILL').catch(() => undefined)
-    hooks?.server.close()
-    await nats?.stop()
+    const p = ifStarted(srv)?.p
+    await p?.stop('SIGKILL').catch(() => undefined)
+    ifStarted(hooks)?.server.close()
+    await ifStarted(nats)?.stop()
   })
 
   it('runs an async prediction through JetStream with webhooks, on the default model', async () => {
@@ -157,8 +158,9 @@ describe('Cog-style async predictions embedded (in memory, no NATS)', () => {
   }, 120_000)
 
   afterAll(async () => {
-    await srv?.p.stop('SIGKILL').catch(() => undefined)
-    hooks?.server.close()
+    const p = ifStarted(srv)?.p
+    await p?.stop('SIGKILL').catch(() => undefined)
+    ifStarted(hooks)?.server.close()
   })
 
   it('runs async predictions with webhooks, idempotent PUT and cancel', async () => {
@@ -166,7 +168,7 @@ describe('Cog-style async predictions embedded (in memory, no NATS)', () => {
     expect(final.output).toEqual({ y: 10, batch: 1 })
     const put = (body: unknown) =>
       fetch(`${srv.url}/predictions/emb-1`, { method: 'PUT', headers: { 'content-type': 'application/json', prefer: 'respond-async' }, body: JSON.stringify(body) }).then(
-        async (r) => ({ status: r.status, body: (await r.json()) as JsonBody }),
+        async (r) => ({ status: r.status, body: await r.json() }),
       )
     const [a, b] = await Promise.all([put({ input: { x: 41, sleepMs: 1500 } }), put({ input: { x: 41, sleepMs: 1500 } })])
     expect([a.status, b.status]).toEqual([202, 202])

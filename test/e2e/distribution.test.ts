@@ -6,7 +6,7 @@ import { connect, type NatsConnection } from '@nats-io/transport-node'
 import { createApp, createGatewayCore, type Upstream } from '@cohort/gateway'
 import { CohortError, decodeValue, subjects, type ModelMeta } from '@cohort/protocol'
 import { createNatsTransport, type Transport } from '@cohort/transport'
-import { SLEEPY_PREDICTOR, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle } from '@cohort/test-support'
+import { SLEEPY_PREDICTOR, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle, ifStarted } from '@cohort/test-support'
 
 const S = subjects()
 const BATCH = 16
@@ -15,36 +15,6 @@ function startWorker(nats: string, id: string, sleepMs: number, extra: string[] 
   return spawnCohort(['worker', '--nats', nats, '--id', id, '--predictor', SLEEPY_PREDICTOR, '--max-batch-size', String(BATCH), ...extra], {
     SLEEPY_MS: String(sleepMs),
   })
-}
-
-/**
- * Send `n` requests with `concurrency` outstanding (a closed loop of a fixed count, not a duration):
- * how many each worker answered, and how many failed.
- */
-async function countByWorker(up: Upstream, n: number, concurrency: number): Promise<{ byWorker: Record<string, number>; failed: string[] }> {
-  const byWorker: Record<string, number> = {}
-  const failed: string[] = []
-  let next = 0
-  await Promise.all(
-    Array.from({ length: concurrency }, async () => {
-      while (next < n) {
-        const x = next++
-        const r = await up.infer({ v: 1, id: crypto.randomUUID(), model: 'sleepy', deadline: Date.now() + 30_000, items: [{ x }] }, 30_000, undefined).catch((e: unknown) => {
-          if (!(e instanceof CohortError)) {
-            throw e
-          }
-          failed.push(e.code)
-          return undefined
-        })
-        if (r?.errors) {
-          failed.push(JSON.stringify(r.errors))
-        } else if (r) {
-          byWorker[r.worker ?? '?'] = (byWorker[r.worker ?? '?'] ?? 0) + 1
-        }
-      }
-    }),
-  )
-  return { byWorker, failed }
 }
 
 async function workerMetas(t: Transport): Promise<Record<string, ModelMeta>> {
@@ -75,14 +45,14 @@ describe('over NATS: distribution and reconfiguration', () => {
   })
   afterAll(async () => {
     await Promise.all(procs.map((p) => p.stop('SIGKILL')))
-    await nc?.close()
-    await nats?.stop()
+    await ifStarted(nc)?.close()
+    await ifStarted(nats)?.stop()
   })
 
   /** A worker's `$SRV.STATS`: requests received, and items it holds (queued and running). */
   async function stats(id: string): Promise<{ requests: number; held: number }> {
     const m = await nc.request(`$SRV.STATS.cohort-worker.${id}`, new Uint8Array(0), { timeout: 10_000 })
-    const e = (m.json() as { endpoints: { num_requests: number; data: { queued: number; running: number } }[] }).endpoints[0]!
+    const e = m.json<{ endpoints: { num_requests: number; data: { queued: number; running: number } }[] }>().endpoints[0]!
     return { requests: e.num_requests, held: e.data.queued + e.data.running }
   }
   async function until(ok: () => Promise<boolean>, what: string): Promise<void> {

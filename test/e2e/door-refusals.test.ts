@@ -13,7 +13,7 @@ import { createApp } from '@cohort/gateway'
 import { Registry } from '@cohort/metrics'
 import { decodeInferMessage } from '@cohort/protocol'
 import { createNatsTransport, type Transport } from '@cohort/transport'
-import { SLEEPY_PREDICTOR, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle } from '@cohort/test-support'
+import { SLEEPY_PREDICTOR, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle, ifStarted } from '@cohort/test-support'
 import type { Hono } from 'hono'
 
 let nats: NatsServerHandle
@@ -67,11 +67,11 @@ beforeAll(async () => {
 }, 90_000)
 
 afterAll(async () => {
-  await worker?.stop('SIGTERM', 10_000)
-  await gt?.close()
-  await nc?.close()
-  await spy?.close()
-  await nats?.stop()
+  await ifStarted(worker)?.stop('SIGTERM', 10_000)
+  await ifStarted(gt)?.close()
+  await ifStarted(nc)?.close()
+  await ifStarted(spy)?.close()
+  await ifStarted(nats)?.stop()
 })
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))

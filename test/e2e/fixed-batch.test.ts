@@ -6,7 +6,7 @@ import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { buildFixedBatchModel, graph, model, node, valueInfo } from '@cohort/onnx-builder'
-import { pool, spawnCohort, startNatsServer, writeModelFixtures, type CliProcess, type JsonBody, type NatsServerHandle } from '@cohort/test-support'
+import { pool, spawnCohort, startNatsServer, writeModelFixtures, type CliProcess, type JsonBody, type NatsServerHandle, ifStarted } from '@cohort/test-support'
 
 let nats: NatsServerHandle
 let serve: CliProcess
@@ -36,8 +36,8 @@ beforeAll(async () => {
 }, 120_000)
 
 afterAll(async () => {
-  await serve?.stop()
-  await nats?.stop()
+  await ifStarted(serve)?.stop()
+  await ifStarted(nats)?.stop()
 })
 
 async function infer(model: string, rows: number[][]): Promise<{ status: number; body: JsonBody }> {

@@ -4,7 +4,7 @@
 import fc from 'fast-check'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { connect } from '@nats-io/transport-node'
-import { postJson, spawnCohort, startNatsServer, writeModelFixtures, type CliProcess, type NatsServerHandle } from '@cohort/test-support'
+import { postJson, spawnCohort, startNatsServer, writeModelFixtures, type CliProcess, type NatsServerHandle, ifStarted, allStarted } from '@cohort/test-support'
 
 const SEED = 0xba7c4
 const ROUNDS = 6
@@ -28,8 +28,8 @@ beforeAll(async () => {
 })
 
 afterAll(async () => {
-  await Promise.all([worker, gateway].map((p) => p?.stop('SIGKILL')))
-  await nats?.stop()
+  await Promise.all(allStarted(worker, gateway).map((p) => p.stop('SIGKILL')))
+  await ifStarted(nats)?.stop()
 })
 
 const row = fc.array(fc.float({ min: -4, max: 4, noNaN: true, noDefaultInfinity: true }), { minLength: 256, maxLength: 256 })

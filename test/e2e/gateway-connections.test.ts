@@ -10,7 +10,7 @@
 import { request, Agent } from 'node:http'
 import { connect } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { SLEEPY_PREDICTOR, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle } from '@cohort/test-support'
+import { SLEEPY_PREDICTOR, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle, ifStarted } from '@cohort/test-support'
 
 let nats: NatsServerHandle
 const procs: CliProcess[] = []
@@ -21,7 +21,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await Promise.all(procs.map((p) => p.stop('SIGKILL')))
-  await nats?.stop()
+  await ifStarted(nats)?.stop()
 })
 
 async function gateway(args: string[] = []): Promise<{ gw: CliProcess; port: number }> {

@@ -6,7 +6,18 @@
 import { createHmac } from 'node:crypto'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { parsePrometheus } from '@cohort/metrics'
-import { SLEEPY_PREDICTOR, postJson, readSleepyLog, sleepyLogPath, sleepyRuns, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle } from '@cohort/test-support'
+import {
+  SLEEPY_PREDICTOR,
+  postJson,
+  readSleepyLog,
+  sleepyLogPath,
+  sleepyRuns,
+  spawnCohort,
+  startNatsServer,
+  type CliProcess,
+  type NatsServerHandle,
+  ifStarted,
+} from '@cohort/test-support'
 
 const SECRET = 'gateway-process-test-secret'
 const LOG = sleepyLogPath()
@@ -69,7 +80,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await Promise.all(procs.map((p) => p.stop('SIGKILL')))
-  await nats?.stop()
+  await ifStarted(nats)?.stop()
 })
 
 describe('a gateway process with --api-key, --jwt-*, --rate-limit and --cors-origin', () => {

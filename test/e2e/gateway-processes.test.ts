@@ -5,7 +5,7 @@
 import { request } from 'node:http'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { parsePrometheus } from '@cohort/metrics'
-import { SLEEPY_PREDICTOR, pool, readSleepyLog, sleepyLogPath, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle } from '@cohort/test-support'
+import { SLEEPY_PREDICTOR, pool, readSleepyLog, sleepyLogPath, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle, ifStarted } from '@cohort/test-support'
 
 const LOG = sleepyLogPath()
 const procs: CliProcess[] = []
@@ -59,7 +59,7 @@ afterAll(async () => {
   for (const pid of pids.filter(alive)) {
     process.kill(pid, 'SIGKILL')
   }
-  await nats?.stop()
+  await ifStarted(nats)?.stop()
 })
 
 describe('cohort gateway --processes 2', () => {

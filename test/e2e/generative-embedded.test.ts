@@ -11,5 +11,12 @@ defineGenerativeSuite('generative APIs, embedded (cohort serve)', async () => {
     CHARGEN_STATE: join(stateDir, 'serve.json'),
   })
   const [, port] = await p.waitFor(/on http:\/\/127\.0\.0\.1:(\d+)/, 90_000)
-  return { baseUrl: `http://127.0.0.1:${port}`, stateDir, metricsUrls: [`http://127.0.0.1:${port}/metrics`], close: async () => void (await p.stop('SIGKILL')) }
+  return {
+    baseUrl: `http://127.0.0.1:${port}`,
+    stateDir,
+    metricsUrls: [`http://127.0.0.1:${port}/metrics`],
+    close: async () => {
+      await p.stop('SIGKILL')
+    },
+  }
 })

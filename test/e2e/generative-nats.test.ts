@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { connect } from '@nats-io/transport-node'
-import { spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle } from '@cohort/test-support'
+import { spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle, ifStarted } from '@cohort/test-support'
 import { CHAR_GENERATOR, defineGenerativeSuite, post, running, sseData, states, until } from './generative-suite.ts'
 
 interface Cluster {
@@ -134,7 +134,7 @@ async function noSubscriber(url: string, subject: string): Promise<void> {
     for (let i = 0; ; i++) {
       const gone = await nc.request(subject, new Uint8Array(0), { timeout: 500 }).then(
         () => false,
-        (e: unknown) => /no responders/i.test(String((e as Error)?.message)) || (e as { isNoResponders?: () => boolean })?.isNoResponders?.() === true,
+        (e: unknown) => e instanceof Error && (/no responders/i.test(e.message) || (e as { isNoResponders?: () => boolean }).isNoResponders?.() === true),
       )
       if (gone) return
       if (i > 60) throw new Error(`${subject} still has a subscriber`)
@@ -152,7 +152,7 @@ describe('generative streams over NATS when a process goes away', () => {
     c = await startCluster(20, ['--generation-probe-ms', '0'])
   }, 120_000)
   afterAll(async () => {
-    await c?.close()
+    await ifStarted(c)?.close()
   })
 
   it("a gateway paused for longer than the workers' loss window (SIGSTOP 1.2 s, as CPU starvation does) loses no live worker: the streams go on", async () => {
@@ -264,7 +264,7 @@ describe('deadlines and the server SLO of generations over NATS (one slot, TTFT 
     c = await startCluster(20, [], { workers: 1, env: { CHARGEN_MAX_SEQS: '1', CHARGEN_TTFT_SLO_MS: '300', CHARGEN_GENERATION_MS: '5000' } })
   }, 120_000)
   afterAll(async () => {
-    await c?.close()
+    await ifStarted(c)?.close()
   })
   // The generator's step gate (CHARGEN_GATE): deadlines pass in real time, but which step sees what is the test's choice.
   const gate = () => join(c.stateDir, 'w1.gate')

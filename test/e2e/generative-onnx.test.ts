@@ -12,7 +12,7 @@ import { buildDecoder, TINY_DECODER } from '@cohort/onnx-builder'
 import type { GenerateResult } from '@cohort/protocol'
 import { createOnnxGenerator, ortDecoderSession } from '@cohort/worker/generative'
 import { parsePrometheus } from '@cohort/metrics'
-import { postJson, spawnCohort, type CliProcess } from '@cohort/test-support'
+import { postJson, spawnCohort, type CliProcess, ifStarted } from '@cohort/test-support'
 import type * as ort from 'onnxruntime-node'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { naiveGreedy, naiveSession, type NaiveResult } from './generative-naive.ts'
@@ -79,8 +79,8 @@ describe('an ONNX decoder behind the OpenAI-compatible API (cohort serve --gener
   }, 120_000)
 
   afterAll(async () => {
-    await serve?.stop('SIGKILL')
-    await reference?.release()
+    await ifStarted(serve)?.stop('SIGKILL')
+    await ifStarted(reference)?.release()
     rmSync(dir, { recursive: true, force: true })
   })
 
@@ -211,7 +211,7 @@ describe('an ONNX decoder behind the OpenAI-compatible API (cohort serve --gener
       for (const t of first) expect(lp.top_logprobs[i]![t.text!], `top ${t.token} at ${i}`).toBeCloseTo(t.logprob, 5)
     })
     expect(lp.text_offset[0]).toBe(0)
-    expect(lp.text_offset.slice(1)).toEqual(lp.tokens.slice(0, -1).map((_, i) => lp.tokens.slice(0, i + 1).reduce((n, t) => n + [...t].length, 0)))
+    expect(lp.text_offset.slice(1)).toEqual(lp.tokens.slice(0, -1).map((_, i) => lp.tokens.slice(0, i + 1).reduce((n, t) => n + Array.from(t).length, 0)))
     const st = await fetch(`${base}/v1/completions`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', ...PATIENT },

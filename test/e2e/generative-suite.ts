@@ -5,6 +5,7 @@ import { readFileSync, readdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { parsePrometheus } from '@cohort/metrics'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { ifStarted } from '@cohort/test-support'
 
 export const CHAR_GENERATOR = new URL('../fixtures/char-generator.ts', import.meta.url).pathname
 
@@ -91,7 +92,7 @@ export function defineGenerativeSuite(name: string, start: () => Promise<GenStac
       s = await start()
     }, 120_000)
     afterAll(async () => {
-      await s?.close()
+      await ifStarted(s)?.close()
     })
 
     const prompt = 'the quick brown fox'

@@ -7,7 +7,7 @@
 //   exits 0.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { parsePrometheus } from '@cohort/metrics'
-import { SLEEPY_PREDICTOR, postJson, readSleepyLog, sleepyLogPath, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle } from '@cohort/test-support'
+import { SLEEPY_PREDICTOR, postJson, readSleepyLog, sleepyLogPath, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle, ifStarted } from '@cohort/test-support'
 
 const DRAIN_MS = 1_500
 const SLOW_MS = 2_500
@@ -62,7 +62,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await Promise.all(procs.map((p) => p.stop('SIGKILL')))
-  await nats?.stop()
+  await ifStarted(nats)?.stop()
 })
 
 describe('worker SIGTERM drain', () => {
@@ -77,11 +77,11 @@ describe('worker SIGTERM drain', () => {
 
     const inflight = Array.from({ length: 6 }, (_, x) => postJson(`${base}/models/sleepy/predictions`, { input: { x, sleepMs: SLOW_MS } }, LONG))
     await heldByWorker(probes!, [0, 1, 2, 3, 4, 5])
-    let exited = false
-    void w.exited.then(() => (exited = true))
+    const child = { exited: false } // set by the callback, read by the loop below (a property: each read sees the latest)
+    void w.exited.then(() => (child.exited = true))
     w.proc.kill('SIGTERM')
     let drainingSeen = false
-    while (!exited) {
+    while (!child.exited) {
       const r = await fetch(`${probes}/v2/health/ready`).catch(() => undefined)
       if (r?.status === 503) {
         expect(await r.json()).toEqual({ ready: false, draining: true })

@@ -7,7 +7,7 @@ import { request } from 'node:https'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { SLEEPY_PREDICTOR, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle, type JsonBody } from '@cohort/test-support'
+import { SLEEPY_PREDICTOR, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle, type JsonBody, ifStarted } from '@cohort/test-support'
 
 let dir = ''
 let serve: CliProcess
@@ -96,8 +96,8 @@ beforeAll(async () => {
 })
 
 afterAll(async () => {
-  await serve?.stop('SIGKILL')
-  await nats?.stop()
+  await ifStarted(serve)?.stop('SIGKILL')
+  await ifStarted(nats)?.stop()
   rmSync(dir, { recursive: true, force: true })
 })
 

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { connect, type NatsConnection } from '@nats-io/transport-node'
 import { decodeHeartbeat, type Heartbeat } from '@cohort/protocol'
-import { BUSY_PREDICTOR, postJson, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle } from '@cohort/test-support'
+import { BUSY_PREDICTOR, postJson, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle, ifStarted, allStarted } from '@cohort/test-support'
 
 let nats: NatsServerHandle
 let worker: CliProcess
@@ -47,9 +47,9 @@ beforeAll(async () => {
 })
 
 afterAll(async () => {
-  await nc?.close()
-  await Promise.all([worker, gateway].map((p) => p?.stop('SIGKILL')))
-  await nats?.stop()
+  await ifStarted(nc)?.close()
+  await Promise.all(allStarted(worker, gateway).map((p) => p.stop('SIGKILL')))
+  await ifStarted(nats)?.stop()
   rmSync(dir, { recursive: true, force: true })
 })
 
@@ -74,10 +74,10 @@ describe('readiness of a hung model', () => {
     const load = Promise.all(
       Array.from({ length: 12 }, (_, i) => postJson(`${base}/models/busy/predictions`, { input: { x: i, busyMs: 150 } }, { 'x-cohort-timeout-ms': '60000' })),
     )
-    let settled = false
-    void load.then(() => (settled = true))
+    const loading = { settled: false } // set by the callback, read by the loop below (a property: each read sees the latest)
+    void load.then(() => (loading.settled = true))
     const seen: number[] = []
-    while (!settled) {
+    while (!loading.settled) {
       seen.push(await modelReady(), await workerReady())
     }
     const replies = await load
@@ -97,13 +97,13 @@ describe('readiness of a hung model', () => {
     const meta = await fetch(`${base}/v2/models/busy/ready`)
     expect(await meta.json()).toMatchObject({ name: 'busy', ready: false })
     const n = beats.length
-    await until(async () => beats.slice(n).some((h) => h.stalled?.includes('busy')), true, 5_000)
+    await until(() => Promise.resolve(beats.slice(n).some((h) => h.stalled?.includes('busy'))), true, 5_000)
 
     writeFileSync(gate, '')
     await until(modelReady, 200, 20_000)
     expect(await workerReady()).toBe(200)
     const m = beats.length
-    await until(async () => beats.length > m && beats.slice(m).every((h) => h.stalled === undefined), true, 5_000)
+    await until(() => Promise.resolve(beats.length > m && beats.slice(m).every((h) => h.stalled === undefined)), true, 5_000)
     const after = await postJson(`${base}/models/busy/predictions`, { input: { x: 3 } })
     expect(after.status).toBe(200)
     expect(after.body.output).toMatchObject({ y: 6 })

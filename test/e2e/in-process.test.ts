@@ -29,7 +29,7 @@ defineServingSuite('in-process transport (embedded)', async (fx) => {
   const port = (server.address() as AddressInfo).port
   return {
     baseUrl: `http://127.0.0.1:${port}`,
-    workerMetrics: async () => registry.render(),
+    workerMetrics: () => Promise.resolve(registry.render()),
     stopOneWorker: () => worker.drain(),
     stopAllWorkers: () => worker.drain(),
     async close() {

@@ -21,7 +21,7 @@ import {
   webhookReceiver,
   type CliProcess,
   type NatsServerHandle,
-  type JsonBody,
+  ifStarted,
 } from '@cohort/test-support'
 
 const ACK_WAIT_MS = 1000
@@ -45,10 +45,16 @@ async function gateway(nats: string): Promise<{ p: CliProcess; url: string }> {
   return { p, url: m[1]! }
 }
 
-async function until<T>(f: () => Promise<T | undefined | false>, ms = 30_000): Promise<T> {
+/** Polls `f` (sync or async; a throw or rejection counts as not yet) until it gives a value. */
+async function until<T>(f: () => T | undefined | false | Promise<T | undefined | false>, ms = 30_000): Promise<T> {
   const end = Date.now() + ms
   for (;;) {
-    const v = await f().catch(() => undefined)
+    let v: T | undefined | false
+    try {
+      v = await f()
+    } catch {
+      v = undefined
+    }
     if (v !== undefined && v !== false) {
       return v
     }
@@ -61,7 +67,7 @@ async function until<T>(f: () => Promise<T | undefined | false>, ms = 30_000): P
 
 async function put(url: string, body: unknown, headers: Record<string, string> = {}) {
   const r = await fetch(url, { method: 'PUT', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) })
-  return { status: r.status, body: (await r.json()) as JsonBody }
+  return { status: r.status, body: await r.json() }
 }
 
 const ASYNC = { prefer: 'respond-async' }
@@ -98,9 +104,9 @@ describe('durable async predictions (JetStream)', () => {
     for (const p of procs) {
       await p.stop('SIGKILL').catch(() => undefined)
     }
-    hooks?.server.close()
-    await nc?.close()
-    await nats?.stop()
+    ifStarted(hooks)?.server.close()
+    await ifStarted(nc)?.close()
+    await ifStarted(nats)?.stop()
   })
 
   it('runs async jobs in the same batches as sync requests', async () => {
@@ -175,7 +181,7 @@ describe('durable async predictions (JetStream)', () => {
     expect(a.body.created_at).toBe(b.body.created_at)
     const sync = await put(`${gw.url}/models/sleepy/predictions/dup-1`, body)
     expect(sync).toMatchObject({ status: 200, body: { status: 'succeeded', output: { y: 14 }, attempts: 1 } })
-    await until(async () => hooks.got.some((h) => h.body.id === 'dup-1' && h.event === 'completed'))
+    await until(() => hooks.got.some((h) => h.body.id === 'dup-1' && h.event === 'completed'))
     await new Promise((r) => setTimeout(r, 500))
     expect(hooks.got.filter((h) => h.body.id === 'dup-1').map((h) => h.event)).toEqual(['start', 'output', 'completed'])
   }, 60_000)
@@ -192,7 +198,7 @@ describe('durable async predictions (JetStream)', () => {
     await until(() => jobsSettled(nc))
     expect(sleepyRuns(LOG).get(9), 'the canceled job ran').toBeUndefined()
     expect((await getJson(`${gw.url}/predictions/cancel-1`)).body).toMatchObject({ status: 'canceled', output: null })
-    await until(async () => hooks.got.some((h) => h.body.id === 'cancel-1'))
+    await until(() => hooks.got.some((h) => h.body.id === 'cancel-1'))
     expect(hooks.got.filter((h) => h.body.id === 'cancel-1').map((h) => [h.event, h.body.status])).toEqual([['completed', 'canceled']])
     expect((await getJson(`${gw.url}/predictions/unknown-id`)).status).toBe(404)
   }, 60_000)
@@ -206,11 +212,11 @@ describe('durable async predictions (JetStream)', () => {
     expect(c).toMatchObject({ status: 200, body: { id: 'cancel-run', status: 'canceled' } })
     // The batch runs to its end (a running predict() is not interrupted), then the worker acks the job
     // without storing the result over the cancel.
-    await until(async () => readSleepyLog(LOG).some((e) => e.event === 'end' && e.xs.includes(301)))
+    await until(() => readSleepyLog(LOG).some((e) => e.event === 'end' && e.xs.includes(301)))
     await until(() => jobsSettled(nc))
     expect((await getJson(`${gw.url}/predictions/cancel-run`)).body).toMatchObject({ status: 'canceled', output: null })
     expect(sleepyRuns(LOG).get(301), 'ran once, not redelivered').toBe(1)
-    await until(async () => hooks.got.some((h) => h.body.id === 'cancel-run'))
+    await until(() => hooks.got.some((h) => h.body.id === 'cancel-run'))
     expect(hooks.got.filter((h) => h.body.id === 'cancel-run').map((h) => [h.event, h.body.status])).toEqual([['completed', 'canceled']])
   }, 60_000)
 })
@@ -239,8 +245,8 @@ describe('a poison job (its worker dies every time it runs it)', () => {
           const g = await getJson(`${gw.url}/predictions/poison`)
           last = g.body
           return ['succeeded', 'failed', 'canceled'].includes(g.body.status) ? (done = g.body) && 'recorded' : undefined
-        }, 90_000).catch((e: Error) => {
-          throw new Error(`${e.message}: record ${JSON.stringify(last)}; worker ${workers} output:\n${w.output()}`)
+        }, 90_000).catch((e: unknown) => {
+          throw new Error(`${e instanceof Error ? e.message : String(e)}: record ${JSON.stringify(last)}; worker ${workers} output:\n${w.output()}`)
         })
         if (exited === 'recorded') break
         expect(workers, 'workers started before the job was given up').toBeLessThan(4)
@@ -254,7 +260,7 @@ describe('a poison job (its worker dies every time it runs it)', () => {
       expect(runs, 'runs of the poison job').toBeLessThanOrEqual(2)
       expect(w.proc.exitCode, 'the worker that gave up is alive').toBeNull()
       expect(w.proc.signalCode).toBeNull()
-      await until(async () => hooks.got.some((h) => h.body.id === 'poison'))
+      await until(() => hooks.got.some((h) => h.body.id === 'poison'))
       expect(hooks.got.filter((h) => h.body.id === 'poison').map((h) => [h.event, h.body.status])).toEqual([['completed', 'failed']])
       const next = await put(`${gw.url}/models/sleepy/predictions/after-poison`, { input: { x: 5 } })
       expect(next).toMatchObject({ status: 200, body: { status: 'succeeded', output: { y: 10 } } })

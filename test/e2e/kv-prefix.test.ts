@@ -9,7 +9,7 @@ import { CohortWorker, PredictorRunner } from '@cohort/worker'
 import { createApp } from '@cohort/gateway'
 import { createNatsTransport, type Transport } from '@cohort/transport'
 import { kvBuckets } from '@cohort/protocol'
-import { startNatsServer, type NatsServerHandle } from '@cohort/test-support'
+import { startNatsServer, type NatsServerHandle, ifStarted } from '@cohort/test-support'
 import type { Hono } from 'hono'
 
 const echo = definePredictor({ name: 'echo', input: Type.Object({ a: Type.Number() }), predict: (xs) => xs.map((x) => x.a) })
@@ -54,7 +54,7 @@ afterAll(async () => {
   for (const nc of conns) {
     await nc.close()
   }
-  await nats?.stop()
+  await ifStarted(nats)?.stop()
 })
 
 async function live(d: Deployment): Promise<Record<string, unknown>> {

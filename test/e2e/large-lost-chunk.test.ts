@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { Msg, NatsConnection } from '@nats-io/nats-core'
 import { connect } from '@nats-io/transport-node'
 import { createNatsTransport, type Transport } from '@cohort/transport'
-import { startNatsServer, type NatsServerHandle } from '@cohort/test-support'
+import { startNatsServer, type NatsServerHandle, ifStarted } from '@cohort/test-support'
 
 let nats: NatsServerHandle
 const conns: NatsConnection[] = []
@@ -18,7 +18,7 @@ beforeAll(async () => {
 })
 afterAll(async () => {
   await Promise.all(conns.map((c) => c.close().catch(() => undefined)))
-  await nats?.stop()
+  await ifStarted(nats)?.stop()
 })
 
 function bytes(n: number): Uint8Array {

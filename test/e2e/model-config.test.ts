@@ -3,7 +3,7 @@
 // the admin API's runtime override (NATS KV) on top, read back per field with its source from
 // `GET /v2/models/{m}/config` and removed again with `DELETE /admin/models/{m}/batching`.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { spawnCohort, startNatsServer, writeModelFixtures, type CliProcess, type NatsServerHandle } from '@cohort/test-support'
+import { spawnCohort, startNatsServer, writeModelFixtures, type CliProcess, type NatsServerHandle, ifStarted } from '@cohort/test-support'
 
 let nats: NatsServerHandle
 let worker: CliProcess
@@ -35,9 +35,9 @@ beforeAll(async () => {
 }, 120_000)
 
 afterAll(async () => {
-  await gateway?.stop()
-  await worker?.stop()
-  await nats?.stop()
+  await ifStarted(gateway)?.stop()
+  await ifStarted(worker)?.stop()
+  await ifStarted(nats)?.stop()
 })
 
 interface Cfg {

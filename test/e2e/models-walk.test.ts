@@ -3,7 +3,7 @@
 // pipeline's stages on a `cohort worker --stage` process and the demo ONNX model beside it.
 import { fileURLToPath } from 'node:url'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { getJson, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle } from '@cohort/test-support'
+import { getJson, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle, ifStarted } from '@cohort/test-support'
 
 const TABULAR = fileURLToPath(new URL('../../examples/tabular', import.meta.url))
 const START_MS = 90_000
@@ -44,7 +44,7 @@ beforeAll(
 
 afterAll(async () => {
   await Promise.all(procs.map((p) => p.stop('SIGKILL')))
-  await nats?.stop()
+  await ifStarted(nats)?.stop()
 })
 
 describe('GET /v2/models walk', () => {

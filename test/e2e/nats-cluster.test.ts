@@ -6,7 +6,7 @@ import { randomBytes } from 'node:crypto'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { connect, type NatsConnection } from '@nats-io/transport-node'
 import { jetstreamManager } from '@nats-io/jetstream'
-import { SLEEPY_PREDICTOR, postJson, spawnCohort, startNatsCluster, type CliProcess, type NatsClusterHandle } from '@cohort/test-support'
+import { SLEEPY_PREDICTOR, postJson, spawnCohort, startNatsCluster, type CliProcess, type NatsClusterHandle, ifStarted } from '@cohort/test-support'
 
 let cluster: NatsClusterHandle
 let procs: CliProcess[] = []
@@ -33,7 +33,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await admin?.close().catch(() => undefined)
   await Promise.all(procs.map((p) => p.stop('SIGKILL')))
-  await cluster?.stop()
+  await ifStarted(cluster)?.stop()
 })
 
 describe('3-node NATS cluster (infra/nats/cluster, infra/scripts/cluster-*.sh)', () => {

@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { connect, type NatsConnection } from '@nats-io/transport-node'
 import { headers } from '@nats-io/nats-core'
 import { decodeNotice, encodeRequest, packEncoded, type InferRequest } from '@cohort/protocol'
-import { SLEEPY_PREDICTOR, postJson, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle } from '@cohort/test-support'
+import { SLEEPY_PREDICTOR, postJson, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle, ifStarted, allStarted } from '@cohort/test-support'
 
 const AUTH_CONF = readFileSync(fileURLToPath(new URL('../../infra/nats/auth.conf', import.meta.url)), 'utf8')
 const PASS = { gateway: `gw-${randomBytes(12).toString('hex')}`, worker: `wk-${randomBytes(12).toString('hex')}`, admin: `ad-${randomBytes(12).toString('hex')}` }
@@ -65,9 +65,9 @@ beforeAll(async () => {
 })
 
 afterAll(async () => {
-  await Promise.all([...conns, spy].map((c) => c?.close().catch(() => undefined)))
-  await Promise.all([...workers, gateway].map((p) => p?.stop('SIGKILL')))
-  await nats?.stop()
+  await Promise.all(allStarted(...conns, spy).map((c) => c.close().catch(() => undefined)))
+  await Promise.all(allStarted(...workers, gateway).map((p) => p.stop('SIGKILL')))
+  await ifStarted(nats)?.stop()
 })
 
 /** The reply subjects of the real gateway's packs: `cohort.gw.<gateway>…` up to the last token. */

@@ -11,7 +11,7 @@
 import { execFile } from 'node:child_process'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { connect } from '@nats-io/transport-node'
-import { SLEEPY_PREDICTOR, postJson, spawnCohort, startNatsCluster, type CliProcess, type NatsClusterHandle } from '@cohort/test-support'
+import { SLEEPY_PREDICTOR, postJson, spawnCohort, startNatsCluster, type CliProcess, type NatsClusterHandle, ifStarted } from '@cohort/test-support'
 
 /** Deadline of each request (x-cohort-timeout-ms); a hang would exceed it. */
 const REQUEST_TIMEOUT_MS = 10_000
@@ -40,7 +40,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await Promise.all(procs.map((p) => p.stop('SIGKILL')))
-  await cluster?.stop()
+  await ifStarted(cluster)?.stop()
 })
 
 interface Outcome {

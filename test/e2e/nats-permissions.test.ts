@@ -12,7 +12,7 @@ import { PermissionViolationError, headers } from '@nats-io/nats-core'
 import { decodeReply, encodeRequest, type InferRequest } from '@cohort/protocol'
 import { AckPolicy, RetentionPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream'
 import { Kvm } from '@nats-io/kv'
-import { SLEEPY_PREDICTOR, getJson, postJson, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle } from '@cohort/test-support'
+import { SLEEPY_PREDICTOR, postJson, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle, ifStarted, allStarted } from '@cohort/test-support'
 
 const NATS_DIR = fileURLToPath(new URL('../../infra/nats/', import.meta.url))
 const AUTH_CONF = readFileSync(`${NATS_DIR}auth.conf`, 'utf8')
@@ -100,8 +100,8 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await Promise.all(conns.map((c) => c.close().catch(() => undefined)))
-  await Promise.all([worker, gateway].map((p) => p?.stop('SIGKILL')))
-  await nats?.stop()
+  await Promise.all(allStarted(worker, gateway).map((p) => p.stop('SIGKILL')))
+  await ifStarted(nats)?.stop()
 })
 
 const auth = { authorization: `Bearer ${API_KEY}` }

@@ -4,7 +4,18 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import { connect, type NatsConnection } from '@nats-io/transport-node'
 import type { ServiceInfoResponse, ServicePingResponse, ServiceStatsResponse } from '@cohort/protocol'
-import { SLEEPY_PREDICTOR, getJson, postJson, spawnCohort, startNatsServer, writeModelFixtures, type CliProcess, type NatsServerHandle } from '@cohort/test-support'
+import {
+  SLEEPY_PREDICTOR,
+  getJson,
+  postJson,
+  spawnCohort,
+  startNatsServer,
+  writeModelFixtures,
+  type CliProcess,
+  type NatsServerHandle,
+  ifStarted,
+  allStarted,
+} from '@cohort/test-support'
 
 const EMPTY = new Uint8Array(0)
 const dec = new TextDecoder()
@@ -31,9 +42,9 @@ describe('NATS services protocol ($SRV) with 2 worker processes', () => {
   })
 
   afterAll(async () => {
-    await nc?.close()
-    await Promise.all([...workers, gw].map((p) => p?.stop('SIGKILL')))
-    await nats?.stop()
+    await ifStarted(nc)?.close()
+    await Promise.all(allStarted(...workers, gw).map((p) => p.stop('SIGKILL')))
+    await ifStarted(nats)?.stop()
   })
 
   /**

@@ -5,7 +5,7 @@
 // each type (and what rounds to it) is served 200 with that value back.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { rmSync } from 'node:fs'
-import { postJson, spawnCohort, startNatsServer, writeModelFixtures, type CliProcess, type ModelFixtures, type NatsServerHandle } from '@cohort/test-support'
+import { postJson, spawnCohort, startNatsServer, writeModelFixtures, type CliProcess, type ModelFixtures, type NatsServerHandle, ifStarted, allStarted } from '@cohort/test-support'
 
 let nats: NatsServerHandle
 let worker: CliProcess
@@ -24,8 +24,8 @@ beforeAll(async () => {
 })
 
 afterAll(async () => {
-  await Promise.all([worker, gateway].map((p) => p?.stop('SIGKILL')))
-  await nats?.stop()
+  await Promise.all(allStarted(worker, gateway).map((p) => p.stop('SIGKILL')))
+  await ifStarted(nats)?.stop()
   rmSync(fx.dir, { recursive: true, force: true })
 })
 

@@ -9,7 +9,7 @@ import { PROTO_DIR } from '@cohort/gateway/grpc'
 import { demoMlpReference } from '@cohort/onnx-builder'
 import { encodeBytesElements } from '@cohort/protocol'
 import { parsePrometheus } from '@cohort/metrics'
-import { getJson, postJson, spawnCohort, startNatsServer, writeModelFixtures, type CliProcess, type NatsServerHandle } from '@cohort/test-support'
+import { getJson, postJson, spawnCohort, startNatsServer, writeModelFixtures, type CliProcess, type NatsServerHandle, ifStarted, allStarted } from '@cohort/test-support'
 
 /** A gRPC message as the proto-loader client takes and gives it (keepCase, longs as strings). */
 type Msg = Record<string, unknown>
@@ -81,9 +81,9 @@ describe('gRPC inference service and Triton statistics', () => {
   })
 
   afterAll(async () => {
-    client?.close()
-    await Promise.all([worker, gw].map((p) => p?.stop('SIGKILL')))
-    await nats?.stop()
+    ifStarted(client)?.close()
+    await Promise.all(allStarted(worker, gw).map((p) => p.stop('SIGKILL')))
+    await ifStarted(nats)?.stop()
   })
 
   it('health, server and model metadata, config', async () => {

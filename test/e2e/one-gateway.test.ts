@@ -2,7 +2,7 @@
 // process holds one gateway id (one `cohort_gateway_info` series), one heartbeat subscription and
 // one acceptance-notice subject on the bus (read from the server's /subsz monitoring endpoint).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle } from '@cohort/test-support'
+import { spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle, ifStarted } from '@cohort/test-support'
 
 let nats: NatsServerHandle
 let serve: CliProcess | undefined
@@ -25,7 +25,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await serve?.stop('SIGKILL')
-  await nats?.stop()
+  await ifStarted(nats)?.stop()
 })
 
 describe('cohort serve --grpc-port', () => {

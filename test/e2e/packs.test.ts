@@ -4,13 +4,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { connect, type NatsConnection } from '@nats-io/transport-node'
 import { createGatewayCore, type Upstream } from '@cohort/gateway'
-import { CohortError, subjects, type InferReply } from '@cohort/protocol'
+import { CohortError, type InferReply } from '@cohort/protocol'
 import { createNatsTransport, type Transport } from '@cohort/transport'
 import { Type, definePredictor, itemError } from '@cohort/predictor'
 import { CohortWorker, PredictorRunner } from '@cohort/worker'
-import { SLEEPY_PREDICTOR, settledWithin, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle } from '@cohort/test-support'
+import { SLEEPY_PREDICTOR, settledWithin, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle, ifStarted } from '@cohort/test-support'
 
-const S = subjects()
 type Sleepy = { y: number; batch: number }
 
 let nats: NatsServerHandle
@@ -120,7 +119,7 @@ describe('packs over real NATS, one in-process worker', () => {
   }, 60_000)
   afterAll(async () => {
     gate.open()
-    await worker?.close()
+    await ifStarted(worker)?.close()
   })
 
   it('answers each request of one pack on its own: a failing item and a bad input hurt only their request', async () => {
@@ -199,7 +198,7 @@ describe('packs over real NATS, worker processes', () => {
     }
     const nc = statsConn
     const m = await nc.request(`$SRV.STATS.cohort-worker.${id}`, new Uint8Array(0), { timeout: 10_000 })
-    const e = (m.json() as { endpoints: { num_requests: number; data: { queued: number; running: number } }[] }).endpoints[0]!
+    const e = m.json<{ endpoints: { num_requests: number; data: { queued: number; running: number } }[] }>().endpoints[0]!
     return { requests: e.num_requests, held: e.data.queued + e.data.running }
   }
   afterAll(async () => {

@@ -5,7 +5,7 @@ import { createApp } from '@cohort/gateway'
 import { Registry, parsePrometheus } from '@cohort/metrics'
 import { InProcessTransport } from '@cohort/transport'
 import { CohortWorker, OnnxRunner } from '@cohort/worker'
-import { writeModelFixtures } from '@cohort/test-support'
+import { writeModelFixtures, ifStarted } from '@cohort/test-support'
 
 describe('padding and length buckets (masked sequence model)', () => {
   const transport = new InProcessTransport()
@@ -29,21 +29,24 @@ describe('padding and length buckets (masked sequence model)', () => {
     app = createApp({ transport, registry })
   })
   afterAll(async () => {
-    await worker?.close()
-    await session?.release()
+    await ifStarted(worker)?.close()
+    await ifStarted(session)?.release()
   })
 
+  /** One OIP request (a Promise either way: `app.request` answers a Response or a Promise of one). */
   const infer = (model: string, tokens: number[], mask?: number[]) =>
-    app.request(`/v2/models/${model}/infer`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({
-        inputs: [
-          { name: 'tokens', datatype: 'FP32', shape: [1, tokens.length], data: tokens },
-          ...(mask ? [{ name: 'attention_mask', datatype: 'INT64', shape: [1, mask.length], data: mask }] : []),
-        ],
+    Promise.resolve(
+      app.request(`/v2/models/${model}/infer`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({
+          inputs: [
+            { name: 'tokens', datatype: 'FP32', shape: [1, tokens.length], data: tokens },
+            ...(mask ? [{ name: 'attention_mask', datatype: 'INT64', shape: [1, mask.length], data: mask }] : []),
+          ],
+        }),
       }),
-    })
+    )
 
   it('hides the mask input from clients and metadata', async () => {
     const meta = await (await app.request('/v2/models/masked')).json()

@@ -5,7 +5,7 @@
 import { readFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { getJson, postJson, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle } from '@cohort/test-support'
+import { getJson, postJson, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle, ifStarted } from '@cohort/test-support'
 import { HELLO_PNG_URL, TEST_LINES } from '../../examples/ocr/test/hello.ts'
 
 const OCR_DIR = fileURLToPath(new URL('../../examples/ocr', import.meta.url))
@@ -50,7 +50,7 @@ describe('OCR pipeline over NATS', { timeout: 120_000 }, () => {
 
   afterAll(async () => {
     await Promise.all(procs.map((p) => p.stop('SIGKILL')))
-    await nats?.stop()
+    await ifStarted(nats)?.stop()
   })
 
   let fused: Line[] = []

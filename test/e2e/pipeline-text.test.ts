@@ -5,7 +5,7 @@
 // reference of the trained weights, and bad items fail alone (422, Cog-style) beside good ones.
 import { fileURLToPath } from 'node:url'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { pool, postJson, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle } from '@cohort/test-support'
+import { pool, postJson, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle, ifStarted } from '@cohort/test-support'
 import { classifierReference, type ClassifierWeights } from '../../examples/text/src/classifier.ts'
 import { topK } from '../../examples/text/src/postprocess.ts'
 import { LABELS, syntheticDataset } from '../../examples/text/src/synthetic.ts'
@@ -69,10 +69,10 @@ describe('text pipeline over NATS', { timeout: 180_000 }, () => {
       ...good.map((c) => predict({ text: c.text, top_k: c.k }, at)),
     ])
     for (const r of [empty, blank, notText, badK]) {
-      expect(r!.status, JSON.stringify(r!.body)).toBe(422) // Cog-style: INVALID_INPUT is 422 on /predictions
-      expect(r!.body.code).toBe('INVALID_INPUT')
+      expect(r.status, JSON.stringify(r.body)).toBe(422) // Cog-style: INVALID_INPUT is 422 on /predictions
+      expect(r.body.code).toBe('INVALID_INPUT')
     }
-    expect(blank!.body.error).toMatch(/no tokens/)
+    expect(blank.body.error).toMatch(/no tokens/)
     oks.forEach((r, i) => {
       expect(r.status).toBe(200)
       expect(r.body.output).toEqual(expected[i])
@@ -93,7 +93,7 @@ describe('text pipeline over NATS', { timeout: 180_000 }, () => {
 
   afterAll(async () => {
     await Promise.all(procs.map((p) => p.stop('SIGKILL')))
-    await nats?.stop()
+    await ifStarted(nats)?.stop()
   })
 
   it('the reference labels mean something: most held-out cases get their class first', () => {

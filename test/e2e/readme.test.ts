@@ -4,6 +4,7 @@ import { readFileSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { spawn } from 'node:child_process'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { ifStarted } from '@cohort/test-support'
 
 const ROOT = new URL('../../', import.meta.url).pathname
 const README = readFileSync(new URL('README.md', `file://${ROOT}`), 'utf8')
@@ -50,8 +51,9 @@ describe('README quick start', () => {
     })
   })
   afterAll(() => {
-    if (proc?.pid) {
-      process.kill(-proc.pid, 'SIGTERM')
+    const pid = ifStarted(proc)?.pid
+    if (pid) {
+      process.kill(-pid, 'SIGTERM')
     }
   })
 

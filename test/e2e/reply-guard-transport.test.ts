@@ -9,7 +9,7 @@ import { headers } from '@nats-io/nats-core'
 import { connect } from '@nats-io/transport-node'
 import { createHash, randomBytes } from 'node:crypto'
 import { createNatsTransport, type Transport, type TransportMessage } from '@cohort/transport'
-import { startNatsServer, type NatsServerHandle } from '@cohort/test-support'
+import { startNatsServer, type NatsServerHandle, ifStarted, allStarted } from '@cohort/test-support'
 
 /** A gateway reply key and its id, as a gateway makes them (docs/security.md#replies-bound-to-their-gateway). */
 function newReplyKey(): { key: string; id: string } {
@@ -32,9 +32,9 @@ beforeAll(async () => {
   worker = createNatsTransport(await connect({ servers: nats.url }), { ownsConnection: true })
 })
 afterAll(async () => {
-  await worker?.close()
-  await Promise.all([spy, raw].map((c) => c?.close().catch(() => undefined)))
-  await nats?.stop()
+  await ifStarted(worker)?.close()
+  await Promise.all(allStarted(spy, raw).map((c) => c.close().catch(() => undefined)))
+  await ifStarted(nats)?.stop()
 })
 
 /** Serve `subject` like the worker's responders do: answer, and for packs publish a step first. */

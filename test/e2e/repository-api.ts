@@ -28,12 +28,12 @@ export async function until<T>(fn: () => Promise<T>, ok: (v: T) => boolean, time
 export function repositoryApi(base: () => string, key: string) {
   const auth = { authorization: `Bearer ${key}` }
   return {
-    async index(): Promise<Entry[]> {
+    index: async (): Promise<Entry[]> => {
       const r = await fetch(`${base()}/v2/repository/index`, { headers: auth })
       expect(r.status).toBe(200)
       return (await r.json()) as Entry[]
     },
-    async repoOp(op: 'load' | 'unload', name: string): Promise<{ status: number; body: { versions?: Entry[]; code?: string; error?: string } }> {
+    repoOp: async (op: 'load' | 'unload', name: string): Promise<{ status: number; body: { versions?: Entry[]; code?: string; error?: string } }> => {
       const r = await fetch(`${base()}/v2/repository/models/${name}/${op}`, { method: 'POST', headers: auth })
       return { status: r.status, body: (await r.json()) as { versions?: Entry[]; code?: string; error?: string } }
     },

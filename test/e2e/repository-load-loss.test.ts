@@ -10,7 +10,7 @@ import { existsSync, mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync }
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { postJson, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle } from '@cohort/test-support'
+import { postJson, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle, ifStarted, allStarted } from '@cohort/test-support'
 import { entry, repositoryApi, until } from './repository-api.ts'
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url))
@@ -87,8 +87,8 @@ afterAll(async () => {
   if (gates && existsSync(gates)) {
     for (const t of ['both-a', 'both-b', 'hung']) writeFileSync(join(gates, `${t}-go`), '')
   }
-  await Promise.all([wa, wb, gateway].map((p) => p?.stop('SIGKILL')))
-  await nats?.stop()
+  await Promise.all(allStarted(wa, wb, gateway).map((p) => p.stop('SIGKILL')))
+  await ifStarted(nats)?.stop()
   if (work) rmSync(work, { recursive: true, force: true })
 })
 

@@ -11,12 +11,11 @@ import { join } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { graph, model, node, tensorInit, valueInfo } from '@cohort/onnx-builder'
-import { postJson, settledWithin, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle } from '@cohort/test-support'
+import { postJson, settledWithin, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle, ifStarted } from '@cohort/test-support'
 import { entry, repositoryApi, until as untilFor } from './repository-api.ts'
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url))
 const KEY = 'repo-modules-key'
-const auth = { authorization: `Bearer ${KEY}` }
 
 let nats: NatsServerHandle
 let worker: CliProcess
@@ -120,9 +119,9 @@ afterAll(async () => {
     writeFileSync(join(gates, 'hold-1-go'), '')
     writeFileSync(join(gates, 'hold-2-go'), '')
   }
-  await gateway?.stop()
-  await worker?.stop()
-  await nats?.stop()
+  await ifStarted(gateway)?.stop()
+  await ifStarted(worker)?.stop()
+  await ifStarted(nats)?.stop()
   if (work) {
     rmSync(work, { recursive: true, force: true })
   }
@@ -221,7 +220,7 @@ describe('model repository: predictor and pipeline folders over NATS', () => {
     const N = 5
     let held = Array.from({ length: N }, (_, i) => infer('hold', i))
     await until(
-      async () => existsSync(join(gates, 'hold-1-started')),
+      () => Promise.resolve(existsSync(join(gates, 'hold-1-started'))),
       (ok) => ok,
       20_000,
     )
@@ -240,7 +239,7 @@ describe('model repository: predictor and pipeline folders over NATS', () => {
     // Unload while version 2 holds them: each is answered by it, then the name is gone.
     held = Array.from({ length: N }, (_, i) => infer('hold', i))
     await until(
-      async () => existsSync(join(gates, 'hold-2-started')),
+      () => Promise.resolve(existsSync(join(gates, 'hold-2-started'))),
       (ok) => ok,
       20_000,
     )

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { buildDemoMlp } from '@cohort/onnx-builder'
-import { postJson, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle } from '@cohort/test-support'
+import { postJson, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle, ifStarted, allStarted } from '@cohort/test-support'
 import { entry, repositoryApi, until, type Entry } from './repository-api.ts'
 
 const KEY = 'workers-admin-key'
@@ -39,8 +39,8 @@ beforeAll(async () => {
 }, 120_000)
 
 afterAll(async () => {
-  await Promise.all([wa, wb, gateway].map((p) => p?.stop('SIGKILL')))
-  await nats?.stop()
+  await Promise.all(allStarted(wa, wb, gateway).map((p) => p.stop('SIGKILL')))
+  await ifStarted(nats)?.stop()
   rmSync(good, { recursive: true, force: true })
   rmSync(bad, { recursive: true, force: true })
 })

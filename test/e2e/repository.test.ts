@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { connect } from '@nats-io/transport-node'
 import { graph, model, node, tensorInit, valueInfo } from '@cohort/onnx-builder'
 import { createNatsTransport } from '@cohort/transport'
-import { settledWithin, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle } from '@cohort/test-support'
+import { settledWithin, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle, ifStarted } from '@cohort/test-support'
 import { entry, repositoryApi, until, type Entry } from './repository-api.ts'
 
 const KEY = 'repo-admin-key'
@@ -62,9 +62,9 @@ beforeAll(async () => {
 }, 120_000)
 
 afterAll(async () => {
-  await gateway?.stop()
-  await worker?.stop()
-  await nats?.stop()
+  await ifStarted(gateway)?.stop()
+  await ifStarted(worker)?.stop()
+  await ifStarted(nats)?.stop()
   if (repo) {
     rmSync(repo, { recursive: true, force: true })
   }
@@ -178,9 +178,9 @@ describe('model repository over NATS', () => {
 
   it('polling: a version added while serving takes over the bare name with no request failed; removed, the old one serves again', async () => {
     const answers: Answer[] = []
-    let stop = false
+    const loop = { stop: false } // set by the test below while the loop runs (a property: each read sees the latest)
     const traffic = (async () => {
-      while (!stop) {
+      while (!loop.stop) {
         const batch = await Promise.all([infer('solo', 1), infer('solo', 2)])
         answers.push(...batch)
       }
@@ -191,7 +191,7 @@ describe('model repository over NATS', () => {
       (a) => y(a) === 2000,
       45_000,
     )
-    stop = true
+    loop.stop = true
     await traffic
     expect(y(switched)).toBe(2000)
     expect(answers.length).toBeGreaterThan(0)

@@ -3,7 +3,7 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import * as ort from 'onnxruntime-node'
 import { parsePrometheus } from '@cohort/metrics'
-import { getJson, pool, postJson, writeModelFixtures, type ModelFixtures } from '@cohort/test-support'
+import { getJson, pool, postJson, writeModelFixtures, type ModelFixtures, ifStarted } from '@cohort/test-support'
 
 /** What a suite needs from an environment. */
 export interface ServingEnv {
@@ -56,8 +56,8 @@ export function defineServingSuite(label: string, setup: (f: ModelFixtures) => P
       env = await setup(fx)
     })
     afterAll(async () => {
-      await env?.close()
-      await demo?.release()
+      await ifStarted(env)?.close()
+      await ifStarted(demo)?.release()
     })
 
     it('answers health and model metadata from the workers', async () => {
@@ -248,7 +248,7 @@ export function defineServingSuite(label: string, setup: (f: ModelFixtures) => P
       const boom = await sleepy(1, { explode: true })
       expect(boom.status).toBe(500)
       expect(boom.body.error).toMatch(/exploded/)
-      const schema = await sleepy(Number.NaN as unknown as number, { x: 'abc' })
+      const schema = await sleepy(Number.NaN, { x: 'abc' })
       expect(schema.status).toBe(422)
       expect(schema.body.code).toBe('INVALID_INPUT')
       const oipSchema = await postJson(url('/v2/models/sleepy/infer'), {
@@ -279,7 +279,7 @@ export function defineServingSuite(label: string, setup: (f: ModelFixtures) => P
       const lines = (await nd.text())
         .trim()
         .split('\n')
-        .map((l) => JSON.parse(l))
+        .map((l) => JSON.parse(l) as { index: number; output: { y: number } })
       expect(lines.map((l) => l.index).sort()).toEqual([0, 1, 2])
       for (const l of lines) {
         expect(l.output.y).toBe((l.index + 1) * 2)

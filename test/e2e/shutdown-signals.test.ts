@@ -6,7 +6,7 @@
 import { createServer, connect } from 'node:net'
 import { fileURLToPath } from 'node:url'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { spawnCohort, spawnProcess, startNatsServer, type CliProcess, type NatsServerHandle } from '@cohort/test-support'
+import { spawnCohort, spawnProcess, startNatsServer, type CliProcess, type NatsServerHandle, ifStarted } from '@cohort/test-support'
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
 const procs: CliProcess[] = []
@@ -65,7 +65,7 @@ describe('gateway SIGTERM with a client sending 1 byte/s', () => {
     nats = await startNatsServer()
   })
   afterAll(async () => {
-    await nats?.stop()
+    await ifStarted(nats)?.stop()
   })
 
   it('closes the trickling connection after --drain-ms and exits 0', async () => {

@@ -14,7 +14,7 @@ import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { connect, type NatsConnection } from '@nats-io/transport-node'
 import { decodeHeartbeat } from '@cohort/protocol'
-import { BUSY_PREDICTOR, getJson, postJson, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle } from '@cohort/test-support'
+import { BUSY_PREDICTOR, getJson, postJson, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle, ifStarted, allStarted } from '@cohort/test-support'
 
 const LIMIT_MS = 6_000
 const dir = mkdtempSync(join(tmpdir(), 'cohort-stuck-'))
@@ -47,9 +47,9 @@ beforeAll(async () => {
 afterAll(async () => {
   writeFileSync(computeGate, '')
   writeFileSync(setupGate, '')
-  await nc?.close()
-  await Promise.all([worker, gateway].map((p) => p?.stop('SIGKILL')))
-  await nats?.stop()
+  await ifStarted(nc)?.close()
+  await Promise.all(allStarted(worker, gateway).map((p) => p.stop('SIGKILL')))
+  await ifStarted(nats)?.stop()
 })
 
 describe('a TS predictor that blocks or hangs', () => {

@@ -5,7 +5,7 @@
 // flag ignored, both would be on the default prefix `cohort`: each gateway would list and reach the
 // other's models and spread `tagged` over both workers.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { getJson, postJson, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle } from '@cohort/test-support'
+import { getJson, postJson, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle, ifStarted } from '@cohort/test-support'
 
 const TAGGED = new URL('../fixtures/tagged-predictor.ts', import.meta.url).pathname
 
@@ -27,7 +27,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await Promise.all(procs.map((p) => p.stop()))
-  await nats?.stop()
+  await ifStarted(nats)?.stop()
 })
 
 /** GET until `ok` holds: discovery reaches a new worker within its announce interval. */

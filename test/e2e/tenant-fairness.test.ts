@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { connect, type NatsConnection } from '@nats-io/transport-node'
 import { createApp } from '@cohort/gateway'
 import { createNatsTransport, type Transport } from '@cohort/transport'
-import { BUSY_PREDICTOR, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle } from '@cohort/test-support'
+import { BUSY_PREDICTOR, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle, ifStarted } from '@cohort/test-support'
 import type { Hono } from 'hono'
 
 let nats: NatsServerHandle
@@ -56,10 +56,10 @@ beforeAll(async () => {
 
 afterAll(async () => {
   writeFileSync(gateFile, '')
-  await worker?.stop('SIGTERM', 10_000)
-  await gt?.close()
-  await nc?.close()
-  await nats?.stop()
+  await ifStarted(worker)?.stop('SIGTERM', 10_000)
+  await ifStarted(gt)?.close()
+  await ifStarted(nc)?.close()
+  await ifStarted(nats)?.stop()
 })
 
 const predict = async (key: string, input: Record<string, unknown>) => {
@@ -74,7 +74,7 @@ const predict = async (key: string, input: Record<string, unknown>) => {
 /** Items the worker holds queued and running (its `$SRV.STATS`). */
 async function held(): Promise<{ queued: number; running: number }> {
   const m = await nc.request('$SRV.STATS.cohort-worker.fair', new Uint8Array(0), { timeout: 10_000 })
-  return (m.json() as { endpoints: { data: { queued: number; running: number } }[] }).endpoints[0]!.data
+  return m.json<{ endpoints: { data: { queued: number; running: number } }[] }>().endpoints[0]!.data
 }
 const queued = async () => (await held()).queued
 

@@ -123,8 +123,8 @@ async function runScenario(env: Env) {
   await until(() => server.engine.queued === N, `${N} queued items`)
   env.gate.release()
   const [r0, ...rs] = await Promise.all([lone, ...burst])
-  expect(r0!.status).toBe(200)
-  expect(r0!.body.output).toEqual({ y: 0, batch: 1 })
+  expect(r0.status).toBe(200)
+  expect(r0.body.output).toEqual({ y: 0, batch: 1 })
   for (const r of rs) {
     expect(r.status).toBe(200)
   }

@@ -7,10 +7,10 @@ import { Type, definePredictor } from '@cohort/predictor'
 import { CohortWorker, PredictorRunner } from '@cohort/worker'
 import { createApp } from '@cohort/gateway'
 import { createNatsTransport, type Transport } from '@cohort/transport'
-import { startNatsServer, type NatsServerHandle } from '@cohort/test-support'
+import { startNatsServer, type NatsServerHandle, ifStarted } from '@cohort/test-support'
 import type { Hono } from 'hono'
 
-let gate: (() => void)[] = []
+const gate: (() => void)[] = []
 const hold = definePredictor({
   name: 'hold',
   input: Type.Object({ s: Type.String() }),
@@ -42,11 +42,11 @@ beforeAll(async () => {
 
 afterAll(async () => {
   for (const r of gate.splice(0)) r()
-  await worker?.drain()
-  await wt?.close()
-  await gt?.close()
+  await ifStarted(worker)?.drain()
+  await ifStarted(wt)?.close()
+  await ifStarted(gt)?.close()
   for (const nc of conns) await nc.close()
-  await nats?.stop()
+  await ifStarted(nats)?.stop()
 })
 
 const predict = (s: string) => app.request('/models/hold/predictions', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ input: { s } }) })

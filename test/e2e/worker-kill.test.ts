@@ -9,7 +9,18 @@
 import { randomBytes } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { postJson, readSleepyLog, sleepyLogPath, SLEEPY_PREDICTOR, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle } from '@cohort/test-support'
+import {
+  postJson,
+  readSleepyLog,
+  sleepyLogPath,
+  SLEEPY_PREDICTOR,
+  spawnCohort,
+  startNatsServer,
+  type CliProcess,
+  type NatsServerHandle,
+  ifStarted,
+  allStarted,
+} from '@cohort/test-support'
 
 const DEADLINE_MS = 2000
 const AUTH_CONF = readFileSync(new URL('../../infra/nats/auth.conf', import.meta.url), 'utf8')
@@ -44,8 +55,8 @@ beforeAll(async () => {
 })
 
 afterAll(async () => {
-  await Promise.all([...workers, gateway].map((p) => p?.stop('SIGKILL')))
-  await nats?.stop()
+  await Promise.all(allStarted(...workers, gateway).map((p) => p.stop('SIGKILL')))
+  await ifStarted(nats)?.stop()
 })
 
 describe('kill -9 of one of two workers under load', () => {

@@ -6,7 +6,17 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { spawnCohort, startNatsServer, writeModelFixtures, type CliProcess, type ModelFixtures, type NatsServerHandle, type JsonBody } from '@cohort/test-support'
+import {
+  spawnCohort,
+  startNatsServer,
+  writeModelFixtures,
+  type CliProcess,
+  type ModelFixtures,
+  type NatsServerHandle,
+  type JsonBody,
+  ifStarted,
+  allStarted,
+} from '@cohort/test-support'
 import { parsePrometheus } from '@cohort/metrics'
 import { freePort, startBun, startWorkerd, type RuntimeProcess } from './runtimes.ts'
 
@@ -141,15 +151,15 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await Promise.all(Object.values(runtimes).map((r) => r.stop()))
-  await Promise.all([worker, nodeGw].map((p) => p?.stop('SIGKILL')))
-  await nats?.stop()
+  await Promise.all(allStarted(worker, nodeGw).map((p) => p.stop('SIGKILL')))
+  await ifStarted(nats)?.stop()
   if (outDir) {
     rmSync(outDir, { recursive: true, force: true })
   }
   if (stateDir) {
     rmSync(stateDir, { recursive: true, force: true })
   }
-  if (fx) {
+  if (ifStarted(fx)) {
     rmSync(fx.dir, { recursive: true, force: true })
   }
 })

@@ -32,8 +32,8 @@ function start(cmd: string, args: string[], env: Record<string, string>): { proc
   // child, so a stop signals the whole group (a signal to the shim alone left workerd running).
   const proc = spawn(cmd, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'], detached: true })
   let out = ''
-  proc.stdout?.on('data', (d: Buffer) => (out += d.toString()))
-  proc.stderr?.on('data', (d: Buffer) => (out += d.toString()))
+  proc.stdout.on('data', (d: Buffer) => (out += d.toString()))
+  proc.stderr.on('data', (d: Buffer) => (out += d.toString()))
   proc.once('error', (e) => (out += `\nspawn error: ${e.message}`))
   return { proc, output: () => out }
 }

@@ -14,7 +14,7 @@ import { fileURLToPath } from 'node:url'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { connect, type NatsConnection } from '@nats-io/transport-node'
 import { decodeRequest, encodeReply, encodeValue, type ModelMeta } from '@cohort/protocol'
-import { startNatsServer, type NatsServerHandle } from '@cohort/test-support'
+import { startNatsServer, type NatsServerHandle, ifStarted } from '@cohort/test-support'
 
 const MiB = 1024 * 1024
 const BOUND = 64 * MiB
@@ -124,9 +124,9 @@ beforeAll(async () => {
 }, 120_000)
 
 afterAll(async () => {
-  gw?.kill('SIGKILL')
-  await nc?.close()
-  await nats?.stop()
+  ifStarted(gw)?.kill('SIGKILL')
+  await ifStarted(nc)?.close()
+  await ifStarted(nats)?.stop()
 })
 
 describe('a flood against the gateway', () => {

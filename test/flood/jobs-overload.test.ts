@@ -11,7 +11,18 @@ import { connect, type NatsConnection } from '@nats-io/transport-node'
 import { jetstreamManager } from '@nats-io/jetstream'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { jobNames } from '@cohort/transport'
-import { SLEEPY_PREDICTOR, getJson, sleepyLogPath, sleepyRuns, spawnCohort, startNatsServer, type CliProcess, type JsonBody, type NatsServerHandle } from '@cohort/test-support'
+import {
+  SLEEPY_PREDICTOR,
+  getJson,
+  sleepyLogPath,
+  sleepyRuns,
+  spawnCohort,
+  startNatsServer,
+  type CliProcess,
+  type JsonBody,
+  type NatsServerHandle,
+  ifStarted,
+} from '@cohort/test-support'
 
 const FLOOD_S = Number(process.env['JOBS_FLOOD_SECONDS'] ?? 8)
 const MAX_DELIVER = 3
@@ -73,8 +84,8 @@ afterAll(async () => {
   for (const p of procs) {
     await p.stop('SIGKILL').catch(() => undefined)
   }
-  await nc?.close()
-  await nats?.stop()
+  await ifStarted(nc)?.close()
+  await ifStarted(nats)?.stop()
 })
 
 /** Sync requests back to back from `clients` loops until `endAt`; counts the answers by status. */

@@ -17,7 +17,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import * as grpc from '@grpc/grpc-js'
 import * as protoLoader from '@grpc/proto-loader'
 import { PROTO_DIR } from '@cohort/gateway/grpc'
-import { SLEEPY_PREDICTOR, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle } from '@cohort/test-support'
+import { SLEEPY_PREDICTOR, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle, ifStarted } from '@cohort/test-support'
 
 /** The gateway's reply grace (REPLY_GRACE_MS). */
 const GRACE_MS = 50
@@ -62,9 +62,9 @@ beforeAll(async () => {
 }, 120_000)
 
 afterAll(async () => {
-  await gateway?.stop('SIGTERM', 10_000)
-  await worker?.stop('SIGTERM', 10_000)
-  await nats?.stop()
+  await ifStarted(gateway)?.stop('SIGTERM', 10_000)
+  await ifStarted(worker)?.stop('SIGTERM', 10_000)
+  await ifStarted(nats)?.stop()
 })
 
 interface Answer {
@@ -207,7 +207,7 @@ describe('a cross-process flood', () => {
           resolve({
             code: e?.code ?? grpc.status.OK,
             ms: performance.now() - t0,
-            ...(e ? { retryAfter: String(e.metadata?.get('retry-after')[0] ?? ''), pushback: String(e.metadata?.get('grpc-retry-pushback-ms')[0] ?? '') } : {}),
+            ...(e ? { retryAfter: String(e.metadata.get('retry-after')[0] ?? ''), pushback: String(e.metadata.get('grpc-retry-pushback-ms')[0] ?? '') } : {}),
           }),
         ),
       )

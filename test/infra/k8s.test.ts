@@ -140,7 +140,7 @@ describe(`Kubernetes manifests (infra/k8s) against Kubernetes ${KUBERNETES_VERSI
     expect(gateway).toMatch(/--drain-ms=5000/)
   })
 
-  it('names the images docker/Dockerfile builds, one per role, and the install variable the README documents', async () => {
+  it('names the images docker/Dockerfile builds, one per role, and the install variable the README documents', () => {
     const dockerfile = readFileSync(join(ROOT, 'docker/Dockerfile'), 'utf8')
     const built = new Map([...dockerfile.matchAll(/--target (\S+) +-t (\S+) \./g)].map((m) => [m[2]!, m[1]!]))
     const targets = new Set([...dockerfile.matchAll(/^FROM \S+ AS (\S+)$/gm)].map((m) => m[1]!))

@@ -7,7 +7,7 @@ import { appendFileSync } from 'node:fs'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { Lab, type HostProcess } from './support/cluster.ts'
 import { check, closeAgent, closedLoop, inferX, waitServing, type Outcome } from './support/load.ts'
-import { readSleepyLog, sleepyLogPath, sleepyRuns } from '@cohort/test-support'
+import { readSleepyLog, sleepyLogPath, sleepyRuns, ifStarted } from '@cohort/test-support'
 
 let lab: Lab
 let urls: string[]
@@ -45,7 +45,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   closeAgent()
-  await lab?.close()
+  await ifStarted(lab)?.close()
 })
 
 async function workers(specs: { host: string; id: string; args?: string[]; sleepMs?: number; env?: Record<string, string> }[]): Promise<HostProcess[]> {

@@ -93,7 +93,7 @@ it(
     const modelRate = 0.8 * capacity
     const rate = modelRate / REACHES_MODEL
 
-    const procs = { gateway: gw.proc, 'worker-1': w1!, 'worker-2': w2!, nats: nodes[0]! }
+    const procs = { gateway: gw.proc, 'worker-1': w1, 'worker-2': w2, nats: nodes[0]! }
     const rss: Record<string, number[]> = Object.fromEntries(Object.keys(procs).map((k) => [k, []]))
     const sample = () => {
       for (const [k, p] of Object.entries(procs)) rss[k]!.push(p.rssKiB() ?? NaN)

@@ -166,7 +166,7 @@ describe('the production install of the images (scripts/prod-install.sh)', () =>
 describe("the images' entrypoints on the production install", () => {
   it('cohort serve: COHORT_HOST, PORT, COHORT_MODELS and COHORT_MODEL_REPOSITORY; the health check follows readiness and the drain', async () => {
     const s = cohort('cpu', ['serve', '--drain-ms=3000'], { COHORT_HOST: '127.0.0.1', PORT: '0', COHORT_MODELS: 'demo', COHORT_MODEL_REPOSITORY: models })
-    const [, url, port] = (await s.waitFor(/serving .* on (http:\/\/127\.0\.0\.1:(\d+))/))!
+    const [, url, port] = await s.waitFor(/serving .* on (http:\/\/127\.0\.0\.1:(\d+))/)
     await checkModels(url!)
     expect(healthcheck(Number(port))).toBe(0)
     s.proc.kill('SIGTERM')
@@ -182,7 +182,7 @@ describe("the images' entrypoints on the production install", () => {
     const worker = cohort('cpu', ['worker', '--metrics-port=0', '--metrics-host=127.0.0.1'], { NATS_URL: nats.url, COHORT_MODELS: 'demo', COHORT_MODEL_REPOSITORY: models })
     const metricsPort = Number((await worker.waitFor(/worker metrics on http:\/\/127\.0\.0\.1:(\d+)/))[1])
     const gateway = cohort('gateway', ['gateway'], { NATS_URL: nats.url, COHORT_HOST: '127.0.0.1', PORT: '0' })
-    const [, url, port] = (await gateway.waitFor(/gateway on (http:\/\/127\.0\.0\.1:(\d+))/))!
+    const [, url, port] = await gateway.waitFor(/gateway on (http:\/\/127\.0\.0\.1:(\d+))/)
     for (let i = 0; i < 240 && (await fetch(`${url}/v2/health/ready`)).status !== 200; i++) {
       await new Promise((r) => setTimeout(r, 250))
     }

@@ -13,7 +13,7 @@ import { Upstream, WorkerLiveness } from '@cohort/gateway'
 import { subjects } from '@cohort/protocol'
 import { createNatsTransport, type Transport } from '@cohort/transport'
 import { CohortWorker, PredictorRunner } from '@cohort/worker'
-import { SLEEPY_PREDICTOR, startNatsServer, type NatsServerHandle } from '@cohort/test-support'
+import { SLEEPY_PREDICTOR, startNatsServer, type NatsServerHandle, ifStarted } from '@cohort/test-support'
 
 const S = subjects()
 /** Plain msgpack maps, as the wire is specified (docs/protocol.md#encoding): an old peer's codec. */
@@ -48,9 +48,9 @@ beforeAll(async () => {
 }, 60_000)
 
 afterAll(async () => {
-  await worker?.close()
+  await ifStarted(worker)?.close()
   await Promise.all(conns.map((c) => c.close().catch(() => undefined)))
-  await nats?.stop()
+  await ifStarted(nats)?.stop()
 })
 
 describe('adjacent versions on one bus', () => {

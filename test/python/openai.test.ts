@@ -2,7 +2,7 @@
 // Cohort stack: nats-server + a worker serving the char-level fixture generator + a gateway process.
 // openai_client.py checks every answer. Needs test/python/.venv (setup.sh; .ci/run creates it).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle } from '@cohort/test-support'
+import { spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle, ifStarted } from '@cohort/test-support'
 import { ensureVenv, python } from './harness.ts'
 
 const CHAR_GENERATOR = new URL('../fixtures/char-generator.ts', import.meta.url).pathname
@@ -25,7 +25,7 @@ describe('the openai Python client against the gateway', () => {
 
   afterAll(async () => {
     await Promise.all(procs.map((p) => p.stop('SIGKILL')))
-    await nats?.stop()
+    await ifStarted(nats)?.stop()
   })
 
   it('models.list, completions and chat.completions, streamed (include_usage) and not, stop strings, logprobs, 400 and 404 errors', async () => {

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { spawnCohort, type CliProcess } from '@cohort/test-support'
+import { spawnCohort, type CliProcess, ifStarted } from '@cohort/test-support'
 import { PY_DIR, ensureVenv } from './harness.ts'
 
 const SHOUT = fileURLToPath(new URL('../fixtures/shout-predictor.ts', import.meta.url))
@@ -45,7 +45,7 @@ describe('schemathesis against /openapi.json', () => {
   })
 
   afterAll(async () => {
-    await p?.stop('SIGKILL')
+    await ifStarted(p)?.stop('SIGKILL')
   })
 
   it('stateless checks (server errors, status codes, content types, response schemas, positive and negative data) pass on every operation', async () => {

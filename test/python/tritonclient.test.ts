@@ -3,6 +3,7 @@
 // perf_analyzer over HTTP and gRPC. Needs test/python/.venv (setup.sh; .ci/run creates it).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { ensureVenv, perfAnalyzer, python, startStack, writeDemoExpectations, type Stack } from './harness.ts'
+import { ifStarted } from '@cohort/test-support'
 
 interface Check {
   check: string
@@ -18,7 +19,7 @@ describe('Triton clients against the gateway', () => {
   })
 
   afterAll(async () => {
-    await stack?.close()
+    await ifStarted(stack)?.close()
   })
 
   it('tritonclient.http and tritonclient.grpc: health, metadata, config, stats, FP32/INT64/BYTES/FP16 and every datatype, binary and JSON, streaming', async () => {
@@ -26,9 +27,9 @@ describe('Triton clients against the gateway', () => {
     const lines = out
       .trim()
       .split('\n')
-      .map((l) => JSON.parse(l) as Check & { done?: boolean })
+      .map((l) => JSON.parse(l) as Check | { done: true }) // a line per check, then the end
     expect(lines.at(-1)).toEqual({ done: true })
-    const checks = lines.filter((l) => l.check !== undefined)
+    const checks = lines.filter((l) => 'check' in l)
     expect(checks.filter((c) => !c.ok)).toEqual([])
     const names = checks.map((c) => c.check)
     for (const dt of ['FP32', 'INT64', 'BYTES', 'FP16']) {

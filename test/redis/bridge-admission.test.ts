@@ -10,6 +10,7 @@ import { InProcessTransport } from '@cohort/transport'
 import { createGatewayCore, type GatewayCore } from '@cohort/gateway'
 import { RedisBridge } from '../../apps/cli/src/bridge/redis-bridge.ts'
 import { startRedisServer, type RedisServerHandle } from './redis-server.ts'
+import { ifStarted } from '@cohort/test-support'
 
 const subj = subjects()
 let redis: RedisServerHandle
@@ -41,12 +42,12 @@ beforeAll(async () => {
 })
 
 afterAll(async () => {
-  await bridge?.stop()
-  webhooks?.close()
-  reader?.disconnect()
-  await core?.close()
-  await transport?.close()
-  await redis?.stop()
+  await ifStarted(bridge)?.stop()
+  ifStarted(webhooks)?.close()
+  ifStarted(reader)?.disconnect()
+  await ifStarted(core)?.close()
+  await ifStarted(transport)?.close()
+  await ifStarted(redis)?.stop()
 })
 
 async function result(id: string): Promise<Record<string, unknown>> {

@@ -2,7 +2,7 @@
 // sleepy predictor and `cohort bridge redis` processes. Entries in, results in the stream and keys;
 // bad entries fail alone; webhooks; a bridge killed with SIGKILL mid-stream loses nothing.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { SLEEPY_PREDICTOR, spawnCohort, startNatsServer, webhookReceiver, type CliProcess, type NatsServerHandle } from '@cohort/test-support'
+import { SLEEPY_PREDICTOR, spawnCohort, startNatsServer, webhookReceiver, type CliProcess, type NatsServerHandle, ifStarted } from '@cohort/test-support'
 import { startRedisServer, type RedisServerHandle } from './redis-server.ts'
 
 async function until<T>(f: () => Promise<T | undefined | false> | T | undefined | false, ms = 45_000, what = 'condition'): Promise<T> {
@@ -35,7 +35,8 @@ describe('cohort bridge redis', () => {
     return p
   }
 
-  async function result(id: string): Promise<Pred | undefined> {
+  /** The stored result of `id` (undefined when there is none). */
+  async function result(id: string): Promise<Pred> {
     const v = await redis.client.get(`cohort:result:${id}`)
     return v === null ? undefined : JSON.parse(v)
   }
@@ -68,7 +69,7 @@ describe('cohort bridge redis', () => {
   }
 
   async function pending(stream: string, group = 'cohort'): Promise<number> {
-    const r = (await redis.client.call('XPENDING', stream, group)) as [number, ...unknown[]]
+    const r = (await redis.client.call('XPENDING', stream, group)) as [unknown, ...unknown[]] // the count as the client decoded it
     return Number(r[0])
   }
 
@@ -85,9 +86,10 @@ describe('cohort bridge redis', () => {
     for (const p of extra) {
       await p.stop('SIGKILL').catch(() => undefined)
     }
-    await worker?.stop('SIGKILL').catch(() => undefined)
-    await nats?.stop()
-    await redis?.stop()
+    const w = ifStarted(worker)
+    await w?.stop('SIGKILL').catch(() => undefined)
+    await ifStarted(nats)?.stop()
+    await ifStarted(redis)?.stop()
   })
 
   it('runs entries as items batched together and writes each result to the stream and its key', async () => {

@@ -10,7 +10,7 @@ import { promisify } from 'node:util'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { connect, type NatsConnection } from '@nats-io/transport-node'
 import { decodeReply, encodeRequest, subjects } from '@cohort/protocol'
-import { SLEEPY_PREDICTOR, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle } from '@cohort/test-support'
+import { SLEEPY_PREDICTOR, spawnCohort, startNatsServer, type CliProcess, type NatsServerHandle, ifStarted } from '@cohort/test-support'
 
 const run = promisify(execFile)
 
@@ -62,9 +62,9 @@ describe('nats micro (natscli) sees Cohort workers', () => {
   })
 
   afterAll(async () => {
-    await nc?.close()
+    await ifStarted(nc)?.close()
     await Promise.all(workers.map((w) => w.stop('SIGKILL')))
-    await nats?.stop()
+    await ifStarted(nats)?.stop()
   })
 
   it('nats micro ls lists both workers', async () => {

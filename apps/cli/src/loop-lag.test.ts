@@ -22,7 +22,7 @@ describe('LoopLag', () => {
     expect(lag.current()).toBeGreaterThanOrEqual(80)
   })
 
-  it('reads 0 once closed (idempotent close)', async () => {
+  it('reads 0 once closed (idempotent close)', () => {
     lag = new LoopLag()
     busy(20)
     lag.close()

@@ -18,14 +18,14 @@ const saved = Object.fromEntries(ENV.map((k) => [k, process.env[k]]))
 afterEach(() => {
   for (const k of ENV) {
     if (saved[k] === undefined) {
-      delete process.env[k]
+      Reflect.deleteProperty(process.env, k) // unset (an assignment would store the string 'undefined')
     } else {
       process.env[k] = saved[k]
     }
   }
 })
 for (const k of ENV) {
-  delete process.env[k]
+  Reflect.deleteProperty(process.env, k)
 }
 
 describe('security flags', () => {

@@ -10,7 +10,18 @@ describe('installShutdown parent watch (npx cohort serve: npm exits on SIGTERM w
     const codes: number[] = []
     const lines: string[] = []
     const s = installShutdown({ signals: [], watchParent: true, parentPollMs: 5, ppid: () => parent, exit: (c) => codes.push(c), log: (l) => lines.push(l) })
-    s.ready([{ name: 'http', run: async () => void ran.push('http') }], 1000)
+    s.ready(
+      [
+        {
+          name: 'http',
+          run: () => {
+            ran.push('http')
+            return Promise.resolve()
+          },
+        },
+      ],
+      1000,
+    )
     await tick(30)
     expect(ran).toEqual([])
     parent = 1

@@ -17,6 +17,7 @@ import { DEFAULT_JOB_ACK_WAIT_MS } from '@cohort/worker'
 import { DEFAULT_MAX_BULK_INPUTS } from '@cohort/gateway'
 import { JOB_HELP, JOB_OPTIONS, PREDICTION_HELP, PREDICTION_OPTIONS, WEBHOOK_HELP, predictionOptions, webhookOptions, workerJobs } from './jobs-flags.ts'
 import { GATEWAY_HELP, SERVE_HELP, WORKER_HELP } from './commands.ts'
+import { ifStarted } from '@cohort/test-support'
 
 const flags = (args: string[]) => parse(args, PREDICTION_OPTIONS).values
 
@@ -70,7 +71,7 @@ describe('webhook flags', () => {
     const worker = new CohortWorker({ transport, runners: [new PredictorRunner(definePredictor({ name: 'one', input: Type.Object({}), predict: (xs) => xs.map(() => 1) }))] })
 
     afterAll(async () => {
-      server?.close()
+      ifStarted(server)?.close()
       await worker.drain()
       await transport.close()
     })

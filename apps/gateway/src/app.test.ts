@@ -612,7 +612,9 @@ describe('gateway app with hand-written responders', () => {
       expect(() => effectiveTimeoutMs(30_000, h, undefined), h).toThrow(/x-cohort-timeout-ms must be a positive number/)
     }
     for (const p of [-1, '100', Number.NaN, Number.POSITIVE_INFINITY, null, {}]) {
-      expect(() => effectiveTimeoutMs(30_000, undefined, p), String(p)).toThrow(/parameters.timeout must be a non-negative number/)
+      expect(() => effectiveTimeoutMs(30_000, undefined, p), typeof p === 'number' || typeof p === 'string' ? String(p) : JSON.stringify(p)).toThrow(
+        /parameters.timeout must be a non-negative number/,
+      )
     }
   })
 

@@ -135,7 +135,7 @@ describe('the door checks in the HTTP app', () => {
       for await (const m of sub) {
         const req = decodeRequest(m.data)
         // Answer OK `delayMs` past the request's deadline (negative: before it).
-        setTimeout(() => m.respond?.(encodeReply({ v: 1, id: req.id, tensors: {} })), Math.max(0, req.deadline + delayMs - Date.now()))
+        setTimeout(() => m.respond(encodeReply({ v: 1, id: req.id, tensors: {} })), Math.max(0, req.deadline + delayMs - Date.now()))
       }
     })()
     const body = JSON.stringify({ inputs: [{ name: 'x', datatype: 'FP32', shape: [1], data: [1] }] })

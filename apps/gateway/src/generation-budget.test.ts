@@ -1,7 +1,7 @@
 // The budgets of a generation (docs/generative.md#deadlines-and-the-server-slo): the client's
 // headers as sent (capped by requestTimeoutMs), else the model's announced generative SLO.
 import { describe, expect, it } from 'vitest'
-import { encodeValue, subjects, type GenerativeSlo, type ModelMeta } from '@cohort/protocol'
+import { encodeValue, subjects, type GenerativeSlo } from '@cohort/protocol'
 import { InProcessTransport } from '@cohort/transport'
 import { createGatewayCore } from './core.ts'
 import { Passage } from './door.ts'
@@ -14,7 +14,7 @@ function door(slo: GenerativeSlo | undefined, serverSlo = true) {
   void (async () => {
     for await (const m of meta) {
       metaCalls++
-      m.respond(encodeValue({ name: 'gen', kind: 'generative', generative: { maxContext: 100, vocabSize: 10, ...(slo ? { slo } : {}) } } as unknown as ModelMeta))
+      m.respond(encodeValue({ name: 'gen', kind: 'generative', generative: { maxContext: 100, vocabSize: 10, ...(slo ? { slo } : {}) } }))
     }
   })()
   const d = createGatewayCore({ transport, requestTimeoutMs: 30_000, serverSlo, workerLoss: false, metaTimeoutMs: 2_000 }).door

@@ -58,7 +58,7 @@ describe('the one-pass digit scans agree with the regular expressions they repla
     for (let k = 0; k < 20_000; k++) {
       let t = ''
       for (let i = rnd(40); i > 0; i--) {
-        t += alphabet[rnd(alphabet.length)]
+        t += alphabet[rnd(alphabet.length)]!
       }
       expect([t, maybeHugeNumber(t)]).toEqual([t, huge.test(t)])
       expect([t, hasLongDigits(t)]).toEqual([t, long.test(t)])

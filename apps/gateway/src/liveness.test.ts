@@ -302,7 +302,7 @@ describe('gateway: a worker lost while holding a request', () => {
     const res = await Promise.all([infer(app, 3), infer(app, 4)])
     expect(swallowed).toHaveLength(1)
     expect(res.map((r) => r.status)).toEqual([200, 200])
-    expect([await yOf(res[0]!), await yOf(res[1]!)]).toEqual([6, 8])
+    expect([await yOf(res[0]), await yOf(res[1])]).toEqual([6, 8])
   })
 
   it('with workerLoss: false, waits for the deadline instead (504)', async () => {

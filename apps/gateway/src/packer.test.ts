@@ -17,7 +17,13 @@ function recordingTransport() {
     subscribe(subject: string): TransportSubscription {
       const q = new AsyncQueue<TransportMessage>()
       subs.push({ subject, q })
-      return Object.assign(q, { unsubscribe: () => q.end(true), drain: async () => q.end() })
+      return Object.assign(q, {
+        unsubscribe: () => q.end(true),
+        drain: () => {
+          q.end()
+          return Promise.resolve()
+        },
+      })
     },
     publish(subject: string, _data: Uint8Array, o?: { reply?: string }) {
       published.push({ subject, reply: o?.reply })

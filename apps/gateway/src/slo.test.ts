@@ -49,7 +49,7 @@ describe('server-side SLO at the door', () => {
     await transport.close()
   })
 
-  it('announces the SLO in model metadata', async () => {
+  it('announces the SLO in model metadata', () => {
     expect(worker.models()[0]?.slo).toEqual({ ms: 400, source: 'configured' })
   })
 
@@ -74,7 +74,7 @@ describe('server-side SLO at the door', () => {
     expect(budgets[2]).toBeLessThanOrEqual(30_000)
   })
 
-  it('follows a runtime change of sloMs', async () => {
+  it('follows a runtime change of sloMs', () => {
     worker.configure({ sloMs: 0 })
     const slo = worker.models()[0]!.slo!
     expect(['cold', 'derived']).toContain(slo.source)
@@ -87,7 +87,7 @@ describe('ModelSlos', () => {
   it('caches an announced SLO for ttlMs, then asks again; a failed ask keeps the last value', async () => {
     let now = 0
     let calls = 0
-    let answer: () => Promise<{ slo?: { ms: number; source: string } }> = async () => ({ slo: { ms: 250, source: 'derived' } })
+    let answer: () => Promise<{ slo?: { ms: number; source: string } }> = () => Promise.resolve({ slo: { ms: 250, source: 'derived' } })
     const slos = new ModelSlos(
       () => {
         calls++
@@ -101,12 +101,10 @@ describe('ModelSlos', () => {
     expect(await slos.get('m')).toBe(250)
     expect(calls).toBe(1)
     now = 1500
-    answer = async () => {
-      throw new Error('no worker')
-    }
+    answer = () => Promise.reject(new Error('no worker'))
     expect(await slos.get('m')).toBe(250)
     expect(calls).toBe(2)
-    answer = async () => ({})
+    answer = () => Promise.resolve({})
     now = 1600
     expect(await slos.get('m')).toBeUndefined()
   })

@@ -60,10 +60,16 @@ function answer(t: InProcessTransport, subject: string, body: unknown): void {
   cleanups.push(() => sub.unsubscribe())
 }
 
-/** Status and parsed body; `T` names the route's answer where a test reads into it. */
-async function json<T = unknown>(r: Response | Promise<Response>): Promise<{ status: number; body: T }> {
+/** Status and parsed body. */
+async function json(r: Response | Promise<Response>): Promise<{ status: number; body: unknown }> {
   const res = await r
-  return { status: res.status, body: (await res.json()) as T }
+  return { status: res.status, body: await res.json() }
+}
+
+/** Status and body of `/v2/workers`, read as its answer type. */
+async function workers(r: Response | Promise<Response>): Promise<{ status: number; body: WorkersBody }> {
+  const { status, body } = await json(r)
+  return { status, body: body as WorkersBody }
 }
 
 describe('gateway readiness and /v2/workers from $SRV', () => {
@@ -76,7 +82,7 @@ describe('gateway readiness and /v2/workers from $SRV', () => {
     const { app, transport } = await setup(['w2', 'w1'])
     const req: InferRequest = { v: 1, id: 'r1', model: 'adder', deadline: Date.now() + 5_000, items: [{ a: 1 }, { a: 13 }] }
     await transport.request(subj.infer('adder'), encodeRequest(req), { timeoutMs: 2_000 })
-    const r = await json<WorkersBody>(app.request('/v2/workers'))
+    const r = await workers(app.request('/v2/workers'))
     expect(r.status).toBe(200)
     expect(r.body.workers.map((w) => w.id)).toEqual(['w1', 'w2'])
     for (const w of r.body.workers) {
@@ -137,7 +143,7 @@ describe('gateway readiness and /v2/workers from $SRV', () => {
     expect(await json(app.request('/v2/health/ready'))).toEqual({ status: 503, body: { ready: false, models: 0, workers: 0 } })
     answer(transport, '$SRV.INFO.cohort-worker', info('b', 'serving', 'true'))
     expect(await json(app.request('/v2/health/ready'))).toEqual({ status: 200, body: { ready: true, models: 1, workers: 1 } })
-    const ws = await json<WorkersBody>(app.request('/v2/workers'))
+    const ws = await workers(app.request('/v2/workers'))
     expect(ws.body.workers.map((w) => [w.id, w.state])).toEqual([
       ['a', 'draining'],
       ['b', 'serving'],
@@ -160,6 +166,6 @@ describe('gateway readiness and /v2/workers from $SRV', () => {
     const billing = { type: 'io.nats.micro.v1.info_response', name: 'billing', id: 'b1', version: '1.0.0', endpoints: [] }
     answer(transport, '$SRV.INFO.cohort-worker', billing)
     expect(await json(app.request('/v2/health/ready'))).toEqual({ status: 200, body: { ready: true, models: 2, workers: 1 } })
-    expect((await json<WorkersBody>(app.request('/v2/workers'))).body.workers.map((w) => w.id)).toEqual(['w1'])
+    expect((await workers(app.request('/v2/workers'))).body.workers.map((w) => w.id)).toEqual(['w1'])
   })
 })

@@ -37,7 +37,9 @@ describe('a worker with a batch time limit', () => {
       input: Type.Object({ x: Type.Number(), hang: Type.Boolean({ default: false }) }),
       output: Type.Object({ y: Type.Number() }),
       batch: { maxBatchSize: 1 },
-      setup: () => void setups++,
+      setup: () => {
+        setups++
+      },
       predict: async (xs) => {
         if (xs.some((i) => i.hang)) {
           await new Promise(() => undefined)

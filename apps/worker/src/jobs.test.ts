@@ -36,9 +36,12 @@ const ok = (req: InferRequest): Promise<InferReply> =>
 /** Webhook calls as [event-ish status, id]: the runner's sender with a recording fetch. */
 function hooks() {
   const calls: Prediction[] = []
-  const fetch = (async (_url: string, init?: RequestInit) => {
-    calls.push(JSON.parse(String(init?.body)) as Prediction)
-    return new Response('', { status: 200 })
+  const fetch = ((_url: string, init?: RequestInit) => {
+    if (typeof init?.body !== 'string') {
+      return Promise.reject(new TypeError('a webhook body is JSON text'))
+    }
+    calls.push(JSON.parse(init.body) as Prediction)
+    return Promise.resolve(new Response('', { status: 200 }))
   }) as typeof globalThis.fetch
   return { calls, fetch }
 }

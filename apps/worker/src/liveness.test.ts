@@ -42,7 +42,10 @@ describe('worker heartbeats and acceptance notices', () => {
   it('heartbeats at start and every heartbeatMs until drained, the last one with bye', async () => {
     // The heartbeat's interval timer on a fake clock: each beat is one advance of heartbeatMs.
     vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval'] })
-    cleanups.push(async () => void vi.useRealTimers())
+    cleanups.push(() => {
+      vi.useRealTimers()
+      return Promise.resolve()
+    })
     const t = new InProcessTransport()
     const beats = collect<Heartbeat>(t, subj.heartbeat(), decodeHeartbeat)
     const w = new CohortWorker({ transport: t, runners: [new PredictorRunner(slow)], id: 'hb-1', heartbeatMs: 50 })
@@ -101,7 +104,7 @@ describe('worker heartbeats and acceptance notices', () => {
     expect(await settledWithin(reply, 20)).toBe('pending') // the batch is still running: held until release()
     release()
     expect(decodeReply(await reply).items).toEqual([{ y: 8 }])
-    const { ack: _, ...plain } = { ...req, id: 'r2' }
+    const plain = { v: req.v, id: 'r2', model: req.model, deadline: req.deadline, items: req.items } // no ack subject
     const second = t.request(subj.infer('slow'), encodeRequest(plain), { timeoutMs: 10_000 })
     // Release r2's batch once it runs (it was received, so any ack would have been sent first).
     while ((await settledWithin(second, 5)) === 'pending') release()

@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { PipelineExecutor, type ItemTensor, type LeafStage, type StageRunner } from '@cohort/pipeline'
 import config from '../cohort.config.ts'
 import { HELLO_PNG_URL, TEST_LINES } from '../test/hello.ts'
+import { ifStarted } from '@cohort/test-support'
 
 /** Per ONNX stage, its batches: the number of items and their distinct item shapes. */
 const batches = new Map<string, { rows: number; shapes: string[] }[]>()
@@ -61,7 +62,7 @@ describe('the OCR pipeline with the packaged PaddleOCR v4 models', { timeout: 60
     await ex.start()
   }, 60_000)
   afterAll(async () => {
-    await ex?.close()
+    await ifStarted(ex)?.close()
   })
 
   it('reads the test image line by line, top to bottom', async () => {

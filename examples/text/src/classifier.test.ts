@@ -8,6 +8,7 @@ import { writeModel } from './model-file.ts'
 import { LABELS, syntheticDataset } from './synthetic.ts'
 import { encodeText, tokenize, type EncodedText } from './tokenize.ts'
 import { argmax, trainClassifier } from './train.ts'
+import { ifStarted } from '@cohort/test-support'
 
 let dir: string
 let weights: ClassifierWeights
@@ -45,7 +46,7 @@ beforeAll(async () => {
 }, 60_000) // training takes a few seconds, more on a loaded machine
 
 afterAll(async () => {
-  await session?.release()
+  await ifStarted(session)?.release()
   rmSync(dir, { recursive: true, force: true })
 })
 

@@ -48,7 +48,7 @@ describe('BatchEngine, per-item cost and maxBatchCost', () => {
     expect(h.runs[0]?.batch).toMatchObject({ items: ['a', 'b'], cost: 8, reason: 'full' })
   })
 
-  it("under 'deadline', fits the batch to both the cost budget and the deadline", async () => {
+  it("under 'deadline', fits the batch to both the cost budget and the deadline", () => {
     const h = harness({ policy: 'deadline', maxDelayMs: 0, maxBatchCost: 6 })
     for (const b of [1, 2, 4, 8]) h.engine.costModel.observe(b, 2 + b) // t = 2 + cost
     h.engine.push({ value: 'a', deadline: 7.5, cost: 2 })

@@ -141,7 +141,7 @@ describe('BatchEngine, eager policy', () => {
     expect(h.engine.running).toBe(0)
   })
 
-  it('fills every free slot from one backlog', async () => {
+  it('fills every free slot from one backlog', () => {
     const h = harness({ concurrency: 3, maxBatchSize: 2 })
     pushAll(h, 'a', 'b', 'c', 'd', 'e')
     h.clock.flushDefers()

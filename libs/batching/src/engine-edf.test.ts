@@ -98,7 +98,7 @@ describe("BatchEngine, 'deadline' policy (EDF / least slack)", () => {
   })
 
   it('behaves like eager before the first cost sample: no wait, no doomed items', async () => {
-    const h = harness<string>({ policy: 'deadline', maxDelayMs: 5 })
+    const h = harness({ policy: 'deadline', maxDelayMs: 5 })
     h.engine.push({ value: 'tight', deadline: 0.001 })
     h.engine.push({ value: 'loose', deadline: 100 })
     h.clock.flushDefers()
@@ -158,7 +158,7 @@ describe("BatchEngine, 'deadline' policy (EDF / least slack)", () => {
         super.observe(size, ms)
       }
     }
-    const h = harness<string>({ costModel: new Spy() })
+    const h = harness({ costModel: new Spy() })
     pushAll(h, 'a')
     h.clock.flushDefers()
     pushAll(h, 'b', 'c') // queued for 7 ms behind 'a'
@@ -181,7 +181,7 @@ describe("BatchEngine, 'deadline' policy (EDF / least slack)", () => {
   })
 
   it('can be switched on at run time', () => {
-    const h = harness<string>({ costModel: trained() })
+    const h = harness({ costModel: trained() })
     h.engine.configure({ policy: 'deadline', maxDelayMs: 5 })
     pushAll(h, 'a')
     h.clock.flushDefers()

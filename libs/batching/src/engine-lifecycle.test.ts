@@ -124,7 +124,10 @@ describe('BatchEngine.close', () => {
       clock,
       maxBatchSize: 1,
       concurrency: 2,
-      run: async (): Promise<void> => engine.close(),
+      run: (): Promise<void> => {
+        engine.close()
+        return Promise.resolve()
+      },
       expire: (v) => expired.push(v),
     })
     for (const value of ['a', 'b', 'c']) {

@@ -18,9 +18,10 @@ describe('deadline policy: work-conserving probe', () => {
       admission: false, // the probe at the head; admission lets the first arrival in anyway
       clock,
       costModel: model,
-      run: async (b) => {
+      run: (b) => {
         runs.push([...b.items])
         clock.advance(2) // the truth: 2 ms per batch
+        return Promise.resolve()
       },
       expire: (v, r) => expired.push([v, r]),
     })

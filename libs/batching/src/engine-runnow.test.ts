@@ -18,7 +18,7 @@ describe('BatchEngine.runNow', () => {
     expect(h.engine.stats.batches).toBe(1)
   })
 
-  it('refuses (and does nothing) when busy, when something is queued, or when the entries do not fit one batch', async () => {
+  it('refuses (and does nothing) when busy, when something is queued, or when the entries do not fit one batch', () => {
     const h = harness({ maxBatchSize: 2 })
     expect(h.engine.runNow([1, 2, 3].map((n) => ({ value: String(n), deadline: Infinity })))).toBe(false)
     expect(

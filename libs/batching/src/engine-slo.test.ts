@@ -52,7 +52,7 @@ describe('BatchEngine server-side SLO (sloMs)', () => {
     expect(h.engine.slo).toEqual({ ms: SLO_FLOOR_MS, source: 'derived' })
   })
 
-  it('is the configured sloMs when set, and follows configure()', async () => {
+  it('is the configured sloMs when set, and follows configure()', () => {
     const h = harness<number>({ maxBatchSize: 32, sloMs: 750 })
     expect(h.engine.slo).toEqual({ ms: 750, source: 'configured' })
     h.engine.configure({ sloMs: 0 })

@@ -119,7 +119,7 @@ describe('BatchEngine, timer policy', () => {
     expect(h.runs[1]?.batch).toMatchObject({ items: ['b'], reason: 'timer' })
   })
 
-  it('changing maxDelayMs re-arms the timer', async () => {
+  it('changing maxDelayMs re-arms the timer', () => {
     const h = harness({ policy: 'timer', maxDelayMs: 10 })
     pushAll(h, 'a')
     h.clock.flushDefers()

@@ -32,7 +32,7 @@ describe('BatchEngine.waitEstimate (the queue wait the gateway door judges by)',
     expect(h.engine.waitEstimate([''])!.tenants.get('')).toBeCloseTo(6) // the known work drains with time
   })
 
-  it('is absent whenever the engine itself would not judge arrivals (no samples yet, admission off, timer policy, closed)', async () => {
+  it('is absent whenever the engine itself would not judge arrivals (no samples yet, admission off, timer policy, closed)', () => {
     const cold = harness({ maxBatchSize: 2 })
     teach(cold.engine, 4) // one short of EARLY_DROP_MIN_SAMPLES
     expect(cold.engine.waitEstimate()).toBeUndefined()
@@ -46,12 +46,12 @@ describe('BatchEngine.waitEstimate (the queue wait the gateway door judges by)',
     expect(timer.engine.waitEstimate()).toBeUndefined()
     const closed = harness({ maxBatchSize: 2 })
     teach(closed.engine)
-    void closed.engine.close()
+    closed.engine.close()
     expect(closed.engine.waitEstimate()).toBeUndefined()
   })
 
   it("per tenant: a flooding tenant's new item waits behind its own queue, a quiet tenant's goes to the front", () => {
-    const h = harness<string>({ maxBatchSize: 1 })
+    const h = harness({ maxBatchSize: 1 })
     teach(h.engine)
     h.engine.push({ value: 'busy', deadline: Infinity, tenant: 'flood' }) // running, ends at 3
     h.clock.flushDefers()

@@ -205,7 +205,13 @@ describe('PipelineExecutor', () => {
 
   it('ONNX stages group items by tensor shape: different shapes never share a batch', async () => {
     const batches: unknown[][] = []
-    const runner: StageRunner = { concurrency: 1, run: async (items) => (batches.push(items), items) }
+    const runner: StageRunner = {
+      concurrency: 1,
+      run: (items) => {
+        batches.push(items)
+        return Promise.resolve(items)
+      },
+    }
     const t = (n: number) => ({ x: { datatype: 'FP32' as const, shape: [n], data: new Float32Array(n) } })
     const p = definePipeline({ name: 'p', input, stages: [onnxStage({ name: 'm', model: 'm.onnx' })] })
     const clock = new FakeClock()
@@ -334,12 +340,21 @@ describe('PipelineExecutor', () => {
 describe('PipelineExecutor, fused pass-through', () => {
   it('a batch reaching idle stages crosses them in one pass: one batch per stage, no queue entry, no deferred turn, the same tensors', async () => {
     let defers = 0
-    const clock = { ...realClock, defer: (fn: () => void) => (defers++, realClock.defer(fn)) }
+    const clock = {
+      ...realClock,
+      defer: (fn: () => void) => {
+        defers++
+        realClock.defer(fn)
+      },
+    }
     const seen: { stage: string; items: unknown[] }[] = []
     const made: Float32Array[] = []
     const runner = (name: string, fn: (items: unknown[]) => unknown[]): StageRunner => ({
       concurrency: 1,
-      run: async (items) => (seen.push({ stage: name, items }), fn(items)),
+      run: (items) => {
+        seen.push({ stage: name, items })
+        return Promise.resolve(fn(items))
+      },
     })
     const p = definePipeline({
       name: 'p',

@@ -84,14 +84,15 @@ describe('definePredictor', () => {
       single: true,
       input,
       batch: { maxBatchSize: 16 },
-      predict: async (x, c) => {
+      predict: (x, c) => {
         seen.push(x)
         expect(c.batchSize).toBe(3)
         if (x.a === 2) {
           throw new RangeError('two is bad')
         }
         if (x.a === 3) {
-          throw 'not an error object'
+          const notAnError: unknown = 'not an error object' // the case under test: a throw of a non-Error
+          throw notAnError
         }
         return { doubled: x.a * 2 }
       },
@@ -160,7 +161,7 @@ describe('definePredictor', () => {
       setup: (c) => {
         log.push(`setup ${c.name} ${c.signal.aborted}`)
       },
-      teardown: async () => {
+      teardown: () => {
         log.push('teardown')
       },
       predict: (xs) => xs.map(() => 0),

@@ -6,7 +6,7 @@ import { Kvm } from '@nats-io/kv'
 import { connect } from '@nats-io/transport-node'
 import { CohortError } from '@cohort/protocol'
 import { AsyncQueue, type ModelConfig } from '@cohort/transport'
-import { startNatsServer, type NatsServerHandle } from '@cohort/test-support'
+import { startNatsServer, type NatsServerHandle, ifStarted, allStarted } from '@cohort/test-support'
 import { createKvConfigStore } from '../../../libs/transport/src/nats/config-store.ts'
 
 let js: NatsServerHandle
@@ -19,8 +19,8 @@ beforeAll(async () => {
   ;[nc, ncPlain] = await Promise.all([connect({ servers: js.url }), connect({ servers: plain.url })])
 })
 afterAll(async () => {
-  await Promise.all([nc, ncPlain].map((c) => c?.close().catch(() => undefined)))
-  await Promise.all([js?.stop(), plain?.stop()])
+  await Promise.all(allStarted(nc, ncPlain).map((c) => c.close().catch(() => undefined)))
+  await Promise.all([ifStarted(js)?.stop(), ifStarted(plain)?.stop()])
 })
 
 /** The next value a watch reported, within `ms` (a hang guard, not a timing claim). */

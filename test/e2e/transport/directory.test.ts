@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { NatsConnection } from '@nats-io/nats-core'
 import { Kvm } from '@nats-io/kv'
 import { connect } from '@nats-io/transport-node'
-import { startNatsServer, type NatsServerHandle } from '@cohort/test-support'
+import { startNatsServer, type NatsServerHandle, ifStarted } from '@cohort/test-support'
 import { createKvDirectory } from '../../../libs/transport/src/nats/directory.ts'
 
 const info = new TextEncoder().encode('{"worker":"w1"}')
@@ -22,7 +22,7 @@ beforeAll(async () => {
 })
 afterAll(async () => {
   await Promise.all(conns.map((c) => c.close().catch(() => undefined)))
-  await Promise.all([js?.stop(), plain?.stop()])
+  await Promise.all([ifStarted(js)?.stop(), ifStarted(plain)?.stop()])
 })
 
 describe('the KV model directory', () => {

@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { Msg, NatsConnection } from '@nats-io/nats-core'
 import { connect } from '@nats-io/transport-node'
 import { type CohortError } from '@cohort/protocol'
-import { startNatsServer, type NatsServerHandle } from '@cohort/test-support'
+import { startNatsServer, type NatsServerHandle, ifStarted, allStarted } from '@cohort/test-support'
 import { BLOB_HEADER, formatBlobRef } from '../../../libs/transport/src/blob.ts'
 import { LargeMessages } from '../../../libs/transport/src/nats/large.ts'
 import { failure } from './failure.ts'
@@ -29,10 +29,10 @@ beforeAll(async () => {
   reader = new LargeMessages(b, { maxMessageBytes: 1024 * 1024 })
 })
 afterAll(async () => {
-  sender?.close()
-  reader?.close()
-  await Promise.all([a, b, spy].map((c) => c?.close().catch(() => undefined)))
-  await nats?.stop()
+  ifStarted(sender)?.close()
+  ifStarted(reader)?.close()
+  await Promise.all(allStarted(a, b, spy).map((c) => c.close().catch(() => undefined)))
+  await ifStarted(nats)?.stop()
 })
 
 /** The small message that stands for a blob, as a receiver gets it. */

@@ -3,7 +3,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { Msg, NatsConnection } from '@nats-io/nats-core'
 import { connect } from '@nats-io/transport-node'
-import { startNatsServer, type NatsServerHandle } from '@cohort/test-support'
+import { startNatsServer, type NatsServerHandle, ifStarted, allStarted } from '@cohort/test-support'
 import { REPLY_KEY_HEADER } from '@cohort/transport'
 import { LargeMessages } from '../../../libs/transport/src/nats/large.ts'
 import { createNatsPublisher } from '../../../libs/transport/src/nats/publisher.ts'
@@ -22,17 +22,16 @@ beforeAll(async () => {
   reader = new LargeMessages(subNc, { maxMessageBytes: 1024 * 1024 })
 })
 afterAll(async () => {
-  large?.close()
-  reader?.close()
-  await Promise.all([pubNc, subNc].map((c) => c?.close().catch(() => undefined)))
-  await nats?.stop()
+  ifStarted(large)?.close()
+  ifStarted(reader)?.close()
+  await Promise.all(allStarted(pubNc, subNc).map((c) => c.close().catch(() => undefined)))
+  await ifStarted(nats)?.stop()
 })
 
 /** The next message on `subject` (subscribed before `send` runs). */
 async function receive(subject: string, send: () => void): Promise<Msg> {
   const got = new Promise<Msg>((resolve) => {
-    const s = subNc.subscribe(subject, { max: 1, callback: (_e, m) => resolve(m) })
-    void s
+    subNc.subscribe(subject, { max: 1, callback: (_e, m) => resolve(m) })
   })
   await subNc.flush()
   send()

@@ -4,8 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { NatsConnection } from '@nats-io/nats-core'
 import { connect } from '@nats-io/transport-node'
-import { CohortError } from '@cohort/protocol'
-import { startNatsServer, type NatsServerHandle } from '@cohort/test-support'
+import { startNatsServer, type NatsServerHandle, ifStarted, allStarted } from '@cohort/test-support'
 import { LargeMessages } from '../../../libs/transport/src/nats/large.ts'
 import { ReconnectGuard } from '../../../libs/transport/src/nats/reconnect-guard.ts'
 import { createNatsRequester, type NatsRequester } from '../../../libs/transport/src/nats/requester.ts'
@@ -42,10 +41,10 @@ beforeAll(async () => {
   await serverNc.flush()
 })
 afterAll(async () => {
-  askerLarge?.close()
-  serverLarge?.close()
-  await Promise.all([askerNc, serverNc, spy].map((c) => c?.close().catch(() => undefined)))
-  await nats?.stop()
+  ifStarted(askerLarge)?.close()
+  ifStarted(serverLarge)?.close()
+  await Promise.all(allStarted(askerNc, serverNc, spy).map((c) => c.close().catch(() => undefined)))
+  await ifStarted(nats)?.stop()
 })
 
 describe('the NATS requester', () => {

@@ -4,9 +4,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { NatsConnection } from '@nats-io/nats-core'
 import { headers } from '@nats-io/nats-core'
 import { connect } from '@nats-io/transport-node'
-import { CohortError } from '@cohort/protocol'
 import { InflightBudget, ReplyGuard, type TransportMessage, type TransportSubscription } from '@cohort/transport'
-import { startNatsServer, type NatsServerHandle } from '@cohort/test-support'
+import { startNatsServer, type NatsServerHandle, ifStarted, allStarted } from '@cohort/test-support'
 import { BLOB_HEADER, formatBlobRef } from '../../../libs/transport/src/blob.ts'
 import { LargeMessages } from '../../../libs/transport/src/nats/large.ts'
 import { ReconnectGuard } from '../../../libs/transport/src/nats/reconnect-guard.ts'
@@ -35,10 +34,10 @@ beforeAll(async () => {
 })
 afterAll(async () => {
   for (const s of subs) s.unsubscribe()
-  subLarge?.close()
-  askLarge?.close()
-  await Promise.all([subNc, askNc].map((c) => c?.close().catch(() => undefined)))
-  await nats?.stop()
+  ifStarted(subLarge)?.close()
+  ifStarted(askLarge)?.close()
+  await Promise.all(allStarted(subNc, askNc).map((c) => c.close().catch(() => undefined)))
+  await ifStarted(nats)?.stop()
 })
 
 /** A subscription of the subscriber under test and its messages as they come. */
@@ -125,7 +124,8 @@ describe('the NATS subscriber', () => {
   it('unsubscribe ends the iteration', async () => {
     const { s } = await subscribe('sb.end', false)
     const done = (async () => {
-      for await (const _ of s as AsyncIterable<TransportMessage>) void _
+      const got: TransportMessage[] = []
+      for await (const m of s as AsyncIterable<TransportMessage>) got.push(m)
       return 'ended'
     })()
     s.unsubscribe()

@@ -57,9 +57,9 @@ export class Lab {
       label,
       host,
       proc,
-      output: p.output,
+      output: () => p.output(),
       exited: p.exited,
-      waitFor: p.waitFor,
+      waitFor: (re, timeoutMs) => p.waitFor(re, timeoutMs),
       kill: async (signal = 'SIGTERM') => {
         await p.stop(signal, 10_000)
       },

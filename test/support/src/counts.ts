@@ -54,6 +54,8 @@ const TYPE_KEY: Record<string, keyof RequestCounts> = {
   PROMISE: 'promises',
 }
 
+/** MessagePort.prototype's postMessage as a function of its port (`this`): saved, called back with `.apply`, restored. */
+type PortPost = { postMessage: (this: MessagePort, ...a: Parameters<MessagePort['postMessage']>) => void }
 type SocketWrites = { _writeGeneric: (...a: unknown[]) => unknown; _writev: (...a: unknown[]) => unknown }
 
 /**
@@ -75,7 +77,7 @@ export async function countPerRequest(one: () => Promise<unknown>, n = 50, warmu
     },
   })
   const { parse, stringify } = JSON
-  const ppost = MessagePort.prototype.postMessage
+  const ppost = (MessagePort.prototype as PortPost).postMessage
   JSON.parse = function (this: unknown, ...a: Parameters<typeof parse>) {
     c.jsonParses++
     return parse.apply(this, a)
@@ -86,7 +88,7 @@ export async function countPerRequest(one: () => Promise<unknown>, n = 50, warmu
   } as typeof stringify
   MessagePort.prototype.postMessage = function (this: MessagePort, ...a: Parameters<MessagePort['postMessage']>) {
     c.postMessages++
-    return ppost.apply(this, a)
+    ppost.apply(this, a)
   }
   const sp = Socket.prototype as unknown as SocketWrites
   const { _writeGeneric: writeGeneric, _writev: writev } = sp

@@ -13,5 +13,6 @@ export { readSleepyLog, type SleepyEvent, sleepyLogPath, sleepyRuns, waitRunning
 export { MemoryJobQueue } from './memory-job-queue.ts'
 export { countPerRequest, countsAbove, type RequestCounts } from './counts.ts'
 export { findStragglers, reapStragglers, recordChild, RUN_MARK, type Straggler } from './process-guard.ts'
+export { allStarted, ifStarted } from './if-started.ts'
 export { settledWithin } from './settled.ts'
 export { type KeptLine, keptLogger } from './log-lines.ts'

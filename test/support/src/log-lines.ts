@@ -15,7 +15,7 @@ export interface KeptLine {
 export function keptLogger(): {
   logger: { [K in KeptLine['level']]: (fields: Record<string, unknown>, msg: string) => void }
   lines: KeptLine[]
-  count(level: KeptLine['level']): number
+  count: (level: KeptLine['level']) => number
 } {
   const lines: KeptLine[] = []
   const at = (level: KeptLine['level']) => (fields: Record<string, unknown>, msg: string) => {

@@ -34,44 +34,45 @@ export class MemoryJobQueue implements JobQueue {
     this.maxDeliver = o.maxDeliver ?? 10
   }
 
-  async create(id: string, record: Uint8Array) {
+  create(id: string, record: Uint8Array): Promise<{ created: boolean; value: Uint8Array; revision: number }> {
     const cur = this.#records.get(id)
     if (cur) {
-      return { created: false, value: cur.value, revision: cur.revision }
+      return Promise.resolve({ created: false, value: cur.value, revision: cur.revision })
     }
     const revision = ++this.#revision
     this.#records.set(id, { value: record, revision })
-    return { created: true, value: record, revision }
+    return Promise.resolve({ created: true, value: record, revision })
   }
 
-  async get(id: string) {
+  get(id: string): Promise<{ value: Uint8Array; revision: number } | undefined> {
     const cur = this.#records.get(id)
-    return cur ? { ...cur } : undefined
+    return Promise.resolve(cur ? { ...cur } : undefined)
   }
 
-  async update(id: string, record: Uint8Array, revision: number) {
+  update(id: string, record: Uint8Array, revision: number): Promise<boolean> {
     const cur = this.#records.get(id)
     if (this.failUpdates > 0) {
       this.failUpdates--
       if (cur) {
         cur.revision = ++this.#revision // someone else wrote it
       }
-      return false
+      return Promise.resolve(false)
     }
     if (!cur || cur.revision !== revision) {
-      return false
+      return Promise.resolve(false)
     }
     this.#records.set(id, { value: record, revision: ++this.#revision })
-    return true
+    return Promise.resolve(true)
   }
 
-  async enqueue(model: string, id: string) {
+  enqueue(model: string, id: string): Promise<void> {
     this.log.push(`enqueue ${id}`)
     if (this.#seen.has(id)) {
-      return // the stream's duplicate window (msgID)
+      return Promise.resolve() // the stream's duplicate window (msgID)
     }
     this.#seen.add(id)
     this.#msgs.push({ model, id, deliveries: 0, notBefore: 0, acked: false })
+    return Promise.resolve()
   }
 
   /** Jobs not acked yet (in the stream). */
@@ -86,7 +87,7 @@ export class MemoryJobQueue implements JobQueue {
         return []
       }
       const now = Date.now()
-      let ready = this.#msgs.filter((m) => m.model === model && !m.acked && m.notBefore <= now).slice(0, max)
+      const ready = this.#msgs.filter((m) => m.model === model && !m.acked && m.notBefore <= now).slice(0, max)
       while (this.swallow > 0 && ready.length > 0) {
         this.swallow--
         this.#deliver(ready.shift()!, o.ackWaitMs) // counted, never seen
@@ -130,7 +131,8 @@ export class MemoryJobQueue implements JobQueue {
     }
   }
 
-  async close() {
+  close(): Promise<void> {
     this.#closed = true
+    return Promise.resolve()
   }
 }

@@ -14,7 +14,7 @@ export async function webhookReceiver(path = '/hook', host = '127.0.0.1'): Promi
   const got: Hook[] = []
   const server = createServer((req, res) => {
     let b = ''
-    req.on('data', (d) => (b += d))
+    req.on('data', (d: Buffer) => (b += d.toString()))
     req.on('end', () => {
       got.push({ event: String(req.headers['x-cohort-webhook-event']), body: JSON.parse(b) })
       res.writeHead(200).end()

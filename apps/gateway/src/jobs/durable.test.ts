@@ -22,9 +22,12 @@ function setup() {
   const q = new MemoryJobQueue()
   const transport = new InProcessTransport()
   const calls: Prediction[] = []
-  const fetch = (async (_url: string, init?: RequestInit) => {
-    calls.push(JSON.parse(String(init?.body)) as Prediction)
-    return new Response('', { status: 200 })
+  const fetch = ((_url: string, init?: RequestInit) => {
+    if (typeof init?.body !== 'string') {
+      return Promise.reject(new TypeError('a webhook body is JSON text'))
+    }
+    calls.push(JSON.parse(init.body) as Prediction)
+    return Promise.resolve(new Response('', { status: 200 }))
   }) as typeof globalThis.fetch
   const jobs = new DurableJobs(q, createGatewayCore({ transport, metaTimeoutMs: 1000, workerLoss: false }).upstream, { webhooks: { fetch, initialDelayMs: 1 } })
   open.push(jobs, transport)

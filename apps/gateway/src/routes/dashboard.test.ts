@@ -3,7 +3,6 @@
 import { afterEach, describe, expect, it } from 'vitest'
 import { Hono } from 'hono'
 import { Registry, gatewayMetrics, workerMetrics } from '@cohort/metrics'
-import { subjects } from '@cohort/protocol'
 import { InProcessTransport } from '@cohort/transport'
 import { Type, definePredictor } from '@cohort/predictor'
 import { CohortWorker, PredictorRunner } from '@cohort/worker'
@@ -265,11 +264,13 @@ describe('dashboard routes', () => {
     expect(first.models.map((m) => m.name)).toEqual(['doubler'])
     const replies = await Promise.all(
       Array.from({ length: 40 }, (_, i) =>
-        app.request('/models/doubler/predictions', {
-          method: 'POST',
-          headers: { 'content-type': 'application/json' },
-          body: JSON.stringify({ input: { x: i } }),
-        }),
+        Promise.resolve(
+          app.request('/models/doubler/predictions', {
+            method: 'POST',
+            headers: { 'content-type': 'application/json' },
+            body: JSON.stringify({ input: { x: i } }),
+          }),
+        ),
       ),
     )
     expect(replies.every((r) => r.status === 200)).toBe(true)

@@ -19,7 +19,7 @@ function generator(): Generator & { running: () => number } {
       q.sink.delta({ tokens: [ch.charCodeAt(0)], text: ch })
       if (--q.left === 0) {
         seqs.delete(q)
-        q.sink.done({ text: q.text, tokens: [...q.text].map((c) => c.charCodeAt(0)), finishReason: 'length', usage: { promptTokens: 1, completionTokens: q.text.length } })
+        q.sink.done({ text: q.text, tokens: Array.from(q.text).map((c) => c.charCodeAt(0)), finishReason: 'length', usage: { promptTokens: 1, completionTokens: q.text.length } })
       }
     }
     if (seqs.size > 0) timer = setTimeout(tick, 1)
@@ -33,9 +33,10 @@ function generator(): Generator & { running: () => number } {
       timer ??= setTimeout(tick, 1)
       return { cancel: () => seqs.delete(q) }
     },
-    async close() {
+    close() {
       for (const q of seqs) q.sink.error({ code: 'SHUTTING_DOWN', message: 'the worker closed while generating; retry', retryAfterS: 1 })
       seqs.clear()
+      return Promise.resolve()
     },
   }
 }

@@ -43,7 +43,7 @@ async function receiver(failFirst = 0): Promise<{ url: string; got: Hook[]; atte
   const attempts = new Map<string, number[]>()
   const server = createServer((req: IncomingMessage, res) => {
     let body = ''
-    req.on('data', (d) => (body += d))
+    req.on('data', (d: Buffer) => (body += d.toString()))
     req.on('end', () => {
       const parsed = JSON.parse(body)
       const event = String(req.headers['x-cohort-webhook-event'])
@@ -83,7 +83,7 @@ const send = async (app: Hono, method: string, path: string, body?: unknown, hea
     headers: { 'content-type': 'application/json', ...headers },
     ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
   })
-  return { status: r.status, body: (await r.json()) as JsonBody }
+  return { status: r.status, body: await r.json() }
 }
 const ASYNC = { prefer: 'respond-async' }
 
@@ -123,7 +123,7 @@ describe('Cog-style predictions (in-process, async held in memory)', () => {
     for (const k of ['created_at', 'started_at', 'completed_at']) {
       expect(Number.isNaN(Date.parse(done.body[k])), k).toBe(false)
     }
-    const other = await send(app, 'GET', '/models/echo/predictions/' + r.body.id)
+    const other = await send(app, 'GET', `/models/echo/predictions/${String(r.body.id)}`)
     expect(other.body.id).toBe(r.body.id)
   })
 

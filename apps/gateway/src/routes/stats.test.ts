@@ -46,10 +46,8 @@ function worker(id: string, models: Record<string, InferenceStatsData | undefine
 function upstream(answers: ServiceStatsResponse[]): Upstream {
   return {
     subjects: subj,
-    services: async () => answers,
-    meta: async (m: string) => {
-      throw new CohortError('MODEL_NOT_FOUND', `model "${m}" is not served by any worker`)
-    },
+    services: () => Promise.resolve(answers),
+    meta: (m: string) => Promise.reject(new CohortError('MODEL_NOT_FOUND', `model "${m}" is not served by any worker`)),
   } as unknown as Upstream
 }
 

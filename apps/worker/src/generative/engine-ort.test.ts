@@ -124,7 +124,7 @@ describe('continuous batching on the ORT test decoder (GQA slab)', () => {
   }, 60_000)
 
   it.each([
-    ['greedy', (_i: number): SamplingParams => GREEDY(40)],
+    ['greedy', (): SamplingParams => GREEDY(40)],
     ['seeded sampling', (i: number): SamplingParams => ({ maxTokens: 40, temperature: 1, seed: 500 + i, ignoreEos: true })],
   ])(
     'preemption under a small KV budget recomputes and still matches %s alone',

@@ -6,6 +6,7 @@ import type { GenerateResult, GenerationSink, TokenDelta, WireError } from '@coh
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { gpt2Tokenizer } from './tokenizers.ts'
 import { createOnnxGenerator, type OnnxGenerator } from './onnx-generator.ts'
+import { ifStarted } from '@cohort/test-support'
 
 let dir: string
 let tiny: string
@@ -47,7 +48,7 @@ beforeAll(async () => {
   gen = await createOnnxGenerator(tiny, { maxSequences: 2, intraOpNumThreads: 1 })
 }, 120_000)
 afterAll(async () => {
-  await gen?.close()
+  await ifStarted(gen)?.close()
   rmSync(dir, { recursive: true, force: true })
 })
 
@@ -69,7 +70,7 @@ describe('createOnnxGenerator (worker thread, real ORT)', () => {
     sinks.forEach((s, i) => {
       expect(s.got.result?.tokens).toEqual(alone[i]!.tokens)
       expect(s.got.deltas.flatMap((d) => d.tokens)).toEqual(alone[i]!.tokens)
-      expect(s.got.result?.usage).toEqual({ promptTokens: new TextEncoder().encode(prompts[i]!).length, completionTokens: 12 })
+      expect(s.got.result?.usage).toEqual({ promptTokens: new TextEncoder().encode(prompts[i]).length, completionTokens: 12 })
     })
   }, 60_000)
 

@@ -15,6 +15,13 @@ function stepper() {
   const running = new Set<{ left: number; out: number[]; sink: GenerationSink; cancelled: boolean; prompt: number }>()
   const stats = { steps: 0, cancelled: 0, running: () => running.size }
   let scheduled = false
+  /** One step a macrotask from now, unless one is already due. */
+  const schedule = () => {
+    if (!scheduled) {
+      scheduled = true
+      setTimeout(step, 1)
+    }
+  }
   const step = () => {
     scheduled = false
     stats.steps++
@@ -32,9 +39,8 @@ function stepper() {
         q.sink.done({ text: 'x'.repeat(q.out.length), tokens: q.out, finishReason: 'length', usage: { promptTokens: q.prompt, completionTokens: q.out.length } })
       }
     }
-    if (running.size > 0 && !scheduled) {
-      scheduled = true
-      setTimeout(step, 1)
+    if (running.size > 0) {
+      schedule()
     }
   }
   const g: Generator = {
@@ -42,13 +48,10 @@ function stepper() {
     submit(input: GenerateInput, _deadline: number, sink: GenerationSink) {
       const q = { left: input.params.maxTokens, out: [] as number[], sink, cancelled: false, prompt: String(input.prompt).length }
       running.add(q)
-      if (!scheduled) {
-        scheduled = true
-        setTimeout(step, 1)
-      }
+      schedule()
       return { cancel: () => void (q.cancelled = true) }
     },
-    close: async () => undefined,
+    close: () => Promise.resolve(),
   }
   return { g, stats }
 }
@@ -85,19 +88,17 @@ describe('generations on the worker', () => {
   it("sends one tokens message per step per pack, each request's deltas before its reply", async () => {
     const { server, stats, notices, gen, send } = await serve()
     send([gen('a', 5), gen('b', 3), gen('c', 4), gen('quiet', 4, false)])
-    await until(() => notices.filter((n) => n.t === 'replies').flatMap((n) => (n.t === 'replies' ? n.replies : [])).length === 4)
+    await until(() => notices.filter((n) => n.t === 'replies').flatMap((n) => n.replies).length === 4)
     const tokens = notices.filter((n) => n.t === 'tokens')
     // One message per step (5 steps: the longest request), not one per token (12 deltas).
     expect(stats.steps).toBe(5)
     expect(tokens).toHaveLength(5)
     expect(
       tokens.map((n) =>
-        n.t === 'tokens'
-          ? n.steps
-              .map((x) => x.id)
-              .sort()
-              .join()
-          : '',
+        n.steps
+          .map((x) => x.id)
+          .sort()
+          .join(),
       ),
     ).toEqual(['a,b,c', 'a,b,c', 'a,b,c', 'a,c', 'a'])
     // Order on the wire: every token of a request comes before its reply.

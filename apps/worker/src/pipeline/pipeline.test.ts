@@ -26,7 +26,7 @@ const sum = stage<{ t: ItemTensor }, { sum: number; kind: string }>({
 })
 const last = stage<{ sum: number; kind: string }, { sum: number; kind: string }>({
   name: 'last',
-  run: async (xs) => {
+  run: (xs) => {
     ranLast += xs.length
     return xs
   },

@@ -26,7 +26,7 @@ describe('GenerativeRunner metrics', () => {
         sinks.push(sink)
         return { cancel: () => undefined }
       },
-      close: async () => undefined,
+      close: () => Promise.resolve(),
     }
     const { runner, scrape } = await started(g)
     const got: string[] = []
@@ -61,7 +61,7 @@ describe('GenerativeRunner metrics', () => {
     const g: Generator = {
       info: INFO,
       submit: () => ({ cancel: () => undefined }),
-      close: async () => undefined,
+      close: () => Promise.resolve(),
       watch: (w) => void watchers.push(w),
       gauges: () => gauges,
     }

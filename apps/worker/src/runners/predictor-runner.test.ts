@@ -119,8 +119,12 @@ describe('PredictorRunner in the calling thread', () => {
       name: 'inline',
       input: Type.Object({ x: Type.Number(), hang: Type.Boolean({ default: false }) }),
       output: Type.Object({ y: Type.Number() }),
-      setup: () => void setups++,
-      teardown: () => void teardowns++,
+      setup: () => {
+        setups++
+      },
+      teardown: () => {
+        teardowns++
+      },
       predict: async (xs) => {
         if (xs.some((i) => i.hang)) {
           await new Promise(() => undefined)

@@ -71,7 +71,7 @@ describe('gRPC auth parity with REST (one inference door)', () => {
       await p
       return [grpc.status.OK, 'OK']
     } catch (e) {
-      const se = e as grpc.ServiceError
+      const se = e as { code: grpc.status; metadata?: grpc.Metadata } // a ServiceError, or any error with a code
       return [se.code, String(se.metadata?.get('cohort-code')[0] ?? '')]
     }
   }

@@ -5,7 +5,7 @@ import * as grpc from '@grpc/grpc-js'
 import * as protoLoader from '@grpc/proto-loader'
 import { decodeRequest, encodeAccept, encodeHeartbeat, subjects } from '@cohort/protocol'
 import { InProcessTransport } from '@cohort/transport'
-import { settledWithin } from '@cohort/test-support'
+import { settledWithin, ifStarted } from '@cohort/test-support'
 import { PROTO_DIR, startGrpcServer, type GrpcServerHandle } from './server.ts'
 
 /** A gRPC message as the proto-loader client takes and gives it (keepCase, longs as strings). */
@@ -33,8 +33,8 @@ describe('gRPC bounds', () => {
   })
 
   afterAll(async () => {
-    client?.close()
-    await server?.close()
+    ifStarted(client)?.close()
+    await ifStarted(server)?.close()
     await transport.close()
   })
 
@@ -83,7 +83,7 @@ describe('gRPC bounds by default', () => {
   })
   afterAll(async () => {
     for (const f of cleanups.splice(0).reverse()) await f()
-    await server?.close()
+    await ifStarted(server)?.close()
     await transport.close()
   })
 

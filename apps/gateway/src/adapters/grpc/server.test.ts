@@ -8,6 +8,7 @@ import { InProcessTransport } from '@cohort/transport'
 import { Type, definePredictor } from '@cohort/predictor'
 import { CohortWorker, PredictorRunner } from '@cohort/worker'
 import { PROTO_DIR, startGrpcServer, type GrpcServerHandle } from './server.ts'
+import { ifStarted } from '@cohort/test-support'
 
 const shout = definePredictor({
   name: 'shout',
@@ -53,8 +54,8 @@ describe('gRPC server', () => {
   })
 
   afterAll(async () => {
-    client?.close()
-    await server?.close()
+    ifStarted(client)?.close()
+    await ifStarted(server)?.close()
     await worker.drain()
     await transport.close()
   })

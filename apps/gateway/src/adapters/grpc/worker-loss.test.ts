@@ -82,7 +82,7 @@ describe('gRPC: a worker lost while holding a request', () => {
     const { z, infer } = await setup(0)
     const pending = infer(1).then(
       () => undefined,
-      (e: grpc.ServiceError) => e,
+      (e: unknown) => e as grpc.ServiceError,
     )
     while (z.held() === 0) await new Promise((r) => setTimeout(r, 5))
     z.die()

@@ -80,7 +80,7 @@ async function until(cond: () => boolean): Promise<void> {
 describe('the gateway in-flight bound', () => {
   it('refuses a request past maxRequests with 503 OVERLOADED + Retry-After, without reading its body, and serves again once room is back', async () => {
     const { app, held } = setup({ inflight: { maxRequests: 2, maxBytes: 1 << 20 } })
-    const infer = (init: RequestInit) => app.request('/v2/models/hold/infer', { method: 'POST', ...init } as RequestInit) as Promise<Response>
+    const infer = (init: RequestInit) => app.request('/v2/models/hold/infer', { method: 'POST', ...init }) as Promise<Response>
     const a = infer({ body: body(2) })
     const b = infer({ body: body(2) })
     await until(() => held.length === 2)
