@@ -82,11 +82,13 @@ export class Upstream {
   ): Promise<InferReply> {
     const lv = this.liveness
     // A streamed generation that sent the client any delta cannot be resent: its output has begun.
-    let streamed = false
-    const onDelta = opts.onDelta
+    // An object, not a `let`: the callback sets it, which the compiler's narrowing cannot see.
+    const progress = { streamed: false }
+    const delta = opts.onDelta
+    const onDelta = delta
       ? (s: TokenStep) => {
-          streamed = true
-          opts.onDelta!(s)
+          progress.streamed = true
+          delta(s)
         }
       : undefined
     if (!lv) {
@@ -108,7 +110,7 @@ export class Upstream {
           throw e
         }
         // Never accepted: it never reached a worker, so it is safe to resend whatever the client said.
-        const safe = (opts.retryable || t.unaccepted) && !streamed
+        const safe = (opts.retryable || t.unaccepted) && !progress.streamed
         if (safe && attempt < lv.maxRetries && timeoutMs - (Date.now() - started) > 1 && !signal?.aborted) {
           continue
         }
@@ -118,7 +120,7 @@ export class Upstream {
         const tried = attempt + 1
         throw new CohortError(
           'WORKER_LOST',
-          streamed
+          progress.streamed
             ? `${t.lost} while streaming a generation; the stream ended early (its deltas so far were sent); retry the request`
             : `${t.lost}; the request may or may not have run (${tried} attempt${tried > 1 ? 's' : ''}${opts.retryable ? '' : ', not marked safe to retry: send an Idempotency-Key header'})`,
           { retryAfterS: 1 },
@@ -291,7 +293,7 @@ const ENVELOPE_BYTES = 256
 function tensorBytesOf(req: InferRequest): number {
   let n = 0
   for (const k in req.tensors) {
-    n += req.tensors[k]!.bytes.byteLength
+    n += req.tensors[k]?.bytes.byteLength ?? 0
   }
   return n
 }
