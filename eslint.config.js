@@ -54,7 +54,6 @@ const ALL = process.env.COHORT_LINT_ALL === '1'
 const LONG_FUNCTIONS = [
   'apps/cli/src/cluster.ts',
   'apps/cli/src/commands.ts',
-  'apps/gateway/src/oip.ts',
   'apps/worker/src/generative/onnx-generator.ts',
   'apps/worker/src/model-server/requests.ts',
   // Under 80 lines today, 82 once `npm run format` breaks its long lines.
