@@ -5,8 +5,6 @@ import {
   encodeCancel,
   encodeRequest,
   fromWire,
-  type ServiceInfoResponse,
-  type ServiceStatsResponse,
   type InferReply,
   type InferRequest,
   type ModelMeta,
@@ -15,7 +13,7 @@ import {
 } from '@cohort/protocol'
 import type { AbortSignalLike, Transport } from '@cohort/transport'
 import type { WorkerLiveness } from './liveness.ts'
-import { Discovery, type WorkerSummary } from './discovery.ts'
+import { Discovery, type ReceivedInfo, type ReceivedStats, type WorkerSummary } from './discovery.ts'
 import { ServeWhileRefresh } from './meta-cache.ts'
 import { Packer, type PackerOptions } from './packer.ts'
 
@@ -246,9 +244,9 @@ export class Upstream {
   }
 
   /** The `$SRV.<verb>.cohort-worker` answers of this deployment's workers ({@link Discovery.services}). */
-  services(verb: 'INFO'): Promise<ServiceInfoResponse[]>
-  services(verb: 'STATS'): Promise<ServiceStatsResponse[]>
-  services(verb: 'INFO' | 'STATS' = 'INFO'): Promise<(ServiceInfoResponse | ServiceStatsResponse)[]> {
+  services(verb: 'INFO'): Promise<ReceivedInfo[]>
+  services(verb: 'STATS'): Promise<ReceivedStats[]>
+  services(verb: 'INFO' | 'STATS' = 'INFO'): Promise<(ReceivedInfo | ReceivedStats)[]> {
     return verb === 'INFO' ? this.discovery.services('INFO') : this.discovery.services('STATS')
   }
 
