@@ -3,8 +3,10 @@ import { CohortError, type ModelMeta } from '@cohort/protocol'
 import { PROMETHEUS_CONTENT_TYPE } from '@cohort/metrics'
 import { asCohortError, errorResponse } from './errors.ts'
 import { closeIfBodyUnread } from './body.ts'
-import type { GatewayOptions } from './options.ts'
+import type { GatewayOptions, ResolvedGatewayOptions } from './options.ts'
 import { createGatewayCore, isGatewayCore, type GatewayCore } from './core.ts'
+import type { InferenceDoor } from './door.ts'
+import type { Upstream } from './upstream.ts'
 import { checkModelPath, inferHandler } from './routes/infer.ts'
 import { registerPredictions } from './routes/predictions-routes.ts'
 import { adminRoutes } from './routes/admin.ts'
@@ -53,16 +55,49 @@ export function createApp(from: GatewayOptions | GatewayCore): GatewayApp {
   const { options: o, registry, upstream: up, door } = core
   const app = new Hono()
 
+  useEntrySteps(app, o, door)
+  registerServerRoutes(app, o, up)
+  registerModelRoutes(app, o, up, door)
+  const jobs = registerPredictions(app, o, door)
+  // Generative models (docs/generative.md): Triton's generate extension and the OpenAI-compatible API.
+  registerTritonGenerate(app, o, door)
+  registerOpenAi(app, o, door, up)
+
+  const admin = adminRoutes(o, up)
+  app.get('/admin/models/:model/batching', (c) => admin.get(c))
+  app.put('/admin/models/:model/batching', (c) => admin.put(c))
+  app.delete('/admin/models/:model/batching', (c) => admin.delete(c))
+  registerRepository(app, o, up)
+
+  registerDashboard(app, o, up, registry)
+
+  app.get('/metrics', (c) => {
+    const text = registry.render() + (o.extraMetrics?.() ?? '')
+    return c.body(text, 200, { 'content-type': PROMETHEUS_CONTENT_TYPE })
+  })
+  let closing: Promise<void> | undefined
+  const close = (): Promise<void> =>
+    (closing ??= (async () => {
+      await jobs.close()
+      if (owned) {
+        await core.close()
+      }
+    })())
+  return Object.assign(app, { core, close })
+}
+
+/** What every request passes first: the error and not-found answers, its arrival time, ids, the gateway middleware, draining. */
+function useEntrySteps(app: Hono, o: ResolvedGatewayOptions, door: InferenceDoor): void {
   app.onError((e, c) => {
     closeIfBodyUnread(c) // an answer before the body was read: the connection rule (refusal.ts)
     return errorResponse(c, asCohortError(e, o.onUnexpectedError))
   })
   app.notFound((c) => errorResponse(c, new CohortError('NOT_FOUND', `no route ${c.req.method} ${c.req.path}`)))
 
-  const arrivedAt = o.adapter?.arrivedAt
-  if (arrivedAt) {
-    app.use('*', (c, next) => {
-      c.set('cohortArrivedAt', arrivedAt(c))
+  const adapter = o.adapter
+  if (adapter?.arrivedAt) {
+    app.use('*', (c: Context, next) => {
+      c.set('cohortArrivedAt', adapter.arrivedAt?.(c))
       return next()
     })
   }
@@ -80,6 +115,11 @@ export function createApp(from: GatewayOptions | GatewayCore): GatewayApp {
       }
     })
   }
+}
+
+/** The server's own routes: health, the workers' view, server metadata and the model list. */
+function registerServerRoutes(app: Hono, o: ResolvedGatewayOptions, up: Upstream): void {
+  const draining = o.draining
   app.get('/v2/health/live', (c) => c.json({ live: true }))
   app.get('/v2/health/ready', async (c) => {
     if (draining?.()) {
@@ -96,7 +136,10 @@ export function createApp(from: GatewayOptions | GatewayCore): GatewayApp {
     const { models } = await up.discover()
     return c.json({ models: models.map((m) => ({ ...oipMeta(m), ready: m.ready, max_batch_size: m.maxBatchSize })) })
   })
+}
 
+/** A model's routes, with and without a version: metadata, readiness, config, statistics and infer. */
+function registerModelRoutes(app: Hono, o: ResolvedGatewayOptions, up: Upstream, door: InferenceDoor): void {
   const modelMeta = async (c: Context) => {
     const model = c.req.param('model') ?? ''
     const version = c.req.param('version')
@@ -126,30 +169,4 @@ export function createApp(from: GatewayOptions | GatewayCore): GatewayApp {
     app.get(`${base}/config`, modelConfig)
     app.post(`${base}/infer`, infer)
   }
-  const jobs = registerPredictions(app, o, door)
-  // Generative models (docs/generative.md): Triton's generate extension and the OpenAI-compatible API.
-  registerTritonGenerate(app, o, door)
-  registerOpenAi(app, o, door, up)
-
-  const admin = adminRoutes(o, up)
-  app.get('/admin/models/:model/batching', admin.get)
-  app.put('/admin/models/:model/batching', admin.put)
-  app.delete('/admin/models/:model/batching', admin.delete)
-  registerRepository(app, o, up)
-
-  registerDashboard(app, o, up, registry)
-
-  app.get('/metrics', (c) => {
-    const text = registry.render() + (o.extraMetrics?.() ?? '')
-    return c.body(text, 200, { 'content-type': PROMETHEUS_CONTENT_TYPE })
-  })
-  let closing: Promise<void> | undefined
-  const close = (): Promise<void> =>
-    (closing ??= (async () => {
-      await jobs.close()
-      if (owned) {
-        await core.close()
-      }
-    })())
-  return Object.assign(app, { core, close })
 }

@@ -114,8 +114,9 @@ export async function readBody(req: Request, max: number, onChunk?: (n: number) 
     }
     chunks.push(value)
   }
-  if (chunks.length === 1) {
-    return chunks[0]!
+  const [only] = chunks
+  if (only !== undefined && chunks.length === 1) {
+    return only
   }
   const out = new Uint8Array(total)
   let o = 0

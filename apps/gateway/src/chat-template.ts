@@ -14,17 +14,19 @@ export interface ChatMessage {
 
 const ROLES = ['system', 'developer', 'user', 'assistant'] as const
 
+/** `<role>: <content>\n` per message (developer as system), then `assistant:`. */
+const cohortSimple = (ms: ChatMessage[]): string => ms.map((m) => `${m.role === 'developer' ? 'system' : m.role}: ${m.content}\n`).join('') + 'assistant:'
+
 /** The templates the gateway knows, by name. */
 export const CHAT_TEMPLATES: Record<string, (m: ChatMessage[]) => string> = {
-  /** `<role>: <content>\n` per message (developer as system), then `assistant:`. */
-  'cohort-simple': (ms) => ms.map((m) => `${m.role === 'developer' ? 'system' : m.role}: ${m.content}\n`).join('') + 'assistant:',
+  'cohort-simple': cohortSimple,
   /** ChatML (`<|im_start|>role\ncontent<|im_end|>\n`, then `<|im_start|>assistant\n`). */
   chatml: (ms) => ms.map((m) => `<|im_start|>${m.role === 'developer' ? 'system' : m.role}\n${m.content}<|im_end|>\n`).join('') + '<|im_start|>assistant\n',
 }
 
 /** The prompt of `messages` under the model's template (`cohort-simple` when it names none or one unknown here). */
 export function applyChatTemplate(name: string | undefined, messages: ChatMessage[]): string {
-  return (CHAT_TEMPLATES[name ?? ''] ?? CHAT_TEMPLATES['cohort-simple']!)(messages)
+  return (CHAT_TEMPLATES[name ?? ''] ?? cohortSimple)(messages)
 }
 
 /** Validate OpenAI `messages`: text content only (a string or `[{type: "text", text}]`). */
@@ -40,7 +42,7 @@ export function chatMessages(v: unknown): ChatMessage[] {
     let content: string
     if (typeof o.content === 'string') {
       content = o.content
-    } else if (Array.isArray(o.content) && o.content.every((p: { type?: unknown; text?: unknown }) => p?.type === 'text' && typeof p.text === 'string')) {
+    } else if (Array.isArray(o.content) && o.content.every((p: { type?: unknown; text?: unknown } | null) => p?.type === 'text' && typeof p.text === 'string')) {
       content = o.content.map((p: { text: string }) => p.text).join('')
     } else {
       throw new CohortError('BAD_REQUEST', `messages[${i}].content must be a string or an array of {type: "text", text} parts`)

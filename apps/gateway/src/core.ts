@@ -53,7 +53,7 @@ export function createGatewayCore(options: GatewayOptions): GatewayCore {
     metrics,
     requestTimeoutMs: o.requestTimeoutMs,
     serverSlo: o.serverSlo,
-    queueDelayMs: adapter?.queueDelayMs ? () => adapter.queueDelayMs!() : undefined,
+    queueDelayMs: adapter?.queueDelayMs?.bind(adapter),
     workerWait: o.workerWait,
     refusalLogIntervalMs: o.refusalLogIntervalMs,
     inflight: o.inflight,

@@ -1,4 +1,16 @@
-import { decodeValue, SERVICE_NAME, serviceSubject, type ModelMeta, type ServiceInfoResponse, type ServiceStatsResponse, type Subjects } from '@cohort/protocol'
+import {
+  decodeValue,
+  SERVICE_NAME,
+  serviceSubject,
+  type CohortEndpointData,
+  type InferenceStatsData,
+  type ModelMeta,
+  type ServiceEndpointInfo,
+  type ServiceEndpointStats,
+  type ServiceInfoResponse,
+  type ServiceStatsResponse,
+  type Subjects,
+} from '@cohort/protocol'
 import type { Transport } from '@cohort/transport'
 
 /**
@@ -22,9 +34,10 @@ export class Discovery {
     })
     const byName = new Map<string, ModelMeta>()
     for (const r of replies) {
-      let v: { models?: ModelMeta[] }
+      // Any worker (or anything on the subject) answers: the value and its entries may be anything.
+      let v: { models?: (ModelMeta | null)[] } | null
       try {
-        v = decodeValue(r) as { models?: ModelMeta[] }
+        v = decodeValue(r) as { models?: (ModelMeta | null)[] } | null
       } catch {
         continue // One broken worker must not break discovery for every model.
       }
@@ -47,19 +60,19 @@ export class Discovery {
    * The `$SRV.<verb>.cohort-worker` answers of every Cohort worker on this subject prefix (NATS
    * services protocol, ADR-32). Unreadable answers and other services' answers are skipped.
    */
-  async services(verb: 'INFO'): Promise<ServiceInfoResponse[]>
-  async services(verb: 'STATS'): Promise<ServiceStatsResponse[]>
-  async services(verb: 'INFO' | 'STATS' = 'INFO'): Promise<(ServiceInfoResponse | ServiceStatsResponse)[]> {
+  async services(verb: 'INFO'): Promise<ReceivedInfo[]>
+  async services(verb: 'STATS'): Promise<ReceivedStats[]>
+  async services(verb: 'INFO' | 'STATS' = 'INFO'): Promise<(ReceivedInfo | ReceivedStats)[]> {
     const replies = await this.transport.requestAll(serviceSubject(verb, SERVICE_NAME), new Uint8Array(0), {
       timeoutMs: Math.min(this.metaTimeoutMs, 250),
     })
     const type = `io.nats.micro.v1.${verb.toLowerCase()}_response`
-    const prefix = `${this.subjects.infer('')}`
-    const out: (ServiceInfoResponse | ServiceStatsResponse)[] = []
+    const prefix = this.subjects.infer('')
+    const out: (ReceivedInfo | ReceivedStats)[] = []
     for (const r of replies) {
-      let v: ServiceInfoResponse | ServiceStatsResponse
+      let v: ReceivedInfo | ReceivedStats | null
       try {
-        v = JSON.parse(textDecoder.decode(r)) as ServiceInfoResponse | ServiceStatsResponse
+        v = JSON.parse(textDecoder.decode(r)) as ReceivedInfo | ReceivedStats | null
       } catch {
         continue
       }
@@ -149,6 +162,28 @@ export class Discovery {
 }
 
 const textDecoder = new TextDecoder()
+
+/** Metadata as it may arrive: a sender may leave it out or send null. */
+type ReceivedMetadata = Record<string, string> | null | undefined
+
+/**
+ * A `$SRV.INFO` answer as {@link Discovery.services} returns it: the type, name, id and each
+ * endpoint's name are checked; other services on the bus and older workers may leave the rest out
+ * (metadata above all), so readers check it.
+ */
+export type ReceivedInfo = Omit<ServiceInfoResponse, 'metadata' | 'endpoints'> & {
+  metadata?: ReceivedMetadata
+  endpoints: (Omit<ServiceEndpointInfo, 'metadata'> & { metadata?: ReceivedMetadata })[]
+}
+
+/** A `$SRV.STATS` answer as {@link Discovery.services} returns it (see {@link ReceivedInfo}): `data` and its fields may be missing. */
+export type ReceivedStats = Omit<ServiceStatsResponse, 'metadata' | 'endpoints'> & {
+  metadata?: ReceivedMetadata
+  endpoints: (Omit<ServiceEndpointStats, 'data'> & { data?: ReceivedEndpointData | null })[]
+}
+
+/** An endpoint's `data` in a received `$SRV.STATS` answer. */
+export type ReceivedEndpointData = Partial<Omit<CohortEndpointData, 'inference'>> & { inference?: Partial<InferenceStatsData> | null }
 
 /** One model on one worker, as `GET /v2/workers` shows it (null where the worker did not say). */
 export interface WorkerEndpointSummary {

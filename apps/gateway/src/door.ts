@@ -99,17 +99,20 @@ export function metricModel(model: string, code: string): string {
  */
 export function itemError(reply: InferReply, index?: number): CohortError | undefined {
   const errs = reply.errors ?? []
-  const failed: number[] = []
-  errs.forEach((x, i) => {
-    if (x !== null && x !== undefined) {
-      failed.push(i)
+  let at = -1
+  let first: WireError | undefined
+  for (let i = 0; i < errs.length; i++) {
+    const x = errs[i]
+    if (x) {
+      at = i
+      first = x
+      break
     }
-  })
-  const at = failed[0]
-  if (at === undefined) {
+  }
+  if (first === undefined) {
     return undefined
   }
-  const e = fromWire(errs[at]!)
+  const e = fromWire(first)
   // Capacity and timing (503, 504, 499: a full queue, a drain, a deadline) are not about the item.
   if (!namesItem(e.status)) {
     return e
@@ -342,8 +345,8 @@ export class Passage {
 
   /** The arrival-wait check: a call that already waited its budget is refused at once; else the wait is taken off its deadline. */
   #arrivalWait(waited: number): void {
-    const own = ADMISSION[this.arrival.origin].budget === 'own' && this.arrival.deadlineAt !== undefined
-    const budget = own ? this.arrival.deadlineAt! - Date.now() + waited : this.timeoutMs(this.arrival.timeoutParamUs)
+    const deadlineAt = ADMISSION[this.arrival.origin].budget === 'own' ? this.arrival.deadlineAt : undefined
+    const budget = deadlineAt !== undefined ? deadlineAt - Date.now() + waited : this.timeoutMs(this.arrival.timeoutParamUs)
     if (waited >= budget) {
       const e = new CohortError(
         'OVERLOADED',

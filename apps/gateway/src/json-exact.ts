@@ -80,9 +80,10 @@ export function parseJsonExact(text: string): { value: unknown; hasBig: boolean 
     return { value: JSON.parse(text), hasBig: false }
   }
   out += text.slice(last)
-  const value: unknown = JSON.parse(out, (_k, v: unknown) =>
-    typeof v === 'object' && v !== null && !Array.isArray(v) && typeof (v as Record<string, unknown>)[MARK] === 'string' ? new BigLiteral((v as Record<string, string>)[MARK]!) : v,
-  )
+  const value: unknown = JSON.parse(out, (_k, v: unknown) => {
+    const mark = typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>)[MARK] : undefined
+    return typeof mark === 'string' ? new BigLiteral(mark) : v
+  })
   return { value, hasBig }
 }
 

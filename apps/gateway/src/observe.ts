@@ -1,4 +1,5 @@
 import type { Context, MiddlewareHandler } from 'hono'
+import { routePath } from 'hono/route'
 import { SpanKind, type Span } from '@opentelemetry/api'
 import { CohortError, statusOf, type InferRequest } from '@cohort/protocol'
 import { ATTR, SPAN, TRACEPARENT, TRACESTATE, carrierOf, setSpanError, startChildSpan, traceIdOf, type LogFields, type TraceCarrier } from '@cohort/observability'
@@ -26,7 +27,7 @@ export function httpCall(c: Context): ObservedCall {
   const id = c.get('cohortRequestId')
   return {
     method: c.req.method,
-    route: c.req.routePath,
+    route: routePath(c),
     traceparent: c.req.header(TRACEPARENT),
     tracestate: c.req.header(TRACESTATE),
     ...(id ? (id.own ? { requestId: id.value } : { clientRequestId: id.value }) : {}),

@@ -23,28 +23,10 @@ function isObject(v: unknown): v is Record<string, unknown> {
  * (`Inference-Header-Content-Length`, Triton's binary tensor data extension).
  */
 export function parseInferBody(body: Uint8Array, headerLength: string | undefined): OipRequest {
-  let jsonPart = body
-  let binary: Uint8Array | undefined
-  if (headerLength !== undefined) {
-    const n = DECIMAL_LENGTH.test(headerLength) ? Number(headerLength) : Number.NaN
-    if (!(n <= body.byteLength)) {
-      throw new CohortError(
-        'BAD_REQUEST',
-        `Inference-Header-Content-Length ${JSON.stringify(headerLength.slice(0, 40))} is not within the body (${body.byteLength} bytes; a decimal integer of bytes)`,
-      )
-    }
-    jsonPart = body.subarray(0, n)
-    binary = body.subarray(n)
-  }
-  let doc: unknown
-  let hasBig = false
-  const text = new TextDecoder().decode(jsonPart)
-  try {
-    ;({ value: doc, hasBig } = parseJsonExact(text))
-  } catch (e) {
-    throw new CohortError('BAD_REQUEST', `body is not valid JSON: ${e instanceof Error ? e.message : String(e)}`)
-  }
-  rejectNonFinite(text)
+  const n = headerLength === undefined ? undefined : jsonHeaderLength(body, headerLength)
+  const jsonPart = n === undefined ? body : body.subarray(0, n)
+  const binary = n === undefined ? undefined : body.subarray(n)
+  const { value: doc, hasBig } = parseDocument(jsonPart)
   if (!isObject(doc)) {
     throw new CohortError('BAD_REQUEST', 'body must be a JSON object with "inputs"')
   }
@@ -61,6 +43,52 @@ export function parseInferBody(body: Uint8Array, headerLength: string | undefine
     throw new CohortError('BAD_REQUEST', '"inputs" must be a non-empty array')
   }
   const tensors: Record<string, WireTensor> = {}
+  const itemCount = inputTensors(inputs, binary, hasBig, tensors)
+  if (itemCount === 0) {
+    throw new CohortError('BAD_REQUEST', 'the request has no items (dim 0 of the inputs is 0)')
+  }
+  return {
+    id,
+    parameters,
+    tensors,
+    outputs: requestedOutputs(doc['outputs']),
+    binaryOutput: parameters['binary_data_output'] === true,
+    itemCount: itemCount ?? 0,
+  }
+}
+
+/** The length of the JSON part, from `Inference-Header-Content-Length` (BAD_REQUEST unless a decimal within the body). */
+function jsonHeaderLength(body: Uint8Array, headerLength: string): number {
+  const n = DECIMAL_LENGTH.test(headerLength) ? Number(headerLength) : Number.NaN
+  if (!(n <= body.byteLength)) {
+    throw new CohortError(
+      'BAD_REQUEST',
+      `Inference-Header-Content-Length ${JSON.stringify(headerLength.slice(0, 40))} is not within the body (${body.byteLength} bytes; a decimal integer of bytes)`,
+    )
+  }
+  return n
+}
+
+/** The JSON document (numbers beyond the double range kept exact; non-finite numbers refused). */
+function parseDocument(jsonPart: Uint8Array): { value: unknown; hasBig: boolean } {
+  const text = new TextDecoder().decode(jsonPart)
+  let parsed: { value: unknown; hasBig: boolean }
+  try {
+    parsed = parseJsonExact(text)
+  } catch (e) {
+    throw new CohortError('BAD_REQUEST', `body is not valid JSON: ${e instanceof Error ? e.message : String(e)}`)
+  }
+  rejectNonFinite(text)
+  return parsed
+}
+
+/** A non-empty array of non-negative integers (dim 0 = items). */
+function isShape(v: unknown): v is [number, ...number[]] {
+  return Array.isArray(v) && v.length > 0 && v.every((d) => Number.isSafeInteger(d) && d >= 0)
+}
+
+/** Check each input and add its tensor to `tensors`; the inputs' common dim 0 (undefined for none). */
+function inputTensors(inputs: unknown[], binary: Uint8Array | undefined, hasBig: boolean, tensors: Record<string, WireTensor>): number | undefined {
   let offset = 0
   let itemCount: number | undefined
   for (const [i, inp] of inputs.entries()) {
@@ -73,7 +101,7 @@ export function parseInferBody(body: Uint8Array, headerLength: string | undefine
       throw new CohortError('BAD_REQUEST', `input "${name}": unknown datatype ${JSON.stringify(datatype)}`)
     }
     const shape = inp['shape']
-    if (!Array.isArray(shape) || shape.length === 0 || !shape.every((d) => Number.isSafeInteger(d) && d >= 0)) {
+    if (!isShape(shape)) {
       throw new CohortError('BAD_REQUEST', `input "${name}": "shape" must be a non-empty array of non-negative integers (dim 0 = items)`)
     }
     if (Object.hasOwn(tensors, name)) {
@@ -82,47 +110,45 @@ export function parseInferBody(body: Uint8Array, headerLength: string | undefine
     const params = isObject(inp['parameters']) ? inp['parameters'] : {}
     const binSize = params['binary_data_size']
     if (binSize !== undefined) {
-      tensors[name] = binaryTensor(name, datatype, shape as number[], binary, offset, binSize)
+      tensors[name] = binaryTensor(name, datatype, shape, binary, offset, binSize)
       offset += binSize as number
     } else {
       if (!('data' in inp)) {
         throw new CohortError('BAD_REQUEST', `input "${name}" has no "data"`)
       }
       const data = hasBig ? exactData(inp['data'], datatype) : inp['data']
-      tensors[name] = jsonToTensor(name, datatype, shape as number[], data)
+      tensors[name] = jsonToTensor(name, datatype, shape, data)
     }
-    const n = (shape as number[])[0]!
+    const n = shape[0]
     if (itemCount !== undefined && n !== itemCount) {
       throw new CohortError('BAD_REQUEST', `inputs disagree on dim 0 (items): ${itemCount} vs ${n} for "${name}"`)
     }
     itemCount = n
   }
-  if (itemCount === 0) {
-    throw new CohortError('BAD_REQUEST', 'the request has no items (dim 0 of the inputs is 0)')
+  return itemCount
+}
+
+/** An entry of `outputs` as the request must give it. */
+function isOutputSpec(o: unknown): o is { name: string; parameters?: unknown } {
+  return isObject(o) && typeof o['name'] === 'string'
+}
+
+/** The requested outputs in order (`binary`: the output's `parameters.binary_data`); undefined when the request names none. */
+function requestedOutputs(outputsRaw: unknown): OipRequest['outputs'] {
+  if (outputsRaw === undefined) {
+    return undefined
   }
-  const outputsRaw = doc['outputs']
-  let outputs: OipRequest['outputs']
-  if (outputsRaw !== undefined) {
-    if (!Array.isArray(outputsRaw) || !outputsRaw.every((o) => isObject(o) && typeof o['name'] === 'string')) {
-      throw new CohortError('BAD_REQUEST', '"outputs" must be an array of {"name": string}')
+  if (!Array.isArray(outputsRaw) || !outputsRaw.every(isOutputSpec)) {
+    throw new CohortError('BAD_REQUEST', '"outputs" must be an array of {"name": string}')
+  }
+  return outputsRaw.map((o) => {
+    const p = isObject(o.parameters) ? o.parameters : {}
+    const b = p['binary_data']
+    if (b !== undefined && typeof b !== 'boolean') {
+      throw new CohortError('BAD_REQUEST', `output "${o.name}": parameters.binary_data must be a boolean`)
     }
-    outputs = outputsRaw.map((o) => {
-      const p = isObject(o['parameters']) ? o['parameters'] : {}
-      const b = p['binary_data']
-      if (b !== undefined && typeof b !== 'boolean') {
-        throw new CohortError('BAD_REQUEST', `output "${o['name'] as string}": parameters.binary_data must be a boolean`)
-      }
-      return { name: o['name'] as string, binary: b }
-    })
-  }
-  return {
-    id,
-    parameters,
-    tensors,
-    outputs,
-    binaryOutput: parameters['binary_data_output'] === true,
-    itemCount: itemCount ?? 0,
-  }
+    return { name: o.name, binary: b }
+  })
 }
 
 function binaryTensor(name: string, datatype: Datatype, shape: number[], binary: Uint8Array | undefined, offset: number, size: unknown): WireTensor {

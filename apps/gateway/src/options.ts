@@ -241,9 +241,9 @@ export function resolveOptions(o: GatewayOptions): ResolvedGatewayOptions {
     metaTimeoutMs: DEFAULT_META_TIMEOUT_MS,
     serverName: DEFAULT_SERVER_NAME,
     serverVersion: COHORT_VERSION,
-    dashboard: {},
     onUnexpectedError: (e, fields) => r.logger.error({ ...fields, err: e }, 'unexpected error'),
     ...o,
+    dashboard: o.dashboard ?? {}, // after the spread: an explicit `dashboard: undefined` gets the default too
     tracer: o.tracer ?? defaultTracer(),
     logger: o.logger ?? consoleErrorLogger,
   }

@@ -270,7 +270,15 @@ export class Packer {
     const subject = this.#subject(model, overflow)
     const opts = { reply: this.#reply + seq, replyKey: this.#replyKey.key }
     try {
-      const bytesOf = (e: Entry) => e.bytes ?? encodeRequest(e.req!)
+      const bytesOf = (e: Entry): Uint8Array => {
+        if (e.bytes) {
+          return e.bytes
+        }
+        if (!e.req) {
+          throw new Error(`request ${e.id} has neither bytes nor a value`)
+        }
+        return encodeRequest(e.req)
+      }
       if (this.#t.publishValue && entries.every((e) => e.req)) {
         // In-process: the requests themselves, no encode or decode (the worker checks them as a decode would).
         const value = { v: 2, reqs: entries.map((e) => e.req) }
@@ -355,12 +363,12 @@ export class Packer {
     for (const r of n.replies) {
       const e = this.#byId.get(r.id)
       if (e && e.pack === p) {
-        this.#settle(e, undefined, r)
+        this.#settle(e, r)
       }
     }
   }
 
-  #settle(e: Entry, err: CohortError | undefined, reply?: InferReply): void {
+  #settle(e: Entry, outcome: CohortError | InferReply): void {
     if (!e.live) {
       return
     }
@@ -376,10 +384,10 @@ export class Packer {
     if (p && --p.open === 0 && this.#packs.get(p.seq) === p) {
       this.#packs.delete(p.seq)
     }
-    if (err) {
-      e.reject(err)
+    if (outcome instanceof CohortError) {
+      e.reject(outcome)
     } else {
-      e.resolve(reply!)
+      e.resolve(outcome)
     }
   }
 }

@@ -20,7 +20,7 @@ interface Entry<T> {
 
 /** The predict SLO of a model's metadata (ms), if it announces one. */
 export function predictSlo(m: Pick<ModelMeta, 'slo'>): number | undefined {
-  return typeof m?.slo?.ms === 'number' && m.slo.ms > 0 ? m.slo.ms : undefined
+  return typeof m.slo?.ms === 'number' && m.slo.ms > 0 ? m.slo.ms : undefined
 }
 
 /** Per-model SLOs from model metadata (what `pick` takes of it), refreshed at most every `ttlMs`. */

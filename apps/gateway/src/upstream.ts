@@ -5,8 +5,6 @@ import {
   encodeCancel,
   encodeRequest,
   fromWire,
-  type ServiceInfoResponse,
-  type ServiceStatsResponse,
   type InferReply,
   type InferRequest,
   type ModelMeta,
@@ -15,7 +13,7 @@ import {
 } from '@cohort/protocol'
 import type { AbortSignalLike, Transport } from '@cohort/transport'
 import type { WorkerLiveness } from './liveness.ts'
-import { Discovery, type WorkerSummary } from './discovery.ts'
+import { Discovery, type ReceivedInfo, type ReceivedStats, type WorkerSummary } from './discovery.ts'
 import { ServeWhileRefresh } from './meta-cache.ts'
 import { Packer, type PackerOptions } from './packer.ts'
 
@@ -82,11 +80,13 @@ export class Upstream {
   ): Promise<InferReply> {
     const lv = this.liveness
     // A streamed generation that sent the client any delta cannot be resent: its output has begun.
-    let streamed = false
-    const onDelta = opts.onDelta
+    // An object, not a `let`: the callback sets it, which the compiler's narrowing cannot see.
+    const progress = { streamed: false }
+    const delta = opts.onDelta
+    const onDelta = delta
       ? (s: TokenStep) => {
-          streamed = true
-          opts.onDelta!(s)
+          progress.streamed = true
+          delta(s)
         }
       : undefined
     if (!lv) {
@@ -108,7 +108,7 @@ export class Upstream {
           throw e
         }
         // Never accepted: it never reached a worker, so it is safe to resend whatever the client said.
-        const safe = (opts.retryable || t.unaccepted) && !streamed
+        const safe = (opts.retryable || t.unaccepted) && !progress.streamed
         if (safe && attempt < lv.maxRetries && timeoutMs - (Date.now() - started) > 1 && !signal?.aborted) {
           continue
         }
@@ -118,7 +118,7 @@ export class Upstream {
         const tried = attempt + 1
         throw new CohortError(
           'WORKER_LOST',
-          streamed
+          progress.streamed
             ? `${t.lost} while streaming a generation; the stream ended early (its deltas so far were sent); retry the request`
             : `${t.lost}; the request may or may not have run (${tried} attempt${tried > 1 ? 's' : ''}${opts.retryable ? '' : ', not marked safe to retry: send an Idempotency-Key header'})`,
           { retryAfterS: 1 },
@@ -244,9 +244,9 @@ export class Upstream {
   }
 
   /** The `$SRV.<verb>.cohort-worker` answers of this deployment's workers ({@link Discovery.services}). */
-  services(verb: 'INFO'): Promise<ServiceInfoResponse[]>
-  services(verb: 'STATS'): Promise<ServiceStatsResponse[]>
-  services(verb: 'INFO' | 'STATS' = 'INFO'): Promise<(ServiceInfoResponse | ServiceStatsResponse)[]> {
+  services(verb: 'INFO'): Promise<ReceivedInfo[]>
+  services(verb: 'STATS'): Promise<ReceivedStats[]>
+  services(verb: 'INFO' | 'STATS' = 'INFO'): Promise<(ReceivedInfo | ReceivedStats)[]> {
     return verb === 'INFO' ? this.discovery.services('INFO') : this.discovery.services('STATS')
   }
 
@@ -291,7 +291,7 @@ const ENVELOPE_BYTES = 256
 function tensorBytesOf(req: InferRequest): number {
   let n = 0
   for (const k in req.tensors) {
-    n += req.tensors[k]!.bytes.byteLength
+    n += req.tensors[k]?.bytes.byteLength ?? 0
   }
   return n
 }

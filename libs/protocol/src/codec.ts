@@ -96,7 +96,7 @@ function pack(v: unknown, bytesHint = 0): Uint8Array {
 function tensorBytes(t: Record<string, WireTensor> | undefined): number {
   let n = 0
   for (const k in t) {
-    n += t[k]!.bytes.byteLength
+    n += t[k]?.bytes.byteLength ?? 0
   }
   return n
 }
@@ -133,7 +133,7 @@ function envelope(buf: Uint8Array, what: string): Obj {
   return o
 }
 
-function optional<T>(o: Obj, key: string, what: string, ok: (v: unknown) => boolean, kind: string): T | undefined {
+function optional<T>(o: Obj, key: string, what: string, ok: (v: unknown) => v is T, kind: string): T | undefined {
   const v = o[key]
   if (v === undefined || v === null) {
     return undefined
@@ -141,13 +141,13 @@ function optional<T>(o: Obj, key: string, what: string, ok: (v: unknown) => bool
   if (!ok(v)) {
     throw bad(`${what}.${key} must be ${kind}`)
   }
-  return v as T
+  return v
 }
 
-const isNum = (v: unknown): boolean => typeof v === 'number' && Number.isFinite(v)
-const isString = (v: unknown): boolean => typeof v === 'string'
-const isStringArray = (v: unknown): boolean => Array.isArray(v) && v.every(isString)
-const isWireError = (v: unknown): boolean => isObj(v) && typeof v.code === 'string' && typeof v.message === 'string'
+const isNum = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v)
+const isString = (v: unknown): v is string => typeof v === 'string'
+const isStringArray = (v: unknown): v is string[] => Array.isArray(v) && v.every(isString)
+const isWireError = (v: unknown): v is WireError => isObj(v) && typeof v.code === 'string' && typeof v.message === 'string'
 
 /** The known fields of a wire error; `retryAfterS` only when it is a finite number >= 0. */
 function copyWireError(e: WireError): WireError {
@@ -156,7 +156,7 @@ function copyWireError(e: WireError): WireError {
   if (typeof ra === 'number' && Number.isFinite(ra) && ra >= 0) out.retryAfterS = ra
   return out
 }
-const isTiming = (v: unknown): boolean => isObj(v) && isNum(v.queueMs) && isNum(v.computeMs) && isNum(v.batchSize)
+const isTiming = (v: unknown): v is ItemTiming => isObj(v) && isNum(v.queueMs) && isNum(v.computeMs) && isNum(v.batchSize)
 
 /** Validate a tensor map; returns fresh tensors and the common shape[0] (undefined when empty). */
 /** Names whose JSON form is themselves in quotes, short enough not to be cut at 80 characters. */
@@ -189,19 +189,21 @@ function tensorsOf(v: unknown, what: string): [Record<string, WireTensor>, numbe
  * must be present and tensors must agree on shape[0] (BAD_REQUEST otherwise).
  */
 export function requestItemCount(r: InferRequest): number {
-  const hasT = r.tensors !== undefined && r.tensors !== null
-  const hasI = r.items !== undefined && r.items !== null
-  if (hasT === hasI) {
-    throw bad(hasT ? 'request has both tensors and items' : 'request has neither tensors nor items')
-  }
-  if (hasI) {
-    if (!Array.isArray(r.items)) {
+  const { tensors, items } = r
+  if (tensors === undefined) {
+    if (items === undefined) {
+      throw bad('request has neither tensors nor items')
+    }
+    if (!Array.isArray(items)) {
       throw bad('request.items must be an array')
     }
-    return r.items.length
+    return items.length
+  }
+  if (items !== undefined) {
+    throw bad('request has both tensors and items')
   }
   let rows: number | undefined
-  for (const [name, t] of Object.entries(r.tensors!)) {
+  for (const [name, t] of Object.entries(tensors)) {
     const n = t.shape[0]
     if (n === undefined) {
       throw bad(`request tensor ${JSON.stringify(name)} must be batch-major (rank >= 1)`)
@@ -234,14 +236,14 @@ function requestFrom(o: Obj, what: string): InferRequest {
   if (!isNum(o.deadline)) {
     throw bad(`${what}.deadline must be a finite number (epoch ms)`)
   }
-  const r: InferRequest = { v: ENVELOPE_VERSION, id: o.id as string, model: o.model, deadline: o.deadline as number }
+  const r: InferRequest = { v: ENVELOPE_VERSION, id: o.id as string, model: o.model, deadline: o.deadline }
   const traceparent = optional<string>(o, 'traceparent', what, isString, 'a string')
   if (traceparent !== undefined) r.traceparent = traceparent
   const tracestate = optional<string>(o, 'tracestate', what, isString, 'a string')
   if (tracestate !== undefined) r.tracestate = tracestate
   const priority = optional<number>(o, 'priority', what, isNum, 'a finite number')
   if (priority !== undefined) r.priority = priority
-  const tenant = optional<string>(o, 'tenant', what, (v) => typeof v === 'string' && v.length <= 128, 'a string of at most 128 characters')
+  const tenant = optional<string>(o, 'tenant', what, (v): v is string => typeof v === 'string' && v.length <= 128, 'a string of at most 128 characters')
   if (tenant !== undefined) r.tenant = tenant
   const outputs = optional<string[]>(o, 'outputs', what, isStringArray, 'an array of strings')
   if (outputs !== undefined) r.outputs = outputs
@@ -250,7 +252,7 @@ function requestFrom(o: Obj, what: string): InferRequest {
   if (items !== undefined) r.items = items
   const ack = optional<string>(o, 'ack', what, isString, 'a string')
   if (ack !== undefined) r.ack = ack
-  const version = optional<string>(o, 'version', what, (x) => typeof x === 'string' && isValidVersion(x), 'a version ("1", "2", ...)')
+  const version = optional<string>(o, 'version', what, (x): x is string => typeof x === 'string' && isValidVersion(x), 'a version ("1", "2", ...)')
   if (version !== undefined) r.version = version
   if (o.generate !== undefined && o.generate !== null) {
     // A generation carries its prompt in `generate`, never tensors or items.
@@ -304,26 +306,27 @@ export function replyFrom(v: unknown): InferReply {
     r.items = items
     counts.push(['items', items.length])
   }
-  const isErrors = (v: unknown) => Array.isArray(v) && v.every((e) => e === null || isWireError(e))
+  const isErrors = (v: unknown): v is (WireError | null)[] => Array.isArray(v) && v.every((e) => e === null || isWireError(e))
   const errors = optional<(WireError | null)[]>(o, 'errors', what, isErrors, 'an array of null or {code, message}')
   if (errors !== undefined) {
     r.errors = errors.map((e) => (e === null ? null : copyWireError(e)))
     counts.push(['errors', errors.length])
   }
-  const isTimings = (v: unknown) => Array.isArray(v) && v.every(isTiming)
+  const isTimings = (v: unknown): v is ItemTiming[] => Array.isArray(v) && v.every(isTiming)
   const timing = optional<ItemTiming[]>(o, 'timing', what, isTimings, 'an array of {queueMs, computeMs, batchSize}')
   if (timing !== undefined) {
     r.timing = timing.map((t) => ({ queueMs: t.queueMs, computeMs: t.computeMs, batchSize: t.batchSize }))
     counts.push(['timing', timing.length])
   }
+  const [first] = counts
   for (const [k, n] of counts) {
-    if (n !== counts[0]![1]) {
-      throw bad(`${what}.${k} has ${n} items but ${what}.${counts[0]![0]} has ${counts[0]![1]}`)
+    if (first !== undefined && n !== first[1]) {
+      throw bad(`${what}.${k} has ${n} items but ${what}.${first[0]} has ${first[1]}`)
     }
   }
   const worker = optional<string>(o, 'worker', what, isString, 'a string')
   if (worker !== undefined) r.worker = worker
-  const version = optional<string>(o, 'version', what, (x) => typeof x === 'string' && isValidVersion(x), 'a version ("1", "2", ...)')
+  const version = optional<string>(o, 'version', what, (x): x is string => typeof x === 'string' && isValidVersion(x), 'a version ("1", "2", ...)')
   if (version !== undefined) r.version = version
   if (o.generated !== undefined && o.generated !== null) r.generated = generatedFrom(o.generated, `${what}.generated`)
   return r
@@ -361,15 +364,15 @@ export function encodeHeartbeat(h: Heartbeat): Uint8Array {
 /** Decode and validate a worker heartbeat. */
 export function decodeHeartbeat(buf: Uint8Array): Heartbeat {
   const o = envelope(buf, 'heartbeat')
-  if (!isNum(o.intervalMs) || (o.intervalMs as number) <= 0) {
+  if (!isNum(o.intervalMs) || o.intervalMs <= 0) {
     throw bad('heartbeat.intervalMs must be a number > 0')
   }
-  const h: Heartbeat = { v: ENVELOPE_VERSION, id: o.id as string, intervalMs: o.intervalMs as number }
+  const h: Heartbeat = { v: ENVELOPE_VERSION, id: o.id as string, intervalMs: o.intervalMs }
   if (o.bye === true) h.bye = true
-  if (isNum(o.proto)) h.proto = o.proto as number
+  if (isNum(o.proto)) h.proto = o.proto
   if (isObj(o.models)) {
     const models: Record<string, WaitEstimate> = {}
-    for (const [m, e] of Object.entries(o.models as Obj)) {
+    for (const [m, e] of Object.entries(o.models)) {
       const w = waitEstimateFrom(e)
       if (w) models[m] = w
     }
@@ -387,8 +390,8 @@ function waitEstimateFrom(e: unknown): WaitEstimate | undefined {
   if (!isObj(e) || !isNum(e.queued) || !isNum(e.waitMs) || !isNum(e.serviceMs)) {
     return undefined
   }
-  const w: WaitEstimate = { queued: e.queued as number, waitMs: e.waitMs as number, serviceMs: e.serviceMs as number }
-  if (isNum(e.itemMs)) w.itemMs = e.itemMs as number
+  const w: WaitEstimate = { queued: e.queued, waitMs: e.waitMs, serviceMs: e.serviceMs }
+  if (isNum(e.itemMs)) w.itemMs = e.itemMs
   const t = tenantWaits(e.tenants)
   if (t) w.tenants = t
   return w
@@ -401,9 +404,9 @@ function tenantWaits(v: unknown): Record<string, number> | undefined {
   }
   const out: Record<string, number> = {}
   let n = 0
-  for (const [k, ms] of Object.entries(v as Obj)) {
+  for (const [k, ms] of Object.entries(v)) {
     if (isNum(ms) && n < MAX_WAIT_TENANTS) {
-      out[k] = ms as number
+      out[k] = ms
       n++
     }
   }
@@ -511,11 +514,11 @@ export function noticeFrom(o: unknown): GatewayNotice {
     if (typeof o.worker !== 'string' || !isStringArray(o.ids)) {
       throw bad('notice accept needs worker (string) and ids (array of strings)')
     }
-    const n: GatewayNotice = { v: 2, t: 'accept', worker: o.worker, ids: o.ids as string[] }
-    if (isNum(o.queued)) n.queued = o.queued as number
-    if (isNum(o.waitMs)) n.waitMs = o.waitMs as number
-    if (isNum(o.serviceMs)) n.serviceMs = o.serviceMs as number
-    if (isNum(o.itemMs)) n.itemMs = o.itemMs as number
+    const n: GatewayNotice = { v: 2, t: 'accept', worker: o.worker, ids: o.ids }
+    if (isNum(o.queued)) n.queued = o.queued
+    if (isNum(o.waitMs)) n.waitMs = o.waitMs
+    if (isNum(o.serviceMs)) n.serviceMs = o.serviceMs
+    if (isNum(o.itemMs)) n.itemMs = o.itemMs
     const t = tenantWaits(o.tenants)
     if (t) n.tenants = t
     return n

@@ -21,12 +21,13 @@ export function deeperThan(v: unknown, max: number = MAX_VALUE_DEPTH): boolean {
   if (typeof v === 'object' && v !== null && !ArrayBuffer.isView(v)) {
     stack.push([v, 0])
   }
-  while (stack.length > 0) {
-    const [x, outer] = stack.pop()!
+  for (let top = stack.pop(); top !== undefined; top = stack.pop()) {
+    const [x, outer] = top
     if (outer + 1 > max) {
       return true
     }
-    for (const c of Array.isArray(x) ? x : Object.values(x)) {
+    const children: unknown[] = Array.isArray(x) ? x : Object.values(x)
+    for (const c of children) {
       if (typeof c === 'object' && c !== null && !ArrayBuffer.isView(c)) {
         stack.push([c, outer + 1])
       }

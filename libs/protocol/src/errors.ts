@@ -90,7 +90,7 @@ export class CohortError extends Error {
 /** Rebuild a {@link CohortError} from its wire form; unknown codes become INTERNAL. */
 export function fromWire(w: WireError): CohortError {
   const code = isErrorCode(w.code) ? w.code : 'INTERNAL'
-  return new CohortError(code, String(w.message), w.retryAfterS !== undefined ? { retryAfterS: w.retryAfterS } : undefined)
+  return new CohortError(code, w.message, w.retryAfterS !== undefined ? { retryAfterS: w.retryAfterS } : undefined)
 }
 
 /** Any thrown value to the wire form; non-Cohort errors become `fallback` (default INTERNAL). */

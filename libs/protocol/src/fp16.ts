@@ -46,6 +46,6 @@ export function f32ToF16Bits(x: number): number {
 export function f16BitsToF32(h: number): number {
   const exp = (h >>> 10) & 0x1f
   const m = h & 0x3ff
-  const v = exp === 0 ? m * SUBNORMAL_UNIT : exp === 31 ? (m === 0 ? Infinity : NaN) : (1024 + m) * POW[exp]!
+  const v = exp === 0 ? m * SUBNORMAL_UNIT : exp === 31 ? (m === 0 ? Infinity : NaN) : (1024 + m) * (POW[exp] ?? 2 ** (exp - 25))
   return h & 0x8000 ? -v : v
 }

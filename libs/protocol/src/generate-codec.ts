@@ -97,7 +97,7 @@ export function generateFrom(v: unknown, what = 'generate', names: GenerateField
     if (!Array.isArray(s) || s.length > MAX_STOP_TOKEN_IDS || !s.every(isTokenId)) {
       throw bad(`${n('stopTokenIds')} must be at most ${MAX_STOP_TOKEN_IDS} token ids (integers in [0, 2^31))`)
     }
-    params.stopTokenIds = [...(s as number[])]
+    params.stopTokenIds = [...s]
   }
   if (p.ignoreEos !== undefined && p.ignoreEos !== null) {
     if (typeof p.ignoreEos !== 'boolean') {
@@ -109,7 +109,7 @@ export function generateFrom(v: unknown, what = 'generate', names: GenerateField
   if (ftd !== undefined && (typeof ftd !== 'number' || !Number.isFinite(ftd))) {
     throw bad(`${what}.firstTokenDeadline must be a time in ms`)
   }
-  const out: GenerateInput = { prompt: Array.isArray(prompt) ? [...(prompt as number[])] : prompt, params, stream: v.stream === true }
+  const out: GenerateInput = { prompt: Array.isArray(prompt) ? [...prompt] : prompt, params, stream: v.stream === true }
   if (ftd !== undefined) {
     out.firstTokenDeadline = ftd
   }
@@ -152,7 +152,7 @@ const tokensOf = (v: unknown, what: string): number[] => {
   if (!Array.isArray(v) || !v.every(isTokenId)) {
     throw bad(`${what} must be an array of token ids`)
   }
-  return v as number[]
+  return v
 }
 
 /** Validate `InferReply.generated`. */
@@ -194,7 +194,9 @@ export function tokenStepsFrom(v: unknown, what = 'notice.steps'): TokenStep[] {
 
 function short(v: unknown): string {
   try {
-    return (JSON.stringify(v) ?? String(v)).slice(0, 40)
+    // JSON.stringify answers undefined for undefined, functions and symbols (its declared type says string).
+    const json = JSON.stringify(v) as string | undefined
+    return (json ?? String(v)).slice(0, 40)
   } catch {
     return typeof v
   }

@@ -67,11 +67,34 @@ const bad = (message: string): CohortError => new CohortError('BAD_REQUEST', mes
 
 const fmtShape = (shape: readonly unknown[]): string => `[${shape.map((d) => safeString(d)).join(',')}]`
 
+/** `a[i]` for an index the caller keeps in range: a read past the end is a bug here, not bad input. */
+function item(a: ArrayLike<number>, i: number): number {
+  const x = a[i]
+  if (x === undefined) {
+    throw new RangeError(`index ${i} is past the end (length ${a.length})`)
+  }
+  return x
+}
+
+/** The inclusive range of an integer datatype stored as JS numbers. */
+function intRange(dt: Datatype): readonly [number, number] {
+  const range = INT_RANGE[dt]
+  if (range === undefined) {
+    throw new Error(`${dt} has no integer range`)
+  }
+  return range
+}
+
+/** The little-endian u32 length prefix of a BYTES element at `at` (the caller has checked 4 bytes are there). */
+function lengthPrefix(b: Uint8Array, at: number): number {
+  return (item(b, at) | (item(b, at + 1) << 8) | (item(b, at + 2) << 16) | (item(b, at + 3) << 24)) >>> 0
+}
+
 /** Number of elements of a shape (1 for a scalar `[]`). Does not validate; see {@link checkShape}. */
 export function elementCount(shape: readonly number[]): number {
   let n = 1
-  for (let i = 0; i < shape.length; i++) {
-    n *= shape[i]!
+  for (const d of shape) {
+    n *= d
   }
   return n
 }
@@ -116,7 +139,7 @@ function skipElements(b: Uint8Array, count: number, at = 0): number {
     if (at + 4 > len) {
       throw bad(`BYTES data truncated: element ${i} of ${count} has no length prefix`)
     }
-    const n = (b[at]! | (b[at + 1]! << 8) | (b[at + 2]! << 16) | (b[at + 3]! << 24)) >>> 0
+    const n = lengthPrefix(b, at)
     at += 4 + n
     if (at > len) {
       throw bad(`BYTES data truncated: element ${i} of ${count} declares ${n} bytes`)
@@ -241,7 +264,7 @@ export function toValues(t: WireTensor): TensorValues {
     const out = new Array<string>(n)
     let at = 0
     for (let i = 0; i < n; i++) {
-      const len = (bytes[at]! | (bytes[at + 1]! << 8) | (bytes[at + 2]! << 16) | (bytes[at + 3]! << 24)) >>> 0
+      const len = lengthPrefix(bytes, at)
       out[i] = utf8Decoder.decode(bytes.subarray(at + 4, at + 4 + len))
       at += 4 + len
     }
@@ -253,7 +276,7 @@ export function toValues(t: WireTensor): TensorValues {
   if (datatype === 'BOOL') {
     const b = v as Uint8Array
     for (let i = 0; i < n; i++) {
-      if (b[i]! > 1) {
+      if (item(b, i) > 1) {
         const out = new Uint8Array(n)
         for (let j = 0; j < n; j++) out[j] = b[j] ? 1 : 0
         return out
@@ -289,7 +312,7 @@ export function fromValues(datatype: Datatype, shape: readonly number[], values:
   let v: FixedValues = values
   if (datatype === 'FP16' && (v instanceof Float32Array || v instanceof Float64Array)) {
     const bits = new Uint16Array(n)
-    for (let i = 0; i < n; i++) bits[i] = f32ToF16Bits(v[i]!)
+    for (let i = 0; i < n; i++) bits[i] = f32ToF16Bits(item(v, i))
     v = bits
   }
   const Ctor = CTOR[datatype]
@@ -391,7 +414,7 @@ function fill(dt: Datatype, a: readonly unknown[], out: FixedValues | string[], 
       break
     }
     default: {
-      const [lo, hi] = INT_RANGE[dt]!
+      const [lo, hi] = intRange(dt)
       const o = out as Int32Array
       for (let i = 0; i < len; i++) {
         const v = a[i]
@@ -446,7 +469,7 @@ export function tensorToJson(t: WireTensor): (number | boolean | string)[] {
     for (let i = 0; i < n; i++) out[i] = v[i] !== 0
   } else if (t.datatype === 'FP16') {
     const h = v as Uint16Array
-    for (let i = 0; i < n; i++) out[i] = f16BitsToF32(h[i]!)
+    for (let i = 0; i < n; i++) out[i] = f16BitsToF32(item(h, i))
   } else {
     for (let i = 0; i < n; i++) out[i] = Number(v[i])
   }
@@ -471,7 +494,10 @@ export function groupKeyOf(tensors: Readonly<Record<string, WireTensor>>): strin
   let key = ''
   const names = Object.keys(tensors)
   for (const name of names.length > 1 ? names.sort() : names) {
-    const t = tensors[name]!
+    const t = tensors[name]
+    if (t === undefined) {
+      throw new Error(`tensor ${name} listed but not present`)
+    }
     // Length-prefixed: no name can end early or run into the next (no escaping needed).
     key += `${name.length}:${name}:${shapeKey(t.datatype, rowShape(t))};`
   }
@@ -484,7 +510,7 @@ function rowElements(t: WireTensor): number {
     throw bad('a scalar tensor has no rows')
   }
   let n = 1
-  for (let i = 1; i < t.shape.length; i++) n *= t.shape[i]!
+  for (let i = 1; i < t.shape.length; i++) n *= item(t.shape, i)
   return n
 }
 
@@ -494,7 +520,7 @@ function rowElements(t: WireTensor): number {
  */
 export function sliceRows(t: WireTensor, start: number, count: number): WireTensor {
   const perRow = rowElements(t)
-  const rows = t.shape[0]!
+  const rows = item(t.shape, 0)
   if (!Number.isSafeInteger(start) || !Number.isSafeInteger(count) || start < 0 || count < 0 || start + count > rows) {
     throw bad(`cannot take rows ${start}..${start + count} of a tensor with ${rows} rows`)
   }
@@ -530,7 +556,7 @@ export function splitRows(t: WireTensor, counts: readonly number[]): WireTensor[
   const out = new Array<WireTensor>(counts.length)
   let at = 0
   for (let i = 0; i < counts.length; i++) {
-    const c = counts[i]!
+    const c = item(counts, i)
     const end = rowBytes ? at + c * rowBytes : skipElements(t.bytes, c * perRow, at)
     out[i] = { datatype: t.datatype, shape: [c, ...rest], bytes: t.bytes.subarray(at, end) }
     at = end
@@ -564,15 +590,18 @@ export function concatRows(ts: readonly WireTensor[]): WireTensor {
     if (!same) {
       throw new CohortError('INVALID_INPUT', `cannot batch ${shapeKey(t.datatype, rowShape(t))} rows with ${shapeKey(datatype, rowShape(first))} rows`)
     }
-    rows += t.shape[0]!
+    rows += item(t.shape, 0)
     total += t.bytes.length
   }
   // Rows that lie one after another in one buffer (a request's rows from one batch's output): a view.
   let contiguous = true
-  for (let i = 1; contiguous && i < ts.length; i++) {
-    const a = ts[i - 1]!.bytes
-    const b = ts[i]!.bytes
-    contiguous = b.buffer === a.buffer && b.byteOffset === a.byteOffset + a.byteLength
+  let prev: Uint8Array | undefined
+  for (const { bytes: b } of ts) {
+    if (prev !== undefined && (b.buffer !== prev.buffer || b.byteOffset !== prev.byteOffset + prev.byteLength)) {
+      contiguous = false
+      break
+    }
+    prev = b
   }
   if (contiguous) {
     return { datatype, shape: [rows, ...shape.slice(1)], bytes: new Uint8Array(first.bytes.buffer, first.bytes.byteOffset, total) }

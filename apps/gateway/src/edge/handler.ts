@@ -53,32 +53,7 @@ export function createEdgeGateway(o: EdgeGatewayOptions): EdgeGateway {
   let shared: Promise<Connected> | undefined
   let closed = false
 
-  const open = async (): Promise<Connected> => {
-    let timer: ReturnType<typeof setTimeout> | undefined
-    const pending = o.connect()
-    const nc = await Promise.race([
-      pending,
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`no NATS connection within ${timeoutMs} ms`)), timeoutMs)
-      }),
-    ]).finally(() => clearTimeout(timer))
-    const transport = createNatsTransport(nc, { ...o.transport, ownsConnection: true })
-    const app = createApp({ ...o.gateway, registry, transport })
-    return {
-      nc,
-      app,
-      close: async () => {
-        await app.close()
-        await transport.close()
-      },
-    }
-  }
-
-  const unavailable = (e: unknown): Response =>
-    Response.json(
-      { error: `NATS is unreachable over websocket: ${e instanceof Error ? e.message : String(e)}`, code: 'NO_WORKER' },
-      { status: 503, headers: { 'retry-after': '1' } },
-    )
+  const open = (): Promise<Connected> => openConnected(o, registry, timeoutMs)
 
   return {
     async fetch(req, waitUntil) {
@@ -86,23 +61,7 @@ export function createEdgeGateway(o: EdgeGatewayOptions): EdgeGateway {
         return Response.json({ error: 'the gateway is closed', code: 'SHUTTING_DOWN' }, { status: 503 })
       }
       if ((o.scope ?? 'shared') === 'request') {
-        let c: Connected
-        try {
-          c = await open()
-        } catch (e) {
-          return unavailable(e)
-        }
-        let res: Response
-        try {
-          res = await c.app.fetch(req)
-        } catch (e) {
-          waitUntil?.(c.close().catch(() => undefined))
-          throw e
-        }
-        // The connection lives as long as the body: passed through as it is read (a streamed
-        // response, SSE or NDJSON, reaches the client as it is made) and closed at its end or
-        // when the client goes.
-        return closingAfterBody(res, () => waitUntil?.(c.close().catch(() => undefined)))
+        return servePerRequest(open, req, waitUntil)
       }
       if (!shared) {
         const p = open()
@@ -138,6 +97,57 @@ export function createEdgeGateway(o: EdgeGatewayOptions): EdgeGateway {
       await s?.then((c) => c.close()).catch(() => undefined)
     },
   }
+}
+
+/** A NATS connection (within `timeoutMs`), its transport and an app over them. */
+async function openConnected(o: EdgeGatewayOptions, registry: Registry, timeoutMs: number): Promise<Connected> {
+  let timer: ReturnType<typeof setTimeout> | undefined
+  const pending = o.connect()
+  const nc = await Promise.race([
+    pending,
+    new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`no NATS connection within ${timeoutMs} ms`)), timeoutMs)
+    }),
+  ]).finally(() => clearTimeout(timer))
+  const transport = createNatsTransport(nc, { ...o.transport, ownsConnection: true })
+  const app = createApp({ ...o.gateway, registry, transport })
+  return {
+    nc,
+    app,
+    close: async () => {
+      await app.close()
+      await transport.close()
+    },
+  }
+}
+
+/** The 503 answered when NATS cannot be reached. */
+function unavailable(e: unknown): Response {
+  return Response.json(
+    { error: `NATS is unreachable over websocket: ${e instanceof Error ? e.message : String(e)}`, code: 'NO_WORKER' },
+    { status: 503, headers: { 'retry-after': '1' } },
+  )
+}
+
+/** `scope: 'request'`: one connection for this request, closed once its response body ends. */
+async function servePerRequest(open: () => Promise<Connected>, req: Request, waitUntil?: (p: Promise<unknown>) => void): Promise<Response> {
+  let c: Connected
+  try {
+    c = await open()
+  } catch (e) {
+    return unavailable(e)
+  }
+  let res: Response
+  try {
+    res = await c.app.fetch(req)
+  } catch (e) {
+    waitUntil?.(c.close().catch(() => undefined))
+    throw e
+  }
+  // The connection lives as long as the body: passed through as it is read (a streamed
+  // response, SSE or NDJSON, reaches the client as it is made) and closed at its end or
+  // when the client goes.
+  return closingAfterBody(res, () => waitUntil?.(c.close().catch(() => undefined)))
 }
 
 /**

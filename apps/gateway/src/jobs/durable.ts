@@ -72,7 +72,8 @@ export class DurableJobs implements PredictionJobs {
     }
   }
 
-  async close(): Promise<void> {
+  close(): Promise<void> {
     this.webhooks.close()
+    return Promise.resolve()
   }
 }

@@ -32,36 +32,39 @@ export class MemoryJobs implements PredictionJobs {
     this.#life = new PredictionLifecycle(this.webhooks)
   }
 
-  async submit(p: Prediction): Promise<{ prediction: Prediction; created: boolean }> {
+  submit(p: Prediction): Promise<{ prediction: Prediction; created: boolean }> {
     if (this.#closed) {
-      throw new CohortError('SHUTTING_DOWN', 'the gateway is closing')
+      return Promise.reject(new CohortError('SHUTTING_DOWN', 'the gateway is closing'))
     }
     const cur = this.#entries.get(p.id)
     if (cur) {
-      return { prediction: cur.p, created: false }
+      return Promise.resolve({ prediction: cur.p, created: false })
     }
-    this.#evict()
+    const full = this.#evict()
+    if (full) {
+      return Promise.reject(full)
+    }
     const abort = new AbortController()
     const e: Entry = { p, abort, done: Promise.resolve() }
     this.#entries.set(p.id, e)
     e.done = this.#run(e)
-    return { prediction: p, created: true }
+    return Promise.resolve({ prediction: p, created: true })
   }
 
-  async get(id: string): Promise<Prediction | undefined> {
-    return this.#entries.get(id)?.p
+  get(id: string): Promise<Prediction | undefined> {
+    return Promise.resolve(this.#entries.get(id)?.p)
   }
 
-  async cancel(id: string): Promise<Prediction | undefined> {
+  cancel(id: string): Promise<Prediction | undefined> {
     const e = this.#entries.get(id)
     if (!e) {
-      return undefined
+      return Promise.resolve(undefined)
     }
     if (!isTerminal(e.p.status)) {
       e.p = this.#life.cancel(e.p)
       e.abort.abort()
     }
-    return e.p
+    return Promise.resolve(e.p)
   }
 
   async wait(id: string, timeoutMs: number): Promise<Prediction | undefined> {
@@ -75,9 +78,10 @@ export class MemoryJobs implements PredictionJobs {
     return this.#entries.get(id)?.p
   }
 
-  async close(): Promise<void> {
+  close(): Promise<void> {
     this.#closed = true
     this.webhooks.close()
+    return Promise.resolve()
   }
 
   async #run(e: Entry): Promise<void> {
@@ -100,10 +104,10 @@ export class MemoryJobs implements PredictionJobs {
     this.#life.finished(e.p)
   }
 
-  /** Forget the oldest finished predictions beyond the bound. */
-  #evict(): void {
+  /** Forget the oldest finished predictions beyond the bound; the OVERLOADED error (to reject with) when none can go. */
+  #evict(): CohortError | undefined {
     if (this.#entries.size < this.#max) {
-      return
+      return undefined
     }
     for (const [id, e] of this.#entries) {
       if (this.#entries.size < this.#max) {
@@ -114,7 +118,8 @@ export class MemoryJobs implements PredictionJobs {
       }
     }
     if (this.#entries.size >= this.#max) {
-      throw new CohortError('OVERLOADED', `${this.#max} async predictions are running; retry later`, { retryAfterS: 1 })
+      return new CohortError('OVERLOADED', `${this.#max} async predictions are running; retry later`, { retryAfterS: 1 })
     }
+    return undefined
   }
 }

@@ -247,11 +247,12 @@ export class DashboardHistory {
 
   /** The newest sample no later than `t - spanMs` (or the oldest one). */
   #before(spanMs: number): Snapshot | undefined {
+    const [first] = this.#samples
     const last = this.#samples[this.#samples.length - 1]
-    if (!last || this.#samples.length < 2) {
+    if (!first || !last || this.#samples.length < 2) {
       return undefined
     }
-    let pick = this.#samples[0]!
+    let pick = first
     for (const s of this.#samples) {
       if (s === last || last.t - s.t < spanMs) {
         break
@@ -265,49 +266,16 @@ export class DashboardHistory {
   view(workers: WorkerInfo[], workersSource: string): DashboardData {
     const samples = this.#samples
     const last = samples[samples.length - 1]
-    const names = new Set<string>()
-    for (const s of samples) {
-      for (const n of s.models.keys()) {
-        names.add(n)
-      }
-    }
-    const served = new Set<string>()
-    for (const w of workers) {
-      for (const m of w.models) {
-        served.add(m.name)
-      }
-    }
-    // Requests for names no worker serves (404s: typos, scanners) are not models.
-    for (const n of names) {
-      const codes = Object.keys(last?.models.get(n)?.requests ?? {})
-      if (!served.has(n) && codes.length > 0 && codes.every((c) => c === 'MODEL_NOT_FOUND')) {
-        names.delete(n)
-      }
-    }
-    for (const n of served) {
-      names.add(n)
-    }
+    const names = modelNames(samples, workers)
     const currentBase = this.#before(this.#o.currentMs)
     const windowBase = this.#before(this.#o.windowMs)
-    const models: ModelView[] = [...names].sort().map((name) => {
+    const models: ModelView[] = names.map((name) => {
       const cur = last?.models.get(name)
       const c = cur ?? emptyModel()
       const cb = currentBase?.models.get(name)
       const wb = windowBase?.models.get(name)
       const current = last && currentBase ? modelRates(cur, cb, (last.t - currentBase.t) / 1000) : { ...modelRates(undefined, undefined, 0), queueDepth: c.queueDepth ?? null }
-      const series: ModelView['series'] = { t: [], rps: [], p50Ms: [], p99Ms: [], queueDepth: [], meanBatch: [], itemsPerS: [] }
-      for (let i = 1; i < samples.length; i++) {
-        const a = samples[i - 1]!
-        const b = samples[i]!
-        const r = modelRates(b.models.get(name), a.models.get(name), (b.t - a.t) / 1000)
-        series.t.push(b.t)
-        series.rps.push(r.rps)
-        series.p50Ms.push(r.p50Ms)
-        series.p99Ms.push(r.p99Ms)
-        series.queueDepth.push(r.queueDepth)
-        series.meanBatch.push(r.meanBatch)
-        series.itemsPerS.push(r.itemsPerS)
-      }
+      const series = modelSeries(samples, name)
       const batchTotal = c.batchSize ? bucketCounts(c.batchSize) : []
       const batchWindow = c.batchSize ? bucketCounts(windowBase ? bucketDeltas(c.batchSize, wb?.batchSize) : c.batchSize) : []
       return {
@@ -347,6 +315,56 @@ export class DashboardHistory {
       workersSource,
     }
   }
+}
+
+/**
+ * The models to show, sorted: every name seen in the samples or served by a worker, less the names
+ * no worker serves that only ever answered MODEL_NOT_FOUND (404s: typos, scanners are not models).
+ */
+function modelNames(samples: readonly Snapshot[], workers: readonly WorkerInfo[]): string[] {
+  const last = samples[samples.length - 1]
+  const names = new Set<string>()
+  for (const s of samples) {
+    for (const n of s.models.keys()) {
+      names.add(n)
+    }
+  }
+  const served = new Set<string>()
+  for (const w of workers) {
+    for (const m of w.models) {
+      served.add(m.name)
+    }
+  }
+  for (const n of names) {
+    const codes = Object.keys(last?.models.get(n)?.requests ?? {})
+    if (!served.has(n) && codes.length > 0 && codes.every((c) => c === 'MODEL_NOT_FOUND')) {
+      names.delete(n)
+    }
+  }
+  for (const n of served) {
+    names.add(n)
+  }
+  return [...names].sort()
+}
+
+/** One model's rates between each pair of consecutive samples (the charts). */
+function modelSeries(samples: readonly Snapshot[], name: string): ModelView['series'] {
+  const series: ModelView['series'] = { t: [], rps: [], p50Ms: [], p99Ms: [], queueDepth: [], meanBatch: [], itemsPerS: [] }
+  let a: Snapshot | undefined
+  for (const b of samples) {
+    if (a !== undefined) {
+      const r = modelRates(b.models.get(name), a.models.get(name), (b.t - a.t) / 1000)
+      series.t.push(b.t)
+      series.rps.push(r.rps)
+      series.p50Ms.push(r.p50Ms)
+      series.p99Ms.push(r.p99Ms)
+      series.queueDepth.push(r.queueDepth)
+      series.meanBatch.push(r.meanBatch)
+      series.itemsPerS.push(r.itemsPerS)
+    }
+    a = b
+  }
+  return series
 }
 
 /** Read one worker's discovery answer (`{worker, models}`); undefined when it is not one. */

@@ -34,7 +34,7 @@ export interface DashboardOptions extends DashboardHistoryOptions {
  */
 export function registerDashboard(app: Hono, o: ResolvedGatewayOptions, up: Upstream, registry: Registry, d: DashboardOptions = {}): void {
   const now = d.now ?? Date.now
-  const settings = o.dashboard ?? {}
+  const settings = o.dashboard
   const history = new DashboardHistory({ ...(settings.keep !== undefined ? { keep: settings.keep } : {}), ...d })
   const timeoutMs = Math.min(o.metaTimeoutMs, WORKERS_TIMEOUT_MS)
   let workers: WorkerInfo[] = []

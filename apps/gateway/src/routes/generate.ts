@@ -12,10 +12,9 @@ import type { InferenceDoor } from '../door.ts'
 import { collect, sseResponse, startGeneration, type GenEvent } from '../generation.ts'
 import type { ResolvedGatewayOptions } from '../options.ts'
 import { httpArrival } from './arrival.ts'
-import { checkModelPath } from './infer.ts'
 
 /** Triton/vLLM parameter names -> the sampling field they set. */
-const PARAMS = {
+const PARAMS: Readonly<Record<string, string>> = {
   max_tokens: 'maxTokens',
   temperature: 'temperature',
   top_p: 'topP',
@@ -48,7 +47,7 @@ export function tritonGenerateInput(body: unknown, stream: boolean): GenerateInp
     if (k === 'stream') {
       continue // the route decides
     }
-    const key = PARAMS[k as keyof typeof PARAMS]
+    const key = PARAMS[k]
     if (key === undefined) {
       throw new CohortError('BAD_REQUEST', `parameters.${k.slice(0, 64)} is not a generation parameter; known: ${Object.keys(PARAMS).join(', ')}`)
     }

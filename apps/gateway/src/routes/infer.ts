@@ -1,5 +1,4 @@
 import type { Context } from 'hono'
-import type { WireTensor } from '@cohort/protocol'
 import { bodyOf, clientGone } from '../body.ts'
 import type { InferenceDoor } from '../door.ts'
 import { outputJson, parseInferBody } from '../oip.ts'
@@ -54,7 +53,7 @@ export function inferHandler(o: ResolvedGatewayOptions, door: InferenceDoor) {
           head.outputs.push({ name, datatype: t.datatype, shape: t.shape, parameters: { binary_data_size: t.bytes.byteLength } })
           blobs.push(t.bytes)
         } else {
-          head.outputs.push(outputJson(name, t as WireTensor, raw))
+          head.outputs.push(outputJson(name, t, raw))
         }
       }
       const json = stringifyWithRaw(head, raw)

@@ -17,7 +17,7 @@ export function completionLogprobs(lps: readonly TokenLogprob[], offset: number)
   let at = offset
   const text_offset = lps.map((l) => {
     const here = at
-    at += [...tokenText(l)].length
+    at += Array.from(tokenText(l)).length // code points
     return here
   })
   const value = {

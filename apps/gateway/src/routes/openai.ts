@@ -122,7 +122,7 @@ function common(b: Body, prompt: string | number[], maxTokens: unknown, maxName:
   unsupported(b, 'tool_choice', (v) => v === 'none')
   unsupported(b, 'functions', (v) => Array.isArray(v) && v.length === 0)
   unsupported(b, 'function_call', (v) => v === 'none')
-  unsupported(b, 'response_format', (v) => (v as { type?: unknown })?.type === 'text')
+  unsupported(b, 'response_format', (v) => (v as { type?: unknown } | null | undefined)?.type === 'text')
   if (b['stream'] !== undefined && b['stream'] !== null && typeof b['stream'] !== 'boolean') {
     throw new CohortError('BAD_REQUEST', 'stream must be a boolean')
   }

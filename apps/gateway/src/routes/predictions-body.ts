@@ -77,15 +77,15 @@ export function parsePredictionBody(bytes: Uint8Array): PredictionRequestBody {
 
 /** Cog's `detail` for a worker's INVALID_INPUT message (`item 0: /a/b: Expected number`). */
 export function detailOf(message: string): ValidationDetail[] {
-  const m = /^item \d+: (\/[^:]*): (.*)$/s.exec(message)
-  if (!m) {
+  const [, pointer, msg] = /^item \d+: (\/[^:]*): (.*)$/s.exec(message) ?? []
+  if (pointer === undefined || msg === undefined) {
     return [{ loc: ['body', 'input'], msg: message, type: 'value_error' }]
   }
-  const path = m[1]!
+  const path = pointer
     .split('/')
     .filter(Boolean)
     .map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'))
-  return [{ loc: ['body', 'input', ...path], msg: m[2]!, type: 'value_error' }]
+  return [{ loc: ['body', 'input', ...path], msg, type: 'value_error' }]
 }
 
 /** The 422 answer: Cog's `detail`, plus Cohort's `error` and `code`. */

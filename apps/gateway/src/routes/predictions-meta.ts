@@ -15,6 +15,8 @@ export function tensorItemSchema(t: TensorMeta): Record<string, unknown> {
   return { title: t.name, ...s }
 }
 
+const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null
+
 /**
  * A schema whose `required` leaves out the properties that have a `default` (TypeBox lists them,
  * but a request may omit them: the default is applied), recursively through nested objects.
@@ -24,11 +26,14 @@ export function withoutDefaultsRequired(s: Record<string, unknown>): Record<stri
   if (typeof props !== 'object' || props === null) {
     return s
   }
-  const p = props as Record<string, Record<string, unknown>>
-  const properties = Object.fromEntries(Object.entries(p).map(([k, v]) => [k, typeof v === 'object' && v !== null ? withoutDefaultsRequired(v) : v]))
+  const p = props as Record<string, unknown>
+  const properties = Object.fromEntries(Object.entries(p).map(([k, v]) => [k, isRecord(v) ? withoutDefaultsRequired(v) : v]))
   const out: Record<string, unknown> = { ...s, properties }
   if (Array.isArray(s['required'])) {
-    const required = (s['required'] as string[]).filter((k) => !(p[k] && typeof p[k] === 'object' && 'default' in p[k]!))
+    const required = (s['required'] as string[]).filter((k) => {
+      const prop = p[k]
+      return !(isRecord(prop) && 'default' in prop)
+    })
     if (required.length > 0) {
       out['required'] = required
     } else {
@@ -65,8 +70,36 @@ export function outputSchema(m: ModelMeta): Record<string, unknown> {
 
 /** Cog's OpenAPI document for the default model, plus per-model `Input_<m>`/`Output_<m>` components. */
 export function openApi(models: ModelMeta[], defaultModel: string, version: string): Record<string, unknown> {
-  const ref = (n: string) => ({ $ref: `#/components/schemas/${n}` })
-  const def = models.find((m) => m.name === defaultModel)
+  const schemas = componentSchemas(
+    models,
+    models.find((m) => m.name === defaultModel),
+  )
+  return {
+    openapi: '3.0.2',
+    info: { title: 'Cohort', version },
+    paths: predictionPaths(),
+    components: { schemas },
+  }
+}
+
+const ref = (n: string) => ({ $ref: `#/components/schemas/${n}` })
+const json = (schema: unknown) => ({ content: { 'application/json': { schema } } })
+
+/** The `properties` of a PredictionRequest. */
+function predictionRequestProperties(): Record<string, unknown> {
+  // As parsePredictionBody checks: `input` is required; `id`, `webhook` and the filter may be
+  // null (taken as absent); an id is PREDICTION_ID_RE, a webhook an http(s) URL.
+  return {
+    input: ref('Input'),
+    id: { title: 'Id', type: 'string', pattern: PREDICTION_ID_RE.source, nullable: true },
+    created_at: { title: 'Created At', description: 'Accepted and ignored: the gateway sets created_at.' },
+    webhook: { title: 'Webhook', type: 'string', format: 'uri', pattern: '^https?://[^\\s]+$', minLength: 1, maxLength: 65536, nullable: true },
+    webhook_events_filter: { type: 'array', items: ref('WebhookEvent'), default: [...WEBHOOK_EVENTS], nullable: true },
+  }
+}
+
+/** The document's component schemas: Cog's, the default model's Input/Output, one pair per model, and Error. */
+function componentSchemas(models: ModelMeta[], def: ModelMeta | undefined): Record<string, unknown> {
   const schemas: Record<string, unknown> = {
     Status: { title: 'Status', description: 'An enumeration.', enum: ['starting', 'processing', 'succeeded', 'canceled', 'failed'], type: 'string' },
     WebhookEvent: { title: 'WebhookEvent', description: 'An enumeration.', enum: [...WEBHOOK_EVENTS], type: 'string' },
@@ -90,15 +123,7 @@ export function openApi(models: ModelMeta[], defaultModel: string, version: stri
     PredictionRequest: {
       title: 'PredictionRequest',
       type: 'object',
-      // As parsePredictionBody checks: `input` is required; `id`, `webhook` and the filter may be
-      // null (taken as absent); an id is PREDICTION_ID_RE, a webhook an http(s) URL.
-      properties: {
-        input: ref('Input'),
-        id: { title: 'Id', type: 'string', pattern: PREDICTION_ID_RE.source, nullable: true },
-        created_at: { title: 'Created At', description: 'Accepted and ignored: the gateway sets created_at.' },
-        webhook: { title: 'Webhook', type: 'string', format: 'uri', pattern: '^https?://[^\\s]+$', minLength: 1, maxLength: 65536, nullable: true },
-        webhook_events_filter: { type: 'array', items: ref('WebhookEvent'), default: [...WEBHOOK_EVENTS], nullable: true },
-      },
+      properties: predictionRequestProperties(),
       required: ['input'],
     },
     PredictionResponse: {
@@ -127,8 +152,18 @@ export function openApi(models: ModelMeta[], defaultModel: string, version: stri
     schemas[`Input_${m.name}`] = { ...inputSchema(m), title: `Input_${m.name}` }
     schemas[`Output_${m.name}`] = { ...outputSchema(m), title: `Output_${m.name}` }
   }
-  const json = (schema: unknown) => ({ content: { 'application/json': { schema } } })
-  const { id: _bodyId, ...putProperties } = (schemas['PredictionRequest'] as { properties: Record<string, unknown> }).properties
+  schemas['Error'] = {
+    title: 'Error',
+    type: 'object',
+    properties: { error: { title: 'Error', type: 'string' }, code: { title: 'Code', type: 'string' } },
+    required: ['error', 'code'],
+  }
+  return schemas
+}
+
+/** The prediction routes' paths. */
+function predictionPaths(): Record<string, unknown> {
+  const putProperties = Object.fromEntries(Object.entries(predictionRequestProperties()).filter(([k]) => k !== 'id'))
   const idempotentRequest = {
     title: 'Prediction Request',
     description: "A PredictionRequest whose `id`, when given, must equal the path's prediction_id (else 422).",
@@ -150,58 +185,47 @@ export function openApi(models: ModelMeta[], defaultModel: string, version: stri
     ...errors,
     ...extra,
   })
-  schemas['Error'] = {
-    title: 'Error',
-    type: 'object',
-    properties: { error: { title: 'Error', type: 'string' }, code: { title: 'Code', type: 'string' } },
-    required: ['error', 'code'],
-  }
   const accepted = { '202': { description: 'Accepted (with Prefer: respond-async)', ...json(ref('PredictionResponse')) } }
   const prefer = { name: 'prefer', in: 'header', required: false, schema: { title: 'Prefer', type: 'string' } }
   const idParam = { name: 'prediction_id', in: 'path', required: true, schema: { title: 'Prediction ID', type: 'string', pattern: PREDICTION_ID_RE.source } }
   return {
-    openapi: '3.0.2',
-    info: { title: 'Cohort', version },
-    paths: {
-      '/health-check': { get: { summary: 'Healthcheck', operationId: 'healthcheck_health_check_get', responses: { '200': { description: 'Successful Response', ...json({}) } } } },
-      '/predictions': {
-        post: {
-          summary: 'Predict',
-          description: 'Run a single prediction on the model',
-          operationId: 'predict_predictions_post',
-          parameters: [prefer],
-          requestBody: { ...json(ref('PredictionRequest')), required: true },
-          responses: respond('200', ref('PredictionResponse'), accepted),
-        },
-      },
-      '/predictions/{prediction_id}': {
-        put: {
-          summary: 'Predict Idempotent',
-          description: 'Run a single prediction on the model (idempotent creation).',
-          operationId: 'predict_idempotent_predictions__prediction_id__put',
-          parameters: [idParam, prefer],
-          // The path names the id: a body `id` other than it is a 422, so the body schema has none.
-          requestBody: { ...json(idempotentRequest), required: true },
-          responses: respond('200', ref('PredictionResponse'), { ...accepted, '409': err('Conflict: the id is taken by a different request') }),
-        },
-        get: {
-          summary: 'Get Prediction',
-          operationId: 'get_prediction_predictions__prediction_id__get',
-          parameters: [idParam],
-          responses: respond('200', ref('PredictionResponse')),
-        },
-      },
-      '/predictions/{prediction_id}/cancel': {
-        post: {
-          summary: 'Cancel',
-          description: 'Cancel a running prediction',
-          operationId: 'cancel_predictions__prediction_id__cancel_post',
-          parameters: [idParam],
-          responses: respond('200', {}),
-        },
+    '/health-check': { get: { summary: 'Healthcheck', operationId: 'healthcheck_health_check_get', responses: { '200': { description: 'Successful Response', ...json({}) } } } },
+    '/predictions': {
+      post: {
+        summary: 'Predict',
+        description: 'Run a single prediction on the model',
+        operationId: 'predict_predictions_post',
+        parameters: [prefer],
+        requestBody: { ...json(ref('PredictionRequest')), required: true },
+        responses: respond('200', ref('PredictionResponse'), accepted),
       },
     },
-    components: { schemas },
+    '/predictions/{prediction_id}': {
+      put: {
+        summary: 'Predict Idempotent',
+        description: 'Run a single prediction on the model (idempotent creation).',
+        operationId: 'predict_idempotent_predictions__prediction_id__put',
+        parameters: [idParam, prefer],
+        // The path names the id: a body `id` other than it is a 422, so the body schema has none.
+        requestBody: { ...json(idempotentRequest), required: true },
+        responses: respond('200', ref('PredictionResponse'), { ...accepted, '409': err('Conflict: the id is taken by a different request') }),
+      },
+      get: {
+        summary: 'Get Prediction',
+        operationId: 'get_prediction_predictions__prediction_id__get',
+        parameters: [idParam],
+        responses: respond('200', ref('PredictionResponse')),
+      },
+    },
+    '/predictions/{prediction_id}/cancel': {
+      post: {
+        summary: 'Cancel',
+        description: 'Cancel a running prediction',
+        operationId: 'cancel_predictions__prediction_id__cancel_post',
+        parameters: [idParam],
+        responses: respond('200', {}),
+      },
+    },
   }
 }
 

@@ -30,7 +30,7 @@ export function registerPredictions(app: Hono, o: ResolvedGatewayOptions, door: 
   app.post('/predictions/:id/cancel', cancel)
   app.post('/models/:model/predictions/:id/cancel', cancel)
   const meta = predictionMetaRoutes(o, up)
-  app.get('/health-check', meta.healthCheck)
-  app.get('/openapi.json', meta.openapi)
+  app.get('/health-check', (c) => meta.healthCheck(c))
+  app.get('/openapi.json', (c) => meta.openapi(c))
   return jobs
 }

@@ -19,7 +19,7 @@ async function ask(up: Upstream, op: 'index' | 'load' | 'unload', model?: string
   const out: RepositoryAnswer[] = []
   for (const r of raw) {
     try {
-      const v = decodeValue(r) as RepositoryAnswer
+      const v = decodeValue(r) as RepositoryAnswer | null
       if (typeof v?.worker === 'string' && Array.isArray(v.models)) {
         out.push({
           worker: v.worker,
@@ -36,7 +36,7 @@ async function ask(up: Upstream, op: 'index' | 'load' | 'unload', model?: string
 }
 
 function isEntry(e: unknown): e is RepositoryEntry {
-  const x = e as RepositoryEntry
+  const x = e as { name?: unknown; version?: unknown; state?: unknown } | null
   return typeof x?.name === 'string' && typeof x.version === 'string' && (x.state === 'READY' || x.state === 'UNAVAILABLE' || x.state === 'LOADING')
 }
 

@@ -1,4 +1,5 @@
-import { CohortError, modelFromToken, type DurationStat, type InferenceStatsData, type ServiceStatsResponse } from '@cohort/protocol'
+import { CohortError, modelFromToken, type DurationStat, type InferenceStatsData } from '@cohort/protocol'
+import type { ReceivedStats } from '../discovery.ts'
 import type { Upstream } from '../upstream.ts'
 import { checkModelPath } from './infer.ts'
 
@@ -21,7 +22,7 @@ const add = (a: DurationStat, b: DurationStat | undefined): void => {
 }
 
 /** Sum one model's statistics over the workers that reported them. */
-function aggregate(model: string, parts: InferenceStatsData[], version = '1'): TritonModelStats {
+function aggregate(model: string, parts: Partial<InferenceStatsData>[], version = '1'): TritonModelStats {
   const s: TritonModelStats = {
     name: model,
     version,
@@ -101,8 +102,8 @@ export async function modelStats(up: Upstream, model?: string, version?: string)
  * Each model's statistics parts from the workers' `$SRV.STATS` answers (by infer subject); with
  * `version`, that version's only (a model without versions serves "1" on its bare subject).
  */
-function collect(up: Upstream, stats: ServiceStatsResponse[], version?: string): Map<string, InferenceStatsData[]> {
-  const byModel = new Map<string, InferenceStatsData[]>()
+function collect(up: Upstream, stats: ReceivedStats[], version?: string): Map<string, Partial<InferenceStatsData>[]> {
+  const byModel = new Map<string, Partial<InferenceStatsData>[]>()
   const prefix = up.subjects.infer('')
   for (const w of stats) {
     for (const e of w.endpoints) {

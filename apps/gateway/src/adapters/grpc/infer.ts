@@ -1,5 +1,4 @@
 import type * as grpc from '@grpc/grpc-js'
-import type { WireTensor } from '@cohort/protocol'
 import type { Passage } from '../../door.ts'
 import { grpcInputs, type GrpcInputTensor } from './tensors.ts'
 
@@ -33,10 +32,10 @@ export function paramValue(p: InferParameter | undefined): unknown {
  */
 export function messageBytes(r: Pick<ModelInferRequestMsg, 'raw_input_contents' | 'inputs'>): number {
   let n = 0
-  for (const b of r.raw_input_contents ?? []) {
+  for (const b of r.raw_input_contents) {
     n += b.byteLength
   }
-  for (const t of r.inputs ?? []) {
+  for (const t of r.inputs) {
     for (const v of Object.values(t.contents ?? {})) {
       if (Array.isArray(v)) {
         for (const x of v as unknown[]) {
@@ -64,10 +63,10 @@ export function deadlineAt(deadline: grpc.Deadline | undefined): number | undefi
  */
 export async function modelInfer(p: Passage, r: ModelInferRequestMsg, signal: AbortSignal, idempotent: boolean): Promise<Record<string, unknown>> {
   const model = r.model_name
-  const version = r.model_version === '' || r.model_version === undefined ? undefined : r.model_version
-  const { tensors } = grpcInputs(r.inputs ?? [], r.raw_input_contents ?? [])
-  const priority = paramValue(r.parameters?.['priority'])
-  const outputs = (r.outputs ?? []).map((o) => o.name)
+  const version = r.model_version === '' ? undefined : r.model_version
+  const { tensors } = grpcInputs(r.inputs, r.raw_input_contents)
+  const priority = paramValue(r.parameters['priority'])
+  const outputs = r.outputs.map((o) => o.name)
   const reply = await p.infer(
     {
       tensors,
@@ -75,20 +74,20 @@ export async function modelInfer(p: Passage, r: ModelInferRequestMsg, signal: Ab
       ...(outputs.length > 0 ? { outputs } : {}),
       ...(version !== undefined ? { version } : {}),
     },
-    { timeoutMs: p.timeoutMs(paramValue(r.parameters?.['timeout'])), signal, retryable: idempotent || (r.id ?? '') !== '' },
+    { timeoutMs: p.timeoutMs(paramValue(r.parameters['timeout'])), signal, retryable: idempotent || r.id !== '' },
   )
   const out = reply.tensors ?? {}
   const order = outputs.length > 0 ? outputs : Object.keys(out)
   const res = {
     model_name: model,
     model_version: reply.version ?? version ?? '1',
-    id: r.id ?? '',
+    id: r.id,
     parameters: {},
     outputs: [] as { name: string; datatype: string; shape: number[] }[],
     raw_output_contents: [] as Uint8Array[],
   }
   for (const name of order) {
-    const t = out[name] as WireTensor | undefined
+    const t = out[name]
     if (t) {
       res.outputs.push({ name, datatype: t.datatype, shape: t.shape })
       res.raw_output_contents.push(t.bytes)

@@ -131,8 +131,8 @@ function inferThroughDoor(door: GatewayCore['door']): Infer {
     method: 'POST',
     route: `/inference.GRPCInferenceService/${method}`,
     model: r.model_name,
-    version: r.model_version === '' || r.model_version === undefined ? undefined : r.model_version,
-    timeoutParamUs: paramValue(r.parameters?.['timeout']),
+    version: r.model_version === '' ? undefined : r.model_version,
+    timeoutParamUs: paramValue(r.parameters['timeout']),
     holdBytes: messageBytes(r),
     traceparent: first(call.metadata, TRACEPARENT),
     tracestate: first(call.metadata, TRACESTATE),
@@ -151,7 +151,7 @@ function unaryOf(authorize: Authorize, report: (e: unknown) => void) {
         .then(() => fn(call.request, call))
         .then(
           (res) => cb(null, res),
-          (e) => cb(toServiceError(e, report)),
+          (e: unknown) => cb(toServiceError(e, report)),
         )
     }
 }
@@ -167,7 +167,7 @@ function namedVersion(r: { name: string; version: string }): string | undefined 
 function metadataRpcs(core: GatewayCore, unary: ReturnType<typeof unaryOf>): grpc.UntypedServiceImplementation {
   const { upstream: up, options: gw } = core
   return {
-    ServerLive: unary(async () => ({ live: true }), false),
+    ServerLive: unary(() => Promise.resolve({ live: true }), false),
     ServerReady: unary(async () => ({ ready: (await up.readiness()).ready }), false),
     ModelReady: unary(async (r: { name: string; version: string }) => {
       try {
@@ -179,11 +179,13 @@ function metadataRpcs(core: GatewayCore, unary: ReturnType<typeof unaryOf>): grp
         throw e
       }
     }, false),
-    ServerMetadata: unary(async () => ({
-      name: gw.serverName,
-      version: gw.serverVersion,
-      extensions: ['binary_tensor_data', 'parameters', 'statistics', 'model_configuration'],
-    })),
+    ServerMetadata: unary(() =>
+      Promise.resolve({
+        name: gw.serverName,
+        version: gw.serverVersion,
+        extensions: ['binary_tensor_data', 'parameters', 'statistics', 'model_configuration'],
+      }),
+    ),
     ModelMetadata: unary(async (r: { name: string; version: string }) => {
       const m = await up.meta(r.name, namedVersion(r))
       return { name: m.name, versions: m.versions, platform: m.platform, inputs: metaTensors(m.inputs), outputs: metaTensors(m.outputs) }
@@ -203,7 +205,7 @@ function modelInferRpc(authorize: Authorize, infer: Infer, report: (e: unknown) 
       .then((tenant) => infer(call, 'ModelInfer', call.request, ac.signal, tenant))
       .then(
         (res) => cb(null, res),
-        (e) => cb(toServiceError(e, report)),
+        (e: unknown) => cb(toServiceError(e, report)),
       )
   }
 }
@@ -236,12 +238,12 @@ function modelStreamInferRpc(door: GatewayCore['door'], authorize: Authorize, in
         .then((tenant) => infer(call, 'ModelStreamInfer', r, ac.signal, tenant))
         .then(
           (res) => call.write({ error_message: '', infer_response: res }),
-          (e) => {
+          (e: unknown) => {
             if (refused) {
               return // the stream already ended with the refusal
             }
             const se = toServiceError(e, report)
-            call.write({ error_message: se.details ?? 'error', infer_response: { model_name: r.model_name, id: r.id ?? '' } })
+            call.write({ error_message: se.details ?? 'error', infer_response: { model_name: r.model_name, id: r.id } })
           },
         )
         .finally(() => {
@@ -271,7 +273,7 @@ function handleOf(server: grpc.Server, port: number, core: GatewayCore, owned: b
     close() {
       closing ??= new Promise<void>((resolve) => {
         const force = setTimeout(() => server.forceShutdown(), 5_000)
-        force.unref?.()
+        force.unref()
         server.tryShutdown(() => {
           clearTimeout(force)
           resolve()

@@ -66,15 +66,19 @@ export function grpcInputs(inputs: readonly GrpcInputTensor[], raw: readonly Uin
       throw bad(`input "${name}": unknown datatype ${JSON.stringify(datatype)}`)
     }
     const shape = checkShape(
-      (inp.shape ?? []).map((d) => Number(d)),
+      inp.shape.map((d) => Number(d)),
       `input "${name}": shape`,
     )
-    if (shape.length === 0) {
+    const n = shape[0]
+    if (n === undefined) {
       throw bad(`input "${name}": shape must have a batch dimension (dim 0 = items)`)
     }
     let t: WireTensor
     if (raw.length > 0) {
-      const bytes = raw[i]!
+      const bytes = raw[i]
+      if (bytes === undefined) {
+        throw bad(`input "${name}" has no raw_input_contents entry`)
+      }
       checkTensorBytes(datatype, shape, bytes, `input "${name}"`)
       t = { datatype, shape, bytes }
     } else {
@@ -92,7 +96,6 @@ export function grpcInputs(inputs: readonly GrpcInputTensor[], raw: readonly Uin
       }
     }
     tensors[name] = t
-    const n = shape[0]!
     if (itemCount !== undefined && itemCount !== n) {
       throw bad(`inputs disagree on dim 0 (items): ${itemCount} vs ${n} for "${name}"`)
     }

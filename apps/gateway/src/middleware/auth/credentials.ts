@@ -16,10 +16,12 @@ export function sameString(s: string, t: string): boolean {
 /** The index of `cred` in `keys`, or -1; compares against every key (constant-time per key). */
 export function keyIndex(keys: readonly string[], cred: string): number {
   let found = -1
-  for (let i = 0; i < keys.length; i++) {
-    if (sameString(keys[i]!, cred) && found < 0) {
+  let i = 0
+  for (const key of keys) {
+    if (sameString(key, cred) && found < 0) {
       found = i
     }
+    i++
   }
   return found
 }
@@ -34,7 +36,7 @@ export function bearerToken(header: string | undefined): string | undefined | nu
     return undefined
   }
   const m = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(header)
-  return m ? m[1]! : null
+  return m?.[1] ?? null
 }
 
 const JWT_SHAPE = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/

@@ -5,7 +5,6 @@ import { declaredLength, setBodyTicket } from '../../body.ts'
 import { DRAIN_REFUSED_BYTES } from '../../refusal.ts'
 import { errorResponse } from '../../errors.ts'
 import { inflightOverloaded, inflightTooLarge } from '../../admission.ts'
-import type { InferenceDoor } from '../../door.ts'
 
 /**
  * How many bytes of the bound one byte of a body that is not binary (JSON) counts for: parsing JSON

@@ -42,8 +42,8 @@ export function hasKey(): boolean {
  * Wire the key form and the "forget key" button; `changed` runs after either (poll again).
  */
 export function setupAuth(changed: () => void): void {
-  const form = byId<HTMLFormElement>('auth')
-  const input = byId<HTMLInputElement>('auth-key')
+  const form = byId('auth', HTMLFormElement)
+  const input = byId('auth-key', HTMLInputElement)
   form.addEventListener('submit', (e) => {
     e.preventDefault()
     const key = input.value.trim()
@@ -71,5 +71,5 @@ export function showAuth(show: boolean, note = ''): void {
   byId('auth').hidden = !show
   byId('auth-note').textContent = note
   showForget()
-  if (show) byId<HTMLInputElement>('auth-key').focus()
+  if (show) byId('auth-key', HTMLInputElement).focus()
 }

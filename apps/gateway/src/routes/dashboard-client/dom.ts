@@ -5,7 +5,8 @@ export interface Attrs {
   text?: string | number | null | undefined
   onclick?: (e: MouseEvent) => void
   style?: Partial<CSSStyleDeclaration>
-  [attr: string]: unknown
+  /** Any other attribute: its text (false, null and undefined leave it out). */
+  [attr: string]: string | number | boolean | null | undefined | ((e: MouseEvent) => void) | Partial<CSSStyleDeclaration>
 }
 
 /** A child: nodes, text, nested lists; null, undefined and false are skipped. */
@@ -18,12 +19,12 @@ function setAttrs(e: Element, attrs: Attrs | null | undefined): void {
     if (v === undefined || v === null || v === false) {
       continue
     }
-    if (k === 'text') {
+    if (typeof v === 'function') {
+      e.addEventListener('click', v as EventListener) // `onclick`, the one function attribute
+    } else if (typeof v === 'object') {
+      Object.assign((e as HTMLElement).style, v) // `style`, the one object attribute
+    } else if (k === 'text') {
       e.textContent = String(v)
-    } else if (k === 'onclick') {
-      e.addEventListener('click', v as EventListener)
-    } else if (k === 'style') {
-      Object.assign((e as HTMLElement).style, v)
     } else {
       e.setAttribute(k, String(v))
     }
@@ -53,19 +54,24 @@ export function el<K extends keyof HTMLElementTagNameMap>(tag: K, attrs?: Attrs 
 
 /** An SVG element. */
 export function svg(tag: string, attrs?: Attrs | null, ...children: Child[]): SVGElement {
-  const e = document.createElementNS(SVGNS, tag) as SVGElement
+  const e = document.createElementNS(SVGNS, tag)
   setAttrs(e, attrs)
   append(e, children)
   return e
 }
 
-/** The element with this id (the page's static skeleton has them all). */
-export function byId<T extends HTMLElement = HTMLElement>(id: string): T {
+/** The element with this id (the page's static skeleton has them all), checked to be a `kind` when given. */
+export function byId(id: string): HTMLElement
+export function byId<T extends HTMLElement>(id: string, kind: new () => T): T
+export function byId(id: string, kind?: new () => HTMLElement): HTMLElement {
   const e = document.getElementById(id)
   if (!e) {
     throw new Error(`dashboard: no #${id} in the page`)
   }
-  return e as T
+  if (kind && !(e instanceof kind)) {
+    throw new Error(`dashboard: #${id} is not a ${kind.name}`)
+  }
+  return e
 }
 
 /** A small colour square. */

@@ -19,7 +19,7 @@ const OTHER = '#8d99ae'
 /** A model's colour: by its place in the model list, so that every panel agrees. */
 export function colorOf(data: DashboardData, name: string): string {
   const i = data.models.findIndex((m) => m.name === name)
-  return COLORS[(i < 0 ? 0 : i) % COLORS.length]!
+  return COLORS[(i < 0 ? 0 : i) % COLORS.length] ?? OTHER
 }
 
 function split(s: string): [string, string] {
@@ -50,7 +50,10 @@ export function renderKpis(data: DashboardData, m: ModelView | undefined): void 
 }
 
 export function renderModels(data: DashboardData, sel: string | undefined, select: (name: string) => void): void {
-  const body = byId<HTMLTableElement>('models').tBodies[0]!
+  const body = byId('models', HTMLTableElement).tBodies.item(0)
+  if (!body) {
+    throw new Error('dashboard: #models has no tbody')
+  }
   body.replaceChildren(
     ...data.models.map((m) => {
       const c = m.current
@@ -78,8 +81,13 @@ function bound(b: Bucket): number {
 }
 
 function bucketLabel(buckets: readonly Bucket[], i: number): string {
-  const hi = bound(buckets[i]!)
-  const prev = i > 0 ? bound(buckets[i - 1]!) : 0
+  const b = buckets[i]
+  if (b === undefined) {
+    throw new RangeError(`no bucket ${i}`)
+  }
+  const hi = bound(b)
+  const before = i > 0 ? buckets[i - 1] : undefined
+  const prev = before ? bound(before) : 0
   if (!Number.isFinite(hi)) return `>${prev}`
   const lo = i === 0 ? 1 : Math.floor(prev) + 1
   return lo >= hi ? String(hi) : `${lo}–${hi}`
@@ -93,10 +101,8 @@ export function renderBatch(data: DashboardData, m: ModelView | undefined): void
     el('span', null, 'mean ', el('b', { text: m && ok(m.current.meanBatch) ? m.current.meanBatch.toFixed(1) : '–' })),
   )
   if (!data.workerMetrics) {
-    return empty(
-      host,
-      'The batch-size histogram is a worker metric: in distributed mode scrape each worker’s --metrics-port /metrics (counts and means above come from $SRV.STATS).',
-    )
+    empty(host, 'The batch-size histogram is a worker metric: in distributed mode scrape each worker’s --metrics-port /metrics (counts and means above come from $SRV.STATS).')
+    return
   }
   const win = m?.batchSizes.window ?? []
   const total = m?.batchSizes.total ?? []
@@ -108,13 +114,17 @@ export function renderBatch(data: DashboardData, m: ModelView | undefined): void
   }
   // Buckets up to the one holding the model's max batch size (or the largest batch seen).
   let n = Math.min(total.length, 4)
+  let prev: Bucket | undefined
   total.forEach((b, i) => {
     if (b.count > 0 || (win[i]?.count ?? 0) > 0) n = Math.max(n, i + 1)
-    if (Number.isFinite(bound(b)) && (i === 0 || bound(total[i - 1]!) < maxBatch)) n = Math.max(n, i + 1)
+    if (Number.isFinite(bound(b)) && (prev === undefined || bound(prev) < maxBatch)) n = Math.max(n, i + 1)
+    prev = b
   })
-  const bars: Bar[] = []
-  for (let i = 0; i < Math.min(n, win.length); i++) bars.push({ label: bucketLabel(win, i), value: win[i]!.count })
-  if (bars.length === 0) return empty(host, 'no batches yet')
+  const bars: Bar[] = win.slice(0, n).map((b, i) => ({ label: bucketLabel(win, i), value: b.count }))
+  if (bars.length === 0) {
+    empty(host, 'no batches yet')
+    return
+  }
   barChart(host, bars, { testid: 'batch-hist', color: m ? colorOf(data, m.name) : COLORS[0] })
 }
 
@@ -148,9 +158,13 @@ export function renderDispatch(data: DashboardData, m: ModelView | undefined): v
   const host = byId('dispatch')
   byId('dispatch-caption').textContent = m ? `${m.name} · last ${data.windowS} s` : ''
   if (!data.workerMetrics) {
-    return empty(host, 'Dispatch reasons and sheds are worker metrics: in distributed mode scrape each worker’s --metrics-port /metrics.')
+    empty(host, 'Dispatch reasons and sheds are worker metrics: in distributed mode scrape each worker’s --metrics-port /metrics.')
+    return
   }
-  if (!m) return empty(host, 'no model')
+  if (!m) {
+    empty(host, 'no model')
+    return
+  }
   host.replaceChildren(
     el(
       'div',
@@ -166,7 +180,10 @@ export function renderWorkers(data: DashboardData): void {
   const ws = data.workers
   const servers = ws.reduce((a, w) => a + w.models.length, 0)
   byId('workers-caption').textContent = `${ws.length}${ws.length === 1 ? ' worker · ' : ' workers · '}${servers}${servers === 1 ? ' model server' : ' model servers'}`
-  if (ws.length === 0) return empty(host, 'no worker answered on the bus')
+  if (ws.length === 0) {
+    empty(host, 'no worker answered on the bus')
+    return
+  }
   const rows: Child[] = []
   for (const w of ws) {
     rows.push(
