@@ -75,9 +75,6 @@ const LONG_FUNCTIONS = [
   'bench/src/tax.ts',
   'libs/onnx-builder/src/decoder.ts',
   'libs/pipeline/src/stage-queue.ts',
-  'libs/transport/src/jobs.ts',
-  'libs/transport/src/nats.ts',
-  'libs/transport/src/nats/subscriber.ts',
 ]
 
 export default tseslint.config(
