@@ -74,7 +74,6 @@ const LONG_FUNCTIONS = [
   'bench/src/step-stats.ts',
   'bench/src/tax.ts',
   'libs/onnx-builder/src/decoder.ts',
-  'libs/pipeline/src/stage-queue.ts',
 ]
 
 export default tseslint.config(

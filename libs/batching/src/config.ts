@@ -235,7 +235,7 @@ export function parseBatchingPatch(body: unknown, opts: { strict?: boolean } = {
     }
     out[k] = v
   }
-  return out as Partial<BatchingConfig>
+  return out
 }
 
 /** The JSON form of the batching fields present in `c` (`Infinity` becomes `null`), in table order. */
@@ -244,7 +244,7 @@ export function batchingToJson(c: Partial<BatchingConfig>): Record<BatchingKey, 
   for (const k of BATCHING_KEYS) {
     out[k] = c[k] === undefined ? null : BATCHING_FIELDS[k].toJson(c[k])
   }
-  return out as Record<BatchingKey, unknown>
+  return out
 }
 
 /**
