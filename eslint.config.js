@@ -73,7 +73,6 @@ const LONG_FUNCTIONS = [
   'bench/src/scenarios.ts',
   'bench/src/step-stats.ts',
   'bench/src/tax.ts',
-  'libs/onnx-builder/src/decoder.ts',
 ]
 
 export default tseslint.config(
