@@ -231,7 +231,9 @@ export function parseBatchingPatch(body: unknown, opts: { strict?: boolean } = {
     }
     const v = BATCHING_FIELDS[k].fromJson(raw)
     if (v === undefined || !BATCHING_FIELDS[k].valid(v)) {
-      throw new RangeError(`invalid value for ${k}: ${JSON.stringify(raw) ?? String(raw)} (expected ${BATCHING_FIELDS[k].expect})`)
+      // A function or symbol (from code, not JSON) has no JSON form: named by its type.
+      const shown = typeof raw === 'function' || typeof raw === 'symbol' ? typeof raw : JSON.stringify(raw)
+      throw new RangeError(`invalid value for ${k}: ${shown} (expected ${BATCHING_FIELDS[k].expect})`)
     }
     out[k] = v
   }

@@ -233,11 +233,12 @@ export class BatchEngine<T> {
    */
   runNow(entries: readonly QueueEntry<T>[]): boolean {
     const c = this.#eff
-    if (this.#closed || c.policy !== 'eager' || this.#queue.size > 0 || this.#running >= this.#concurrency || entries.length === 0 || entries.length > c.maxBatchSize) {
+    const first = entries[0]
+    if (this.#closed || c.policy !== 'eager' || this.#queue.size > 0 || this.#running >= this.#concurrency || first === undefined || entries.length > c.maxBatchSize) {
       return false
     }
     const now = this.#clock.now()
-    const group = entries[0]!.group ?? ''
+    const group = first.group ?? ''
     let cost = 0
     for (const e of entries) {
       const ec = e.cost ?? 1
@@ -413,7 +414,7 @@ export class BatchEngine<T> {
         this.#queue.removeWhere((item) => item.deadline <= now),
         'deadline',
       )
-      if (this.#closed || this.#running >= this.#concurrency) {
+      if (this.#isClosed() || this.#running >= this.#concurrency) {
         break
       }
       const { doomed, batch } = plan(this.#queue, this.#eff, this.costModel, now)
@@ -428,7 +429,7 @@ export class BatchEngine<T> {
       // Answer the doomed first; an `expire` callback may close the engine meanwhile.
       this.#expireItems(doomed, 'doomed')
       if (batch !== undefined) {
-        if (this.#closed) {
+        if (this.#isClosed()) {
           this.#expireItems(batch.items, 'closed')
         } else {
           this.#dispatch(batch, now)
@@ -437,6 +438,14 @@ export class BatchEngine<T> {
     }
     this.#refreshWake()
     this.#notifyIdle()
+  }
+
+  /**
+   * `#closed` read through a call: an `expire` callback run since the last check may have closed
+   * the engine (TypeScript would keep the narrowing of a field read across the callback).
+   */
+  #isClosed(): boolean {
+    return this.#closed
   }
 
   #dispatch({ items, group, reason }: PlannedBatch<T>, now: number): void {
@@ -463,6 +472,7 @@ export class BatchEngine<T> {
     try {
       done = Promise.resolve(this.#run(batch))
     } catch (err) {
+      // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- a sync throw of `run` reaches onRunError as thrown, like its rejections (whatever the value)
       done = Promise.reject(err)
     }
     done.then(
