@@ -15,7 +15,7 @@ import type { EngineMetrics } from '@cohort/generative'
 import { createOnnxGenerator, type OnnxGenerator, type OnnxGeneratorOptions } from '@cohort/worker/generative'
 import { table } from './report.ts'
 import { percentile } from './stats.ts'
-import { defineBenchCommand } from './skeleton.ts'
+import { defineBenchCommand, type BenchValues } from './skeleton.ts'
 
 export const GENERATE_HELP = `cohort bench generate [options]
 Continuous batching vs request-level batching vs none on the test decoder (byte vocabulary,
@@ -54,7 +54,7 @@ interface RunResult {
   errors: number
 }
 
-function range(name: string, v: unknown, dflt: [number, number], scale: number): [number, number] {
+function range(name: string, v: BenchValues[string], dflt: [number, number], scale: number): [number, number] {
   if (v === undefined) return [dflt[0], Math.max(dflt[0], Math.round(dflt[1] * scale))]
   const m = /^(\d+)-(\d+)$/.exec(String(v))
   if (!m || Number(m[1]) < 1 || Number(m[2]) < Number(m[1])) throw new CliError(`--${name} must be MIN-MAX, got "${String(v)}"`)

@@ -47,7 +47,7 @@ export interface RunningTarget {
   /** Batch counters (`batchSum` items in `batchCount` batches); undefined when not available. */
   totals(): Promise<MetricTotals | undefined>
   /** Stop every process of the server. Idempotent. */
-  stop(): Promise<void>
+  stop: () => Promise<void>
 }
 
 const DEFAULT_DESCRIPTIONS: Record<Peer, string> = {

@@ -105,7 +105,10 @@ export const benchPeersCommand = defineBenchCommand({
       throw new CliError('--perf-analyzer: test/python/.venv/bin/perf_analyzer is missing (run test/python/setup.sh)')
     }
     const dir = mkdtempSync(join(tmpdir(), 'cohort-bench-peers-'))
-    track(async () => rmSync(dir, { recursive: true, force: true }))
+    track(() => {
+      rmSync(dir, { recursive: true, force: true })
+      return Promise.resolve()
+    })
     const modelPath = ensureDemoModel()
     const t1Ms = (await offlineCurve({ path: modelPath, threads: 1, batches: [1], seconds: 1, ep: 'cpu' }))[0]?.p50Ms ?? Number.NaN
     let sloMs = Number.NaN
