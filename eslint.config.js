@@ -69,7 +69,6 @@ const LONG_FUNCTIONS = [
   'bench/src/peers-run.ts',
   'bench/src/peers-targets.ts',
   'bench/src/peers.ts',
-  'bench/src/pipeline.ts',
   'bench/src/scenarios.ts',
   'bench/src/step-stats.ts',
   'bench/src/tax.ts',
