@@ -67,10 +67,7 @@ const LONG_FUNCTIONS = [
   'bench/src/generate.ts',
   'bench/src/overload.ts',
   'bench/src/peers-run.ts',
-  'bench/src/peers-targets.ts',
-  'bench/src/peers.ts',
   'bench/src/scenarios.ts',
-  'bench/src/step-stats.ts',
   'bench/src/tax.ts',
 ]
 
