@@ -68,7 +68,6 @@ const LONG_FUNCTIONS = [
   'bench/src/overload.ts',
   'bench/src/peers-run.ts',
   'bench/src/scenarios.ts',
-  'bench/src/tax.ts',
 ]
 
 export default tseslint.config(

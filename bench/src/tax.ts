@@ -484,26 +484,7 @@ async function runTarget(t: string, c: Cfg, dir: string, m: { path: string; inpu
       return await measureHttp('bare node:http', `http://127.0.0.1:${port}/`, [meter(s)], c, b, undefined)
     }
     if (t === 'nats') {
-      const nats = await startNats(dir)
-      procs.push(nats.p)
-      const resp = start('responder', process.execPath, [BENCH_BIN, 'tax-nats-responder', nats.url])
-      procs.push(resp)
-      await resp.waitFor(/responding/)
-      const run = (inflight: number, seconds: number) =>
-        runLoadProc('requester', ['tax-nats-requester', nats.url, String(inflight), String(seconds), '300'], seconds, [meter(nats.p), meter(resp)], nats.varz)
-      const sat = await run(c.connections, c.seconds)
-      const one = await run(1, 2)
-      const n = sat.r.requests
-      return {
-        target: 'nats.js request-reply',
-        requestsPerSec: n / sat.r.seconds,
-        items: 1,
-        procs: sat.per,
-        totalUsPerRequest: sat.per.reduce((a, p) => a + p.usPerRequest, 0),
-        natsInPerRequest: sat.v0 && sat.v1 ? (sat.v1.in - sat.v0.in) / n : Number.NaN,
-        natsOutPerRequest: sat.v0 && sat.v1 ? (sat.v1.out - sat.v0.out) / n : Number.NaN,
-        p50Ms: one.r.p50Ms,
-      }
+      return await natsTarget(c, dir, procs)
     }
     if (t === 'triton') {
       const why = tritonUnavailable()
@@ -531,33 +512,7 @@ async function runTarget(t: string, c: Cfg, dir: string, m: { path: string; inpu
       return await measureHttp(`cohort serve${tag}`, `${base}/v2/models/m/infer`, [meter(s)], c, b, undefined)
     }
     if (t === 'grpc') {
-      const d = await startDist(c, dir, t, tag, bin, models, ['--grpc-port', '0'], procs)
-      const addr = matched(await d.gw.waitFor(/grpc on (\S+:\d+)/))
-      const args = (inflight: number, seconds: number) => [
-        'tax-grpc-load',
-        addr,
-        'm',
-        m.input,
-        String(m.features),
-        String(c.bulk),
-        c.binary ? '1' : '0',
-        String(inflight),
-        String(seconds),
-      ]
-      const sat = await runLoadProc('grpc load', args(c.connections, c.seconds), c.seconds, d.meters, d.nats.varz)
-      const one = await runLoadProc('grpc load', args(1, 2), 2, d.meters, undefined)
-      const n = sat.r.requests
-      const per = sat.per.slice(0, -1) // the load generator is left out, as wrk is
-      return {
-        target: `gRPC: gateway + nats-server + worker${tag}`,
-        requestsPerSec: n / sat.r.seconds,
-        items: c.bulk,
-        procs: per,
-        totalUsPerRequest: per.reduce((a, p) => a + p.usPerRequest, 0),
-        natsInPerRequest: sat.v0 && sat.v1 ? (sat.v1.in - sat.v0.in) / n : Number.NaN,
-        natsOutPerRequest: sat.v0 && sat.v1 ? (sat.v1.out - sat.v0.out) / n : Number.NaN,
-        p50Ms: one.r.p50Ms,
-      }
+      return await grpcTarget(c, dir, m, bin, tag, models, procs)
     }
     if (t === 'bulk') {
       const d = await startDist(c, dir, t, tag, bin, models, [], procs)
@@ -569,6 +524,62 @@ async function runTarget(t: string, c: Cfg, dir: string, m: { path: string; inpu
     return await measureHttp(`${t === 'dist2' ? 'gateway --processes 2' : 'gateway'} + nats-server + worker${tag}`, `${d.base}/v2/models/m/infer`, d.meters, c, b, d.nats.varz)
   } finally {
     await stopAll(procs)
+  }
+}
+
+/** nats.js request-reply alone: a responder process and a requester process (`procs`: stopped by the caller). */
+async function natsTarget(c: Cfg, dir: string, procs: Proc[]): Promise<TaxTarget> {
+  const nats = await startNats(dir)
+  procs.push(nats.p)
+  const resp = start('responder', process.execPath, [BENCH_BIN, 'tax-nats-responder', nats.url])
+  procs.push(resp)
+  await resp.waitFor(/responding/)
+  const run = (inflight: number, seconds: number) =>
+    runLoadProc('requester', ['tax-nats-requester', nats.url, String(inflight), String(seconds), '300'], seconds, [meter(nats.p), meter(resp)], nats.varz)
+  const sat = await run(c.connections, c.seconds)
+  const one = await run(1, 2)
+  const n = sat.r.requests
+  return {
+    target: 'nats.js request-reply',
+    requestsPerSec: n / sat.r.seconds,
+    items: 1,
+    procs: sat.per,
+    totalUsPerRequest: sat.per.reduce((a, p) => a + p.usPerRequest, 0),
+    natsInPerRequest: sat.v0 && sat.v1 ? (sat.v1.in - sat.v0.in) / n : Number.NaN,
+    natsOutPerRequest: sat.v0 && sat.v1 ? (sat.v1.out - sat.v0.out) / n : Number.NaN,
+    p50Ms: one.r.p50Ms,
+  }
+}
+
+/** gRPC: gateway + nats-server + worker under the gRPC load process (`procs`: stopped by the caller). */
+async function grpcTarget(c: Cfg, dir: string, m: { input: string; features: number }, bin: string, tag: string, models: string[], procs: Proc[]): Promise<TaxTarget> {
+  const t = 'grpc'
+  const d = await startDist(c, dir, t, tag, bin, models, ['--grpc-port', '0'], procs)
+  const addr = matched(await d.gw.waitFor(/grpc on (\S+:\d+)/))
+  const args = (inflight: number, seconds: number) => [
+    'tax-grpc-load',
+    addr,
+    'm',
+    m.input,
+    String(m.features),
+    String(c.bulk),
+    c.binary ? '1' : '0',
+    String(inflight),
+    String(seconds),
+  ]
+  const sat = await runLoadProc('grpc load', args(c.connections, c.seconds), c.seconds, d.meters, d.nats.varz)
+  const one = await runLoadProc('grpc load', args(1, 2), 2, d.meters, undefined)
+  const n = sat.r.requests
+  const per = sat.per.slice(0, -1) // the load generator is left out, as wrk is
+  return {
+    target: `gRPC: gateway + nats-server + worker${tag}`,
+    requestsPerSec: n / sat.r.seconds,
+    items: c.bulk,
+    procs: per,
+    totalUsPerRequest: per.reduce((a, p) => a + p.usPerRequest, 0),
+    natsInPerRequest: sat.v0 && sat.v1 ? (sat.v1.in - sat.v0.in) / n : Number.NaN,
+    natsOutPerRequest: sat.v0 && sat.v1 ? (sat.v1.out - sat.v0.out) / n : Number.NaN,
+    p50Ms: one.r.p50Ms,
   }
 }
 
