@@ -66,7 +66,6 @@ const LONG_FUNCTIONS = [
   'apps/worker/src/worker.ts',
   'bench/src/generate.ts',
   'bench/src/overload.ts',
-  'bench/src/scenarios.ts',
 ]
 
 export default tseslint.config(
