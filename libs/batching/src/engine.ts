@@ -468,31 +468,31 @@ export class BatchEngine<T> {
     this.#stats.batches++
     this.#stats.items += items.length
     this.#stats.dispatched[reason]++
+    const onDone = () => {
+      this.#runningEnds.delete(expected)
+      const end = this.#clock.now()
+      this.costModel.observe(cost, end - now)
+      this.#tune(this.#tuner?.observe(items.length, end - now, budget, this.costModel.ratio, end))
+      this.#settled()
+    }
+    const onError = (err: unknown) => {
+      this.#runningEnds.delete(expected)
+      try {
+        this.#onRunError(err, batch)
+      } catch (hookErr) {
+        reportAsync(hookErr)
+      }
+      this.#settled()
+    }
     let done: Promise<void>
     try {
       done = Promise.resolve(this.#run(batch))
     } catch (err) {
-      // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- a sync throw of `run` reaches onRunError as thrown, like its rejections (whatever the value)
-      done = Promise.reject(err)
+      // A sync throw of `run` reaches onRunError as thrown, one microtask later, as a rejection would.
+      queueMicrotask(() => onError(err))
+      return
     }
-    done.then(
-      () => {
-        this.#runningEnds.delete(expected)
-        const end = this.#clock.now()
-        this.costModel.observe(cost, end - now)
-        this.#tune(this.#tuner?.observe(items.length, end - now, budget, this.costModel.ratio, end))
-        this.#settled()
-      },
-      (err: unknown) => {
-        this.#runningEnds.delete(expected)
-        try {
-          this.#onRunError(err, batch)
-        } catch (hookErr) {
-          reportAsync(hookErr)
-        }
-        this.#settled()
-      },
-    )
+    done.then(onDone, onError)
   }
 
   /** Create, drop or re-limit the tuner after a configuration change. */
