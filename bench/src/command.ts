@@ -117,9 +117,12 @@ function config(v: BenchValues): Config {
   }
 }
 
-function benchModel(v: unknown): 'demo' | 'heavy' {
-  if (v === undefined || v === 'demo' || v === 'heavy') {
-    return (v ?? 'demo') as 'demo' | 'heavy'
+function benchModel(v: BenchValues[string]): 'demo' | 'heavy' {
+  if (v === undefined) {
+    return 'demo'
+  }
+  if (v === 'demo' || v === 'heavy') {
+    return v
   }
   throw new CliError(`--model must be demo or heavy, got "${String(v)}"`)
 }
@@ -246,11 +249,14 @@ export async function benchCommand(args: string[]): Promise<void> {
   if (args[0] === 'tax-http-floor' || args[0] === 'tax-nats-responder' || args[0] === 'tax-nats-requester') {
     const t = await import('./tax-procs.ts')
     const a = args.slice(1)
-    return args[0] === 'tax-http-floor'
-      ? t.httpFloorMain()
-      : args[0] === 'tax-nats-responder'
-        ? t.natsResponderMain(a[0]!)
-        : t.natsRequesterMain(a[0]!, Number(a[1]), Number(a[2]), Number(a[3]))
+    const natsUrl = a[0]
+    if (args[0] === 'tax-http-floor') {
+      return t.httpFloorMain()
+    }
+    if (natsUrl === undefined) {
+      throw new CliError(`${args[0]} needs the NATS URL as its first argument`)
+    }
+    return args[0] === 'tax-nats-responder' ? t.natsResponderMain(natsUrl) : t.natsRequesterMain(natsUrl, Number(a[1]), Number(a[2]), Number(a[3]))
   }
   if (args[0] === 'generate') {
     const { benchGenerateCommand } = await import('./generate.ts')
@@ -281,10 +287,11 @@ const defaultBench = defineBenchCommand({
       console.error(`bench: warning: --threads ${c.threads} leaves no core for the load generator (${availableParallelism()} cores)`)
     }
     const dir = mkdtempSync(join(tmpdir(), 'cohort-bench-'))
-    scope.track(async () => {
+    scope.track(() => {
       if (!c.profile) {
         rmSync(dir, { recursive: true, force: true })
       }
+      return Promise.resolve()
     })
     const { startedAt, load0: loadStart } = scope
     const demoPath = c.model === 'heavy' ? ensureHeavyModel() : ensureDemoModel()
@@ -303,7 +310,9 @@ const defaultBench = defineBenchCommand({
     for (const mode of c.modes) {
       served.push(await measureMode(mode, c, { demoPath, floorPath, dir, offline, wrk: wrkScripts, scope }))
     }
-    const { out, profile: _p, ...cfg } = c
+    // The configuration as recorded: without --out and --profile (undefined keys stay out of the JSON).
+    const cfg = { ...c, out: undefined, profile: undefined }
+    const { out } = c
     const result: BenchResult = {
       startedAt,
       commit: gitCommit(),

@@ -25,7 +25,7 @@ function median(xs: number[]): number {
   return [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] as number
 }
 
-async function timeSteps(n: number, fn: () => Promise<void>): Promise<number> {
+async function timeSteps(n: number, fn: () => Promise<void> | void): Promise<number> {
   await fn()
   const out: number[] = []
   for (let i = 0; i < n; i++) {
@@ -62,13 +62,14 @@ export const benchGenerateLayoutCommand = defineBenchCommand({
         const pos = i64(Array(b).fill(past), [b, 1])
         // GQA slab: rows [0, past) valid in each slab row; the new token is written at `past`.
         const gqaStep = async (len: number): Promise<number> => {
-          const slabs = names.map(() => new ort.Tensor('float32', new Float32Array(b * row * len).fill(0.01), [b, cfg.kvHeads, len, hd]))
           const gFeeds: Record<string, ort.Tensor> = { input_ids: ids, position_ids: pos, attention_mask: i64(Array(b * (past + 1)).fill(1), [b, past + 1]) }
           const gFetch: Record<string, ort.Tensor | null> = { logits: null }
-          names.forEach((n, i) => {
-            gFeeds[`past_key_values.${n}`] = slabs[i]!
-            gFetch[`present.${n}`] = slabs[i]!
-          })
+          for (const n of names) {
+            // One buffer per layer's K or V: past and present are the same (GQA shared).
+            const slab = new ort.Tensor('float32', new Float32Array(b * row * len).fill(0.01), [b, cfg.kvHeads, len, hd])
+            gFeeds[`past_key_values.${n}`] = slab
+            gFetch[`present.${n}`] = slab
+          }
           return timeSteps(repeats, async () => {
             await gqa.run(gFeeds, gFetch)
           })
@@ -84,7 +85,7 @@ export const benchGenerateLayoutCommand = defineBenchCommand({
         // Re-pack when one sequence leaves: copy the b-1 surviving rows of every layer's K and V.
         const srcs = names.map(() => new Float32Array(b * row * (past + 1)))
         const perSeq = row * (past + 1)
-        const repackMs = await timeSteps(repeats, async () => {
+        const repackMs = await timeSteps(repeats, () => {
           for (const s of srcs) {
             const dst = new Float32Array((b - 1) * perSeq)
             for (let r = 1; r < b; r++) dst.set(s.subarray(r * perSeq, (r + 1) * perSeq), (r - 1) * perSeq)

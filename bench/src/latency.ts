@@ -9,7 +9,7 @@ import { BENCH_BIN } from './bin-path.ts'
 import { gitCommit } from './run-info.ts'
 import { defineBenchCommand, type BenchCommand } from './skeleton.ts'
 import { waitReady } from './served.ts'
-import { cpuMicros, identityModel, start, startNats, stopAll, type Proc } from './tax.ts'
+import { cpuMicros, identityModel, matched, pidOf, start, startNats, stopAll, type Proc } from './tax.ts'
 import { hasWrk, runWrk, writeWrkScript } from './wrk.ts'
 
 /** Help of `cohort bench latency`. */
@@ -51,7 +51,7 @@ const FEATURES = 64
 /** Run wrk -c1 on `url` with `script` (a 1 s warm-up first), with the CPU of `procs` around the measured run. */
 async function measure(target: string, url: string, script: string, procs: Proc[], seconds: number): Promise<LatencyTarget> {
   await runWrk(url, script, 1, 1)
-  const cpu = () => procs.reduce((a, p) => a + cpuMicros(p.proc.pid!), 0)
+  const cpu = () => procs.reduce((a, p) => a + cpuMicros(pidOf(p.proc)), 0)
   const c0 = cpu()
   const r = await runWrk(url, script, 1, seconds)
   const c1 = cpu()
@@ -85,7 +85,7 @@ async function runTarget(t: string, dir: string, model: string, s: Scripts, seco
       await worker.waitFor(/worker \S+ serving/)
       const gw = start('gateway', process.execPath, [bin, 'gateway', '--nats', nats.url, '--port', '0', '--drain-ms', '0'])
       procs.push(gw)
-      const base = (await gw.waitFor(/gateway on (http:\/\/\S+) ->/))[1]!
+      const base = matched(await gw.waitFor(/gateway on (http:\/\/\S+) ->/))
       await waitReady(`${base}/v2/models/m`)
       return await measure(`gateway + nats-server + worker${tag}`, `${base}/v2/models/m/infer`, s.infer, procs, seconds)
     }
@@ -94,7 +94,7 @@ async function runTarget(t: string, dir: string, model: string, s: Scripts, seco
     const args = predictor ? ['--predictor', FLOOR_PREDICTOR] : modelArgs
     const p = start('cohort serve', process.execPath, [bin, 'serve', '--port', '0', ...args], false, predictor ? { AFFINE_A_MS: '0', AFFINE_C_MS: '0' } : undefined)
     procs.push(p)
-    const base = (await p.waitFor(/serving .* on (http:\/\/\S+) \(embedded\)/))[1]!
+    const base = matched(await p.waitFor(/serving .* on (http:\/\/\S+) \(embedded\)/))
     await waitReady(`${base}/v2/models/${predictor ? 'affine' : 'm'}`)
     if (t === 'predictions') {
       return await measure(`cohort serve, POST /predictions (predictor)${tag}`, `${base}/predictions`, s.predictions, procs, seconds)
@@ -150,7 +150,10 @@ export const benchLatencyCommand = defineBenchCommand({
       throw new CliError('cohort bench latency needs wrk (apt-get install -y wrk)')
     }
     const dir = mkdtempSync(join(tmpdir(), 'cohort-latency-'))
-    track(async () => rmSync(dir, { recursive: true, force: true }))
+    track(() => {
+      rmSync(dir, { recursive: true, force: true })
+      return Promise.resolve()
+    })
     const model = identityModel(dir, FEATURES)
     const data = Array.from({ length: FEATURES }, (_, i) => Math.fround(i / 64))
     const scripts: Scripts = {

@@ -25,9 +25,8 @@ export function buildDeepModel(seed = 11, d: typeof DEEP = DEEP): Uint8Array {
   const inits = [tensorInit('tok_shape', 'INT64', [2], [-1n, BigInt(d.features)]), tensorInit('out_shape', 'INT64', [2], [-1n, BigInt(d.tokens * d.out)])]
   const nodes = [node('Reshape', ['input', 'tok_shape'], ['tokens'])]
   let prev = 'tokens'
-  for (let l = 0; l < sizes.length - 1; l++) {
-    const k = sizes[l]!
-    const n = sizes[l + 1]!
+  let k: number = d.features // sizes[l]: the input size of layer l
+  for (const [l, n] of sizes.slice(1).entries()) {
     inits.push(tensorInit(`w${l}`, 'FP32', [k, n], fillNormal(k * n, normal, Math.sqrt(2 / k))))
     inits.push(tensorInit(`b${l}`, 'FP32', [n], fillNormal(n, normal, 0.01)))
     const last = l === sizes.length - 2
@@ -37,6 +36,7 @@ export function buildDeepModel(seed = 11, d: typeof DEEP = DEEP): Uint8Array {
       nodes.push(node('Relu', [`pre${l}`], [`h${l}`]))
       prev = `h${l}`
     }
+    k = n
   }
   nodes.push(node('Reshape', ['per_token', 'out_shape'], ['logits']))
   return model(

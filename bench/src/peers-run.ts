@@ -92,6 +92,45 @@ export async function closedLoop(url: string, script: string, connections: numbe
 }
 
 /**
+ * 50 warm-up requests, then the closed-loop capacity (wrk, after its own warm-up) with the mean
+ * batch over it; `upLine` is logged between the two.
+ */
+async function measureCapacity(target: Target, url: string, ctx: RunContext, totals: () => Promise<MetricTotals>, upLine: string): Promise<TargetResult['capacity']> {
+  const { plan } = ctx
+  for (let i = 0; i < 50; i++) {
+    const r = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: target.body })
+    await r.arrayBuffer()
+  }
+  const script = writeWrkScript(ctx.dir, target.name, target.body)
+  ctx.log(upLine)
+  await closedLoop(url, script, plan.connections, plan.capWarmS)
+  const cb = await totals()
+  const sat = await closedLoop(url, script, plan.connections, plan.capS)
+  const ca = await totals()
+  return { ...sat, meanBatch: ca.batchCount > cb.batchCount ? (ca.batchSum - cb.batchSum) / (ca.batchCount - cb.batchCount) : Number.NaN }
+}
+
+/** perf_analyzer against the target's OIP endpoint (after a 2 s pause); its error instead when it fails. */
+async function perfAnalyzerRun(pa: NonNullable<RunContext['perfAnalyzer']>, base: string, log: RunContext['log'], tag: string): Promise<TargetResult['perfAnalyzer']> {
+  log(`${tag} perf_analyzer at concurrency ${pa.concurrencies.join(', ')}`)
+  await sleep(2000)
+  return runPerfAnalyzer(pa.pa, base, pa.concurrencies).catch((e: unknown) => {
+    const error = e instanceof Error ? e.message : String(e)
+    log(`${tag} perf_analyzer failed: ${error.split('\n')[0]}`)
+    return { error }
+  })
+}
+
+/** One open-loop step of a target: `label`, `rate` req/s for `durationS` (`floor`: on its floor path). */
+type Step = (label: string, rate: number, durationS: number, o?: { floor?: boolean }) => Promise<StepResult>
+
+/** The target's HTTP floor at low load, after a warm-up step of at most 1 s. */
+async function floorSteps(step: Step, lowRate: number, lowS: number): Promise<StepResult> {
+  await step('floor warm-up', lowRate, Math.min(1, lowS), { floor: true })
+  return step('floor', lowRate, lowS, { floor: true })
+}
+
+/**
  * Start one target and measure it the way `cohort bench policies` measures a policy config
  * (scenarios.ts), with its own closed-loop capacity as the reference: capacity (wrk), low load,
  * the rate sweep, the SLO capacity search, then overload at a multiple of the capacity at the SLO.
@@ -109,22 +148,13 @@ export async function runTarget(target: Target, ctx: RunContext): Promise<Target
   const url = server.base + target.path
   const totals = async () => (await server.totals()) ?? NO_TOTALS
   try {
-    for (let i = 0; i < 50; i++) {
-      const r = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: target.body })
-      await r.arrayBuffer()
-    }
-    const script = writeWrkScript(ctx.dir, target.name, target.body)
-    log(`${tag} up in ${startS.toFixed(1)} s; capacity: wrk -c${plan.connections}, ${plan.capWarmS} s warm-up + ${plan.capS} s`)
-    await closedLoop(url, script, plan.connections, plan.capWarmS)
-    const cb = await totals()
-    const sat = await closedLoop(url, script, plan.connections, plan.capS)
-    const ca = await totals()
-    const capacity = { ...sat, meanBatch: ca.batchCount > cb.batchCount ? (ca.batchSum - cb.batchSum) / (ca.batchCount - cb.batchCount) : Number.NaN }
-    const own = sat.requestsPerSec
+    const upLine = `${tag} up in ${startS.toFixed(1)} s; capacity: wrk -c${plan.connections}, ${plan.capWarmS} s warm-up + ${plan.capS} s`
+    const capacity = await measureCapacity(target, url, ctx, totals, upLine)
+    const own = capacity.requestsPerSec
     const lowRate = Math.max(1, plan.low * own)
     const lowS = Math.min(plan.lowMaxS, Math.max(plan.stepS, 150 / lowRate))
     let sloMs = Number.NaN
-    const step = async (label: string, rate: number, durationS: number, o: { floor?: boolean } = {}): Promise<StepResult> => {
+    const step: Step = async (label, rate, durationS, o = {}) => {
       const floor = o.floor ? target.floor : undefined
       const before = floor ? NO_TOTALS : await totals()
       const rec = await gen.run({
@@ -145,11 +175,7 @@ export async function runTarget(target: Target, ctx: RunContext): Promise<Target
       return s
     }
     log(`${tag} closed-loop ${Math.round(own)} req/s (mean batch ${capacity.meanBatch.toFixed(1)}); low load at ${lowRate.toFixed(1)} req/s for ${lowS.toFixed(1)} s`)
-    let floor: StepResult | undefined
-    if (target.floor) {
-      await step('floor warm-up', lowRate, Math.min(1, lowS), { floor: true })
-      floor = await step('floor', lowRate, lowS, { floor: true })
-    }
+    const floor = target.floor ? await floorSteps(step, lowRate, lowS) : undefined
     sloMs = ctx.slo(floor?.p50 ?? Number.NaN)
     const low = await step('low load', lowRate, lowS)
     log(`${tag} low-load p50 ${low.p50.toFixed(2)} ms p99 ${low.p99.toFixed(2)} ms; SLO ${sloMs.toFixed(1)} ms; sweep ${plan.sweep.map((f) => `${f * 100}%`).join(' ')}`)
@@ -166,16 +192,7 @@ export async function runTarget(target: Target, ctx: RunContext): Promise<Target
     const over = plan.overload * (lo > 0 ? lo : own)
     log(`${tag} capacity at SLO ${Math.round(lo)} req/s${hi === undefined ? ' (or more)' : ''}; overload ${plan.overload}x = ${Math.round(over)} req/s`)
     const overload = await step(`overload ${plan.overload}x`, over, plan.stepS)
-    let perfAnalyzer: TargetResult['perfAnalyzer']
-    if (ctx.perfAnalyzer && target.oip) {
-      log(`${tag} perf_analyzer at concurrency ${ctx.perfAnalyzer.concurrencies.join(', ')}`)
-      await sleep(2000)
-      perfAnalyzer = await runPerfAnalyzer(ctx.perfAnalyzer.pa, server.base, ctx.perfAnalyzer.concurrencies).catch((e: unknown) => {
-        const error = e instanceof Error ? e.message : String(e)
-        log(`${tag} perf_analyzer failed: ${error.split('\n')[0]}`)
-        return { error }
-      })
-    }
+    const perfAnalyzer = ctx.perfAnalyzer && target.oip ? await perfAnalyzerRun(ctx.perfAnalyzer, server.base, log, tag) : undefined
     return {
       name: target.name,
       description: target.description,

@@ -47,7 +47,7 @@ export interface RunningTarget {
   /** Batch counters (`batchSum` items in `batchCount` batches); undefined when not available. */
   totals(): Promise<MetricTotals | undefined>
   /** Stop every process of the server. Idempotent. */
-  stop(): Promise<void>
+  stop: () => Promise<void>
 }
 
 const DEFAULT_DESCRIPTIONS: Record<Peer, string> = {
@@ -171,27 +171,7 @@ export function peerTarget(peer: Peer, variant: Variant, t: Tuning, o: { root: s
       }
       const port = await freePortRun(3)
       const statsPort = await freePortRun(1)
-      const [cmd, args] =
-        peer === 'bentoml'
-          ? [dirs.bentoml, ['serve', 'bentoml_server:Demo', '--host', '127.0.0.1', '--port', String(port)]]
-          : [dirs.python, [join(dirs.servers, `${peer === 'triton' ? 'pytriton' : peer}_server.py`)]]
-      const proc = spawn(cmd, args, {
-        cwd: dirs.servers,
-        detached: true,
-        stdio: ['ignore', 'pipe', 'pipe'],
-        env: {
-          ...process.env,
-          ...env,
-          PEER_MODEL: o.modelPath,
-          PEER_PORT: String(port),
-          PEER_STATS_PORT: String(statsPort),
-          PYTHONPATH: dirs.servers,
-          OMP_NUM_THREADS: '1',
-          RAY_USAGE_STATS_ENABLED: '0',
-          BENTOML_DO_NOT_TRACK: 'true',
-          LITSERVE_DISABLE_TELEMETRY: '1',
-        },
-      })
+      const proc = spawnPeer(peer, dirs, { ...env, PEER_MODEL: o.modelPath, PEER_PORT: String(port), PEER_STATS_PORT: String(statsPort) }, port)
       let out = ''
       const keep = (d: Buffer) => {
         out = (out + d.toString()).slice(-20_000)
@@ -235,20 +215,44 @@ export function peerTarget(peer: Peer, variant: Variant, t: Tuning, o: { root: s
         throw new Error(`${name}: ${e instanceof Error ? e.message : String(e)}\n${out.slice(-3000)}`)
       }
       const statsUrl = `http://127.0.0.1:${statsPort}/`
-      return {
-        base,
-        stop,
-        async totals() {
-          try {
-            const r = await fetch(statsUrl, { signal: AbortSignal.timeout(2000) })
-            const s = (await r.json()) as { batches: number; items: number }
-            return { ...EMPTY_TOTALS, batchSum: s.items, batchCount: s.batches, shed: {} }
-          } catch {
-            return undefined
-          }
-        },
-      }
+      return { base, stop, totals: () => peerTotals(statsUrl) }
     },
+  }
+}
+
+/**
+ * The peer's Python server (bentoml serve, or python SERVER.py) in its own process group, with
+ * `env` (its tuning, model and ports) on top of the environment and telemetry off.
+ */
+function spawnPeer(peer: Peer, dirs: ReturnType<typeof peersDir>, env: Record<string, string>, port: number) {
+  const [cmd, args] =
+    peer === 'bentoml'
+      ? [dirs.bentoml, ['serve', 'bentoml_server:Demo', '--host', '127.0.0.1', '--port', String(port)]]
+      : [dirs.python, [join(dirs.servers, `${peer === 'triton' ? 'pytriton' : peer}_server.py`)]]
+  return spawn(cmd, args, {
+    cwd: dirs.servers,
+    detached: true,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: {
+      ...process.env,
+      ...env,
+      PYTHONPATH: dirs.servers,
+      OMP_NUM_THREADS: '1',
+      RAY_USAGE_STATS_ENABLED: '0',
+      BENTOML_DO_NOT_TRACK: 'true',
+      LITSERVE_DISABLE_TELEMETRY: '1',
+    },
+  })
+}
+
+/** A peer's batch counters from its stats port; undefined when it does not answer. */
+async function peerTotals(statsUrl: string): Promise<MetricTotals | undefined> {
+  try {
+    const r = await fetch(statsUrl, { signal: AbortSignal.timeout(2000) })
+    const s = (await r.json()) as { batches: number; items: number }
+    return { ...EMPTY_TOTALS, batchSum: s.items, batchCount: s.batches, shed: {} }
+  } catch {
+    return undefined
   }
 }
 

@@ -14,7 +14,7 @@ import { runTarget, type PeerPlan, type TargetResult } from './peers-run.ts'
 import { cohortTarget, parsePeers, parseVariants, peerTarget, PEERS, type Tuning } from './peers-targets.ts'
 import { writeFloorModel } from './served.ts'
 import { hasWrk } from './wrk.ts'
-import { defineBenchCommand, type BenchCommand, type BenchValues } from './skeleton.ts'
+import { defineBenchCommand, type BenchCommand, type BenchScope, type BenchValues } from './skeleton.ts'
 
 /** Help of `cohort bench peers`. */
 export const PEERS_HELP = `cohort bench peers [options]
@@ -97,15 +97,12 @@ export const benchPeersCommand = defineBenchCommand({
   stopping: 'servers',
   run: async (v, _positionals, { args, track, untrack, log, startedAt, t0, load0, writeJson }) => {
     const o = options(v)
-    if (!hasWrk()) {
-      throw new CliError('cohort bench peers needs wrk on PATH (the closed-loop capacity runs)')
-    }
-    const pa = o.perfAnalyzer ? findPerfAnalyzer(ROOT) : undefined
-    if (o.perfAnalyzer && !pa) {
-      throw new CliError('--perf-analyzer: test/python/.venv/bin/perf_analyzer is missing (run test/python/setup.sh)')
-    }
+    const pa = loadTools(o.perfAnalyzer)
     const dir = mkdtempSync(join(tmpdir(), 'cohort-bench-peers-'))
-    track(async () => rmSync(dir, { recursive: true, force: true }))
+    track(() => {
+      rmSync(dir, { recursive: true, force: true })
+      return Promise.resolve()
+    })
     const modelPath = ensureDemoModel()
     const t1Ms = (await offlineCurve({ path: modelPath, threads: 1, batches: [1], seconds: 1, ep: 'cpu' }))[0]?.p50Ms ?? Number.NaN
     let sloMs = Number.NaN
@@ -166,16 +163,33 @@ export const benchPeersCommand = defineBenchCommand({
       errors,
     }
     console.log(formatPeersReport(result))
-    if (o.svg && targets.length > 0) {
-      mkdirSync(dirname(o.svg), { recursive: true })
-      writeFileSync(o.svg, peersSvg(result))
-      log(`wrote ${o.svg}`)
-    }
-    if (o.out) {
-      writeJson(o.out, result)
-    }
+    writeResult(result, o, log, writeJson)
     if (errors.length > 0) {
       throw new CliError(`some servers failed: ${errors.join('; ')}`)
     }
   },
 })
+
+/** Checks that wrk is on PATH; perf_analyzer when `perfAnalyzer` is asked for (its path, else undefined). */
+function loadTools(perfAnalyzer: boolean | undefined): ReturnType<typeof findPerfAnalyzer> | undefined {
+  if (!hasWrk()) {
+    throw new CliError('cohort bench peers needs wrk on PATH (the closed-loop capacity runs)')
+  }
+  const pa = perfAnalyzer ? findPerfAnalyzer(ROOT) : undefined
+  if (perfAnalyzer && !pa) {
+    throw new CliError('--perf-analyzer: test/python/.venv/bin/perf_analyzer is missing (run test/python/setup.sh)')
+  }
+  return pa
+}
+
+/** The chart (`--svg`, when a target ran) and the JSON (`--out`). */
+function writeResult(result: PeersResult, o: { svg?: string | undefined; out?: string | undefined }, log: BenchScope['log'], writeJson: BenchScope['writeJson']): void {
+  if (o.svg && result.targets.length > 0) {
+    mkdirSync(dirname(o.svg), { recursive: true })
+    writeFileSync(o.svg, peersSvg(result))
+    log(`wrote ${o.svg}`)
+  }
+  if (o.out) {
+    writeJson(o.out, result)
+  }
+}

@@ -14,7 +14,7 @@ import { intFlag, numFlag } from '@cohort/cli/args'
 import { CliError } from '@cohort/cli/cli-error'
 import { connectNats } from '@cohort/cli/connect'
 import { percentile } from './stats.ts'
-import { defineBenchCommand } from './skeleton.ts'
+import { defineBenchCommand, type BenchScope, type BenchValues } from './skeleton.ts'
 
 /** Help of `cohort bench pipeline`. */
 export const PIPELINE_BENCH_HELP = `cohort bench pipeline DIR [options]
@@ -53,6 +53,13 @@ function singleModule(p: Pipeline, runners: Map<string, StageRunner>): Runner {
     deadlines: new Array<number>(n).fill(Infinity),
     signal: new AbortController().signal,
   })
+  const runnerOf = (stage: string): StageRunner => {
+    const r = runners.get(stage)
+    if (r === undefined) {
+      throw new Error(`single module: no runner for stage ${stage}`)
+    }
+    return r
+  }
   return {
     async call(inputs) {
       let items: unknown[] = inputs
@@ -60,11 +67,12 @@ function singleModule(p: Pipeline, runners: Map<string, StageRunner>): Runner {
         if (s.kind === 'fanOut') {
           const parts = items.map((i) => s.split(i))
           const flat = parts.flat()
-          const rs = await runners.get(s.stage.name)!.run(flat, ctx(s.stage.name, flat.length))
+          const rs = await runnerOf(s.stage.name).run(flat, ctx(s.stage.name, flat.length))
           let at = 0
-          items = items.map((i, k) => s.merge(i, rs.slice(at, (at += parts[k]!.length))))
+          const before = items
+          items = parts.map((part, k) => s.merge(before[k], rs.slice(at, (at += part.length))))
         } else {
-          items = await runners.get(s.name)!.run(items, ctx(s.name, items.length))
+          items = await runnerOf(s.name).run(items, ctx(s.name, items.length))
         }
         if (items.some((x) => x instanceof Error)) {
           throw new Error(`single module: stage ${s.name} failed an item: ${String(items.find((x) => x instanceof Error))}`)
@@ -73,7 +81,7 @@ function singleModule(p: Pipeline, runners: Map<string, StageRunner>): Runner {
       return items
     },
     async close() {
-      await Promise.all([...runners.values()].map((r) => r.close?.()))
+      await Promise.all([...runners.values()].map((r) => r.close?.() ?? Promise.resolve()))
     },
   }
 }
@@ -99,20 +107,22 @@ function executorRunner(ex: PipelineExecutor): Runner {
  * and no mode always follows the same one), for at least `minMs` per mode.
  */
 async function perCall(rs: Map<Mode, Runner>, inputs: unknown[], minMs: number): Promise<Map<Mode, number>> {
-  const times = new Map<Mode, number[]>([...rs.keys()].map((m) => [m, []]))
   const t0 = performance.now()
-  const order = [...rs]
+  const order = [...rs].map(([m, r]) => {
+    const ts: number[] = []
+    return { m, r, ts }
+  })
   const reversed = [...order].reverse()
   for (let round = 0; round < 4 || performance.now() - t0 < minMs * rs.size; round++) {
     // A B C, C B A, ...: no mode always runs right after the same other mode (after a slow
     // remote call, the next call finds the ORT thread asleep and the caches cold).
-    for (const [m, r] of round % 2 === 0 ? order : reversed) {
+    for (const { r, ts } of round % 2 === 0 ? order : reversed) {
       const s = performance.now()
       await r.call(inputs)
-      times.get(m)!.push(performance.now() - s)
+      ts.push(performance.now() - s)
     }
   }
-  return new Map([...times].map(([m, ts]) => [m, percentile(ts, 50)]))
+  return new Map(order.map(({ m, ts }) => [m, percentile(ts, 50)]))
 }
 
 /** Items/s with `inflight` calls of `b` items in flight, for at least `minMs`. */
@@ -152,168 +162,232 @@ export const benchPipelineCommand = defineBenchCommand({
   positionals: true,
   needsHelp: (positionals) => positionals.length !== 1,
   run: async (v, positionals, { track }) => {
-    const dir = positionals[0]!
-    const maxBatch = intFlag('max-batch', v['max-batch']) ?? 2048
-    if ((maxBatch & (maxBatch - 1)) !== 0) {
-      throw new CliError('--max-batch must be a power of two')
-    }
-    const minMs = numFlag('min-ms', v['min-ms']) ?? 200
-    const trials = intFlag('trials', v['trials']) ?? 3
-    if (trials < 1) {
-      throw new CliError('--trials must be >= 1')
-    }
-    const threads = intFlag('threads', v['threads']) ?? 1
-    const inflight = intFlag('inflight', v['inflight']) ?? 4
-    const modes = ((v['modes'] as string | undefined) ?? 'single,fused,remote').split(',') as Mode[]
-    if (modes.some((m) => !['single', 'fused', 'remote'].includes(m))) {
-      throw new CliError('--modes takes single, fused, remote')
-    }
+    const o = pipelineOptions(v, positionals)
     let loaded: LoadedConfig
     try {
-      loaded = await loadConfig(dir)
+      loaded = await loadConfig(o.dir)
     } catch (e) {
       throw new CliError(e instanceof Error ? e.message : String(e))
     }
-    const p = loaded.config.models[0]!
+    const p = loaded.config.models[0]
+    if (p === undefined) {
+      throw new CliError(`${o.dir}: the configuration has no pipeline`)
+    }
     const inputsFile = join(loaded.dir, 'bench-inputs.ts')
     if (!existsSync(inputsFile)) {
       throw new CliError(`${inputsFile} is missing: it must default-export (n) => n request inputs`)
     }
     const make = ((await import(pathToFileURL(inputsFile).href)) as { default: (n: number) => unknown[] }).default
-    const all = make(maxBatch).map((x, i) => validateItem(p.input, x, i))
+    const all = make(o.maxBatch).map((x, i) => validateItem(p.input, x, i))
     const sizes: number[] = []
-    for (let b = 1; b <= maxBatch; b *= 2) {
+    for (let b = 1; b <= o.maxBatch; b *= 2) {
       sizes.push(b)
     }
-    const onnx = { ep: 'cpu' as const, instances: 1, intraOpNumThreads: threads }
-    const opts = { loaded, onnx }
-    // Every stage takes a whole call as one batch, as the single module does.
-    // Room for every call in flight (the throughput table), in the stage queues and on stage workers.
-    const maxQueue = 2 * inflight * maxBatch
-    const batching = { maxBatchSize: maxBatch, maxDelayMs: 0, maxQueue }
-    // Stopped in reverse order of start (the skeleton's cleanups): runners, then the bench's NATS
-    // connection, then stage workers, then nats-server (closing a connection after its server is
-    // gone kept the process alive).
-    const runners = new Map<Mode, Runner>()
-    if (modes.includes('single')) {
-      const rs = new Map(leafStages(p).map((s) => [s.name, localStageRunner(p, s, opts)] as const))
-      await Promise.all([...rs.values()].map((r) => r.start?.()))
-      runners.set('single', singleModule(p, rs))
-    }
-    if (modes.includes('fused')) {
-      const ex = new PipelineExecutor({ pipeline: p, batching, runnerFor: (s) => localStageRunner(p, s, opts) })
-      await ex.start()
-      runners.set('fused', executorRunner(ex))
-    }
-    if (modes.includes('remote')) {
-      const nats: NatsServerHandle = await startNatsServer({ jetstream: false })
-      track(() => nats.stop())
-      const cores = availableParallelism()
-      const stages = leafStages(p)
-      const pins = typeof v['pin'] === 'string' ? v['pin'].split(';') : stages.map((_, i) => String(i % cores))
-      const procs: CliProcess[] = stages.map((s, i) => {
-        const w = spawnCohort([
-          'worker',
-          loaded.dir,
-          '--nats',
-          nats.url,
-          '--stage',
-          s.name,
-          '--threads',
-          String(threads),
-          '--max-batch-size',
-          String(maxBatch),
-          '--max-delay-ms',
-          '0',
-          '--max-queue',
-          String(maxQueue),
-          '--no-admission',
-        ])
-        const cpu = pins[i % pins.length]!
-        // Pin every thread of the stage worker (threads made later inherit the mask).
-        execFileSync('taskset', ['-a', '-p', '-c', cpu, String(w.proc.pid)], { stdio: 'ignore' })
-        return w
-      })
-      track(() => Promise.all(procs.map((w) => w.stop('SIGKILL'))))
-      await Promise.all(procs.map((w) => w.waitFor(/serving/, 120_000)))
-      const nc = await connectNats(nats.url, 'cohort-bench-pipeline')
-      const transport: Transport = createNatsTransport(nc, { ownsConnection: true })
-      track(() => transport.close())
-      const subjects = makeSubjects()
-      const ex = new PipelineExecutor({
-        pipeline: p,
-        batching,
-        runnerFor: (s) => new RemoteStageRunner({ transport, subjects, pipeline: p.name, stage: s.name }),
-      })
-      runners.set('remote', executorRunner(ex))
-      console.error(`bench: remote stages ${stages.map((s, i) => `${s.name}@cpu${pins[i % pins.length]}`).join(', ')}`)
-    }
+    const runners = await startRunners(p, loaded, o, track)
     for (const r of runners.values()) {
       track(() => r.close())
     }
-    // Same outputs in every mode.
-    const sample = all.slice(0, Math.min(64, maxBatch))
-    const outs = await Promise.all([...runners].map(async ([m, r]) => [m, JSON.stringify(await r.call(sample))] as const))
-    for (const [m, o] of outs) {
-      if (o !== outs[0]![1]) {
-        throw new Error(`bench: ${m} outputs differ from ${outs[0]![0]}`)
-      }
-    }
-    const rand = mulberry32(7)
-    for (const [m, r] of runners) {
-      const t0 = performance.now()
-      for (let i = 0; i < 100; i++) {
-        await r.call(all.slice(0, sizes[Math.floor(rand() * sizes.length)]!))
-      }
-      console.error(`bench: [${m}] warm-up: 100 batches in ${((performance.now() - t0) / 1000).toFixed(1)} s`)
-    }
-    // Per batch size, `trials` trials; in each, the per-call modes take turns call by call and the
-    // throughput runs alternate their order trial by trial. A ratio is taken within a trial (both
-    // sides measured under the same load), then summarised over trials: median [min-max].
-    const lat = new Map<string, number[]>()
-    const thr = new Map<string, number[]>()
-    const add = (m: Map<string, number[]>, k: string, x: number) => (m.get(k) ?? m.set(k, []).get(k)!).push(x)
-    const order = [...runners.keys()]
-    for (const b of sizes) {
-      const inputs = all.slice(0, b)
-      for (let t = 0; t < trials; t++) {
-        for (const [m, ms] of await perCall(runners, inputs, minMs)) {
-          add(lat, `${m}:${b}`, ms)
-        }
-        for (const m of t % 2 === 0 ? order : [...order].reverse()) {
-          add(thr, `${m}:${b}`, await throughput(runners.get(m)!, inputs, minMs, inflight, m === 'single'))
-        }
-      }
-      console.error(`bench: b=${b} done`)
-    }
-    const ms = [...runners.keys()]
-    const others = ms.filter((m) => m !== 'single')
-    const median = (xs: number[]) => {
-      const s = [...xs].sort((a, b) => a - b)
-      const n = s.length
-      return n % 2 === 1 ? s[(n - 1) / 2]! : (s[n / 2 - 1]! + s[n / 2]!) / 2
-    }
-    /** Median over trials of the per-trial ratio mode / single, with its min-max spread. */
-    const ratio = (m: Map<string, number[]>, mode: Mode, b: number) => {
-      const a = m.get(`${mode}:${b}`)
-      const base = m.get(`single:${b}`)
-      if (!a || !base) {
-        return '-'
-      }
-      const rs = a.map((x, i) => x / base[i]!)
-      return trials === 1 ? rs[0]!.toFixed(2) : `${median(rs).toFixed(2)} [${Math.min(...rs).toFixed(2)}-${Math.max(...rs).toFixed(2)}]`
-    }
-    const fmtUs = (xs: number[] | undefined) => (xs === undefined ? '-' : (median(xs) * 1000).toFixed(1))
-    const latRows = sizes.map((b) => [String(b), ...ms.map((m) => fmtUs(lat.get(`${m}:${b}`))), ...others.map((m) => ratio(lat, m, b))])
-    const thrRows = sizes.map((b) => [String(b), ...ms.map((m) => Math.round(median(thr.get(`${m}:${b}`) ?? [0])).toString()), ...others.map((m) => ratio(thr, m, b))])
-    console.log(
-      `\npipeline ${p.name} (${dir}): ${p.stages.map((s) => s.name).join(' -> ')}; ${cpus().length} cores, load ${loadavg()[0]!.toFixed(1)}; ORT threads ${threads}; ${trials} trials of >= ${minMs} ms per point`,
-    )
-    console.log(
-      `\nPer call, one call at a time, modes taking turns (µs, median over trials of each trial's median; ratio = mode / single per trial, median [min-max] over trials):\n`,
-    )
-    console.log(table(['batch', ...ms.map((m) => `${m} µs`), ...others.map((m) => `${m}/single`)], latRows))
-    console.log(`\nThroughput, ${inflight} calls in flight (items/s, median over trials; single serves one call at a time; ratio = mode / single per trial, median [min-max]):\n`)
-    console.log(table(['batch', ...ms.map((m) => `${m} items/s`), ...others.map((m) => `${m}/single`)], thrRows))
+    await checkAndWarm(runners, all, sizes, o.maxBatch)
+    const { lat, thr } = await measureModes(runners, all, sizes, o)
+    printTables(p, o, sizes, [...runners.keys()], lat, thr)
   },
 })
+
+type PipelineBenchOptions = ReturnType<typeof pipelineOptions>
+
+/** The flags of `cohort bench pipeline`, checked. */
+function pipelineOptions(v: BenchValues, positionals: string[]) {
+  const dir = positionals[0]
+  if (dir === undefined) {
+    throw new CliError('cohort bench pipeline needs DIR')
+  }
+  const maxBatch = intFlag('max-batch', v['max-batch']) ?? 2048
+  if ((maxBatch & (maxBatch - 1)) !== 0) {
+    throw new CliError('--max-batch must be a power of two')
+  }
+  const minMs = numFlag('min-ms', v['min-ms']) ?? 200
+  const trials = intFlag('trials', v['trials']) ?? 3
+  if (trials < 1) {
+    throw new CliError('--trials must be >= 1')
+  }
+  const threads = intFlag('threads', v['threads']) ?? 1
+  const inflight = intFlag('inflight', v['inflight']) ?? 4
+  const modes = ((v['modes'] as string | undefined) ?? 'single,fused,remote').split(',') as Mode[]
+  if (modes.some((m) => !['single', 'fused', 'remote'].includes(m))) {
+    throw new CliError('--modes takes single, fused, remote')
+  }
+  const pin = typeof v['pin'] === 'string' ? v['pin'] : undefined
+  return { dir, maxBatch, minMs, trials, threads, inflight, modes, pin }
+}
+
+/** The runner of each mode asked for, started (remote: nats-server and one stage worker per stage). */
+async function startRunners(p: Pipeline, loaded: LoadedConfig, o: PipelineBenchOptions, track: BenchScope['track']): Promise<Map<Mode, Runner>> {
+  const onnx = { ep: 'cpu' as const, instances: 1, intraOpNumThreads: o.threads }
+  const opts = { loaded, onnx }
+  // Every stage takes a whole call as one batch, as the single module does.
+  // Room for every call in flight (the throughput table), in the stage queues and on stage workers.
+  const maxQueue = 2 * o.inflight * o.maxBatch
+  const batching = { maxBatchSize: o.maxBatch, maxDelayMs: 0, maxQueue }
+  // Stopped in reverse order of start (the skeleton's cleanups): runners, then the bench's NATS
+  // connection, then stage workers, then nats-server (closing a connection after its server is
+  // gone kept the process alive).
+  const runners = new Map<Mode, Runner>()
+  if (o.modes.includes('single')) {
+    const rs = new Map(leafStages(p).map((s) => [s.name, localStageRunner(p, s, opts)] as const))
+    await Promise.all([...rs.values()].map((r) => r.start?.() ?? Promise.resolve()))
+    runners.set('single', singleModule(p, rs))
+  }
+  if (o.modes.includes('fused')) {
+    const ex = new PipelineExecutor({ pipeline: p, batching, runnerFor: (s) => localStageRunner(p, s, opts) })
+    await ex.start()
+    runners.set('fused', executorRunner(ex))
+  }
+  if (o.modes.includes('remote')) {
+    runners.set('remote', await startRemote(p, loaded, o, maxQueue, batching, track))
+  }
+  return runners
+}
+
+/** Remote mode: nats-server, one pinned stage worker per leaf stage, and an executor over NATS. */
+async function startRemote(
+  p: Pipeline,
+  loaded: LoadedConfig,
+  o: PipelineBenchOptions,
+  maxQueue: number,
+  batching: { maxBatchSize: number; maxDelayMs: number; maxQueue: number },
+  track: BenchScope['track'],
+): Promise<Runner> {
+  const nats: NatsServerHandle = await startNatsServer({ jetstream: false })
+  track(() => nats.stop())
+  const cores = availableParallelism()
+  const stages = leafStages(p)
+  const pins = o.pin !== undefined ? o.pin.split(';') : stages.map((_, i) => String(i % cores))
+  const pinOf = (i: number): string => {
+    const cpu = pins[i % pins.length]
+    if (cpu === undefined) {
+      throw new CliError('--pin needs a CPU list per stage')
+    }
+    return cpu
+  }
+  const procs: CliProcess[] = stages.map((s, i) => {
+    const w = spawnCohort([
+      'worker',
+      loaded.dir,
+      '--nats',
+      nats.url,
+      '--stage',
+      s.name,
+      '--threads',
+      String(o.threads),
+      '--max-batch-size',
+      String(o.maxBatch),
+      '--max-delay-ms',
+      '0',
+      '--max-queue',
+      String(maxQueue),
+      '--no-admission',
+    ])
+    // Pin every thread of the stage worker (threads made later inherit the mask).
+    execFileSync('taskset', ['-a', '-p', '-c', pinOf(i), String(w.proc.pid)], { stdio: 'ignore' })
+    return w
+  })
+  track(() => Promise.all(procs.map((w) => w.stop('SIGKILL'))))
+  await Promise.all(procs.map((w) => w.waitFor(/serving/, 120_000)))
+  const nc = await connectNats(nats.url, 'cohort-bench-pipeline')
+  const transport: Transport = createNatsTransport(nc, { ownsConnection: true })
+  track(() => transport.close())
+  const subjects = makeSubjects()
+  const ex = new PipelineExecutor({
+    pipeline: p,
+    batching,
+    runnerFor: (s) => new RemoteStageRunner({ transport, subjects, pipeline: p.name, stage: s.name }),
+  })
+  console.error(`bench: remote stages ${stages.map((s, i) => `${s.name}@cpu${pinOf(i)}`).join(', ')}`)
+  return executorRunner(ex)
+}
+
+/** Same outputs in every mode; then 100 warm-up calls per mode of sizes drawn from `sizes`. */
+async function checkAndWarm(runners: Map<Mode, Runner>, all: unknown[], sizes: number[], maxBatch: number): Promise<void> {
+  const sample = all.slice(0, Math.min(64, maxBatch))
+  const outs = await Promise.all([...runners].map(async ([m, r]) => [m, JSON.stringify(await r.call(sample))] as const))
+  const first = outs[0]
+  for (const [m, o] of outs) {
+    if (first !== undefined && o !== first[1]) {
+      throw new Error(`bench: ${m} outputs differ from ${first[0]}`)
+    }
+  }
+  const rand = mulberry32(7)
+  for (const [m, r] of runners) {
+    const t0 = performance.now()
+    for (let i = 0; i < 100; i++) {
+      await r.call(all.slice(0, sizes[Math.floor(rand() * sizes.length)]))
+    }
+    console.error(`bench: [${m}] warm-up: 100 batches in ${((performance.now() - t0) / 1000).toFixed(1)} s`)
+  }
+}
+
+/**
+ * Per batch size, `trials` trials; in each, the per-call modes take turns call by call and the
+ * throughput runs alternate their order trial by trial. A ratio is taken within a trial (both
+ * sides measured under the same load), then summarised over trials: median [min-max].
+ * Per `mode:batch`, the per-call ms and the items/s of each trial.
+ */
+async function measureModes(runners: Map<Mode, Runner>, all: unknown[], sizes: number[], o: PipelineBenchOptions) {
+  const lat = new Map<string, number[]>()
+  const thr = new Map<string, number[]>()
+  const add = (m: Map<string, number[]>, k: string, x: number) => {
+    const xs = m.get(k)
+    if (xs) {
+      xs.push(x)
+    } else {
+      m.set(k, [x])
+    }
+  }
+  const order = [...runners]
+  for (const b of sizes) {
+    const inputs = all.slice(0, b)
+    for (let t = 0; t < o.trials; t++) {
+      for (const [m, ms] of await perCall(runners, inputs, o.minMs)) {
+        add(lat, `${m}:${b}`, ms)
+      }
+      for (const [m, r] of t % 2 === 0 ? order : [...order].reverse()) {
+        add(thr, `${m}:${b}`, await throughput(r, inputs, o.minMs, o.inflight, m === 'single'))
+      }
+    }
+    console.error(`bench: b=${b} done`)
+  }
+  return { lat, thr }
+}
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b)
+  const n = s.length
+  return n % 2 === 1 ? (s[(n - 1) / 2] ?? Number.NaN) : ((s[n / 2 - 1] ?? Number.NaN) + (s[n / 2] ?? Number.NaN)) / 2
+}
+
+/** The two Markdown tables (per call, throughput) with each mode's ratio to single. */
+function printTables(p: Pipeline, o: PipelineBenchOptions, sizes: number[], ms: Mode[], lat: Map<string, number[]>, thr: Map<string, number[]>): void {
+  const others = ms.filter((m) => m !== 'single')
+  /** Median over trials of the per-trial ratio mode / single, with its min-max spread. */
+  const ratio = (m: Map<string, number[]>, mode: Mode, b: number) => {
+    const a = m.get(`${mode}:${b}`)
+    const base = m.get(`single:${b}`)
+    if (!a || !base) {
+      return '-'
+    }
+    const rs = a.map((x, i) => x / (base[i] ?? Number.NaN))
+    return o.trials === 1 ? (rs[0] ?? Number.NaN).toFixed(2) : `${median(rs).toFixed(2)} [${Math.min(...rs).toFixed(2)}-${Math.max(...rs).toFixed(2)}]`
+  }
+  const fmtUs = (xs: number[] | undefined) => (xs === undefined ? '-' : (median(xs) * 1000).toFixed(1))
+  const latRows = sizes.map((b) => [String(b), ...ms.map((m) => fmtUs(lat.get(`${m}:${b}`))), ...others.map((m) => ratio(lat, m, b))])
+  const thrRows = sizes.map((b) => [String(b), ...ms.map((m) => Math.round(median(thr.get(`${m}:${b}`) ?? [0])).toString()), ...others.map((m) => ratio(thr, m, b))])
+  console.log(
+    `\npipeline ${p.name} (${o.dir}): ${p.stages.map((s) => s.name).join(' -> ')}; ${cpus().length} cores, load ${(loadavg()[0] ?? Number.NaN).toFixed(1)}; ORT threads ${o.threads}; ${o.trials} trials of >= ${o.minMs} ms per point`,
+  )
+  console.log(
+    `\nPer call, one call at a time, modes taking turns (µs, median over trials of each trial's median; ratio = mode / single per trial, median [min-max] over trials):\n`,
+  )
+  console.log(table(['batch', ...ms.map((m) => `${m} µs`), ...others.map((m) => `${m}/single`)], latRows))
+  console.log(`\nThroughput, ${o.inflight} calls in flight (items/s, median over trials; single serves one call at a time; ratio = mode / single per trial, median [min-max]):\n`)
+  console.log(table(['batch', ...ms.map((m) => `${m} items/s`), ...others.map((m) => `${m}/single`)], thrRows))
+}

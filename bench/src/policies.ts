@@ -66,7 +66,7 @@ export function parsePolicy(label: string, maxBatchSize: number): PolicyConfig {
   return { name: policy === 'timer' ? `timer-${delay}` : label, policy, maxBatchSize, ...(delay !== undefined ? { maxDelayMs: delay } : {}) }
 }
 
-const list = (v: unknown, dflt: string) =>
+const list = (v: BenchValues[string], dflt: string) =>
   String(v ?? dflt)
     .split(',')
     .map((s) => s.trim())
@@ -188,7 +188,10 @@ export const benchPoliciesCommand = defineBenchCommand({
   run: async (v, _positionals, { args, track, untrack, log, startedAt, t0, load0, writeJson }) => {
     const o = options(v)
     const dir = mkdtempSync(join(tmpdir(), 'cohort-bench-policies-'))
-    track(async () => rmSync(dir, { recursive: true, force: true }))
+    track(() => {
+      rmSync(dir, { recursive: true, force: true })
+      return Promise.resolve()
+    })
     const wrk = hasWrk()
     if (!wrk) {
       log('warning: wrk is not installed; capacity comes from a Node closed loop in this process')

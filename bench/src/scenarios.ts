@@ -172,6 +172,58 @@ export async function searchSlo(
   return { lo, hi, atSlo }
 }
 
+/** Closed-loop capacity (wrk, else a Node load; after a warm-up) with the mean batch over it. */
+async function serveCapacity(ctx: ScenarioContext, url: string, metricsUrl: string) {
+  const { model, plan } = ctx
+  const load = (s: number) => (model.wrkScript ? runWrk(url, model.wrkScript, plan.connections, s) : runNodeLoad(url, model.body, plan.connections, s))
+  await load(plan.capWarmS)
+  const cb = await metricTotals(metricsUrl, model.name)
+  const sat = await load(plan.capS)
+  const ca = await metricTotals(metricsUrl, model.name)
+  return { ...sat, meanBatch: (ca.batchSum - cb.batchSum) / Math.max(1, ca.batchCount - cb.batchCount) }
+}
+
+/**
+ * The open-loop step of one config: `label` at `rate` req/s for `durationS` with the SLO of the
+ * moment as the request timeout (`floor`: on the floor model; `retry`: run again, a bounded number
+ * of times per config, when the SLO was missed while the generator lagged).
+ */
+function scenarioStep(ctx: ScenarioContext, base: string, metricsUrl: string, C: number, tag: string, sloMs: () => number) {
+  const { model, plan, gen, log } = ctx
+  let retries = plan.retries
+  return async (label: string, rate: number, durationS: number, o: { floor?: boolean; retry?: boolean } = {}): Promise<StepResult> => {
+    const name = o.floor ? 'floor' : model.name
+    for (let attempt = 1; ; attempt++) {
+      const slo = sloMs()
+      const before = await metricTotals(metricsUrl, name)
+      const rec = await gen.run({
+        url: base + (o.floor ? model.floorPath : model.path),
+        body: o.floor ? model.floorBody : model.body,
+        headers: Number.isFinite(slo) ? { 'x-cohort-timeout-ms': slo.toFixed(3) } : {},
+        rate,
+        durationS,
+        seed: seedOf(label) + attempt,
+        maxSockets: plan.maxSockets,
+        drainMs: (Number.isFinite(slo) ? slo : 1000) + 3000,
+      })
+      const after = await metricTotals(metricsUrl, name)
+      await sleep(plan.gapMs)
+      const s = { ...summariseStep(label, rate / C, rate, rec, Number.isFinite(slo) ? slo : Number.POSITIVE_INFINITY, before, after), attempts: attempt }
+      const lagged = s.lagMaxMs > plan.maxLagMs
+      if (lagged) {
+        log(`${tag} ${label}: the load generator fell behind its schedule by up to ${s.lagMaxMs.toFixed(1)} ms (p99 ${s.lagP99Ms.toFixed(1)} ms)`)
+      }
+      // A missed SLO while the generator itself was held up is likely the machine, not the
+      // policy: run the step again (a bounded number of times per config).
+      if (!(o.retry && lagged && !s.meetsSlo && retries > 0)) {
+        return s
+      }
+      retries--
+      log(`${tag} ${label}: SLO missed while the generator lagged; running it again`)
+    }
+  }
+}
+
 /**
  * Serve one model with one policy config (`cohort serve`, its own process) and run the scenarios:
  * capacity (closed loop), floor and low load, the rate sweep, the SLO capacity search, bursts
@@ -180,55 +232,20 @@ export async function searchSlo(
  */
 export async function runConfig(ctx: ScenarioContext): Promise<ConfigResult> {
   const t0 = performance.now()
-  const { model, plan, gen, log } = ctx
+  const { model, plan, log } = ctx
   const tag = `[${model.name} ${ctx.config.name}]`
   const { base, stop } = await startServe(ctx)
   const metricsUrl = `${base}/metrics`
   const url = base + model.path
   try {
     log(`${tag} capacity: wrk -c${plan.connections}, ${plan.capWarmS} s warm-up + ${plan.capS} s`)
-    const load = (s: number) => (model.wrkScript ? runWrk(url, model.wrkScript, plan.connections, s) : runNodeLoad(url, model.body, plan.connections, s))
-    await load(plan.capWarmS)
-    const cb = await metricTotals(metricsUrl, model.name)
-    const sat = await load(plan.capS)
-    const ca = await metricTotals(metricsUrl, model.name)
-    const capacity = { ...sat, meanBatch: (ca.batchSum - cb.batchSum) / Math.max(1, ca.batchCount - cb.batchCount) }
-    const own = sat.requestsPerSec
+    const capacity = await serveCapacity(ctx, url, metricsUrl)
+    const own = capacity.requestsPerSec
     const C = ctx.reference(own)
     const lowRate = Math.max(1, plan.low * own)
     const lowS = Math.min(plan.lowMaxS, Math.max(plan.stepS, 150 / lowRate))
     let sloMs = Number.NaN
-    let retries = plan.retries
-    const step = async (label: string, rate: number, durationS: number, o: { floor?: boolean; retry?: boolean } = {}): Promise<StepResult> => {
-      const name = o.floor ? 'floor' : model.name
-      for (let attempt = 1; ; attempt++) {
-        const before = await metricTotals(metricsUrl, name)
-        const rec = await gen.run({
-          url: base + (o.floor ? model.floorPath : model.path),
-          body: o.floor ? model.floorBody : model.body,
-          headers: Number.isFinite(sloMs) ? { 'x-cohort-timeout-ms': sloMs.toFixed(3) } : {},
-          rate,
-          durationS,
-          seed: seedOf(label) + attempt,
-          maxSockets: plan.maxSockets,
-          drainMs: (Number.isFinite(sloMs) ? sloMs : 1000) + 3000,
-        })
-        const after = await metricTotals(metricsUrl, name)
-        await sleep(plan.gapMs)
-        const s = { ...summariseStep(label, rate / C, rate, rec, Number.isFinite(sloMs) ? sloMs : Number.POSITIVE_INFINITY, before, after), attempts: attempt }
-        const lagged = s.lagMaxMs > plan.maxLagMs
-        if (lagged) {
-          log(`${tag} ${label}: the load generator fell behind its schedule by up to ${s.lagMaxMs.toFixed(1)} ms (p99 ${s.lagP99Ms.toFixed(1)} ms)`)
-        }
-        // A missed SLO while the generator itself was held up is likely the machine, not the
-        // policy: run the step again (a bounded number of times per config).
-        if (!(o.retry && lagged && !s.meetsSlo && retries > 0)) {
-          return s
-        }
-        retries--
-        log(`${tag} ${label}: SLO missed while the generator lagged; running it again`)
-      }
-    }
+    const step = scenarioStep(ctx, base, metricsUrl, C, tag, () => sloMs)
     log(
       `${tag} closed-loop ${Math.round(own)} req/s (mean batch ${capacity.meanBatch.toFixed(1)}), reference ${Math.round(C)} req/s; floor and low load at ${lowRate.toFixed(1)} req/s for ${lowS.toFixed(1)} s`,
     )

@@ -15,7 +15,7 @@ export interface ServedStack {
   /** A /metrics URL that carries the worker's `cohort_batch_size` histogram. */
   metricsUrl: string
   /** Stop every process of the stack (graceful, then SIGKILL). Idempotent. */
-  stop(): Promise<void>
+  stop: () => Promise<void>
   /** Process id of the process that runs the model: `cohort worker` (nats) or `cohort serve` (embedded). */
   modelPid: number | undefined
 }
@@ -91,7 +91,7 @@ export async function startStack(o: StackOptions): Promise<ServedStack> {
       metricsUrl = `${base}/metrics`
     } else {
       const nats = await startNatsServer({ jetstream: false })
-      stops.push(nats.stop)
+      stops.push(() => nats.stop())
       const worker = spawnCohort(['worker', '--nats', nats.url, '--metrics-port', '0', ...models, ...tuning], {}, flags)
       stops.push(stopper(worker))
       modelPid = worker.proc.pid

@@ -15,11 +15,11 @@ export interface BenchScope {
    * Stop this on exit, on errors and on SIGINT/SIGTERM. Cleanups run most recent first, after the
    * load generators (wrk) are killed; a failing one does not stop the others.
    */
-  track(stop: () => Promise<unknown>): void
+  track: (stop: () => Promise<unknown>) => void
   /** Forget a cleanup that already ran. */
-  untrack(stop: () => Promise<unknown>): void
+  untrack: (stop: () => Promise<unknown>) => void
   /** A progress line on stderr, `bench: ` before it. */
-  log(m: string): void
+  log: (m: string) => void
   /** ISO time the benchmark started (run info of its JSON). */
   readonly startedAt: string
   /** performance.now() at the start. */
@@ -27,7 +27,7 @@ export interface BenchScope {
   /** The 1-minute load average at the start (`machineInfo(load0)`). */
   readonly load0: number
   /** Write `value` as JSON to `file` (`--out`), and say so on stderr unless `announce` is false. */
-  writeJson(file: string, value: unknown, announce?: boolean): void
+  writeJson: (file: string, value: unknown, announce?: boolean) => void
 }
 
 /** A benchmark subcommand for {@link defineBenchCommand}. */
@@ -62,7 +62,11 @@ export function defineBenchCommand(c: BenchCommand): (args: string[]) => Promise
       killLoadGenerators()
       for (const s of [...cleanups].reverse()) {
         cleanups.delete(s)
-        await s().catch(() => undefined)
+        try {
+          await s()
+        } catch {
+          // A failing cleanup (thrown or rejected) does not stop the others.
+        }
       }
     }
     const onSignal = (sig: NodeJS.Signals) => {

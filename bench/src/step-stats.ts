@@ -121,6 +121,18 @@ export interface StepResult {
 
 const asc = (a: number, b: number) => a - b
 
+/** Requests shed during the step, per reason (the reasons with none left out). */
+function shedDuring(before: MetricTotals, after: MetricTotals): Record<string, number> {
+  const shed: Record<string, number> = {}
+  for (const [k, v] of Object.entries(after.shed)) {
+    const d = v - (before.shed[k] ?? 0)
+    if (d > 0) {
+      shed[k] = d
+    }
+  }
+  return shed
+}
+
 /**
  * Summarise one step: its per-request records plus the server's metric totals before and after.
  * `sloMs` decides goodput, p99All and lateness.
@@ -168,13 +180,7 @@ export function summariseStep(label: string, fraction: number, rate: number, r: 
   const rank = Math.max(1, Math.ceil(0.99 * n))
   const p99All = n === 0 ? Number.NaN : rank <= ok.length ? (ok[rank - 1] as number) : Number.POSITIVE_INFINITY
   const batches = after.batchCount - before.batchCount
-  const shed: Record<string, number> = {}
-  for (const [k, v] of Object.entries(after.shed)) {
-    const d = v - (before.shed[k] ?? 0)
-    if (d > 0) {
-      shed[k] = d
-    }
-  }
+  const shed = shedDuring(before, after)
   return {
     label,
     rate,

@@ -20,7 +20,10 @@ export function httpFloorMain(): Promise<void> {
       let out: string
       try {
         const body = JSON.parse(Buffer.concat(chunks).toString()) as { inputs: { name: string; datatype: string; shape: number[]; data: number[] }[] }
-        const i = body.inputs[0]!
+        const i = body.inputs[0]
+        if (i === undefined) {
+          throw new Error('no input')
+        }
         out = JSON.stringify({ model_name: 'floor', model_version: '1', outputs: [{ name: 'out', datatype: i.datatype, shape: i.shape, data: i.data }] })
       } catch {
         res.writeHead(400).end('{"error":"bad body"}')

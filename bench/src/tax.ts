@@ -82,6 +82,28 @@ export interface Proc {
 
 const live = new Set<Proc>()
 
+/** The pid of a started child (one that failed to spawn has none). */
+export function pidOf(proc: ChildProcess): number {
+  if (proc.pid === undefined) {
+    throw new Error(`${proc.spawnfile} did not start (no pid)`)
+  }
+  return proc.pid
+}
+
+/** Group `i` of a `waitFor` match: what the process printed (an address, a JSON line...). */
+export function matched(m: RegExpMatchArray, i = 1): string {
+  const s = m[i]
+  if (s === undefined) {
+    throw new Error(`no group ${i} in the line "${m[0]}"`)
+  }
+  return s
+}
+
+/** CPU µs per request of each meter from its CPU µs before and after (NaN where one is missing). */
+function perRequest(meters: readonly { name: string }[], cpu0: readonly number[], cpu1: readonly number[], n: number): ProcCpu[] {
+  return meters.map((p, i) => ({ name: p.name, usPerRequest: ((cpu1[i] ?? Number.NaN) - (cpu0[i] ?? Number.NaN)) / n }))
+}
+
 /** Spawn `cmd args` as a tracked {@link Proc} (stdout and stderr collected), with `env` added to this process's. */
 export function start(name: string, cmd: string, args: string[], stdin = false, env?: Record<string, string>): Proc {
   const proc = spawn(cmd, args, { stdio: [stdin ? 'pipe' : 'ignore', 'pipe', 'pipe'], ...(env ? { env: { ...process.env, ...env } } : {}) })
@@ -283,7 +305,7 @@ interface Meter {
   pids: () => number[]
 }
 
-const meter = (p: Proc, name = p.name): Meter => ({ name, pids: () => [p.proc.pid!] })
+const meter = (p: Proc, name = p.name): Meter => ({ name, pids: () => [pidOf(p.proc)] })
 
 function cpuOf(m: Meter): number {
   let t = 0
@@ -313,7 +335,7 @@ async function measureHttp(target: string, url: string, procs: Meter[], c: Cfg, 
   // Bulk: every figure per item.
   const n = sat.requests * items
   const lat = await runWrk(url, b.script1, 1, 2)
-  const per = procs.map((p, i) => ({ name: p.name, usPerRequest: (cpu1[i]! - cpu0[i]!) / n }))
+  const per = perRequest(procs, cpu0, cpu1, n)
   return {
     target,
     requestsPerSec: sat.requestsPerSec * items,
@@ -344,11 +366,11 @@ async function runLoadProc(name: string, args: string[], seconds: number, measur
     const cpu0 = all.map(cpuOf)
     const v0 = natsVarz ? await varz(natsVarz) : undefined
     req.proc.stdin?.write('go\n')
-    const line = (await req.waitFor(/(\{"requests".*\})/, (seconds + 30) * 1000))[1]!
+    const line = matched(await req.waitFor(/(\{"requests".*\})/, (seconds + 30) * 1000))
     const cpu1 = all.map(cpuOf)
     const v1 = natsVarz ? await varz(natsVarz) : undefined
     const r = JSON.parse(line) as { requests: number; seconds: number; p50Ms: number }
-    const per = all.map((p, i) => ({ name: p.name, usPerRequest: (cpu1[i]! - cpu0[i]!) / r.requests }))
+    const per = perRequest(all, cpu0, cpu1, r.requests)
     return { r, per, v0, v1 }
   } finally {
     await req.stop()
@@ -436,10 +458,14 @@ async function startDist(c: Cfg, dir: string, t: string, tag: string, bin: strin
   await worker.waitFor(/worker \S+ serving/)
   const gw = start('gateway', process.execPath, [...nodeFlags(c, dir, t + tag), bin, 'gateway', '--nats', nats.url, '--port', '0', '--drain-ms', '0', ...gwArgs])
   procs.push(gw)
-  const base = (await gw.waitFor(/gateway on (http:\/\/\S+) ->/))[1]!
+  const base = matched(await gw.waitFor(/gateway on (http:\/\/\S+) ->/))
   await waitReady(`${base}/v2/models/m`)
   let gateways: Meter[] = [meter(gw)]
-  const kids = gwArgs.includes('--processes') ? (await gw.waitFor(/gateway processes listening \(pids ([\d, ]+)\)/))[1]!.split(', ').map(Number) : []
+  const kids = gwArgs.includes('--processes')
+    ? matched(await gw.waitFor(/gateway processes listening \(pids ([\d, ]+)\)/))
+        .split(', ')
+        .map(Number)
+    : []
   if (kids.length > 0) {
     gateways = [meter(gw, 'gateway primary'), ...kids.map((pid, i) => ({ name: `gateway ${i + 1}`, pids: () => [pid] }))]
   }
@@ -458,26 +484,7 @@ async function runTarget(t: string, c: Cfg, dir: string, m: { path: string; inpu
       return await measureHttp('bare node:http', `http://127.0.0.1:${port}/`, [meter(s)], c, b, undefined)
     }
     if (t === 'nats') {
-      const nats = await startNats(dir)
-      procs.push(nats.p)
-      const resp = start('responder', process.execPath, [BENCH_BIN, 'tax-nats-responder', nats.url])
-      procs.push(resp)
-      await resp.waitFor(/responding/)
-      const run = (inflight: number, seconds: number) =>
-        runLoadProc('requester', ['tax-nats-requester', nats.url, String(inflight), String(seconds), '300'], seconds, [meter(nats.p), meter(resp)], nats.varz)
-      const sat = await run(c.connections, c.seconds)
-      const one = await run(1, 2)
-      const n = sat.r.requests
-      return {
-        target: 'nats.js request-reply',
-        requestsPerSec: n / sat.r.seconds,
-        items: 1,
-        procs: sat.per,
-        totalUsPerRequest: sat.per.reduce((a, p) => a + p.usPerRequest, 0),
-        natsInPerRequest: (sat.v1!.in - sat.v0!.in) / n,
-        natsOutPerRequest: (sat.v1!.out - sat.v0!.out) / n,
-        p50Ms: one.r.p50Ms,
-      }
+      return await natsTarget(c, dir, procs)
     }
     if (t === 'triton') {
       const why = tritonUnavailable()
@@ -491,7 +498,7 @@ async function runTarget(t: string, c: Cfg, dir: string, m: { path: string; inpu
       procs.push(py)
       await py.waitFor(/pytriton ready/, 180_000)
       const b = bodies(dir, 'triton', 'in', m.features, c.bulk, c.binary)
-      return await measureHttp('Triton (PyTriton, identity function)', `http://127.0.0.1:${port}/v2/models/m/infer`, tritonMeters(py.proc.pid!), c, b, undefined)
+      return await measureHttp('Triton (PyTriton, identity function)', `http://127.0.0.1:${port}/v2/models/m/infer`, tritonMeters(pidOf(py.proc)), c, b, undefined)
     }
     // The server-side SLO off the derived default (1 s at least): on a loaded machine it would refuse
     // requests queued past it, and the bench measures the path, not admission's refusals.
@@ -500,38 +507,12 @@ async function runTarget(t: string, c: Cfg, dir: string, m: { path: string; inpu
       const b = bodies(dir, t, m.input, m.features, c.bulk, c.binary)
       const s = start('cohort serve', process.execPath, [...nodeFlags(c, dir, t + tag), bin, 'serve', '--port', '0', ...models])
       procs.push(s)
-      const base = (await s.waitFor(/serving .* on (http:\/\/\S+) \(embedded\)/))[1]!
+      const base = matched(await s.waitFor(/serving .* on (http:\/\/\S+) \(embedded\)/))
       await waitReady(`${base}/v2/models/m`)
       return await measureHttp(`cohort serve${tag}`, `${base}/v2/models/m/infer`, [meter(s)], c, b, undefined)
     }
     if (t === 'grpc') {
-      const d = await startDist(c, dir, t, tag, bin, models, ['--grpc-port', '0'], procs)
-      const addr = (await d.gw.waitFor(/grpc on (\S+:\d+)/))[1]!
-      const args = (inflight: number, seconds: number) => [
-        'tax-grpc-load',
-        addr,
-        'm',
-        m.input,
-        String(m.features),
-        String(c.bulk),
-        c.binary ? '1' : '0',
-        String(inflight),
-        String(seconds),
-      ]
-      const sat = await runLoadProc('grpc load', args(c.connections, c.seconds), c.seconds, d.meters, d.nats.varz)
-      const one = await runLoadProc('grpc load', args(1, 2), 2, d.meters, undefined)
-      const n = sat.r.requests
-      const per = sat.per.slice(0, -1) // the load generator is left out, as wrk is
-      return {
-        target: `gRPC: gateway + nats-server + worker${tag}`,
-        requestsPerSec: n / sat.r.seconds,
-        items: c.bulk,
-        procs: per,
-        totalUsPerRequest: per.reduce((a, p) => a + p.usPerRequest, 0),
-        natsInPerRequest: (sat.v1!.in - sat.v0!.in) / n,
-        natsOutPerRequest: (sat.v1!.out - sat.v0!.out) / n,
-        p50Ms: one.r.p50Ms,
-      }
+      return await grpcTarget(c, dir, m, bin, tag, models, procs)
     }
     if (t === 'bulk') {
       const d = await startDist(c, dir, t, tag, bin, models, [], procs)
@@ -543,6 +524,62 @@ async function runTarget(t: string, c: Cfg, dir: string, m: { path: string; inpu
     return await measureHttp(`${t === 'dist2' ? 'gateway --processes 2' : 'gateway'} + nats-server + worker${tag}`, `${d.base}/v2/models/m/infer`, d.meters, c, b, d.nats.varz)
   } finally {
     await stopAll(procs)
+  }
+}
+
+/** nats.js request-reply alone: a responder process and a requester process (`procs`: stopped by the caller). */
+async function natsTarget(c: Cfg, dir: string, procs: Proc[]): Promise<TaxTarget> {
+  const nats = await startNats(dir)
+  procs.push(nats.p)
+  const resp = start('responder', process.execPath, [BENCH_BIN, 'tax-nats-responder', nats.url])
+  procs.push(resp)
+  await resp.waitFor(/responding/)
+  const run = (inflight: number, seconds: number) =>
+    runLoadProc('requester', ['tax-nats-requester', nats.url, String(inflight), String(seconds), '300'], seconds, [meter(nats.p), meter(resp)], nats.varz)
+  const sat = await run(c.connections, c.seconds)
+  const one = await run(1, 2)
+  const n = sat.r.requests
+  return {
+    target: 'nats.js request-reply',
+    requestsPerSec: n / sat.r.seconds,
+    items: 1,
+    procs: sat.per,
+    totalUsPerRequest: sat.per.reduce((a, p) => a + p.usPerRequest, 0),
+    natsInPerRequest: sat.v0 && sat.v1 ? (sat.v1.in - sat.v0.in) / n : Number.NaN,
+    natsOutPerRequest: sat.v0 && sat.v1 ? (sat.v1.out - sat.v0.out) / n : Number.NaN,
+    p50Ms: one.r.p50Ms,
+  }
+}
+
+/** gRPC: gateway + nats-server + worker under the gRPC load process (`procs`: stopped by the caller). */
+async function grpcTarget(c: Cfg, dir: string, m: { input: string; features: number }, bin: string, tag: string, models: string[], procs: Proc[]): Promise<TaxTarget> {
+  const t = 'grpc'
+  const d = await startDist(c, dir, t, tag, bin, models, ['--grpc-port', '0'], procs)
+  const addr = matched(await d.gw.waitFor(/grpc on (\S+:\d+)/))
+  const args = (inflight: number, seconds: number) => [
+    'tax-grpc-load',
+    addr,
+    'm',
+    m.input,
+    String(m.features),
+    String(c.bulk),
+    c.binary ? '1' : '0',
+    String(inflight),
+    String(seconds),
+  ]
+  const sat = await runLoadProc('grpc load', args(c.connections, c.seconds), c.seconds, d.meters, d.nats.varz)
+  const one = await runLoadProc('grpc load', args(1, 2), 2, d.meters, undefined)
+  const n = sat.r.requests
+  const per = sat.per.slice(0, -1) // the load generator is left out, as wrk is
+  return {
+    target: `gRPC: gateway + nats-server + worker${tag}`,
+    requestsPerSec: n / sat.r.seconds,
+    items: c.bulk,
+    procs: per,
+    totalUsPerRequest: per.reduce((a, p) => a + p.usPerRequest, 0),
+    natsInPerRequest: sat.v0 && sat.v1 ? (sat.v1.in - sat.v0.in) / n : Number.NaN,
+    natsOutPerRequest: sat.v0 && sat.v1 ? (sat.v1.out - sat.v0.out) / n : Number.NaN,
+    p50Ms: one.r.p50Ms,
   }
 }
 
@@ -565,14 +602,15 @@ function median(xs: number[]): number {
     return Number.NaN
   }
   const h = Math.floor(s.length / 2)
-  return s.length % 2 ? s[h]! : (s[h - 1]! + s[h]!) / 2
+  const hi = s[h] ?? Number.NaN
+  return s.length % 2 ? hi : ((s[h - 1] ?? Number.NaN) + hi) / 2
 }
 
 /** Per target, the median of each number over the rounds (the first round's order). */
 export function medians(runs: TaxTarget[][]): TaxTarget[] {
   const first = runs[0] ?? []
   return first.map((r) => {
-    const same = runs.map((round) => round.find((x) => x.target === r.target)!).filter(Boolean)
+    const same = runs.map((round) => round.find((x) => x.target === r.target)).filter((x): x is TaxTarget => x !== undefined)
     const med = (f: (x: TaxTarget) => number) => median(same.map(f))
     return {
       target: r.target,
@@ -670,12 +708,13 @@ export const benchTaxCommand = defineBenchCommand({
       throw new CliError('cohort bench tax needs wrk (apt-get install -y wrk)')
     }
     const dir = mkdtempSync(join(tmpdir(), 'cohort-tax-'))
-    track(async () => {
+    track(() => {
       if (!c.profile) {
         rmSync(dir, { recursive: true, force: true })
       } else {
         console.error(`bench tax: profiles kept in ${dir}`)
       }
+      return Promise.resolve()
     })
     track(() => stopAll([...live]))
     const load0 = loadavg()[0] ?? Number.NaN
@@ -686,7 +725,8 @@ export const benchTaxCommand = defineBenchCommand({
       for (const t of c.targets) {
         console.error(`bench tax: ${t} (round ${k + 1} of ${c.repeat})...`)
         // Before/after alternate in which goes first, so neither always runs on the warmer machine.
-        const base = c.base && BASE_TARGETS.has(t) ? () => runTarget(t, c, dir, m, join(c.base!, 'apps/cli/bin/cohort.js'), ' (base)') : undefined
+        const baseDir = c.base
+        const base = baseDir && BASE_TARGETS.has(t) ? () => runTarget(t, c, dir, m, join(baseDir, 'apps/cli/bin/cohort.js'), ' (base)') : undefined
         const got: (TaxTarget | undefined)[] = []
         if (base && k % 2 === 1) {
           const b = await base()

@@ -4,7 +4,7 @@ import { ensureDemoModel, ensureHeavyModel } from '@cohort/cli/demo-model'
 import { availableParallelism, loadavg } from 'node:os'
 import { offlineCurve, type OfflinePoint } from './offline.ts'
 import { table } from './report.ts'
-import { defineBenchCommand } from './skeleton.ts'
+import { defineBenchCommand, type BenchValues } from './skeleton.ts'
 
 /** Help of `cohort bench threads`. */
 export const THREADS_HELP = `cohort bench threads [options]
@@ -19,7 +19,7 @@ other load on the machine falls on every configuration alike (docs/benchmarks.md
 
 const FEATURES = { demo: 256, heavy: 512 } as const
 
-function list(name: string, v: unknown, dflt: number[]): number[] {
+function list(name: string, v: BenchValues[string], dflt: number[]): number[] {
   if (v === undefined) {
     return dflt
   }

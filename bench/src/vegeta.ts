@@ -155,11 +155,11 @@ export function attack(a: VegetaAttack): RunningAttack {
     `-output=${a.output}`,
   ]
   const [cmd, ...pre] = a.prefix && a.prefix.length > 0 ? [...a.prefix, a.vegeta] : [a.vegeta]
-  const proc = spawn(cmd!, [...pre, ...args], { stdio: ['ignore', 'ignore', 'pipe'] })
+  const proc = spawn(cmd, [...pre, ...args], { stdio: ['ignore', 'ignore', 'pipe'] })
   live.add(proc)
   proc.once('exit', () => live.delete(proc))
   let err = ''
-  proc.stderr?.on('data', (d: Buffer) => (err += d.toString()))
+  proc.stderr.on('data', (d: Buffer) => (err += d.toString()))
   const done = new Promise<void>((resolve, reject) => {
     proc.once('error', reject)
     proc.once('exit', (code) => (code === 0 ? resolve() : reject(new Error(`vegeta attack exited with ${code}: ${err.slice(-400)}`))))

@@ -112,7 +112,7 @@ export async function runWrk(
   const args = ['-t1', `-c${connections}`, `-d${seconds}s`, ...(o.timeoutS !== undefined ? ['--timeout', `${o.timeoutS}s`] : []), '--latency', '-s', script, url]
   const [cmd, ...pre] = o.prefix && o.prefix.length > 0 ? [...o.prefix, 'wrk'] : ['wrk']
   const out = await new Promise<string>((resolve, reject) => {
-    const p = spawn(cmd!, [...pre, ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
+    const p = spawn(cmd, [...pre, ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
     live.add(p)
     p.once('exit', () => live.delete(p))
     let text = ''

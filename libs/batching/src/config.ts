@@ -231,11 +231,13 @@ export function parseBatchingPatch(body: unknown, opts: { strict?: boolean } = {
     }
     const v = BATCHING_FIELDS[k].fromJson(raw)
     if (v === undefined || !BATCHING_FIELDS[k].valid(v)) {
-      throw new RangeError(`invalid value for ${k}: ${JSON.stringify(raw) ?? String(raw)} (expected ${BATCHING_FIELDS[k].expect})`)
+      // A function or symbol (from code, not JSON) has no JSON form: named by its type.
+      const shown = typeof raw === 'function' || typeof raw === 'symbol' ? typeof raw : JSON.stringify(raw)
+      throw new RangeError(`invalid value for ${k}: ${shown} (expected ${BATCHING_FIELDS[k].expect})`)
     }
     out[k] = v
   }
-  return out as Partial<BatchingConfig>
+  return out
 }
 
 /** The JSON form of the batching fields present in `c` (`Infinity` becomes `null`), in table order. */
@@ -244,7 +246,7 @@ export function batchingToJson(c: Partial<BatchingConfig>): Record<BatchingKey, 
   for (const k of BATCHING_KEYS) {
     out[k] = c[k] === undefined ? null : BATCHING_FIELDS[k].toJson(c[k])
   }
-  return out as Record<BatchingKey, unknown>
+  return out
 }
 
 /**

@@ -17,7 +17,8 @@ export interface DeadlinesOptions {
 }
 
 /** A monotonic clock where the runtime has one. */
-export const monotonicNow: () => number = typeof globalThis.performance?.now === 'function' ? () => globalThis.performance.now() : Date.now
+export const monotonicNow: () => number =
+  typeof globalThis.performance === 'object' && typeof globalThis.performance.now === 'function' ? () => globalThis.performance.now() : Date.now
 
 /**
  * Many deadlines on one timer: a binary min-heap of items by deadline and a single `setTimeout`
@@ -71,8 +72,8 @@ export class Deadlines<T extends Deadlined> {
       return
     }
     item.heapIndex = -1
-    const last = this.#heap.pop()!
-    if (last !== item) {
+    const last = this.#heap.pop()
+    if (last !== undefined && last !== item) {
       this.#heap[i] = last
       last.heapIndex = i
       this.#down(i)
@@ -125,11 +126,14 @@ export class Deadlines<T extends Deadlined> {
 
   #up(i: number): void {
     const h = this.#heap
-    const it = h[i]!
+    const it = h[i]
+    if (it === undefined) {
+      return
+    }
     while (i > 0) {
       const p = (i - 1) >> 1
-      const parent = h[p]!
-      if (parent.deadline <= it.deadline) {
+      const parent = h[p]
+      if (parent === undefined || parent.deadline <= it.deadline) {
         break
       }
       h[i] = parent
@@ -142,16 +146,23 @@ export class Deadlines<T extends Deadlined> {
 
   #down(i: number): void {
     const h = this.#heap
-    const n = h.length
-    const it = h[i]!
+    const it = h[i]
+    if (it === undefined) {
+      return
+    }
     for (;;) {
       const l = 2 * i + 1
-      if (l >= n) {
-        break
+      const left = h[l]
+      if (left === undefined) {
+        break // no child: l is past the end
       }
-      const r = l + 1
-      const c = r < n && h[r]!.deadline < h[l]!.deadline ? r : l
-      const child = h[c]!
+      const right = h[l + 1]
+      let c = l
+      let child = left
+      if (right !== undefined && right.deadline < left.deadline) {
+        c = l + 1
+        child = right
+      }
       if (child.deadline >= it.deadline) {
         break
       }

@@ -233,11 +233,12 @@ export class BatchEngine<T> {
    */
   runNow(entries: readonly QueueEntry<T>[]): boolean {
     const c = this.#eff
-    if (this.#closed || c.policy !== 'eager' || this.#queue.size > 0 || this.#running >= this.#concurrency || entries.length === 0 || entries.length > c.maxBatchSize) {
+    const first = entries[0]
+    if (this.#closed || c.policy !== 'eager' || this.#queue.size > 0 || this.#running >= this.#concurrency || first === undefined || entries.length > c.maxBatchSize) {
       return false
     }
     const now = this.#clock.now()
-    const group = entries[0]!.group ?? ''
+    const group = first.group ?? ''
     let cost = 0
     for (const e of entries) {
       const ec = e.cost ?? 1
@@ -413,7 +414,7 @@ export class BatchEngine<T> {
         this.#queue.removeWhere((item) => item.deadline <= now),
         'deadline',
       )
-      if (this.#closed || this.#running >= this.#concurrency) {
+      if (this.#isClosed() || this.#running >= this.#concurrency) {
         break
       }
       const { doomed, batch } = plan(this.#queue, this.#eff, this.costModel, now)
@@ -428,7 +429,7 @@ export class BatchEngine<T> {
       // Answer the doomed first; an `expire` callback may close the engine meanwhile.
       this.#expireItems(doomed, 'doomed')
       if (batch !== undefined) {
-        if (this.#closed) {
+        if (this.#isClosed()) {
           this.#expireItems(batch.items, 'closed')
         } else {
           this.#dispatch(batch, now)
@@ -437,6 +438,14 @@ export class BatchEngine<T> {
     }
     this.#refreshWake()
     this.#notifyIdle()
+  }
+
+  /**
+   * `#closed` read through a call: an `expire` callback run since the last check may have closed
+   * the engine (TypeScript would keep the narrowing of a field read across the callback).
+   */
+  #isClosed(): boolean {
+    return this.#closed
   }
 
   #dispatch({ items, group, reason }: PlannedBatch<T>, now: number): void {
@@ -459,30 +468,31 @@ export class BatchEngine<T> {
     this.#stats.batches++
     this.#stats.items += items.length
     this.#stats.dispatched[reason]++
+    const onDone = () => {
+      this.#runningEnds.delete(expected)
+      const end = this.#clock.now()
+      this.costModel.observe(cost, end - now)
+      this.#tune(this.#tuner?.observe(items.length, end - now, budget, this.costModel.ratio, end))
+      this.#settled()
+    }
+    const onError = (err: unknown) => {
+      this.#runningEnds.delete(expected)
+      try {
+        this.#onRunError(err, batch)
+      } catch (hookErr) {
+        reportAsync(hookErr)
+      }
+      this.#settled()
+    }
     let done: Promise<void>
     try {
       done = Promise.resolve(this.#run(batch))
     } catch (err) {
-      done = Promise.reject(err)
+      // A sync throw of `run` reaches onRunError as thrown, one microtask later, as a rejection would.
+      queueMicrotask(() => onError(err))
+      return
     }
-    done.then(
-      () => {
-        this.#runningEnds.delete(expected)
-        const end = this.#clock.now()
-        this.costModel.observe(cost, end - now)
-        this.#tune(this.#tuner?.observe(items.length, end - now, budget, this.costModel.ratio, end))
-        this.#settled()
-      },
-      (err: unknown) => {
-        this.#runningEnds.delete(expected)
-        try {
-          this.#onRunError(err, batch)
-        } catch (hookErr) {
-          reportAsync(hookErr)
-        }
-        this.#settled()
-      },
-    )
+    done.then(onDone, onError)
   }
 
   /** Create, drop or re-limit the tuner after a configuration change. */

@@ -15,7 +15,7 @@ export interface RunCall<T> {
   /** True once completed or failed by the test. */
   done: boolean
   resolve(): void
-  reject(err: unknown): void
+  reject(err: Error): void
 }
 
 /** The engine under test plus everything it reported. */
@@ -32,7 +32,7 @@ export interface Harness<T> {
   /** Resolve the oldest pending run (or run `i`), then `settle()`. */
   complete(i?: number): Promise<void>
   /** Reject the oldest pending run with `err`, then `settle()`. */
-  fail(err: unknown): Promise<void>
+  fail(err: Error): Promise<void>
 }
 
 /** Build a harness; `opts` override the engine options (default: a fake clock at t=0). */

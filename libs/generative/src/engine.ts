@@ -129,7 +129,6 @@ export class Engine implements Generator {
     if (!(Number.isInteger(this.#maxSeqs) && this.#maxSeqs >= 1)) throw new RangeError(`maxSequences must be an integer >= 1, got ${this.#maxSeqs}`)
     if (!(this.#budget >= o.model.maxContext)) throw new RangeError(`kvBudgetTokens (${this.#budget}) must be at least maxContext (${o.model.maxContext})`)
     if (!(Number.isInteger(this.#stepTokens) && this.#stepTokens >= 1)) throw new RangeError(`maxStepTokens must be an integer >= 1, got ${this.#stepTokens}`)
-    if (o.model.layout !== 'gqa-shared') throw new RangeError(`KV layout ${String(o.model.layout)} is not served (only gqa-shared)`)
     this.#slab = new KvSlab(this.#maxSeqs, 2 * o.model.layers, o.model.kvHeads, o.model.headDim, o.model.maxContext)
     this.#byRow = Array<Seq | undefined>(this.#maxSeqs).fill(undefined)
     // a step runs at most maxSequences decode rows, or a prefill chunk of at most maxStepTokens (and maxContext) tokens
@@ -225,6 +224,11 @@ export class Engine implements Generator {
     await this.#loop
   }
 
+  /** `#closed` read through a call: close() may have run during a step's awaits (TypeScript keeps a field's narrowing across them). */
+  #isClosed(): boolean {
+    return this.#closed
+  }
+
   /** One iteration. Returns whether work remains. */
   async step(): Promise<boolean> {
     if (this.#closed) return false
@@ -242,7 +246,7 @@ export class Engine implements Generator {
     }
     let left = Math.max(1, this.#stepTokens - decodeRows)
     for (const s of [...this.#prefill]) {
-      if (left <= 0 || this.#closed) break
+      if (left <= 0 || this.#isClosed()) break
       const target = s.tokens.length - (s.sampled > 0 ? 1 : 0)
       const chunk = Math.min(target - s.cached, left)
       left -= chunk
@@ -517,7 +521,7 @@ export class Engine implements Generator {
     const width = s.cached + chunk
     const { feeds, fetches } = this.#feeds(1, chunk, width, () => width, s.row)
     const { logits, ms } = await this.#run([s], feeds, fetches)
-    if (logits === undefined || s.state !== 'prefill') return ms
+    if (logits === undefined || !isPrefilling(s)) return ms
     s.cached += chunk
     s.prefillMs += ms
     this.#metrics.prefillTokens += chunk
@@ -663,4 +667,9 @@ export class Engine implements Generator {
     m.kvRowMoves = this.#slab.moves
     m.kvSlabResizes = this.#slab.resizes
   }
+}
+
+/** Whether `s` is still in prefill, read through a call: a run's await may have cancelled or preempted it. */
+function isPrefilling(s: Seq): boolean {
+  return s.state === 'prefill'
 }

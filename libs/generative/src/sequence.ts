@@ -69,8 +69,10 @@ export function makeSeq(
   now: number,
   ctx: { tokenizer: Tokenizer; vocabSize: number; maxContext: number; eosId: number },
 ): Seq {
+  // From the wire: the params may be any value until checked.
+  const raw: unknown = input.params
+  check(typeof raw === 'object' && raw !== null, 'params must be an object')
   const p = input.params
-  check(typeof p === 'object' && p !== null, 'params must be an object')
   check(Number.isInteger(p.maxTokens) && p.maxTokens >= 1, `maxTokens must be an integer >= 1, got ${String(p.maxTokens)}`)
   const prompt = typeof input.prompt === 'string' ? ctx.tokenizer.encode(input.prompt) : input.prompt
   check(Array.isArray(prompt), 'prompt must be a string or an array of token ids')

@@ -34,23 +34,20 @@ export function histogramQuantile(q: number, buckets: readonly CumulativeBucket[
   if (!(q >= 0 && q <= 1)) {
     throw new RangeError(`quantile must be in [0, 1], got ${q}`)
   }
+  const first = buckets[0]
   const last = buckets[buckets.length - 1]
-  if (!last || !(last.count > 0)) {
+  if (!first || !last || !(last.count > 0)) {
     return undefined
   }
   const total = last.count
   const rank = q * total
-  let prevLe = 0
+  let prevLe = Math.min(0, first.le)
   let prevCount = 0
-  for (let i = 0; i < buckets.length; i++) {
-    const b = buckets[i]!
-    if (i === 0) {
-      prevLe = Math.min(0, b.le)
-    }
+  for (const b of buckets) {
     if (b.count >= rank && b.count > prevCount) {
       if (b.le === Infinity) {
         // Prometheus answers the upper bound of the highest finite bucket.
-        return i > 0 ? prevLe : undefined
+        return b === first ? undefined : prevLe
       }
       return prevLe + (b.le - prevLe) * ((rank - prevCount) / (b.count - prevCount))
     }

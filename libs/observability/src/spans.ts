@@ -72,13 +72,13 @@ function parentContext(parent: SpanParent): Context {
     return ROOT_CONTEXT
   }
   if ('getValue' in parent && typeof parent.getValue === 'function') {
-    return parent as Context
+    return parent
   }
   if ('spanContext' in parent && typeof parent.spanContext === 'function') {
-    return trace.setSpan(ROOT_CONTEXT, parent as Span)
+    return trace.setSpan(ROOT_CONTEXT, parent)
   }
   if ('traceId' in parent) {
-    return trace.setSpanContext(ROOT_CONTEXT, parent as SpanContext)
+    return trace.setSpanContext(ROOT_CONTEXT, parent)
   }
   return contextFromCarrier(parent as TraceCarrier)
 }

@@ -132,52 +132,15 @@ export function buildDecoder(c: DecoderConfig): Uint8Array {
     concatMask(nodes, constant)
   }
 
+  const g: DecoderParts = { nodes, w, constant, ln }
   let x = 'x0'
   for (let i = 0; i < c.layers; i++) {
-    const p = `l${i}`
-    ln(x, `${p}.h`, `${p}.ln1`)
-    nodes.push(node('MatMul', [`${p}.h`, w(`${p}.wq`, [d, d], 1 / Math.sqrt(d))], [`${p}.q`]))
-    nodes.push(node('MatMul', [`${p}.h`, w(`${p}.wk`, [d, kvh * hd], 1 / Math.sqrt(d))], [`${p}.k`]))
-    nodes.push(node('MatMul', [`${p}.h`, w(`${p}.wv`, [d, kvh * hd], 1 / Math.sqrt(d))], [`${p}.v`]))
-    const past = [`past_key_values.${i}.key`, `past_key_values.${i}.value`]
-    const present = [`present.${i}.key`, `present.${i}.value`]
-    if (c.attention === 'gqa') {
-      nodes.push(
-        node(
-          'GroupQueryAttention',
-          [`${p}.q`, `${p}.k`, `${p}.v`, past[0]!, past[1]!, 'seqlens_k', 'total_len'],
-          [`${p}.attn`, present[0]!, present[1]!],
-          { num_heads: h, kv_num_heads: kvh },
-          { domain: 'com.microsoft' },
-        ),
-      )
-    } else {
-      concatAttention(nodes, constant, p, h, hd, past, present)
-    }
-    nodes.push(node('MatMul', [`${p}.attn`, w(`${p}.wo`, [d, d], 1 / Math.sqrt(d))], [`${p}.o`]))
-    nodes.push(node('Add', [x, `${p}.o`], [`${p}.x1`]))
-    ln(`${p}.x1`, `${p}.h2`, `${p}.ln2`)
-    nodes.push(node('MatMul', [`${p}.h2`, w(`${p}.w1`, [d, 4 * d], Math.sqrt(2 / d))], [`${p}.m1`]))
-    nodes.push(node('Relu', [`${p}.m1`], [`${p}.m2`]))
-    nodes.push(node('MatMul', [`${p}.m2`, w(`${p}.w2`, [4 * d, d], 1 / Math.sqrt(4 * d))], [`${p}.m3`]))
-    nodes.push(node('Add', [`${p}.x1`, `${p}.m3`], [`${p}.x2`]))
-    x = `${p}.x2`
+    x = decoderLayer(g, c, i, x)
   }
   ln(x, 'hf', 'lnf')
   nodes.push(node('MatMul', ['hf', w('wout', [d, v], 3 / Math.sqrt(d))], ['logits']))
 
-  const kvDims = ['batch_size', kvh, 'past_sequence_length', hd]
-  const presentDims = ['batch_size', kvh, 'total_sequence_length', hd]
-  const inputs = [
-    valueInfo('input_ids', 'INT64', ['batch_size', 'sequence_length']),
-    valueInfo('attention_mask', 'INT64', ['batch_size', 'total_sequence_length']),
-    valueInfo('position_ids', 'INT64', ['batch_size', 'sequence_length']),
-  ]
-  const outputs = [valueInfo('logits', 'FP32', ['batch_size', 'sequence_length', v])]
-  for (let i = 0; i < c.layers; i++) {
-    inputs.push(valueInfo(`past_key_values.${i}.key`, 'FP32', kvDims), valueInfo(`past_key_values.${i}.value`, 'FP32', kvDims))
-    outputs.push(valueInfo(`present.${i}.key`, 'FP32', presentDims), valueInfo(`present.${i}.value`, 'FP32', presentDims))
-  }
+  const { inputs, outputs } = decoderIo(c, hd)
   return model(graph({ name: `cohort_decoder_${c.attention}`, inputs, outputs, nodes, initializers: inits }), {
     extraOpsets: c.attention === 'gqa' ? [{ domain: 'com.microsoft', version: 1 }] : [],
     metadata: {
@@ -189,6 +152,71 @@ export function buildDecoder(c: DecoderConfig): Uint8Array {
 }
 
 type Constant = (name: string, dtype: 'FP32' | 'INT64', dims: number[], data: number[]) => string
+
+/** The graph being built: its nodes, and adders of weights, constants and layer norms. */
+interface DecoderParts {
+  nodes: NodeSpec[]
+  /** A weight N(0, std^2) of `dims`; its name. */
+  w: (name: string, dims: number[], std: number) => string
+  constant: Constant
+  /** LayerNormalization of `x` into `out` (gain and bias named after `tag`). */
+  ln: (x: string, out: string, tag: string) => void
+}
+
+/** The graph's inputs and outputs (`c.layers` past and present key/value pairs). */
+function decoderIo(c: DecoderConfig, hd: number) {
+  const kvDims = ['batch_size', c.kvHeads, 'past_sequence_length', hd]
+  const presentDims = ['batch_size', c.kvHeads, 'total_sequence_length', hd]
+  const inputs = [
+    valueInfo('input_ids', 'INT64', ['batch_size', 'sequence_length']),
+    valueInfo('attention_mask', 'INT64', ['batch_size', 'total_sequence_length']),
+    valueInfo('position_ids', 'INT64', ['batch_size', 'sequence_length']),
+  ]
+  const outputs = [valueInfo('logits', 'FP32', ['batch_size', 'sequence_length', c.vocabSize])]
+  for (let i = 0; i < c.layers; i++) {
+    inputs.push(valueInfo(`past_key_values.${i}.key`, 'FP32', kvDims), valueInfo(`past_key_values.${i}.value`, 'FP32', kvDims))
+    outputs.push(valueInfo(`present.${i}.key`, 'FP32', presentDims), valueInfo(`present.${i}.value`, 'FP32', presentDims))
+  }
+  return { inputs, outputs }
+}
+
+/** Layer `i` of the decoder on `x` (attention then MLP, each with its residual); its output's name. */
+function decoderLayer(g: DecoderParts, c: DecoderConfig, i: number, x: string): string {
+  const { nodes, w, constant, ln } = g
+  const { hidden: d, heads: h, kvHeads: kvh } = c
+  const hd = d / h
+  const p = `l${i}`
+  ln(x, `${p}.h`, `${p}.ln1`)
+  nodes.push(node('MatMul', [`${p}.h`, w(`${p}.wq`, [d, d], 1 / Math.sqrt(d))], [`${p}.q`]))
+  nodes.push(node('MatMul', [`${p}.h`, w(`${p}.wk`, [d, kvh * hd], 1 / Math.sqrt(d))], [`${p}.k`]))
+  nodes.push(node('MatMul', [`${p}.h`, w(`${p}.wv`, [d, kvh * hd], 1 / Math.sqrt(d))], [`${p}.v`]))
+  const past: KvNames = [`past_key_values.${i}.key`, `past_key_values.${i}.value`]
+  const present: KvNames = [`present.${i}.key`, `present.${i}.value`]
+  if (c.attention === 'gqa') {
+    nodes.push(
+      node(
+        'GroupQueryAttention',
+        [`${p}.q`, `${p}.k`, `${p}.v`, past[0], past[1], 'seqlens_k', 'total_len'],
+        [`${p}.attn`, present[0], present[1]],
+        { num_heads: h, kv_num_heads: kvh },
+        { domain: 'com.microsoft' },
+      ),
+    )
+  } else {
+    concatAttention(nodes, constant, p, h, hd, past, present)
+  }
+  nodes.push(node('MatMul', [`${p}.attn`, w(`${p}.wo`, [d, d], 1 / Math.sqrt(d))], [`${p}.o`]))
+  nodes.push(node('Add', [x, `${p}.o`], [`${p}.x1`]))
+  ln(`${p}.x1`, `${p}.h2`, `${p}.ln2`)
+  nodes.push(node('MatMul', [`${p}.h2`, w(`${p}.w1`, [d, 4 * d], Math.sqrt(2 / d))], [`${p}.m1`]))
+  nodes.push(node('Relu', [`${p}.m1`], [`${p}.m2`]))
+  nodes.push(node('MatMul', [`${p}.m2`, w(`${p}.w2`, [4 * d, d], 1 / Math.sqrt(4 * d))], [`${p}.m3`]))
+  nodes.push(node('Add', [`${p}.x1`, `${p}.m3`], [`${p}.x2`]))
+  return `${p}.x2`
+}
+
+/** A layer's key and value tensor names. */
+type KvNames = readonly [key: string, value: string]
 
 /** `mask_bias` [B, 1, S, T]: 0 where query i may see key j (j <= T - S + i and mask[j] = 1), else -1e9. */
 function concatMask(nodes: NodeSpec[], constant: Constant): void {
@@ -215,7 +243,7 @@ function concatMask(nodes: NodeSpec[], constant: Constant): void {
   nodes.push(node('Add', ['causal4', 'pad4'], ['mask_bias']))
 }
 
-function concatAttention(nodes: NodeSpec[], constant: Constant, p: string, h: number, hd: number, past: string[], present: string[]): void {
+function concatAttention(nodes: NodeSpec[], constant: Constant, p: string, h: number, hd: number, past: KvNames, present: KvNames): void {
   const split = constant(`${p}.split`, 'INT64', [4], [0, 0, h, hd])
   const merge = constant(`${p}.merge`, 'INT64', [3], [0, 0, h * hd])
   const scale = constant(`${p}.scale`, 'FP32', [], [1 / Math.sqrt(hd)])
@@ -223,14 +251,14 @@ function concatAttention(nodes: NodeSpec[], constant: Constant, p: string, h: nu
     nodes.push(node('Reshape', [`${p}.${t}`, split], [`${p}.${t}4`]))
     nodes.push(node('Transpose', [`${p}.${t}4`], [`${p}.${t}h`], { perm: [0, 2, 1, 3] }))
   }
-  nodes.push(node('Concat', [past[0]!, `${p}.kh`], [present[0]!], { axis: 2 }))
-  nodes.push(node('Concat', [past[1]!, `${p}.vh`], [present[1]!], { axis: 2 }))
-  nodes.push(node('Transpose', [present[0]!], [`${p}.kt`], { perm: [0, 1, 3, 2] }))
+  nodes.push(node('Concat', [past[0], `${p}.kh`], [present[0]], { axis: 2 }))
+  nodes.push(node('Concat', [past[1], `${p}.vh`], [present[1]], { axis: 2 }))
+  nodes.push(node('Transpose', [present[0]], [`${p}.kt`], { perm: [0, 1, 3, 2] }))
   nodes.push(node('MatMul', [`${p}.qh`, `${p}.kt`], [`${p}.s0`]))
   nodes.push(node('Mul', [`${p}.s0`, scale], [`${p}.s1`]))
   nodes.push(node('Add', [`${p}.s1`, 'mask_bias'], [`${p}.s2`]))
   nodes.push(node('Softmax', [`${p}.s2`], [`${p}.pr`], { axis: -1 }))
-  nodes.push(node('MatMul', [`${p}.pr`, present[1]!], [`${p}.oh`]))
+  nodes.push(node('MatMul', [`${p}.pr`, present[1]], [`${p}.oh`]))
   nodes.push(node('Transpose', [`${p}.oh`], [`${p}.o4`], { perm: [0, 2, 1, 3] }))
   nodes.push(node('Reshape', [`${p}.o4`, merge], [`${p}.attn`]))
 }

@@ -198,13 +198,17 @@ export function buildMlp(sizes: readonly number[], seed = 7): Uint8Array {
   if (sizes.length < 2) {
     throw new RangeError('buildMlp needs at least an input and an output size')
   }
+  const first = sizes[0]
+  const lastSize = sizes.at(-1)
+  if (first === undefined || lastSize === undefined) {
+    throw new RangeError('buildMlp needs at least an input and an output size')
+  }
   const normal = normalSampler(mulberry32(seed))
   const inits = []
   const nodes = []
   let prev = 'input'
-  for (let l = 0; l < sizes.length - 1; l++) {
-    const k = sizes[l]!
-    const n = sizes[l + 1]!
+  let k = first
+  for (const [l, n] of sizes.slice(1).entries()) {
     inits.push(tensorInit(`w${l}`, 'FP32', [k, n], fillNormal(k * n, normal, Math.sqrt(2 / k))))
     inits.push(tensorInit(`b${l}`, 'FP32', [n], fillNormal(n, normal, BIAS_STD)))
     const last = l === sizes.length - 2
@@ -214,12 +218,13 @@ export function buildMlp(sizes: readonly number[], seed = 7): Uint8Array {
       nodes.push(node('Relu', [`pre${l}`], [`h${l}`]))
       prev = `h${l}`
     }
+    k = n
   }
   return model(
     graph({
       name: 'cohort_mlp',
-      inputs: [valueInfo('input', 'FP32', ['batch', sizes[0]!])],
-      outputs: [valueInfo('logits', 'FP32', ['batch', sizes[sizes.length - 1]!])],
+      inputs: [valueInfo('input', 'FP32', ['batch', first])],
+      outputs: [valueInfo('logits', 'FP32', ['batch', lastSize])],
       initializers: inits,
       nodes,
     }),

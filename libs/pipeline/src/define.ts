@@ -60,25 +60,39 @@ function flowOf(what: string, f: StageFlowConfig): { instances: number | undefin
   return { instances: f.instances, maxInflight }
 }
 
-function placementOf(what: string, p: Placement | undefined): Placement {
-  if (p !== undefined && p !== 'fused' && p !== 'remote') {
+/** `p` from a definition (any value from a JavaScript caller). */
+function placementOf(what: string, p: unknown): Placement {
+  if (p === undefined) {
+    return 'fused'
+  }
+  if (p !== 'fused' && p !== 'remote') {
     throw new TypeError(`${what}: placement must be 'fused' or 'remote'`)
   }
-  return p ?? 'fused'
+  return p
+}
+
+/** True when `v` (any value from a JavaScript caller) is a non-null object. */
+function isObject(v: unknown): v is object {
+  return typeof v === 'object' && v !== null
+}
+
+/** True when `s` (any value from a JavaScript caller) is a stage() or onnxStage(). */
+function isLeafStage(s: unknown): boolean {
+  return isObject(s) && 'kind' in s && (s.kind === 'ts' || s.kind === 'onnx')
 }
 
 /** Definition of a TypeScript stage. */
 export interface StageDefinition<I, O> extends StageFlowConfig {
   name: string
   /** One result per item, in order. An Error result (`itemError`) fails that item alone; a throw fails the batch. */
-  run(items: I[], ctx: StageContext): (O | Error)[] | Promise<(O | Error)[]>
+  run: (items: I[], ctx: StageContext) => (O | Error)[] | Promise<(O | Error)[]>
   batch?: StageBatchConfig
   /** Cost units of one item (e.g. tokens) for the batch cost budget. @default 1 */
-  cost?(item: I): number
+  cost?: (item: I) => number
   /** Items of different groups never share a batch. @default one group */
-  group?(item: I): string
+  group?: (item: I) => string
   /** Runs once where the stage is served, before it takes items. */
-  setup?(): Promise<void> | void
+  setup?: () => Promise<void> | void
   /** @default 'fused' */
   placement?: Placement
 }
@@ -139,11 +153,11 @@ export function onnxStage(def: OnnxStageDefinition): OnnxStage {
 export interface FanOutDefinition<I, S, R, O> {
   name: string
   /** The sub-items of one item (may be empty). */
-  split(item: I): S[]
+  split: (item: I) => S[]
   /** Runs over the sub-items, batched across all sub-items of all requests. */
   stage: LeafStage
   /** One result per item from its sub-results (an Error in place of each failed sub-item). */
-  merge(item: I, results: (R | Error)[]): O | Error
+  merge: (item: I, results: (R | Error)[]) => O | Error
 }
 
 /** Fan-out and fan-in: `split` an item, run `stage` on every part, `merge` the results. */
@@ -152,7 +166,7 @@ export function fanOut<I, S, R, O>(def: FanOutDefinition<I, S, R, O>): FanOutSta
   if (typeof def.split !== 'function' || typeof def.merge !== 'function') {
     throw new TypeError(`fanOut(${name}): split and merge must be functions`)
   }
-  if (!def.stage || (def.stage.kind !== 'ts' && def.stage.kind !== 'onnx')) {
+  if (!isLeafStage(def.stage)) {
     throw new TypeError(`fanOut(${name}): stage must be a stage() or onnxStage()`)
   }
   return Object.freeze({ kind: 'fanOut' as const, name, split: def.split, stage: def.stage, merge: def.merge })
@@ -183,7 +197,7 @@ export function definePipeline(def: PipelineDefinition): Pipeline {
   if (typeof def.name !== 'string' || !/^[A-Za-z0-9_-][A-Za-z0-9_-]{0,127}$/.test(def.name)) {
     throw new TypeError(`definePipeline: name must match [A-Za-z0-9_-]{1,128}, got ${JSON.stringify(def.name)}`)
   }
-  if (!def.input || typeof def.input !== 'object') {
+  if (!isObject(def.input)) {
     throw new TypeError(`definePipeline(${def.name}): input schema is required`)
   }
   if (!Array.isArray(def.stages) || def.stages.length === 0) {

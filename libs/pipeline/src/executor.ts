@@ -70,7 +70,7 @@ export class PipelineExecutor {
 
   /** Start every stage runner (load models, run setups). */
   async start(): Promise<void> {
-    await Promise.all(this.#runners.map((r) => r.start?.()))
+    await Promise.all(this.#runners.map((r) => r.start?.() ?? Promise.resolve()))
   }
 
   /** The queue of a leaf stage (for stats). */
@@ -128,35 +128,38 @@ export class PipelineExecutor {
         }
       }
       if (s.kind === 'fanOut') {
-        const parts: unknown[][] = []
-        const owners: number[] = []
+        // Each item split (its index, its value, its sub-items).
+        const owned: { i: number; v: unknown; parts: unknown[] }[] = []
         live.forEach((i, k) => {
           try {
-            const p = s.split(vals[k])
+            const v = vals[k]
+            const p = s.split(v)
             if (!Array.isArray(p)) {
               throw new TypeError(`fanOut ${s.name}: split must return an array`)
             }
-            parts.push(p)
-            owners.push(k)
+            owned.push({ i, v, parts: p })
           } catch (e) {
             out[i] = toItemError(e)
           }
         })
-        const rs = await this.stage(s.stage.name).submitMany(parts.flat(), deadline)
+        const rs = await this.stage(s.stage.name).submitMany(
+          owned.flatMap((o) => o.parts),
+          deadline,
+        )
         if (this.#clock.now() >= deadline) {
           const err = deadlineError(s.name)
-          owners.forEach((k) => (out[live[k]!] = err))
+          owned.forEach((o) => (out[o.i] = err))
           return out
         }
         let at = 0
-        owners.forEach((k, n) => {
-          const mine = rs.slice(at, (at += parts[n]!.length))
+        for (const o of owned) {
+          const mine = rs.slice(at, (at += o.parts.length))
           try {
-            keep(live[k]!, s.merge(vals[k], mine))
+            keep(o.i, s.merge(o.v, mine))
           } catch (e) {
-            out[live[k]!] = toItemError(e)
+            out[o.i] = toItemError(e)
           }
-        })
+        }
       } else {
         const rs = await this.stage(s.name).submitMany(vals, deadline)
         if (!rs.some((r) => r instanceof Error)) {
@@ -184,7 +187,7 @@ export class PipelineExecutor {
       }
       await Promise.all([...this.#queues.values()].map((q) => q.engine.idle()))
       this.#abort.abort()
-      await Promise.allSettled(this.#runners.map((r) => r.close?.()))
+      await Promise.allSettled(this.#runners.map((r) => r.close?.() ?? Promise.resolve()))
     })()
     return this.#closing
   }

@@ -14,8 +14,8 @@ export interface StageRunner {
   /** Batches that may run at once (ORT instances; in-flight remote batches). */
   readonly concurrency: number
   start?(): Promise<void>
-  /** One result per item, in order; an Error fails that item; a throw fails the batch. */
-  run(items: unknown[], ctx: StageContext): Promise<(unknown | Error)[]>
+  /** One result per item, in order (each a value or an Error); an Error fails that item; a throw fails the batch. */
+  run(items: unknown[], ctx: StageContext): Promise<unknown[]>
   close?(): Promise<void>
 }
 
@@ -187,7 +187,8 @@ export class StageQueue {
                 resolve()
               },
             }
-            const cost = this.#chunk === 1 ? (costs[piece[0]!] ?? 1) : piece.length
+            const first = piece[0]
+            const cost = this.#chunk === 1 && first !== undefined ? (costs[first] ?? 1) : piece.length
             entries.push({ value: job, deadline, group, cost })
           }),
         )
@@ -210,8 +211,12 @@ export class StageQueue {
 
   #release(n: number): void {
     this.inflight -= n
-    while (this.#roomWaiters.length > 0 && this.hasRoom) {
-      this.#roomWaiters.shift()!()
+    while (this.hasRoom) {
+      const wake = this.#roomWaiters.shift()
+      if (wake === undefined) {
+        break
+      }
+      wake()
     }
   }
 
@@ -288,43 +293,52 @@ export class StageQueue {
     this.#o.metrics?.items.inc({ ...this.#labels, code }, n)
   }
 
+  /**
+   * Backpressure: the next stage holds its bound; this batch waits (holding its slot, so this
+   * stage starts nothing else) until it has room or the batch's last deadline has passed, and its
+   * items past their deadline meanwhile are failed, not run. The jobs left to run and their queue times.
+   */
+  async #holdForRoom(next: StageQueue, jobs: Job[], queuedMs: number[]): Promise<{ jobs: Job[]; queuedMs: number[] }> {
+    const { stage, clock } = this.#o
+    this.passes.held++
+    const last = Math.max(...jobs.map((j) => j.deadline))
+    for (let wait = next.room(); wait && clock.now() < last; wait = next.room()) {
+      let timer: unknown
+      await (Number.isFinite(last) ? Promise.race([wait, new Promise<void>((resolve) => (timer = clock.setTimeout(resolve, Math.max(1, last - clock.now()))))]) : wait)
+      clock.clearTimeout(timer)
+    }
+    const now = clock.now()
+    if (!jobs.some((j) => j.deadline <= now)) {
+      return { jobs, queuedMs }
+    }
+    const err = new ItemError(`stage ${stage.name}: ${EXPIRED.deadline.msg} (waiting for room in stage ${next.#o.stage.name})`, 'DEADLINE_EXCEEDED')
+    for (const j of jobs) {
+      if (j.deadline <= now) {
+        this.#count(err.code, j.values.length)
+        j.resolve(j.values.map(() => err))
+      }
+    }
+    const kept = jobs.map((j) => j.deadline > now)
+    return { jobs: jobs.filter((_, k) => kept[k]), queuedMs: queuedMs.filter((_, k) => kept[k]) }
+  }
+
   async #run(batch: Batch<Job>): Promise<void> {
     const { runner, stage, clock, metrics } = this.#o
     let jobs = batch.items
     let queuedMs = batch.queuedMs
     const next = this.next
     if (next && !next.hasRoom) {
-      // Backpressure: the next stage holds its bound; this batch waits (holding its slot, so this
-      // stage starts nothing else) until it has room or the batch's last deadline has passed,
-      // and its items past their deadline meanwhile are not run.
-      this.passes.held++
-      const last = Math.max(...jobs.map((j) => j.deadline))
-      for (let wait = next.room(); wait && clock.now() < last; wait = next.room()) {
-        let timer: unknown
-        await (Number.isFinite(last) ? Promise.race([wait, new Promise<void>((resolve) => (timer = clock.setTimeout(resolve, Math.max(1, last - clock.now()))))]) : wait)
-        clock.clearTimeout(timer)
-      }
-      const now = clock.now()
-      if (jobs.some((j) => j.deadline <= now)) {
-        const err = new ItemError(`stage ${stage.name}: ${EXPIRED.deadline.msg} (waiting for room in stage ${next.#o.stage.name})`, 'DEADLINE_EXCEEDED')
-        for (const j of jobs) {
-          if (j.deadline <= now) {
-            this.#count(err.code, j.values.length)
-            j.resolve(j.values.map(() => err))
-          }
-        }
-        queuedMs = queuedMs.filter((_, k) => jobs[k]!.deadline > now)
-        jobs = jobs.filter((j) => j.deadline > now)
-        if (jobs.length === 0) {
-          return
-        }
+      ;({ jobs, queuedMs } = await this.#holdForRoom(next, jobs, queuedMs))
+      if (jobs.length === 0) {
+        return
       }
     }
-    const values = jobs.length === 1 ? jobs[0]!.values : jobs.flatMap((j) => j.values)
-    const deadlines = jobs.length === 1 ? new Array<number>(values.length).fill(jobs[0]!.deadline) : jobs.flatMap((j) => j.values.map(() => j.deadline))
+    const only = jobs.length === 1 ? jobs[0] : undefined
+    const values = only ? only.values : jobs.flatMap((j) => j.values)
+    const deadlines = only ? new Array<number>(values.length).fill(only.deadline) : jobs.flatMap((j) => j.values.map(() => j.deadline))
     const t0 = clock.now()
     this.ran += values.length
-    let out: (unknown | Error)[]
+    let out: unknown[]
     try {
       out = await runner.run(values, {
         pipeline: this.#o.pipeline,
@@ -367,8 +381,8 @@ export class StageQueue {
     if (failed < out.length) {
       this.#count('OK', out.length - failed)
     }
-    if (jobs.length === 1) {
-      jobs[0]!.resolve(fixed)
+    if (only) {
+      only.resolve(fixed)
       return
     }
     let at = 0

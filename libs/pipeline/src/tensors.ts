@@ -47,9 +47,9 @@ export function sameTensorLayout(a: unknown, b: unknown): boolean {
   if (ka.length !== kb.length) {
     return false
   }
-  for (let i = 0; i < ka.length; i++) {
-    const k = ka[i]!
-    if (k !== kb[i]) {
+  let i = 0
+  for (const k of ka) {
+    if (k !== kb[i++]) {
       return false
     }
     const ta = (a as Record<string, unknown>)[k]
@@ -61,7 +61,7 @@ export function sameTensorLayout(a: unknown, b: unknown): boolean {
     if (!ia) {
       continue
     }
-    const x = ta as ItemTensor
+    const x = ta
     const y = tb as ItemTensor
     if (x.datatype !== y.datatype || x.shape.length !== y.shape.length) {
       return false

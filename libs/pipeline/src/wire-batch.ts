@@ -99,16 +99,16 @@ function column(vals: unknown[], depth: number): WireColumn {
         uniform = false
       }
     }
-    if (ok) {
+    if (ok && ta !== undefined) {
       const data = vals.map((v) => (v as { data: Typed }).data)
       if (uniform) {
         const per = shape.reduce((a, b) => a * b, 1)
         if (data.every((d) => d.length === per)) {
-          return { k: 't', dt, ta: ta!, shape: [...shape], b: concat(data, undefined) }
+          return { k: 't', dt, ta, shape: [...shape], b: concat(data, undefined) }
         }
       }
       const off: number[] = []
-      return { k: 'r', dt, ta: ta!, shapes: vals.map((v) => [...(v as { shape: number[] }).shape]), off, b: concat(data, off) }
+      return { k: 'r', dt, ta, shapes: vals.map((v) => [...(v as { shape: number[] }).shape]), off, b: concat(data, off) }
     }
   }
   const cols = recordColumns(vals, depth)
@@ -190,11 +190,20 @@ function offsets(off: unknown, n: number, total: number): number[] {
   return off as number[]
 }
 
+/** `off[i]` of offsets {@link offsets} checked (n + 1 of them). */
+function offsetAt(off: readonly number[], i: number): number {
+  const v = off[i]
+  if (v === undefined) {
+    bad(`row offset ${i} is missing`)
+  }
+  return v
+}
+
 function shapeOf(s: unknown): number[] {
   if (!Array.isArray(s) || s.length > 16 || !s.every(isCount)) {
     bad('a shape is an array of at most 16 non-negative integers')
   }
-  return s as number[]
+  return s
 }
 
 function decodeColumn(c: unknown, n: number): unknown[] {
@@ -225,10 +234,12 @@ function decodeColumn(c: unknown, n: number): unknown[] {
       }
       for (let i = 0; i < n; i++) {
         const shape = shapeOf(shapes[i])
-        if (shape.reduce((a, b) => a * b, 1) !== off[i + 1]! - off[i]!) {
-          bad(`row ${i}: shape [${shape.join(',')}] does not match its ${off[i + 1]! - off[i]!} elements`)
+        const lo = offsetAt(off, i)
+        const hi = offsetAt(off, i + 1)
+        if (shape.reduce((a, b) => a * b, 1) !== hi - lo) {
+          bad(`row ${i}: shape [${shape.join(',')}] does not match its ${hi - lo} elements`)
         }
-        out[i] = { datatype: col['dt'], shape, data: data.subarray(off[i]!, off[i + 1]!) }
+        out[i] = { datatype: col['dt'], shape, data: data.subarray(lo, hi) }
       }
       return out
     }
@@ -236,7 +247,7 @@ function decodeColumn(c: unknown, n: number): unknown[] {
       const data = typed(col['ta'], col['b'])
       const off = offsets(col['off'], n, data.length)
       for (let i = 0; i < n; i++) {
-        out[i] = data.subarray(off[i]!, off[i + 1]!)
+        out[i] = data.subarray(offsetAt(off, i), offsetAt(off, i + 1))
       }
       return out
     }
@@ -285,15 +296,15 @@ function decodeColumns(cols: unknown, n: number): Record<string, unknown>[] {
   if (typeof cols !== 'object' || cols === null || Array.isArray(cols)) {
     bad('a batch has cols or rows')
   }
-  const out = Array.from({ length: n }, () => ({}) as Record<string, unknown>)
+  const out: Record<string, unknown>[] = Array.from({ length: n }, () => ({}))
   for (const [k, c] of Object.entries(cols)) {
     if (k === '__proto__') {
       bad('a field may not be named __proto__')
     }
     const vals = decodeColumn(c, n)
-    for (let i = 0; i < n; i++) {
-      out[i]![k] = vals[i]
-    }
+    out.forEach((rec, i) => {
+      rec[k] = vals[i]
+    })
   }
   return out
 }
@@ -329,7 +340,7 @@ export function decodeStagePart(p: unknown): { items: unknown[]; deadlines: numb
   if (typeof p !== 'object' || p === null || !('b' in p)) {
     bad('a stage part is {d, b}')
   }
-  const items = decodeBatch((p as { b: unknown }).b)
+  const items = decodeBatch(p.b)
   const d = (p as { d?: unknown }).d
   const ok = (x: unknown): x is number => typeof x === 'number' && x >= 0
   let deadlines: number[]
@@ -348,12 +359,13 @@ export function encodeStageResults(results: readonly unknown[]): WireStageResult
   let errors: WireStageResult['e']
   let ok: unknown[] = results as unknown[]
   if (results.some((r) => r instanceof Error)) {
-    errors = []
+    const errs: NonNullable<WireStageResult['e']> = []
+    errors = errs
     ok = []
     results.forEach((r, i) => {
       if (r instanceof Error) {
         const e = toItemError(r)
-        errors!.push({ i, code: e.code, message: e.message })
+        errs.push({ i, code: e.code, message: e.message })
       } else {
         ok.push(r)
       }
@@ -371,17 +383,20 @@ export function decodeStageResults(r: unknown, n: number): unknown[] {
   if (typeof r !== 'object' || r === null || !('b' in r)) {
     bad('a stage result is {b, e?}')
   }
-  const ok = decodeBatch((r as { b: unknown }).b)
+  const ok = decodeBatch(r.b)
   const e = (r as { e?: unknown }).e ?? []
   if (!Array.isArray(e) || ok.length + e.length !== n) {
     bad(`${n} results expected, got ${ok.length} and ${Array.isArray(e) ? e.length : 0} errors`)
   }
   const out = new Array<unknown>(n)
-  for (const x of e as { i?: unknown; code?: unknown; message?: unknown }[]) {
-    if (!isCount(x?.i) || x.i >= n || out[x.i] !== undefined) {
+  for (const raw of e as unknown[]) {
+    // From the wire: any value; a non-object names no item.
+    const x: { i?: unknown; code?: unknown; message?: unknown } = typeof raw === 'object' && raw !== null ? raw : {}
+    if (!isCount(x.i) || x.i >= n || out[x.i] !== undefined) {
       bad('an error names an item that is not there')
     }
-    out[x.i] = new ItemError(String(x.message ?? ''), isErrorCode(x.code) ? x.code : 'PREDICTOR_FAILED')
+    // A message that is not a string (a malformed peer) is dropped, not printed as [object Object].
+    out[x.i] = new ItemError(typeof x.message === 'string' ? x.message : '', isErrorCode(x.code) ? x.code : 'PREDICTOR_FAILED')
   }
   let k = 0
   for (let i = 0; i < n; i++) {

@@ -61,10 +61,10 @@ export function fromWireValue(v: unknown): unknown {
   const o = v as Record<string, unknown>
   const tag = o[MARK]
   if (typeof tag === 'string' && o['b'] instanceof Uint8Array && Object.keys(o).length === 2) {
-    const Ctor = TYPED[tag as TypedName]
-    if (!Ctor) {
+    if (!Object.hasOwn(TYPED, tag)) {
       throw new TypeError(`unknown typed array ${tag}`)
     }
+    const Ctor = TYPED[tag as TypedName]
     const bytes = o['b']
     const copy = new Uint8Array(bytes.byteLength)
     copy.set(bytes)

@@ -60,12 +60,13 @@ export class WebhookSender {
 
   /** Queue `event` for the prediction's webhook when its filter wants it (returns at once). */
   send(p: Prediction, event: WebhookEvent): void {
-    if (this.#closed || !wantsEvent(p, event)) {
+    const url = p.webhook
+    if (this.#closed || url === undefined || !wantsEvent(p, event)) {
       return
     }
     const body = JSON.stringify(p)
     const prev = this.#chains.get(p.id) ?? Promise.resolve()
-    const next = prev.then(() => this.#deliver(p, event, body))
+    const next = prev.then(() => this.#deliver(p, url, event, body))
     this.#chains.set(p.id, next)
     void next.then(() => {
       if (this.#chains.get(p.id) === next) {
@@ -93,17 +94,23 @@ export class WebhookSender {
     }
   }
 
-  async #deliver(p: Prediction, event: WebhookEvent, body: string): Promise<void> {
+  /** `#closed` read through a call: close() may run while a delivery sleeps (TypeScript keeps a field's narrowing across the await). */
+  #isClosed(): boolean {
+    return this.#closed
+  }
+
+  /** POST `body` to `url`, retrying with backoff; `onGiveUp` once every attempt failed. */
+  async #deliver(p: Prediction, url: string, event: WebhookEvent, body: string): Promise<void> {
     let last = ''
     for (let attempt = 1; attempt <= this.#o.maxAttempts && !this.#closed; attempt++) {
       if (attempt > 1) {
         await this.#sleep(backoffMs(attempt - 1, this.#o.initialDelayMs, this.#o.maxDelayMs))
-        if (this.#closed) {
+        if (this.#isClosed()) {
           break
         }
       }
       try {
-        const res = await this.#fetch(p.webhook!, {
+        const res = await this.#fetch(url, {
           method: 'POST',
           headers: { 'content-type': 'application/json', 'x-cohort-webhook-event': event },
           body,

@@ -112,11 +112,11 @@ export function definePredictor<I extends TSchema, O>(def: PredictorDefinition<I
   }
   const predictBatch = async (inputs: Static<I>[], ctx: PredictContext): Promise<(O | Error)[]> => {
     if (def.single === true) {
-      const one = def.predict
+      const single = def
       return Promise.all(
         inputs.map(async (x) => {
           try {
-            return await one(x, ctx)
+            return await single.predict(x, ctx)
           } catch (e) {
             return e instanceof Error ? e : new Error(String(e))
           }

@@ -203,7 +203,7 @@ describe('validateItem', () => {
 
   it('applies defaults (also nested) without mutating the caller item', () => {
     const item = { text: 'hi', opts: { scale: 2 } }
-    const out = validateItem<{ text: string; times: number; opts: { upper: boolean; scale: number } }>(schema, item)
+    const out: { text: string; times: number; opts: { upper: boolean; scale: number } } = validateItem(schema, item)
     expect(out).toEqual({ text: 'hi', times: 1, opts: { upper: false, scale: 2 } })
     expect(item).toEqual({ text: 'hi', opts: { scale: 2 } })
     // Given values win over defaults.

@@ -114,7 +114,6 @@ function leafType(v: unknown): 'number' | 'integer' | 'boolean' | 'string' | 'ot
  */
 export function itemsToTensors(outputs: unknown[], schema?: TSchema): Record<string, WireTensor> {
   const s = schema as JsonSchemaLike | undefined
-  const first = outputs[0]
   const isObj = (v: unknown) => typeof v === 'object' && v !== null && !Array.isArray(v)
   const columns: Record<string, unknown[]> = {}
   if (outputs.length > 0 && outputs.every(isObj)) {
@@ -156,7 +155,8 @@ export function itemsToTensors(outputs: unknown[], schema?: TSchema): Record<str
         name,
         'BYTES',
         [values.length],
-        values.map((v) => JSON.stringify(v) ?? 'null'),
+        // JSON.stringify answers undefined (not a string) for these: they travel as null.
+        values.map((v) => (v === undefined || typeof v === 'function' || typeof v === 'symbol' ? 'null' : JSON.stringify(v))),
       )
     }
   }

@@ -1,4 +1,4 @@
-import type { TSchema } from '@sinclair/typebox'
+import type { Static, TSchema } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
 import { CohortError } from '@cohort/protocol'
 
@@ -6,10 +6,10 @@ import { CohortError } from '@cohort/protocol'
  * Apply schema defaults to one item and check it. Returns the completed item or throws
  * CohortError INVALID_INPUT naming the first failing path.
  */
-export function validateItem<T>(schema: TSchema, item: unknown, index = 0): T {
+export function validateItem<S extends TSchema>(schema: S, item: unknown, index = 0): Static<S> {
   const withDefaults = Value.Default(schema, Value.Clone(item))
   if (Value.Check(schema, withDefaults)) {
-    return withDefaults as T
+    return withDefaults
   }
   const first = Value.Errors(schema, withDefaults).First()
   const where = first?.path ? first.path : '/'

@@ -99,8 +99,9 @@ export class AsyncQueue<T> implements AsyncIterableIterator<T> {
   #hand(v: T): void {
     const gen = this.#gen
     queueMicrotask(() => {
-      if (gen === this.#gen) {
-        this.#listener!(v)
+      const fn = this.#listener // set before any value is handed, never unset
+      if (gen === this.#gen && fn !== undefined) {
+        fn(v)
       }
     })
   }

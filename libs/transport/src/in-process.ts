@@ -41,25 +41,28 @@ export class InProcessTransport implements Transport {
   }
 
   readonly directory: ModelDirectory = {
-    announce: async (model) => {
+    announce: (model) => {
       this.#known.add(model)
+      return Promise.resolve()
     },
-    known: async (model) => this.#known.has(model),
+    known: (model) => Promise.resolve(this.#known.has(model)),
   }
 
   readonly config: ConfigStore = {
-    get: async (model) => this.#configs.get(model),
-    put: async (model, value) => {
+    get: (model) => Promise.resolve(this.#configs.get(model)),
+    put: (model, value) => {
       this.#configs.set(model, value)
       for (const fn of this.#watchers.get(model) ?? []) {
         queueMicrotask(() => fn(value))
       }
+      return Promise.resolve()
     },
-    delete: async (model) => {
+    delete: (model) => {
       this.#configs.delete(model)
       for (const fn of this.#watchers.get(model) ?? []) {
         queueMicrotask(() => fn({}))
       }
+      return Promise.resolve()
     },
     watch: (model, onChange) => {
       const set = this.#watchers.get(model) ?? new Set()
@@ -220,14 +223,15 @@ export class InProcessTransport implements Transport {
         remove()
         sub.q.end(true)
       },
-      drain: async () => {
+      drain: () => {
         remove()
         sub.q.end(false)
+        return Promise.resolve()
       },
     }
   }
 
-  async close(): Promise<void> {
+  close(): Promise<void> {
     this.#closed = true
     for (const l of this.#subs.values()) {
       for (const s of l) {
@@ -235,6 +239,7 @@ export class InProcessTransport implements Transport {
       }
     }
     this.#subs.clear()
+    return Promise.resolve()
   }
 
   /** Deliver to every plain subscriber and one member per queue group; returns receivers. */

@@ -89,17 +89,16 @@ const unavailable = (e: unknown) =>
     retryAfterS: 5,
   })
 
-/** A {@link JobQueue} on NATS JetStream. Fails with JOBS_UNAVAILABLE (503) without JetStream. */
-export function createNatsJobQueue(nc: NatsConnection, o: NatsJobQueueOptions = {}): JobQueue {
-  const names = jobNames(o.prefix)
+type JobNames = ReturnType<typeof jobNames>
+type JobHandles = { js: JetStreamClient; kv: KV }
+
+/** The stream and the record bucket, created once on first use (again after a failure). */
+function jobSetup(nc: NatsConnection, names: JobNames, o: NatsJobQueueOptions): () => Promise<JobHandles> {
   const replicas = o.replicas ?? 1
-  const maxDeliver = o.maxDeliver ?? DEFAULT_JOB_MAX_DELIVER
   const ttlMs = o.recordTtlMs ?? DEFAULT_RECORD_TTL_MS
   const maxBytes = o.recordMaxBytes ?? DEFAULT_RECORD_MAX_BYTES
-  let ready: Promise<{ js: JetStreamClient; kv: KV }> | undefined
-  const consumers = new Set<string>()
-  let closed = false
-  const setup = () =>
+  let ready: Promise<JobHandles> | undefined
+  return () =>
     (ready ??= (async () => {
       const jsm = await jetstreamManager(nc, { timeout: 5000 })
       await jsm.streams.info(names.stream).catch(async () => {
@@ -115,11 +114,16 @@ export function createNatsJobQueue(nc: NatsConnection, o: NatsJobQueueOptions = 
       })
       const kv = await new Kvm(nc).create(names.bucket, { history: 1, replicas, ttl: ttlMs, max_bytes: maxBytes })
       return { js: jetstream(nc), kv }
-    })().catch((e) => {
+    })().catch((e: unknown) => {
       ready = undefined
       throw unavailable(e)
     }))
-  const consumer = async (model: string, ackWaitMs: number) => {
+}
+
+/** A model's durable consumer, added on first use. */
+function jobConsumer(nc: NatsConnection, names: JobNames, setup: () => Promise<JobHandles>) {
+  const consumers = new Set<string>()
+  return async (model: string, ackWaitMs: number) => {
     const { js } = await setup()
     const durable = durableOf(model)
     if (!consumers.has(durable)) {
@@ -138,6 +142,15 @@ export function createNatsJobQueue(nc: NatsConnection, o: NatsJobQueueOptions = 
     }
     return js.consumers.get(names.stream, durable)
   }
+}
+
+/** A {@link JobQueue} on NATS JetStream. Fails with JOBS_UNAVAILABLE (503) without JetStream. */
+export function createNatsJobQueue(nc: NatsConnection, o: NatsJobQueueOptions = {}): JobQueue {
+  const names = jobNames(o.prefix)
+  const maxDeliver = o.maxDeliver ?? DEFAULT_JOB_MAX_DELIVER
+  const setup = jobSetup(nc, names, o)
+  const consumer = jobConsumer(nc, names, setup)
+  let closed = false
   return {
     maxDeliver,
     async create(id, record) {
@@ -192,8 +205,9 @@ export function createNatsJobQueue(nc: NatsConnection, o: NatsJobQueueOptions = 
       }
       return out
     },
-    async close() {
+    close() {
       closed = true
+      return Promise.resolve()
     },
   }
 }

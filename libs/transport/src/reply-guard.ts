@@ -102,11 +102,14 @@ export class ReplyGuard {
    * to answer, true). A refusal is counted and reported to `onRefused`.
    */
   allows(reply: string | undefined, cls: ReplyClass = 'inbox', key?: string, subject = ''): boolean {
+    if (reply === undefined) {
+      return true
+    }
     const why = this.refusal(reply, cls, key)
     if (why !== undefined) {
       this.refused++
       try {
-        this.#onRefused?.({ subject, reply: reply!, reason: why })
+        this.#onRefused?.({ subject, reply, reason: why })
       } catch {
         // A failing logger must not stop the responder.
       }
@@ -124,7 +127,8 @@ export class ReplyGuard {
     }
     if (reply.startsWith(this.#inbox)) {
       const t = reply.slice(this.#inbox.length).split('.')
-      if (t.length <= 2 && NUID.test(t[0]!) && (t.length === 1 || TOKEN.test(t[1]!))) {
+      const [nuid, token] = t
+      if (t.length <= 2 && nuid !== undefined && NUID.test(nuid) && (token === undefined || TOKEN.test(token))) {
         return undefined
       }
       return `reply subject is not an inbox of the form ${this.#inbox}<nuid>[.<token>]`
@@ -151,8 +155,9 @@ export class ReplyGuard {
     let id = this.#verified.get(key)
     if (id === undefined) {
       id = replyKeyId(key)
-      if (this.#verified.size >= MAX_VERIFIED) {
-        this.#verified.delete(this.#verified.keys().next().value!)
+      const oldest = this.#verified.keys().next()
+      if (this.#verified.size >= MAX_VERIFIED && oldest.done !== true) {
+        this.#verified.delete(oldest.value)
       }
       this.#verified.set(key, id)
     }

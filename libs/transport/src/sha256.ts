@@ -15,6 +15,15 @@ const K = new Uint32Array([
 
 const rotr = (x: number, n: number): number => (x >>> n) | (x << (32 - n))
 
+/** `arr[i]` for an index the rounds keep in range (a typed array reads undefined past its end). */
+function word(arr: Uint32Array, i: number): number {
+  const v = arr[i]
+  if (v === undefined) {
+    throw new RangeError(`sha256: word ${i} is out of range`)
+  }
+  return v
+}
+
 /** The SHA-256 digest of `data` (32 bytes). */
 export function sha256(data: Uint8Array): Uint8Array {
   const bits = data.byteLength * 8
@@ -29,15 +38,15 @@ export function sha256(data: Uint8Array): Uint8Array {
   for (let off = 0; off < padded.byteLength; off += 64) {
     for (let i = 0; i < 16; i++) w[i] = view.getUint32(off + i * 4)
     for (let i = 16; i < 64; i++) {
-      const a = w[i - 15]!
-      const b = w[i - 2]!
+      const a = word(w, i - 15)
+      const b = word(w, i - 2)
       const s0 = rotr(a, 7) ^ rotr(a, 18) ^ (a >>> 3)
       const s1 = rotr(b, 17) ^ rotr(b, 19) ^ (b >>> 10)
-      w[i] = (w[i - 16]! + s0 + w[i - 7]! + s1) >>> 0
+      w[i] = (word(w, i - 16) + s0 + word(w, i - 7) + s1) >>> 0
     }
-    let [a, b, c, d, e, f, g, hh] = [h[0]!, h[1]!, h[2]!, h[3]!, h[4]!, h[5]!, h[6]!, h[7]!]
+    let [a, b, c, d, e, f, g, hh] = [word(h, 0), word(h, 1), word(h, 2), word(h, 3), word(h, 4), word(h, 5), word(h, 6), word(h, 7)]
     for (let i = 0; i < 64; i++) {
-      const t1 = (hh + (rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)) + ((e & f) ^ (~e & g)) + K[i]! + w[i]!) >>> 0
+      const t1 = (hh + (rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)) + ((e & f) ^ (~e & g)) + word(K, i) + word(w, i)) >>> 0
       const t2 = ((rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22)) + ((a & b) ^ (a & c) ^ (b & c))) >>> 0
       hh = g
       g = f
@@ -48,14 +57,14 @@ export function sha256(data: Uint8Array): Uint8Array {
       b = a
       a = (t1 + t2) >>> 0
     }
-    h[0] = (h[0]! + a) >>> 0
-    h[1] = (h[1]! + b) >>> 0
-    h[2] = (h[2]! + c) >>> 0
-    h[3] = (h[3]! + d) >>> 0
-    h[4] = (h[4]! + e) >>> 0
-    h[5] = (h[5]! + f) >>> 0
-    h[6] = (h[6]! + g) >>> 0
-    h[7] = (h[7]! + hh) >>> 0
+    h[0] = (word(h, 0) + a) >>> 0
+    h[1] = (word(h, 1) + b) >>> 0
+    h[2] = (word(h, 2) + c) >>> 0
+    h[3] = (word(h, 3) + d) >>> 0
+    h[4] = (word(h, 4) + e) >>> 0
+    h[5] = (word(h, 5) + f) >>> 0
+    h[6] = (word(h, 6) + g) >>> 0
+    h[7] = (word(h, 7) + hh) >>> 0
   }
   const out = new Uint8Array(32)
   const ov = new DataView(out.buffer)

@@ -1,5 +1,5 @@
 import type { NatsConnection } from '@nats-io/nats-core'
-import { Kvm, type KV } from '@nats-io/kv'
+import { Kvm, type KV, type KvEntry } from '@nats-io/kv'
 import { CohortError } from '@cohort/protocol'
 import type { ConfigStore, ModelConfig } from '../types.ts'
 
@@ -21,7 +21,7 @@ export function createKvConfigStore(nc: NatsConnection, bucketName: string, repl
     async get(model) {
       const b = await configBucket()
       const e = await b?.get(model).catch(() => null)
-      return e && e.operation === 'PUT' ? (e.json() as ModelConfig) : undefined
+      return e && e.operation === 'PUT' ? e.json<ModelConfig>() : undefined
     },
     async put(model, value) {
       const b = await configBucket()
@@ -39,10 +39,12 @@ export function createKvConfigStore(nc: NatsConnection, bucketName: string, repl
     },
     watch(model, onChange) {
       let stopped = false
+      // Read through a call: stop() sets it during the awaits below (TypeScript keeps a narrowing across them).
+      const isStopped = (): boolean => stopped
       let iter: { stop(): void } | undefined
       void (async () => {
         const b = await configBucket()
-        if (!b || stopped) {
+        if (!b || isStopped()) {
           return
         }
         const w = await b.watch({ key: model }).catch(() => undefined)
@@ -50,17 +52,18 @@ export function createKvConfigStore(nc: NatsConnection, bucketName: string, repl
           return
         }
         iter = w
-        if (stopped) {
+        if (isStopped()) {
           w.stop()
           return
         }
         for await (const e of w) {
-          if (e.operation === 'PUT' || e.operation === 'DEL' || e.operation === 'PURGE') {
-            try {
-              onChange(e.operation === 'PUT' ? (e.json() as ModelConfig) : {})
-            } catch {
-              // A bad stored value must not end the watch.
+          try {
+            const c = configOf(e.operation, e)
+            if (c !== undefined) {
+              onChange(c)
             }
+          } catch {
+            // A bad stored value must not end the watch.
           }
         }
       })()
@@ -72,4 +75,15 @@ export function createKvConfigStore(nc: NatsConnection, bucketName: string, repl
       }
     },
   }
+}
+
+/**
+ * The configuration a watched entry sets: its JSON on PUT, `{}` on DEL or PURGE, undefined for any
+ * other operation (the server's KV-Operation header: any string, whatever the library's type says).
+ */
+function configOf(operation: string, e: KvEntry): ModelConfig | undefined {
+  if (operation === 'PUT') {
+    return e.json<ModelConfig>()
+  }
+  return operation === 'DEL' || operation === 'PURGE' ? {} : undefined
 }

@@ -58,6 +58,23 @@ function toTransportMessage(m: Msg, data: Uint8Array, held: number | undefined, 
 }
 
 /**
+ * Step 2 of a message: the in-flight bound; the bytes held, `undefined` when unbounded (or nothing
+ * to answer), or `false` (refused and answered).
+ */
+function admitMessage(m: Msg, bound: InflightBudget | undefined, large: LargeMessages): number | undefined | false {
+  if (bound === undefined || !m.reply) {
+    return undefined
+  }
+  const held = large.sizeOf(m)
+  const refusal = admitInflight(bound, held)
+  if (refusal) {
+    LargeMessages.refuse(m, refusal)
+    return false
+  }
+  return held
+}
+
+/**
  * `subscribe` over `nc`. Each message takes three steps: the reply guard (a reply subject not
  * provably the asker's: dropped unread), the in-flight bound (`bounded` subscriptions:
  * {@link admitInflight}), delivery (plain messages in order; a large one joins once pulled, without
@@ -72,7 +89,7 @@ export function createNatsSubscriber(nc: NatsConnection, deps: NatsSubscriberDep
     const q = new AsyncQueue<TransportMessage>()
     let pulling = 0
     let ended = false
-    let failure: unknown
+    let failure: Error | undefined
     const settle = (): void => {
       if (ended && pulling === 0) {
         q.end()
@@ -80,19 +97,6 @@ export function createNatsSubscriber(nc: NatsConnection, deps: NatsSubscriberDep
     }
     /** Step 1: the reply guard (reply-guard.ts). */
     const guarded = (m: Msg): boolean => !m.reply || replies.allows(m.reply, cls, m.headers?.get(REPLY_KEY_HEADER) || undefined, m.subject)
-    /** Step 2: the in-flight bound; the bytes held, `undefined` when unbounded, or `false` (refused and answered). */
-    const admit = (m: Msg): number | undefined | false => {
-      const held = bound && m.reply ? large.sizeOf(m) : undefined
-      if (held === undefined) {
-        return undefined
-      }
-      const refusal = admitInflight(bound!, held)
-      if (refusal) {
-        LargeMessages.refuse(m, refusal)
-        return false
-      }
-      return held
-    }
     /** Step 3: hand it out, pulling a large one first. */
     const deliver = (m: Msg, held: number | undefined): void => {
       if (!large.isRef(m)) {
@@ -123,13 +127,13 @@ export function createNatsSubscriber(nc: NatsConnection, deps: NatsSubscriberDep
           if (!guarded(m)) {
             continue // Not provably the asker's: drop it unread and unanswered (reply-guard.ts).
           }
-          const held = admit(m)
+          const held = admitMessage(m, bound, large)
           if (held !== false) {
             deliver(m, held)
           }
         }
       } catch (e) {
-        failure = e
+        failure = e instanceof Error ? e : new Error(String(e))
       }
       ended = true
       settle()
