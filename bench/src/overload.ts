@@ -94,7 +94,7 @@ function options(v: BenchValues) {
 type Options = ReturnType<typeof options>
 
 function modelFlag(v: unknown): ModelName {
-  const m = String(v ?? 'deep')
+  const m = v === undefined ? 'deep' : typeof v === 'string' ? v : JSON.stringify(v)
   if (m !== 'deep' && m !== 'heavy') {
     throw new CliError(`--model: expected deep or heavy, got "${m}"`)
   }
@@ -121,8 +121,9 @@ function meter(procs: Record<string, number | undefined>, log: () => string): { 
   const last: Record<string, number> = {}
   const pids: Record<string, number | undefined> = { ...procs }
   for (const [n, pid] of Object.entries(procs)) {
-    base[n] = safeCpu(pid)
-    last[n] = base[n]!
+    const c = safeCpu(pid)
+    base[n] = c
+    last[n] = c
   }
   const logAt = log().length
   const linesAt = countLines(log())
@@ -146,7 +147,7 @@ function meter(procs: Record<string, number | undefined>, log: () => string): { 
       const cpuS: CpuSeconds = {}
       for (const [n, pid] of Object.entries(pids)) {
         const c = safeCpu(pid)
-        cpuS[n] = (Number.isFinite(c) ? c : last[n]!) - base[n]!
+        cpuS[n] = (Number.isFinite(c) ? c : (last[n] ?? Number.NaN)) - (base[n] ?? Number.NaN)
       }
       const text = log()
       return { wallS: (performance.now() - t0) / 1000, cpuS, logLines: countLines(text) - linesAt, logBytes: Buffer.byteLength(text.slice(logAt)) }
@@ -228,13 +229,22 @@ interface Stack {
   genPrefix: string[]
 }
 
+/** The first capture group of a matched line (the URL a process printed). */
+function group1(m: RegExpMatchArray): string {
+  const g = m[1]
+  if (g === undefined) {
+    throw new Error(`no capture group in ${JSON.stringify(m[0])}`)
+  }
+  return g
+}
+
 async function startStack(layout: LayoutName, dir: string, models: string[], procs: Proc[], log: (s: string) => void): Promise<Stack> {
   const keys = KEYS.flatMap((k) => ['--api-key', k])
   if (layout === 'serve') {
     log(`[serve] starting cohort serve`)
     const s = start('serve', process.execPath, [COHORT_BIN, 'serve', '--port', '0', '--drain-ms', '0', '--metrics-open', ...models, ...keys])
     procs.push(s)
-    const base = (await s.waitFor(/serving .* on (http:\/\/\S+) \(/, 180_000))[1]!
+    const base = group1(await s.waitFor(/serving .* on (http:\/\/\S+) \(/, 180_000))
     return { base, gateway: s, worker: undefined, nats: undefined, nc: undefined, genPrefix: [] }
   }
   log(`[${layout}] starting nats-server + cohort worker + cohort gateway`)
@@ -245,7 +255,7 @@ async function startStack(layout: LayoutName, dir: string, models: string[], pro
   await worker.waitFor(/worker \S+ serving/, 180_000)
   const gateway = start('gateway', process.execPath, [COHORT_BIN, 'gateway', '--nats', nats.url, '--port', '0', '--drain-ms', '0', '--metrics-open', ...keys])
   procs.push(gateway)
-  const base = (await gateway.waitFor(/gateway on (http:\/\/\S+) ->/, 180_000))[1]!
+  const base = group1(await gateway.waitFor(/gateway on (http:\/\/\S+) ->/, 180_000))
   let genPrefix: string[] = []
   if (layout === 'pinned') {
     pin(worker.proc.pid, '1')
@@ -256,19 +266,116 @@ async function startStack(layout: LayoutName, dir: string, models: string[], pro
   return { base, gateway, worker, nats: nats.p, nc: await connect({ servers: nats.url }), genPrefix }
 }
 
+/** What one layout's measurements share: the started stack, the model's URL and body, the processes to meter. */
+interface LayoutRun {
+  layout: LayoutName
+  o: Options
+  dir: string
+  st: Stack
+  url: string
+  body: string
+  pids: Record<string, number | undefined>
+  gwLog: () => string
+  log: (s: string) => void
+}
+
+const LAYOUT_DESCRIPTIONS: Record<LayoutName, string> = {
+  shared: 'nats-server, cohort worker, cohort gateway, vegeta and wrk on both cores',
+  pinned: 'cohort worker on core 1 (taskset); gateway, nats-server, vegeta, wrk on core 0',
+  serve: 'cohort serve (gateway + worker in one process), vegeta and wrk on both cores',
+}
+
+/** The same feature row as the model's body, for the Identity model (the stack's own ceiling). */
+function identityBody(body: string): string {
+  const data = (JSON.parse(body) as { inputs: { data: unknown }[] }).inputs[0]?.data
+  return JSON.stringify({ inputs: [{ name: 'in', datatype: 'FP32', shape: [1, FEATURES], data }] })
+}
+
+/** The stack's ceiling (Identity, closed loop), c=1 p50 of both models, then the model's closed-loop capacity (answers/s). */
+async function measureCapacity(x: LayoutRun, r: LayoutResult): Promise<number> {
+  const { layout, o, dir, st, url, body } = x
+  const auth = { Authorization: `Bearer ${KEYS[0]}` }
+  const wrkO = { allowNon2xx: true, timeoutS: 10, prefix: st.genPrefix }
+  const identScript = writeWrkScript(dir, `${layout}-ident`, identityBody(body), auth)
+  const identUrl = `${st.base}/v2/models/${IDENT}/infer`
+  await runWrk(identUrl, identScript, o.connections, 2, wrkO)
+  const ce = await runWrk(identUrl, identScript, o.connections, Math.max(2, Math.round(o.capacityS / 2)), wrkO)
+  r.ceiling = (ce.requests - ce.non2xx) / ce.seconds
+  const script = writeWrkScript(dir, `${layout}-${o.model}`, body, auth)
+  r.pathMs = (await runWrk(identUrl, identScript, 1, 2, wrkO)).p50Ms
+  r.t1Ms = (await runWrk(url, script, 1, 2, wrkO)).p50Ms
+  x.log(`[${layout}] ceiling (Identity, wrk -c${o.connections}) ${Math.round(r.ceiling)}/s; c=1 p50 ${o.model} ${r.t1Ms.toFixed(1)} ms, Identity ${r.pathMs.toFixed(1)} ms`)
+
+  // Capacity: closed loop, warmed up first (the worker's self-tuned batch cap settles).
+  await runWrk(url, script, o.connections, o.capacityS, wrkO)
+  const m = meter(x.pids, x.gwLog)
+  const cap = await runWrk(url, script, o.connections, o.capacityS, wrkO)
+  const cm = m.stop()
+  const capacity: CapacityRun = { ...cm, rate: (cap.requests - cap.non2xx) / cap.seconds, answers: cap.requests - cap.non2xx, non2xx: cap.non2xx, p99Ms: cap.p99Ms }
+  r.capacity = capacity
+  x.log(`[${layout}] capacity ${Math.round(capacity.rate)}/s (wrk -c${o.connections}, p99 ${cap.p99Ms.toFixed(1)} ms, ${cap.non2xx} non-2xx)`)
+  if (!(capacity.rate > 0)) {
+    throw new Error(`the capacity run got no 200s (${cap.non2xx} non-2xx)`)
+  }
+  return capacity.rate
+}
+
+/** The three open-loop steps (2x and 4x with the client deadline, 2x with none) and the two tenants, at multiples of capacity C. */
+async function overloadSteps(x: LayoutRun, r: LayoutResult, vegeta: string, C: number, sloMs: number): Promise<void> {
+  const { layout, o, dir, st, url, body, pids, gwLog } = x
+  const target = (name: string, key: string, deadline: number | undefined) =>
+    writeVegetaTargets(dir, `${layout}-${name}`, url, body, { Authorization: `Bearer ${key}`, ...(deadline !== undefined ? { 'X-Cohort-Timeout-Ms': String(deadline) } : {}) })
+  const spec = (label: string, multiple: number, deadline: number | undefined): StepSpec => ({
+    label,
+    multiple,
+    rate: multiple * C,
+    clientDeadlineMs: deadline,
+    sloMs,
+    capacity: C,
+  })
+  const go = (name: string, key: string, rate: number, deadline: number | undefined) =>
+    attack({ vegeta, targets: target(name, key, deadline), rate, durationS: o.seconds, output: join(dir, `${layout}-${name}.bin`), prefix: st.genPrefix })
+  const step = async (label: string, multiple: number, deadline: number | undefined): Promise<LayoutStep> => {
+    const mm = meter(pids, gwLog)
+    const a = go(label.replace(/\W+/g, '_'), KEYS[0], multiple * C, deadline)
+    mm.add('vegeta', a.pid)
+    const hits = await a.done
+    const s = { ...summariseOverloadStep(spec(label, multiple, deadline), vegetaRecords(hits, o.seconds)), ...mm.stop() }
+    x.log(
+      `[${layout}] ${label} ${deadline !== undefined ? `deadline ${deadline} ms` : `no deadline (SLO ${sloMs} ms)`}: goodput ${s.goodputFraction.toFixed(2)}, ok p99 ${s.okP99.toFixed(1)} ms, refusal p99 ${s.refusalP99.toFixed(1)} ms, ${JSON.stringify(s.byStatus)}`,
+    )
+    await settle(`${st.base}/metrics`, o.model)
+    return s
+  }
+  r.steps.push(await step('2x', 2, o.deadlineMs))
+  r.steps.push(await step('4x', 4, o.deadlineMs))
+  r.steps.push(await step('2x', 2, undefined))
+
+  // Two tenants at once: key A at 3x, key B at 15 %, both with the client deadline.
+  const tm = meter(pids, gwLog)
+  const fa = go('flood', KEYS[0], 3 * C, o.deadlineMs)
+  const qa = go('quiet', KEYS[1], 0.15 * C, o.deadlineMs)
+  tm.add('vegeta', fa.pid)
+  tm.add('vegeta2', qa.pid)
+  const [fh, qh] = await Promise.all([fa.done, qa.done])
+  const t0 = Math.min(fh[0]?.atMs ?? Infinity, qh[0]?.atMs ?? Infinity)
+  const w = tm.stop()
+  const rec = (h: VegetaHit[]) => vegetaRecords(h, o.seconds, t0)
+  r.tenants = {
+    flood: { ...summariseOverloadStep(spec('tenant A 3x', 3, o.deadlineMs), rec(fh)), ...w },
+    quiet: { ...summariseOverloadStep(spec('tenant B 15%', 0.15, o.deadlineMs), rec(qh)), ...w },
+  }
+  x.log(`[${layout}] quiet tenant: ${r.tenants.quiet.goodShare.toFixed(2)} of ${r.tenants.quiet.sent} on time`)
+}
+
 /** Run one layout: t(1), the Identity ceiling, capacity, the three steps, the two tenants. */
 async function runLayout(layout: LayoutName, o: Options, dir: string, vegeta: string, procs: Proc[], log: (s: string) => void, sloHint: number): Promise<LayoutResult> {
   const model = o.model
   const ident = identityModel(dir, FEATURES)
   const models = ['--model', `${model}=${MODELS[model].path()}`, '--model', `${IDENT}=${ident}`, '--threads', '1']
-  const describe = {
-    shared: 'nats-server, cohort worker, cohort gateway, vegeta and wrk on both cores',
-    pinned: 'cohort worker on core 1 (taskset); gateway, nats-server, vegeta, wrk on core 0',
-    serve: 'cohort serve (gateway + worker in one process), vegeta and wrk on both cores',
-  }[layout]
   const r: LayoutResult = {
     layout,
-    describe,
+    describe: LAYOUT_DESCRIPTIONS[layout],
     gatewayProc: layout === 'serve' ? 'serve' : 'gateway',
     workerProc: layout === 'serve' ? undefined : 'worker',
     t1Ms: Number.NaN,
@@ -282,88 +389,17 @@ async function runLayout(layout: LayoutName, o: Options, dir: string, vegeta: st
   try {
     const st = await startStack(layout, dir, models, procs, log)
     await waitReady(`${st.base}/v2/models/${model}`, KEYS[0])
-    const url = `${st.base}/v2/models/${model}/infer`
-    const body = demoBody(FEATURES)
-    const identBody = JSON.stringify({ inputs: [{ name: 'in', datatype: 'FP32', shape: [1, FEATURES], data: JSON.parse(body).inputs[0].data }] })
-    const auth = { Authorization: `Bearer ${KEYS[0]}` }
-    const wrkO = { allowNon2xx: true, timeoutS: 10, prefix: st.genPrefix }
     const pids: Record<string, number | undefined> =
       layout === 'serve' ? { serve: st.gateway.proc.pid } : { gateway: st.gateway.proc.pid, worker: st.worker?.proc.pid, nats: st.nats?.proc.pid }
-    const gwLog = () => st.gateway.out()
-
-    // The stack's own ceiling: the same path serving an Identity model.
-    const identScript = writeWrkScript(dir, `${layout}-ident`, identBody, auth)
-    const identUrl = `${st.base}/v2/models/${IDENT}/infer`
-    await runWrk(identUrl, identScript, o.connections, 2, wrkO)
-    const ce = await runWrk(identUrl, identScript, o.connections, Math.max(2, Math.round(o.capacityS / 2)), wrkO)
-    r.ceiling = (ce.requests - ce.non2xx) / ce.seconds
-    const script = writeWrkScript(dir, `${layout}-${model}`, body, auth)
-    r.pathMs = (await runWrk(identUrl, identScript, 1, 2, wrkO)).p50Ms
-    r.t1Ms = (await runWrk(url, script, 1, 2, wrkO)).p50Ms
-    log(`[${layout}] ceiling (Identity, wrk -c${o.connections}) ${Math.round(r.ceiling)}/s; c=1 p50 ${model} ${r.t1Ms.toFixed(1)} ms, Identity ${r.pathMs.toFixed(1)} ms`)
-
-    // Capacity: closed loop, warmed up first (the worker's self-tuned batch cap settles).
-    await runWrk(url, script, o.connections, o.capacityS, wrkO)
-    const m = meter(pids, gwLog)
-    const cap = await runWrk(url, script, o.connections, o.capacityS, wrkO)
-    const cm = m.stop()
-    const capacity: CapacityRun = { ...cm, rate: (cap.requests - cap.non2xx) / cap.seconds, answers: cap.requests - cap.non2xx, non2xx: cap.non2xx, p99Ms: cap.p99Ms }
-    r.capacity = capacity
-    const C = capacity.rate
-    log(`[${layout}] capacity ${Math.round(C)}/s (wrk -c${o.connections}, p99 ${cap.p99Ms.toFixed(1)} ms, ${cap.non2xx} non-2xx)`)
-    if (!(C > 0)) {
-      throw new Error(`the capacity run got no 200s (${cap.non2xx} non-2xx)`)
-    }
+    const x: LayoutRun = { layout, o, dir, st, url: `${st.base}/v2/models/${model}/infer`, body: demoBody(FEATURES), pids, gwLog: () => st.gateway.out(), log }
+    const C = await measureCapacity(x, r)
     // cohort serve has no NATS to ask: it takes the SLO a NATS layout of this run read, else the floor.
     const slo = await serverSlo(st.nc, model)
     const sloMs = Number.isFinite(slo) ? slo : Number.isFinite(sloHint) ? sloHint : SLO_FLOOR_MS
-
-    const target = (name: string, key: string, deadline: number | undefined) =>
-      writeVegetaTargets(dir, `${layout}-${name}`, url, body, { Authorization: `Bearer ${key}`, ...(deadline !== undefined ? { 'X-Cohort-Timeout-Ms': String(deadline) } : {}) })
-    const spec = (label: string, multiple: number, deadline: number | undefined): StepSpec => ({
-      label,
-      multiple,
-      rate: multiple * C,
-      clientDeadlineMs: deadline,
-      sloMs,
-      capacity: C,
-    })
-    const go = (name: string, key: string, rate: number, deadline: number | undefined) =>
-      attack({ vegeta, targets: target(name, key, deadline), rate, durationS: o.seconds, output: join(dir, `${layout}-${name}.bin`), prefix: st.genPrefix })
-    const step = async (label: string, multiple: number, deadline: number | undefined): Promise<LayoutStep> => {
-      const mm = meter(pids, gwLog)
-      const a = go(label.replace(/\W+/g, '_'), KEYS[0], multiple * C, deadline)
-      mm.add('vegeta', a.pid)
-      const hits = await a.done
-      const s = { ...summariseOverloadStep(spec(label, multiple, deadline), vegetaRecords(hits, o.seconds)), ...mm.stop() }
-      log(
-        `[${layout}] ${label} ${deadline !== undefined ? `deadline ${deadline} ms` : `no deadline (SLO ${sloMs} ms)`}: goodput ${s.goodputFraction.toFixed(2)}, ok p99 ${s.okP99.toFixed(1)} ms, refusal p99 ${s.refusalP99.toFixed(1)} ms, ${JSON.stringify(s.byStatus)}`,
-      )
-      await settle(`${st.base}/metrics`, model)
-      return s
-    }
-    r.steps.push(await step('2x', 2, o.deadlineMs))
-    r.steps.push(await step('4x', 4, o.deadlineMs))
-    r.steps.push(await step('2x', 2, undefined))
-
-    // Two tenants at once: key A at 3x, key B at 15 %, both with the client deadline.
-    const tm = meter(pids, gwLog)
-    const fa = go('flood', KEYS[0], 3 * C, o.deadlineMs)
-    const qa = go('quiet', KEYS[1], 0.15 * C, o.deadlineMs)
-    tm.add('vegeta', fa.pid)
-    tm.add('vegeta2', qa.pid)
-    const [fh, qh] = await Promise.all([fa.done, qa.done])
-    const t0 = Math.min(fh[0]?.atMs ?? Infinity, qh[0]?.atMs ?? Infinity)
-    const w = tm.stop()
-    const rec = (h: VegetaHit[]) => vegetaRecords(h, o.seconds, t0)
-    r.tenants = {
-      flood: { ...summariseOverloadStep(spec('tenant A 3x', 3, o.deadlineMs), rec(fh)), ...w },
-      quiet: { ...summariseOverloadStep(spec('tenant B 15%', 0.15, o.deadlineMs), rec(qh)), ...w },
-    }
-    log(`[${layout}] quiet tenant: ${r.tenants.quiet.goodShare.toFixed(2)} of ${r.tenants.quiet.sent} on time`)
+    await overloadSteps(x, r, vegeta, C, sloMs)
     await st.nc?.close().catch(() => undefined)
   } catch (e) {
-    const msg = e instanceof Error ? e.message.split('\n')[0]! : String(e)
+    const msg = e instanceof Error ? (e.message.split('\n')[0] ?? e.message) : String(e)
     log(`[${layout}] failed: ${msg}`)
     r.errors.push(msg)
   } finally {
@@ -378,7 +414,6 @@ async function runLayout(layout: LayoutName, o: Options, dir: string, vegeta: st
   return r
 }
 
-/** Everything one run measured (the `--out` JSON). */
 export interface OverloadResult {
   startedAt: string
   commit: string
@@ -462,10 +497,16 @@ export const benchOverloadCommand = defineBenchCommand({
     const version = vegetaVersion(vegeta)
     const la0 = loadavgText()
     const dir = mkdtempSync(join(tmpdir(), 'cohort-bench-overload-'))
-    track(async () => rmSync(dir, { recursive: true, force: true }))
+    track(() => {
+      rmSync(dir, { recursive: true, force: true })
+      return Promise.resolve()
+    })
     const procs: Proc[] = []
     track(() => stopAll(procs))
-    track(async () => killAttacks())
+    track(() => {
+      killAttacks()
+      return Promise.resolve()
+    })
     const layouts: LayoutResult[] = []
     let slo = Number.NaN
     for (const l of o.layouts) {

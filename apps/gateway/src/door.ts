@@ -387,8 +387,8 @@ export class Passage {
       return
     }
     const a = this.arrival
-    const own = ADMISSION[a.origin].budget === 'own' && a.deadlineAt !== undefined
-    const left = own ? a.deadlineAt! - Date.now() : this.timeoutMs(a.timeoutParamUs)
+    const ownDeadline = ADMISSION[a.origin].budget === 'own' ? a.deadlineAt : undefined
+    const left = ownDeadline !== undefined ? ownDeadline - Date.now() : this.timeoutMs(a.timeoutParamUs)
     const v = ww.judge(this.model, a.tenant?.slice(0, 128) ?? '', left - this.#lag, this.#loopLag)
     if (!v.admit) {
       this.#refused(v.error, DOOR_CHECKS.workerWait)
