@@ -5,8 +5,8 @@ import type { HostTensor, RunResult } from './ort-pool.ts'
 /**
  * Default `inlineRunMs` of an ONNX runner: a batch predicted to run in at most this many ms runs
  * on the calling thread (docs/architecture.md#the-inline-lane). A hand-off to an ORT thread and
- * back wakes two sleeping threads, 62-83 µs on the VMs measured (docs/bench/hot-path-4-2026-12-02.md):
- * above a quarter of a millisecond of compute that is cheap next to the run, below it it is most of it.
+ * back wakes two sleeping threads (docs/bench/hot-path-4-2026-12-02.md): next to a run of a quarter
+ * of a millisecond or more that is cheap, below it it is most of the run.
  */
 export const DEFAULT_INLINE_RUN_MS = 0.25
 
