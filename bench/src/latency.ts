@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -15,8 +15,9 @@ import { hasWrk, runWrk, writeWrkScript } from './wrk.ts'
 /** Help of `cohort bench latency`. */
 export const LATENCY_HELP = `cohort bench latency [options]
 Latency of a lone request (docs/bench/hot-path-2026-12-02.md): wrk -c1 --latency, keep-alive,
-p50 and p99 per path in one run, with ratios to the bare node:http floor, and the CPU each served
-process spends per request (from /proc: a loaded machine's latency is noise, its CPU far less).
+p50 and p99 per path in one run, with ratios to the bare node:http floor, and the CPU and context
+switches the served processes spend per request (from /proc: a loaded machine's latency is noise,
+its CPU far less). Each target is warmed 2 s at 16 connections and 1 s at c=1 first.
   --targets LIST   comma-separated, in the order given (default http,serve,dist,predictions,oip):
                      http         bare node:http floor (the same JSON body read, a small JSON answer)
                      serve        cohort serve (embedded), OIP infer on an ONNX Identity of 64 floats
@@ -35,6 +36,29 @@ export interface LatencyTarget {
   p99Ms: number
   /** CPU µs per request of the served processes (utime + stime over the run, all of them). */
   cpuUsPerRequest: number
+  /** Context switches per request of the served processes, every thread (voluntary: a thread went to sleep). */
+  ctxPerRequest?: { voluntary: number; involuntary: number }
+}
+
+/** Context switches so far of every thread of `pid` (/proc/PID/task/TID/status), 0s once it exited. */
+export function ctxSwitches(pid: number): { voluntary: number; involuntary: number } {
+  const out = { voluntary: 0, involuntary: 0 }
+  let tids: string[] = []
+  try {
+    tids = readdirSync(`/proc/${pid}/task`)
+  } catch {
+    return out
+  }
+  for (const tid of tids) {
+    try {
+      const s = readFileSync(`/proc/${pid}/task/${tid}/status`, 'utf8')
+      out.voluntary += Number(/^voluntary_ctxt_switches:\s+(\d+)/m.exec(s)?.[1] ?? 0)
+      out.involuntary += Number(/^nonvoluntary_ctxt_switches:\s+(\d+)/m.exec(s)?.[1] ?? 0)
+    } catch {
+      // the thread ended meanwhile
+    }
+  }
+  return out
 }
 
 const LATENCY_OPTIONS = {
@@ -48,17 +72,40 @@ const TARGETS = ['http', 'serve', 'dist', 'predictions', 'oip']
 const FLOOR_PREDICTOR = fileURLToPath(new URL('../../test/fixtures/affine-predictor.ts', import.meta.url))
 const FEATURES = 64
 
-/** Run wrk -c1 on `url` with `script` (a 1 s warm-up first), with the CPU of `procs` around the measured run. */
+/**
+ * Warm-up before each measured run: 2 s at 16 connections (enough requests for V8 to optimize the
+ * served path: at c=1 alone, 35-45% of a 3 s run was spent before it was compiled), then 1 s at
+ * c=1 (the connection and the lone-request code path in the state the run measures).
+ */
+export const LATENCY_WARMUP: readonly { connections: number; seconds: number }[] = [
+  { connections: 16, seconds: 2 },
+  { connections: 1, seconds: 1 },
+]
+
+/** Run wrk -c1 on `url` with `script` (after {@link LATENCY_WARMUP}), with the CPU of `procs` around the measured run. */
 async function measure(target: string, url: string, script: string, procs: Proc[], seconds: number): Promise<LatencyTarget> {
-  await runWrk(url, script, 1, 1)
+  for (const w of LATENCY_WARMUP) {
+    await runWrk(url, script, w.connections, w.seconds, { allowNon2xx: true })
+  }
   const cpu = () => procs.reduce((a, p) => a + cpuMicros(pidOf(p.proc)), 0)
+  const ctx = () =>
+    procs.reduce(
+      (a, p) => {
+        const c = ctxSwitches(pidOf(p.proc))
+        return { voluntary: a.voluntary + c.voluntary, involuntary: a.involuntary + c.involuntary }
+      },
+      { voluntary: 0, involuntary: 0 },
+    )
+  const x0 = ctx()
   const c0 = cpu()
   const r = await runWrk(url, script, 1, seconds)
   const c1 = cpu()
+  const x1 = ctx()
   if (r.requests === 0) {
     throw new Error(`${target}: no request answered`)
   }
-  return { target, requests: r.requests, p50Ms: r.p50Ms, p99Ms: r.p99Ms, cpuUsPerRequest: (c1 - c0) / r.requests }
+  const ctxPerRequest = { voluntary: (x1.voluntary - x0.voluntary) / r.requests, involuntary: (x1.involuntary - x0.involuntary) / r.requests }
+  return { target, requests: r.requests, p50Ms: r.p50Ms, p99Ms: r.p99Ms, cpuUsPerRequest: (c1 - c0) / r.requests, ctxPerRequest }
 }
 
 interface Scripts {
@@ -114,12 +161,13 @@ export function formatLatency(rs: LatencyTarget[], meta: string): string {
   const x = (a: number, b: number | undefined) => (b !== undefined && b > 0 && Number.isFinite(a) ? `${(a / b).toFixed(1)}x` : '-')
   const lines = [
     `cohort bench latency (${meta})`,
-    '| path | requests | p50 ms | p99 ms | p50 / floor | CPU µs/request | CPU / floor |',
-    '| --- | ---: | ---: | ---: | ---: | ---: | ---: |',
+    '| path | requests | p50 ms | p99 ms | p50 / floor | CPU µs/request | CPU / floor | ctx switches/request (vol + invol) |',
+    '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
   ]
   for (const r of rs) {
+    const cs = r.ctxPerRequest ? `${r.ctxPerRequest.voluntary.toFixed(2)} + ${r.ctxPerRequest.involuntary.toFixed(2)}` : '-'
     lines.push(
-      `| ${r.target} | ${r.requests} | ${r.p50Ms.toFixed(2)} | ${r.p99Ms.toFixed(2)} | ${x(r.p50Ms, floor?.p50Ms)} | ${r.cpuUsPerRequest.toFixed(0)} | ${x(r.cpuUsPerRequest, floor?.cpuUsPerRequest)} |`,
+      `| ${r.target} | ${r.requests} | ${r.p50Ms.toFixed(2)} | ${r.p99Ms.toFixed(2)} | ${x(r.p50Ms, floor?.p50Ms)} | ${r.cpuUsPerRequest.toFixed(0)} | ${x(r.cpuUsPerRequest, floor?.cpuUsPerRequest)} | ${cs} |`,
     )
   }
   for (const r of rs.filter((v) => v.target.endsWith(' (base)'))) {

@@ -48,6 +48,11 @@ export class ServeWhileRefresh<T> {
     return this.#pending.get(key) ?? this.#fetch(key)
   }
 
+  /** The held value of `key`, fresh or stale, without fetching (undefined when none is held). */
+  peek(key: string): T | undefined {
+    return this.#entries.get(key)?.value
+  }
+
   /** Forget `key` (the next {@link get} waits for a fresh answer). */
   forget(key: string): void {
     this.#entries.delete(key)

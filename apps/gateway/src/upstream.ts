@@ -130,23 +130,36 @@ export class Upstream {
   }
 
   /**
-   * One attempt. A request for version "1" that finds no worker on the version's subjects goes to
-   * the bare subjects with `version` kept in the envelope: a model without versions serves "1"
-   * there, and a repository model whose newest is another version answers MODEL_NOT_FOUND
-   * (docs/protocol.md#subjects-and-who-may-publish-where).
+   * Whether `model` is served without versions (true), as a repository model (false), or is not in
+   * the metadata or discovery the gateway holds (undefined). No round trip: held copies only.
+   */
+  #unversioned(model: string): boolean | undefined {
+    const m = this.#metas.peek(model) ?? this.#served.peek('')?.models.find((x) => x.name === model)
+    return m === undefined ? undefined : m.version === undefined
+  }
+
+  /**
+   * One attempt. A request for version "1" of a model the gateway holds as served without versions
+   * goes straight to the bare subjects (`version` kept in the envelope): one send, not three. Else
+   * (a repository model, or one not seen yet) it tries the version's subjects first and, finding no
+   * worker there, the bare subjects: a model without versions serves "1" there, and a repository
+   * model whose newest is another version answers MODEL_NOT_FOUND
+   * (docs/protocol.md#subjects-and-who-may-publish-where). A held copy that is out of date costs
+   * the other order's fallback, never a wrong answer.
    */
   async #inferOnce(req: InferRequest, timeoutMs: number, signal: AbortSignalLike | undefined, onDelta?: (s: TokenStep) => void): Promise<InferReply> {
     if (req.version !== '1') {
       return this.#inferOn(req, req.version, timeoutMs, signal, onDelta)
     }
+    const order: (string | undefined)[] = this.#unversioned(req.model) === true ? [undefined, '1'] : ['1', undefined]
     const started = Date.now()
     try {
-      return await this.#inferOn(req, '1', timeoutMs, signal, onDelta)
+      return await this.#inferOn(req, order[0], timeoutMs, signal, onDelta)
     } catch (e) {
       if (!(e instanceof CohortError && (e.code === 'NO_WORKER' || e.code === 'MODEL_NOT_FOUND') && e.cause !== undefined)) {
         throw e
       }
-      return this.#inferOn(req, undefined, Math.max(1, timeoutMs - (Date.now() - started)), signal, onDelta)
+      return this.#inferOn(req, order[1], Math.max(1, timeoutMs - (Date.now() - started)), signal, onDelta)
     }
   }
 
@@ -215,6 +228,13 @@ export class Upstream {
         timeoutMs: this.metaTimeoutMs,
       })
       return fromWorker(() => decodeValue(raw) as ModelMeta)
+    }
+    if (version === '1' && this.#unversioned(model) === true) {
+      // Held as served without versions: its "1" is the bare subject's (one round trip, not two).
+      const m = await ask(undefined).catch(() => undefined)
+      if (m && m.version === undefined) {
+        return m
+      }
     }
     try {
       return await ask(version)

@@ -7,6 +7,7 @@ export {
   BATCH_SIZE_BUCKETS,
   Counter,
   DURATION_BUCKETS_S,
+  frozenLabels,
   Gauge,
   Histogram,
   type HistogramSample,

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { Registry, parsePrometheus, renderFamilies, runtimeMetrics, type RuntimeSource } from './index.ts'
+import { Counter, Registry, frozenLabels, parsePrometheus, renderFamilies, runtimeMetrics, type RuntimeSource } from './index.ts'
 
 describe('Registry', () => {
   it('renders counters, gauges and cumulative histograms', () => {
@@ -121,5 +121,19 @@ describe('runtimeMetrics', () => {
     expect(names).toContain('process_cpu_seconds_total')
     expect(names).not.toContain('nodejs_eventloop_lag_seconds')
     expect(names).not.toContain('nodejs_version_info')
+  })
+})
+
+describe('frozen label sets', () => {
+  it('count into the same series as plain objects, in any key order, one object per value', () => {
+    const c = new Counter('x_total', 'x')
+    const of = frozenLabels(Object.freeze({ model: 'm' }), 'code')
+    expect(of('OK')).toBe(of('OK'))
+    expect(Object.isFrozen(of('OK'))).toBe(true)
+    c.inc(of('OK'))
+    c.inc({ code: 'OK', model: 'm' })
+    c.inc(of('OK'), 2)
+    expect(c.get({ model: 'm', code: 'OK' })).toBe(4)
+    expect(c.render()).toContain('x_total{code="OK",model="m"} 4')
   })
 })

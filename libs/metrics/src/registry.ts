@@ -13,7 +13,44 @@ export const DURATION_BUCKETS_S = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005
 /** Buckets for batch sizes (items per executed batch). */
 export const BATCH_SIZE_BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512] as const
 
+/** Keys of frozen label sets, computed once (a frozen object cannot change under its key). */
+const FROZEN_KEYS = new WeakMap<Labels, string>()
+
+/**
+ * The series key of `labels`. A frozen label set (`Object.freeze`, what {@link frozenLabels} makes)
+ * is keyed once and looked up after: code that counts per request keeps its label sets frozen, so
+ * a count builds and sorts no key.
+ */
 function labelKey(labels: Labels): string {
+  const held = FROZEN_KEYS.get(labels)
+  if (held !== undefined) {
+    return held
+  }
+  const key = buildKey(labels)
+  if (Object.isFrozen(labels)) {
+    FROZEN_KEYS.set(labels, key)
+  }
+  return key
+}
+
+/**
+ * Frozen label sets of `base` plus one label `name`, one per value, made once each (a per-request
+ * count's labels without a new object or key per call). Unbounded values belong in no label: the
+ * caller bounds them (as tenant labels are).
+ */
+export function frozenLabels(base: Labels, name: string): (value: string) => Labels {
+  const made = new Map<string, Labels>()
+  return (value) => {
+    let l = made.get(value)
+    if (l === undefined) {
+      l = Object.freeze({ ...base, [name]: value })
+      made.set(value, l)
+    }
+    return l
+  }
+}
+
+function buildKey(labels: Labels): string {
   let out = ''
   // Keys in a fixed (sorted) order so {a,b} and {b,a} are one series; most label sets are 1-2 keys.
   const keys = Object.keys(labels)

@@ -1,5 +1,5 @@
 import type { CapChange } from '@cohort/batching'
-import type { WorkerMetrics } from '@cohort/metrics'
+import { frozenLabels, type Labels, type WorkerMetrics } from '@cohort/metrics'
 import type { Logger } from '@cohort/observability'
 import type { InferReply, ItemTiming } from '@cohort/protocol'
 import { InferStats } from '../infer-stats.ts'
@@ -26,13 +26,31 @@ export class ServerStats {
   /** Triton-style inference statistics (`$SRV.STATS` data, the gateway's `/v2/models/{m}/stats`). */
   readonly infer = new InferStats()
   readonly #mx: WorkerMetrics
-  readonly #labels: { model: string }
+  /** Label sets, frozen and made once per value: a per-request count builds no object and no series key. */
+  readonly #labels: Readonly<{ model: string }>
+  readonly #code: (code: string) => Labels
+  readonly #reason: (reason: string) => Labels
+  readonly #tenant: (tenant: string) => Labels
+  readonly #tenantCode = new Map<string, (code: string) => Labels>()
 
   readonly #tenants = new TenantLabels()
 
   constructor(metrics: WorkerMetrics, model: string) {
     this.#mx = metrics
-    this.#labels = { model }
+    this.#labels = Object.freeze({ model })
+    this.#code = frozenLabels(this.#labels, 'code')
+    this.#reason = frozenLabels(this.#labels, 'reason')
+    this.#tenant = frozenLabels(this.#labels, 'tenant')
+  }
+
+  /** The frozen labels {model, tenant, code} (tenant bounded by TenantLabels, codes by the error registry). */
+  #tenantCodeLabels(tenant: string, code: string): Labels {
+    let of = this.#tenantCode.get(tenant)
+    if (of === undefined) {
+      of = frozenLabels(this.#tenant(tenant), 'code')
+      this.#tenantCode.set(tenant, of)
+    }
+    return of(code)
   }
 
   /** Count `n` inference requests received. */
@@ -57,13 +75,13 @@ export class ServerStats {
 
   /** Count one item answered with `code` (`OK` or an error code), for its model and its tenant. */
   item(code: string, tenant?: string): void {
-    this.#mx.items.inc({ ...this.#labels, code })
-    this.#mx.tenantItems.inc({ ...this.#labels, tenant: this.#tenants.of(tenant), code })
+    this.#mx.items.inc(this.#code(code))
+    this.#mx.tenantItems.inc(this.#tenantCodeLabels(this.#tenants.of(tenant), code))
   }
 
   /** Count `n` items not run (`admission`, `overloaded` or an expiry reason). */
   shed(reason: string, n = 1): void {
-    this.#mx.shed.inc({ ...this.#labels, reason }, n)
+    this.#mx.shed.inc(this.#reason(reason), n)
   }
 
   /** The queue's depth (items) and, when given, its backlog (ms of work, for autoscalers). */
@@ -79,18 +97,18 @@ export class ServerStats {
     this.#mx.compute.observe(this.#labels, computeMs / 1000)
     this.#mx.batchSize.observe(this.#labels, size)
     this.infer.batch(size, computeMs)
-    this.#mx.dispatch.inc({ ...this.#labels, reason })
+    this.#mx.dispatch.inc(this.#reason(reason))
   }
 
   /** Record one item's time in the queue, for its model and its tenant. */
   queueWait(ms: number, tenant?: string): void {
     this.#mx.queue.observe(this.#labels, ms / 1000)
-    this.#mx.tenantQueue.observe({ ...this.#labels, tenant: this.#tenants.of(tenant) }, ms / 1000)
+    this.#mx.tenantQueue.observe(this.#tenant(this.#tenants.of(tenant)), ms / 1000)
   }
 
   /** Count and log a change of the self-tuned batch cap with the figures behind it (`limit`: the configured maxBatchSize). */
   capChange(c: CapChange, logger: Logger, workerId: string, limit: number): void {
-    this.#mx.capChanges.inc({ ...this.#labels, reason: c.reason })
+    this.#mx.capChanges.inc(this.#reason(c.reason))
     const perItem = (rate: number) => (Number.isFinite(rate) && rate > 0 ? Math.round((1000 / rate) * 1000) / 1000 : null)
     logger.info(
       {

@@ -82,7 +82,8 @@ describe('ORT instance metrics', () => {
   })
 
   it('counts runs, busy seconds and live instances of an ONNX model in the registry', async () => {
-    const runner = new OnnxRunner({ name: 'mio', path: modelFile(), instances: 1, intraOpNumThreads: 1 })
+    // On the pool (inlineRunMs 0): the next test counts the inline lane's runs.
+    const runner = new OnnxRunner({ name: 'mio', path: modelFile(), instances: 1, intraOpNumThreads: 1, inlineRunMs: 0 })
     const r = new Registry()
     runner.instrument(r)
     try {
@@ -96,6 +97,22 @@ describe('ORT instance metrics', () => {
       expect(m.get('cohort_ort_busy_seconds_total{instance="0",model="mio"}')!).toBeGreaterThan(afterStart.get('cohort_ort_busy_seconds_total{instance="0",model="mio"}') ?? 0)
       expect(m.get('cohort_ort_instances{model="mio",state="live"}')).toBe(1)
       expect(m.get('cohort_ort_instances{model="mio",state="dead"}')).toBe(0)
+    } finally {
+      await runner.close()
+    }
+  })
+
+  it('counts the inline lane\'s runs and busy seconds as instance "inline"', async () => {
+    const runner = new OnnxRunner({ name: 'mio', path: modelFile(), instances: 1, intraOpNumThreads: 1, inlineRunMs: 5 })
+    const r = new Registry()
+    runner.instrument(r)
+    try {
+      await runner.start()
+      const items = runner.prepare({ id: '1', model: 'mio', items: [{ x: [1, 1, 1, 1], ids: [1, 2, 3] }] } as never)
+      await runner.runBatch(items.map((i) => i.payload))
+      const m = parsePrometheus(r.render())
+      expect({ lane: runner.lanes.inline, runs: m.get('cohort_ort_runs_total{instance="inline",model="mio",result="ok"}') }).toEqual({ lane: 1, runs: 1 })
+      expect(m.get('cohort_ort_busy_seconds_total{instance="inline",model="mio"}')!).toBeGreaterThan(0)
     } finally {
       await runner.close()
     }

@@ -14,7 +14,8 @@ import {
   type WireTensor,
 } from '@cohort/protocol'
 import { ortMetrics, type Registry } from '@cohort/metrics'
-import { OrtPool, type ExecutionProvider, type HostTensor, type HostValueMeta } from '../ort/ort-pool.ts'
+import { OrtPool, type ExecutionProvider, type HostTensor, type HostValueMeta, type RunResult } from '../ort/ort-pool.ts'
+import { DEFAULT_INLINE_RUN_MS, InlineLane, RunTimes } from '../ort/inline-lane.ts'
 import { datatypeOfOrt, ortType, viewOf } from './ort-types.ts'
 import { elementAt } from '../element-at.ts'
 import { DEFAULT_PAD_VALUE, bucketOf, copyCorner, filledBuffer, type PaddingOptions } from './padding.ts'
@@ -43,6 +44,15 @@ export interface OnnxRunnerOptions {
   processes?: boolean
   /** Let idle ORT pool threads spin (see `OrtPoolOptions.allowSpinning`). @default false */
   allowSpinning?: boolean
+  /**
+   * The inline lane (docs/architecture.md#the-inline-lane): a batch whose predicted compute time
+   * is at most this many ms runs in a second, single-thread ORT session on the calling thread
+   * instead of being handed to the pool (two thread wake-ups saved); bigger batches go to the
+   * pool. The lane is kept only for CPU, in worker threads (not `processes`), when a one-row run
+   * at start takes at most this. 0 disables it.
+   * @default DEFAULT_INLINE_RUN_MS (0.25)
+   */
+  inlineRunMs?: number
   /**
    * Largest batch, a hard cap. When given, the self-tuned cap moves within `[1, maxBatchSize]`;
    * when absent, within `[1, DEFAULT_ONNX_BATCH_LIMIT]`.
@@ -95,6 +105,14 @@ export class OnnxRunner implements ModelRunner {
   readonly concurrency: number
   readonly batchDefaults: { maxBatchSize: number; maxDelayMs: number; autoBatchSize: boolean }
   readonly #pool: OrtPool
+  /** The inline lane, when kept at start (see `OnnxRunnerOptions.inlineRunMs`). */
+  #inline: InlineLane | undefined
+  readonly #inlineRunMs: number
+  readonly #path: string
+  /** Compute time of past batches by size, both lanes: what decides the lane. */
+  #runTimes = new RunTimes()
+  /** Runs taken by each lane (for tests and operators). */
+  readonly lanes = { inline: 0, pool: 0 }
   readonly #padding: PaddingOptions | undefined
   /** Inputs the client sends (the mask input excluded). */
   #inputs: InputSpec[] = []
@@ -117,6 +135,9 @@ export class OnnxRunner implements ModelRunner {
       ...(opts.allowSpinning !== undefined ? { allowSpinning: opts.allowSpinning } : {}),
     })
     this.concurrency = this.#pool.instances
+    const inlineable = (opts.ep ?? 'cpu') === 'cpu' && opts.processes !== true
+    this.#inlineRunMs = inlineable ? Math.max(0, opts.inlineRunMs ?? DEFAULT_INLINE_RUN_MS) : 0
+    this.#path = opts.path
     this.#padding = opts.padding
     this.#warmupSpec = opts.warmup
     this.batchDefaults = {
@@ -130,12 +151,15 @@ export class OnnxRunner implements ModelRunner {
   instrument(registry: Registry): void {
     const m = ortMetrics(registry)
     const model = this.name
-    const at = (i: number) => ({ model, instance: String(i) })
+    const at = (i: number | 'inline') => ({ model, instance: String(i) })
+    const run = (i: number | 'inline', busyMs: number, ok: boolean): void => {
+      m.busy.inc(at(i), busyMs / 1000)
+      m.runs.inc({ ...at(i), result: ok ? 'ok' : 'error' })
+    }
+    // Runs on the inline lane count as instance "inline" (the main thread's busy time).
+    this.#onInlineRun = (busyMs, ok) => run('inline', busyMs, ok)
     this.#pool.watch({
-      run: (i, busyMs, ok) => {
-        m.busy.inc(at(i), busyMs / 1000)
-        m.runs.inc({ ...at(i), result: ok ? 'ok' : 'error' })
-      },
+      run,
       exit: (i) => m.exits.inc(at(i)),
       restart: (i) => m.restarts.inc(at(i)),
     })
@@ -164,7 +188,80 @@ export class OnnxRunner implements ModelRunner {
     }
     this.#checkLeadingDims()
     await this.#warmup()
+    await this.#openInline()
     this.#ready = true
+  }
+
+  /**
+   * Open the inline lane when enabled: a second session on this thread, warmed with a one-row
+   * batch, then run three times; kept when the fastest of those took at most `inlineRunMs` (a heavier model never
+   * runs a batch inline, so it does not keep a second copy of its weights).
+   */
+  async #openInline(): Promise<void> {
+    if (this.#inlineRunMs <= 0 || this.#mask !== undefined || this.#inputs.some((s) => s.datatype === 'BYTES')) {
+      return
+    }
+    const lane = await InlineLane.open(this.#path)
+    if (!lane) {
+      return
+    }
+    const feeds = this.#zeroFeeds(this.#fixedBatch ?? 1)
+    try {
+      await lane.run(feeds())
+      let computeMs = Infinity
+      for (let i = 0; i < 3; i++) {
+        computeMs = Math.min(computeMs, (await lane.run(feeds())).computeMs)
+      }
+      if (computeMs <= this.#inlineRunMs) {
+        // Warm runs only: the pool's warm-up (a first run, the slowest) does not count.
+        this.#runTimes = new RunTimes()
+        this.#runTimes.observe(this.#fixedBatch ?? 1, computeMs)
+        this.#inline = lane
+        return
+      }
+    } catch {
+      // Symbolic dims that need other values than 1: no inline lane (the pool serves every batch).
+    }
+    await lane.close()
+  }
+
+  /** Fresh zero feeds of `rows` rows (symbolic dims 1), each call its own buffers. */
+  #zeroFeeds(rows: number): () => Record<string, HostTensor> {
+    return () => {
+      const feeds: Record<string, HostTensor> = {}
+      for (const spec of this.#inputs) {
+        const dims = [rows, ...spec.rest.map((d) => (d < 0 ? 1 : d))]
+        const count = dims.reduce((a, b) => a * b, 1)
+        feeds[spec.name] = { type: ortType(spec.datatype), dims, data: viewOf(spec.datatype, new ArrayBuffer(count * DATATYPE_SIZE[spec.datatype]), count) }
+      }
+      return feeds
+    }
+  }
+
+  /** Told about each inline run (metrics; set by instrument()). */
+  #onInlineRun: ((busyMs: number, ok: boolean) => void) | undefined
+
+  /** Run a batch of `rows` rows on the inline lane when its predicted time allows, else on the pool. */
+  async #run(feeds: Record<string, HostTensor>, rows: number, timeoutMs: number | undefined): Promise<RunResult> {
+    const lane = this.#inline
+    const predicted = lane ? this.#runTimes.predict(rows) : undefined
+    if (!lane || predicted === undefined || predicted > this.#inlineRunMs) {
+      this.lanes.pool++
+      const r = await this.#pool.run(feeds, timeoutMs !== undefined ? { timeoutMs } : {})
+      this.#runTimes.observe(rows, r.computeMs)
+      return r
+    }
+    this.lanes.inline++
+    const t0 = performance.now()
+    try {
+      const r = await lane.run(feeds)
+      this.#runTimes.observe(rows, r.computeMs)
+      this.#onInlineRun?.(performance.now() - t0, true)
+      return r
+    } catch (e) {
+      this.#onInlineRun?.(performance.now() - t0, false)
+      throw new CohortError('PREDICTOR_FAILED', `onnxruntime: ${e instanceof Error ? e.message : String(e)}`)
+    }
   }
 
   /**
@@ -273,7 +370,7 @@ export class OnnxRunner implements ModelRunner {
         feeds[this.#mask.name] = buildMask(this.#mask, real, n)
       }
     }
-    const { outputs } = await this.#pool.run(feeds, opts.timeoutMs !== undefined ? { timeoutMs: opts.timeoutMs } : {})
+    const { outputs } = await this.#run(feeds, n, opts.timeoutMs)
     const outMeta = new Map(this.#pool.outputs.map((m) => [m.name, m]))
     const results: ItemResult[] = items.map(() => ({ tensors: {} }))
     for (const [name, out] of Object.entries(outputs)) {
@@ -309,8 +406,10 @@ export class OnnxRunner implements ModelRunner {
     return results
   }
 
-  close(): Promise<void> {
-    return this.#pool.close()
+  async close(): Promise<void> {
+    const lane = this.#inline
+    this.#inline = undefined
+    await Promise.all([this.#pool.close(), lane?.close().catch(() => undefined)])
   }
 
   /** Batch group: exact shapes, or length buckets of the dynamic dims when padding is on. */

@@ -1,0 +1,101 @@
+import { mkdtempSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterEach, describe, expect, it } from 'vitest'
+import { graph, model, node, valueInfo } from '@cohort/onnx-builder'
+import { countPerRequest } from '@cohort/test-support'
+import type { WireTensor } from '@cohort/protocol'
+import { OnnxRunner } from '../runners/onnx-runner.ts'
+import { RunTimes } from './inline-lane.ts'
+
+const FEATURES = 64
+
+/** An Identity of 64 floats: a run is a copy, microseconds. */
+function tinyModel(): string {
+  const p = join(mkdtempSync(join(tmpdir(), 'cohort-inline-')), 'identity.onnx')
+  const g = graph({
+    name: 'id',
+    inputs: [valueInfo('in', 'FP32', ['batch', FEATURES])],
+    outputs: [valueInfo('out', 'FP32', ['batch', FEATURES])],
+    nodes: [node('Identity', ['in'], ['out'])],
+  })
+  writeFileSync(p, model(g))
+  return p
+}
+
+function rows(n: number): unknown[] {
+  const src: Record<string, WireTensor> = { in: { datatype: 'FP32', shape: [n, FEATURES], bytes: new Uint8Array(new Float32Array(n * FEATURES).fill(0.5).buffer) } }
+  return Array.from({ length: n }, (_, row) => ({ src, row }))
+}
+
+describe('RunTimes', () => {
+  it('predicts nothing before a run, the fastest of the bucket once seen, and scales up from a smaller bucket', () => {
+    const t = new RunTimes()
+    expect(t.predict(1)).toBeUndefined()
+    t.observe(1, 0.1)
+    expect(t.predict(1)).toBeCloseTo(0.1)
+    // 100 rows, bucket 128, unseen: 0.1 ms per row from bucket 1.
+    expect(t.predict(100)).toBeCloseTo(10)
+    t.observe(100, 0.7)
+    t.observe(100, 0.2)
+    t.observe(100, 0.9)
+    expect(t.predict(100)).toBeCloseTo(0.2)
+  })
+
+  it('forgets a fast run 8 runs later (a model that got slower is predicted slower)', () => {
+    const t = new RunTimes()
+    t.observe(1, 0.1)
+    for (let i = 0; i < 7; i++) {
+      t.observe(1, 0.5)
+    }
+    expect(t.predict(1)).toBeCloseTo(0.1)
+    t.observe(1, 0.5)
+    expect(t.predict(1)).toBeCloseTo(0.5)
+  })
+})
+
+describe('the inline lane of an ONNX runner', () => {
+  const runners: OnnxRunner[] = []
+  afterEach(async () => {
+    for (const r of runners.splice(0)) {
+      await r.close()
+    }
+  })
+  // inlineRunMs 5 unless a test sets it: a loaded machine stretches a microsecond run's wall time
+  // past the 0.25 ms default, and these tests check the lanes, not the machine's speed.
+  async function started(opts: { inlineRunMs?: number } = {}): Promise<OnnxRunner> {
+    const r = new OnnxRunner({ name: 'id', path: tinyModel(), intraOpNumThreads: 1, inlineRunMs: 5, ...opts })
+    runners.push(r)
+    await r.start()
+    return r
+  }
+
+  it('runs a tiny model on the calling thread: no postMessage per batch, the right outputs', async () => {
+    const r = await started()
+    const c = await countPerRequest(() => r.runBatch(rows(1)), 20, 2)
+    expect({ postMessages: c.postMessages, inline: r.lanes.inline, pool: r.lanes.pool }).toEqual({ postMessages: 0, inline: 22, pool: 1 /* the warm-up at start */ })
+    const [out] = await r.runBatch(rows(1))
+    const t = (out as { tensors: Record<string, WireTensor> }).tensors['out']
+    expect(t?.shape).toEqual([1, FEATURES])
+    expect([...new Float32Array(t!.bytes.slice().buffer)].every((v) => v === 0.5)).toBe(true)
+  })
+
+  it('hands a batch predicted over inlineRunMs to the pool (16,384 rows: 16,384x the fastest one-row run), one postMessage', async () => {
+    const r = await started()
+    const c = await countPerRequest(() => r.runBatch(rows(16_384)), 1, 0)
+    expect({ postMessages: c.postMessages, pool: r.lanes.pool }).toEqual({ postMessages: 1, pool: 2 })
+  })
+
+  it('keeps no inline lane for a model whose one-row run is over inlineRunMs', async () => {
+    // No run takes a nanosecond: the model is "heavy" against this limit.
+    const r = await started({ inlineRunMs: 1e-6 })
+    const c = await countPerRequest(() => r.runBatch(rows(1)), 5, 0)
+    expect({ postMessages: c.postMessages, inline: r.lanes.inline }).toEqual({ postMessages: 1, inline: 0 })
+  })
+
+  it('inlineRunMs 0 disables the lane: every batch goes to the pool', async () => {
+    const r = await started({ inlineRunMs: 0 })
+    const c = await countPerRequest(() => r.runBatch(rows(1)), 5, 0)
+    expect({ postMessages: c.postMessages, inline: r.lanes.inline, pool: r.lanes.pool }).toEqual({ postMessages: 1, inline: 0, pool: 6 })
+  })
+})
