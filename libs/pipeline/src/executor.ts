@@ -142,10 +142,7 @@ export class PipelineExecutor {
             out[i] = toItemError(e)
           }
         })
-        const rs = await this.stage(s.stage.name).submitMany(
-          owned.flatMap((o) => o.parts),
-          deadline,
-        )
+        const rs = await this.stage(s.stage.name).submitMany(allParts(owned), deadline)
         if (this.#clock.now() >= deadline) {
           const err = deadlineError(s.name)
           owned.forEach((o) => (out[o.i] = err))
@@ -195,4 +192,15 @@ export class PipelineExecutor {
 
 function deadlineError(stage: string): ItemError {
   return new ItemError(`deadline passed before stage ${stage}; the item was not run further`, 'DEADLINE_EXCEEDED')
+}
+
+/** Every item's sub-items end to end, by a loop (`flatMap` costs several times as much per item). */
+function allParts(owned: readonly { parts: unknown[] }[]): unknown[] {
+  const parts: unknown[] = []
+  for (const o of owned) {
+    for (const part of o.parts) {
+      parts.push(part)
+    }
+  }
+  return parts
 }
