@@ -27,7 +27,7 @@ describe('door flags', () => {
     expect(() => doorOptions(parse(['--admission-margin-pct', '95'], DOOR_OPTIONS).values)).toThrow(/at most 90/)
     const transport = new InProcessTransport()
     const core = createGatewayCore({ transport, ...doorOptions(parse(['--admission-margin-pct', '0'], DOOR_OPTIONS).values) })
-    expect(core.door.workerWait!.control.ceiling).toBe(1)
+    expect(core.door.workerWait!.control.ceiling('m', '')).toBe(1)
     await core.close()
     await transport.close()
   })

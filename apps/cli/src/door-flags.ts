@@ -38,8 +38,8 @@ export const DOOR_KNOBS = Object.freeze({
     min: 0,
     help: [
       'admit a request only when its predicted finish (queue wait + run + the',
-      "gateway's delay) is within (100 - P)% of its time left; the queue wait counts",
-      'more while admitted requests finish late (0-90; docs/reliability.md#admission-with-a-margin)',
+      "gateway's delay) is within (100 - P)% of its time left; the margin grows while",
+      'admitted requests finish late and decays back to P (0-90; docs/architecture.md#admission-target)',
     ],
   },
   'no-event-loop-lag-check': {

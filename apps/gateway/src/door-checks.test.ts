@@ -123,7 +123,7 @@ describe('the door checks in the HTTP app', () => {
     await transport.close()
   })
 
-  it("feedback through the door: a request it admitted and that was answered after its deadline raises the scale of that model and tenant's queued wait; one answered in time does not", async () => {
+  it('feedback through the door: a request it admitted and that was answered after its deadline raises the margin of that model and tenant; one answered in time does not', async () => {
     const transport = new InProcessTransport()
     const app = createApp({ transport, registry: new Registry(), logger: keptLogger().logger })
     // A v1 worker with an idle queue (10 ms to run): the door admits by the estimate, with a ticket.
@@ -143,11 +143,11 @@ describe('the door checks in the HTTP app', () => {
     const control = app.core.door.workerWait!.control
     delayMs = -350 // well in time
     expect((await post()).status).toBe(200)
-    expect(control.scale('m', '')).toBe(1)
+    expect(control.margin('m', '')).toBe(0.2)
     delayMs = 20 // within the reply grace, but past the deadline (on a slow machine past the grace too: 504, late all the same)
     expect([200, 504]).toContain((await post()).status)
-    expect(control.scale('m', '')).toBeCloseTo(1 / 0.7)
-    expect(control.scale('other', '')).toBe(1)
+    expect(control.margin('m', '')).toBeGreaterThan(0.3) // 0.2 + (0.8 - 0.2) / 4 = 0.35, less a little decay
+    expect(control.margin('other', '')).toBe(0.2)
     await app.close()
     await transport.close()
   })

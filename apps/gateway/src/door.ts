@@ -387,8 +387,8 @@ export class Passage {
       return
     }
     const a = this.arrival
-    const ownDeadline = ADMISSION[a.origin].budget === 'own' ? a.deadlineAt : undefined
-    const left = ownDeadline !== undefined ? ownDeadline - Date.now() : this.timeoutMs(a.timeoutParamUs)
+    const deadlineAt = ADMISSION[a.origin].budget === 'own' ? a.deadlineAt : undefined
+    const left = deadlineAt !== undefined ? deadlineAt - Date.now() : this.timeoutMs(a.timeoutParamUs)
     const v = ww.judge(this.model, a.tenant?.slice(0, 128) ?? '', left - this.#lag, this.#loopLag)
     if (!v.admit) {
       this.#refused(v.error, DOOR_CHECKS.workerWait)
@@ -548,8 +548,8 @@ export class Passage {
 
   /**
    * An admitted call's outcome back to the admission controller: late when answered past its
-   * deadline, 504, or refused by the worker (the door let in what the worker could not take);
-   * on time when answered within it. Other failures (bad input, cancels) say nothing of load.
+   * deadline or past 80% of its budget (the ticket's `lateAt`), 504, or refused by the worker (the
+   * door let in what the worker could not take); on time otherwise. Other failures (bad input, cancels) say nothing of load.
    */
   #outcome(t: AdmissionTicket): void {
     const ctl = this.door.workerWait?.control

@@ -104,7 +104,7 @@ export interface GatewayOptions {
    * finish before its deadline, by the workers' queue-wait estimates, is refused 503 OVERLOADED
    * with `Retry-After` before its body is read, without a NATS round trip. Needs `workerLoss` (the
    * estimates come with heartbeats and accept notices). `false` turns it off (`--no-worker-wait`).
-   * `control`: the admission margin and outcome feedback (docs/reliability.md#admission-with-a-margin).
+   * `control`: the admission margin and outcome feedback (docs/architecture.md#admission-target).
    * @default {} (probe every 100 ms, estimates stale after 2 heartbeat intervals, margin 0.2)
    */
   workerWait?: WorkerWaitOptions | false

@@ -39,9 +39,7 @@ describe('WorkerWaitCheck (the door refuses what no worker can finish in time)',
       expect(v.error.status).toBe(503)
       expect(v.error.retryAfterS).toBe(1)
       expect(v.error.message).toMatch(/worker-wait check/)
-      expect(v.error.message).toMatch(
-        /best of 2 workers: about 300 ms of queued work and 20 ms to run it, 319 ms left, of which admission fills at most 100%, counting queued work x1.00/,
-      )
+      expect(v.error.message).toMatch(/best of 2 workers: about 300 ms of queued work and 20 ms to run it, 319 ms left, of which admission fills at most 100%\)/)
     }
     // Another model is not affected.
     expect(kind(check.judge('other', '', 1))).toBe('admit')

@@ -61,9 +61,9 @@ export class WorkerWaitCheck {
   /**
    * Judge a request of `tenant` ('' anonymous) for `model` with `leftMs` to its deadline, the
    * gateway's own delay `delayMs` (its reply waits about as long as the request did): admitted
-   * when the predicted finish, the best worker's wait (times the controller's scale for this
-   * model and tenant: above 1 after late outcomes, {@link AdmissionControl}) plus its service
-   * estimate plus `delayMs`, fits `1 - margin` of `leftMs`; else refused 503 OVERLOADED with
+   * when the predicted finish, the best worker's wait plus its service estimate plus `delayMs`,
+   * fits `1 - margin` of `leftMs` (the margin of this model and tenant, grown by late outcomes;
+   * none for a good queue: {@link AdmissionControl}); else refused 503 OVERLOADED with
    * Retry-After (retrying can help). Admitted when nothing fresh is known, when even an idle
    * worker could not finish it (`leftMs` below the service estimate: the worker answers that
    * exactly, a retry would not help), and as a probe once per `probeIntervalMs` per model. A
@@ -77,7 +77,7 @@ export class WorkerWaitCheck {
     if (best === undefined || leftMs < best.serviceMs) {
       return { admit: true }
     }
-    const ticket = this.control.admit(model, tenant, best.waitMs, best.serviceMs + delayMs, leftMs)
+    const ticket = this.control.admit(model, tenant, best.waitMs, best.serviceMs, delayMs, leftMs)
     if (ticket !== undefined) {
       this.waits.admitted(model, tenant, 1)
       return { admit: true, ticket }
@@ -90,13 +90,13 @@ export class WorkerWaitCheck {
       if (this.#probes.size > 1024) {
         this.#probes.delete(this.#probes.keys().next().value as string)
       }
-      return { admit: true, probe: true, ticket: this.control.ticket(model, tenant) }
+      return { admit: true, probe: true, ticket: this.control.ticket(model, tenant, leftMs) }
     }
     return {
       admit: false,
       error: new CohortError(
         'OVERLOADED',
-        `model "${model}": no worker can finish this request well within its deadline (best of ${best.workers} worker${best.workers === 1 ? '' : 's'}: about ${Math.ceil(best.waitMs)} ms of queued work and ${Math.ceil(best.serviceMs)} ms to run it, ${Math.floor(leftMs)} ms left, of which admission fills at most ${Math.round(this.control.ceiling * 100)}%, counting queued work x${this.control.scale(model, tenant).toFixed(2)}); refused at the door (worker-wait check), retry after Retry-After`,
+        `model "${model}": no worker can finish this request well within its deadline (best of ${best.workers} worker${best.workers === 1 ? '' : 's'}: about ${Math.ceil(best.waitMs)} ms of queued work and ${Math.ceil(best.serviceMs)} ms to run it, ${Math.floor(leftMs)} ms left, of which admission fills at most ${Math.round(this.control.ceiling(model, tenant) * 100)}%); refused at the door (worker-wait check), retry after Retry-After`,
         { retryAfterS: Math.max(1, Math.ceil(best.waitMs / 1000)) },
       ),
     }
