@@ -259,7 +259,9 @@ describe('JobRunner', () => {
       q.failUpdates = 45 // two rounds of 20 tries fail, and some of the third
       return ok(req)
     })
-    start(q, t)
+    // An ack wait well past the keep-alive (every 1 s): a loaded machine that stalls this process for
+    // 200 ms would otherwise see a redelivery, which is the next test's case, not this one's.
+    start(q, t, undefined, { ackWaitMs: 2000 })
     await until(async () => (await record(q, 'store')).status === 'succeeded')
     await until(() => q.log.includes('ack store'))
     expect(t.got).toHaveLength(1)
