@@ -1,7 +1,11 @@
 import type { InferReply, InferRequest } from '@cohort/protocol'
 import {
+  DEFAULT_DEFER_DELAY_MS,
+  DEFAULT_DEFER_MAX_DELAY_MS,
   DEFAULT_JOB_TIMEOUT_MS,
   decodePrediction,
+  deferDelay,
+  LOAD_REFUSALS,
   encodePrediction,
   isTerminal,
   outcomeOf,
@@ -61,11 +65,7 @@ const WEBHOOK_DRAIN_MS = 5_000
 /** Default time a result that could not be stored is retried: 30 s. */
 export const DEFAULT_STORE_RETRY_MS = 30_000
 
-/** Default first wait before a job refused for load is delivered again: 1 s. */
-export const DEFAULT_DEFER_DELAY_MS = 1_000
-
-/** Default longest wait before a job refused for load is delivered again: 10 s. */
-export const DEFAULT_DEFER_MAX_DELAY_MS = 10_000
+export { DEFAULT_DEFER_DELAY_MS, DEFAULT_DEFER_MAX_DELAY_MS, deferDelay }
 
 /** Default ack wait of a job consumer: 30 s. */
 export const DEFAULT_JOB_ACK_WAIT_MS = 30_000
@@ -215,7 +215,7 @@ export class JobRunner {
     }
     const outcome = outcomeOf(reply)
     const code = outcome.error?.code
-    if (code === 'OVERLOADED' || code === 'SHUTTING_DOWN') {
+    if (code !== undefined && LOAD_REFUSALS.has(code)) {
       await this.#defer(d)
       return
     }
@@ -292,15 +292,6 @@ export class JobRunner {
     }
     throw new Error(`prediction ${id} kept changing`)
   }
-}
-
-/**
- * The wait before the `n`th refusal of a job is delivered again: `base` doubled per refusal up to
- * `max`, then a random half to all of it (jitter, so refused jobs do not come back in one wave).
- */
-export function deferDelay(n: number, base: number, max: number, random: () => number = Math.random): number {
-  const full = Math.min(max, base * 2 ** Math.min(30, Math.max(0, n - 1)))
-  return Math.round(full * (0.5 + 0.5 * random()))
 }
 
 /** One delivery standing for every delivery of the same job held (`all`): ack, nak and working reach each. */

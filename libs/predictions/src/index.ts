@@ -28,4 +28,5 @@ export {
   type WebhookOptions,
   WebhookSender,
 } from './webhooks.ts'
+export { DEFAULT_DEFER_DELAY_MS, DEFAULT_DEFER_MAX_DELAY_MS, deferDelay, LOAD_REFUSALS } from './defer.ts'
 export { outcomeOf, PredictionLifecycle, type PredictionOutcome } from './lifecycle.ts'

@@ -1,5 +1,15 @@
 import { CohortError } from '@cohort/protocol'
-import { isTerminal, PredictionLifecycle, WebhookSender, type Prediction } from '@cohort/predictions'
+import {
+  DEFAULT_DEFER_DELAY_MS,
+  DEFAULT_DEFER_MAX_DELAY_MS,
+  deferDelay,
+  isTerminal,
+  LOAD_REFUSALS,
+  PredictionLifecycle,
+  WebhookSender,
+  type Prediction,
+  type PredictionOutcome,
+} from '@cohort/predictions'
 import type { InferenceDoor } from '../door.ts'
 import { DEFAULT_JOB_TIMEOUT_MS, type PredictionJobOptions, type PredictionJobs } from './types.ts'
 
@@ -11,14 +21,18 @@ interface Entry {
 
 /**
  * Async predictions held in gateway memory (the embedded default, no NATS): each runs through the
- * inference door as a `job` (admitted, traced and counted as sync traffic, and batched with it;
- * a door refusal fails the prediction with its code). A restart loses them.
+ * inference door as a `job` (admitted, traced and counted as sync traffic, and batched with it).
+ * A refusal for load (OVERLOADED, SHUTTING_DOWN) is not a failure: the prediction waits (1 s
+ * doubling to 10 s, with jitter) and is tried again until its deadline; any other refusal fails it
+ * with its code. A restart loses them.
  */
 export class MemoryJobs implements PredictionJobs {
   readonly kind = 'memory'
   readonly #door: InferenceDoor
   readonly #timeoutMs: number
   readonly #max: number
+  readonly #deferMs: number
+  readonly #deferMaxMs: number
   readonly #entries = new Map<string, Entry>()
   readonly webhooks: WebhookSender
   readonly #life: PredictionLifecycle
@@ -28,6 +42,8 @@ export class MemoryJobs implements PredictionJobs {
     this.#door = door
     this.#timeoutMs = o.timeoutMs ?? DEFAULT_JOB_TIMEOUT_MS
     this.#max = o.maxInMemory ?? 10_000
+    this.#deferMs = o.deferDelayMs ?? DEFAULT_DEFER_DELAY_MS
+    this.#deferMaxMs = o.deferMaxDelayMs ?? DEFAULT_DEFER_MAX_DELAY_MS
     this.webhooks = new WebhookSender(o.webhooks)
     this.#life = new PredictionLifecycle(this.webhooks)
   }
@@ -88,20 +104,38 @@ export class MemoryJobs implements PredictionJobs {
     await Promise.resolve()
     e.p = this.#life.start(e.p, { attempts: 1 })
     this.#life.started(e.p)
-    const outcome = await this.#door.predict({
-      origin: 'job',
-      route: 'job',
-      model: e.p.model,
-      input: e.p.input,
-      deadline: Date.now() + this.#timeoutMs,
-      id: e.p.id,
-      signal: e.abort.signal,
-    })
+    const outcome = await this.#untilServed(e, Date.now() + this.#timeoutMs)
     if (isTerminal(e.p.status)) {
       return // canceled meanwhile: the cancel wins
     }
     e.p = this.#life.finish(e.p, outcome)
     this.#life.finished(e.p)
+  }
+
+  /**
+   * Send the prediction through the door; while it is refused for load, wait (counted in its
+   * record's `deferrals`) and send again, until a wait would end past `deadline`, it is canceled
+   * or the jobs close. The last outcome.
+   */
+  async #untilServed(e: Entry, deadline: number): Promise<PredictionOutcome> {
+    for (let n = 1; ; n++) {
+      const outcome = await this.#door.predict({ origin: 'job', route: 'job', model: e.p.model, input: e.p.input, deadline, id: e.p.id, signal: e.abort.signal })
+      const code = outcome.error?.code
+      const waitMs = deferDelay(n, this.#deferMs, this.#deferMaxMs)
+      if (code === undefined || !LOAD_REFUSALS.has(code) || Date.now() + waitMs >= deadline || this.#stopped(e)) {
+        return outcome
+      }
+      e.p = { ...e.p, deferrals: n }
+      await pause(waitMs, e.abort.signal)
+      if (this.#stopped(e)) {
+        return outcome
+      }
+    }
+  }
+
+  /** True once `e` is canceled (or finished) or the jobs closed: no further try. */
+  #stopped(e: Entry): boolean {
+    return this.#closed || e.abort.signal.aborted || isTerminal(e.p.status)
   }
 
   /** Forget the oldest finished predictions beyond the bound; the OVERLOADED error (to reject with) when none can go. */
@@ -122,4 +156,18 @@ export class MemoryJobs implements PredictionJobs {
     }
     return undefined
   }
+}
+
+/** Resolve after `ms` or once `signal` aborts (an unref'd timer: it never holds the process). */
+function pause(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(t)
+      signal.removeEventListener('abort', done)
+      resolve()
+    }
+    const t = setTimeout(done, ms)
+    ;(t as { unref?: () => void }).unref?.()
+    signal.addEventListener('abort', done, { once: true })
+  })
 }

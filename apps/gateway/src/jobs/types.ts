@@ -20,6 +20,15 @@ export interface PredictionJobOptions {
   timeoutMs?: number
   /** Most predictions kept in memory (embedded mode); the oldest finished ones go first. @default 10000 */
   maxInMemory?: number
+  /**
+   * In-memory jobs: wait before a prediction the door refused for load (OVERLOADED, SHUTTING_DOWN)
+   * is tried again, ms, doubled per refusal up to `deferMaxDelayMs`, with jitter; tried until its
+   * deadline (`timeoutMs` from its start). Durable jobs have the worker's own (`cohort worker`).
+   * @default 1000
+   */
+  deferDelayMs?: number
+  /** Longest wait before a refused in-memory prediction is tried again, ms. @default 10000 */
+  deferMaxDelayMs?: number
   /** Webhook delivery (attempts, backoff). */
   webhooks?: WebhookOptions
 }
