@@ -111,7 +111,7 @@ describe('admission at enqueue', () => {
 })
 
 describe('admission: infeasible even alone', () => {
-  it('flags an arrival whose deadline is shorter than its own batch time (answer 504, not 503)', () => {
+  it('flags an arrival whose deadline is shorter than its own batch time, with that time (answer 400 DEADLINE_TOO_SHORT, not 503)', () => {
     const h = harness({ maxBatchSize: 2 })
     teach(h.engine)
     pushAll(h, 'busy')
@@ -119,6 +119,7 @@ describe('admission: infeasible even alone', () => {
     pushAll(h, 'q1')
     const alone = h.engine.offer({ value: 'a', deadline: 2 }) // t(1) = 3 > 2
     expect(alone).toMatchObject({ status: 'late', infeasible: true })
+    expect(alone.status === 'late' ? alone.aloneMs : undefined).toBeGreaterThan(2)
     const behind = h.engine.offer({ value: 'b', deadline: 5 }) // alone 3 <= 5, behind the queue 3 + t(2) = 7 > 5
     expect(behind).toMatchObject({ status: 'late', infeasible: false })
   })

@@ -182,6 +182,7 @@ export class BatchEngine<T> {
             retryAfterMs: est.finish - now,
             estimatedFinishMs: est.finish - now,
             infeasible: now + alone > entry.deadline,
+            aloneMs: alone,
           }
         }
       }

@@ -58,10 +58,12 @@ export type Offer =
       estimatedFinishMs?: number
       /**
        * `'late'` only: true when the item could not finish in time even if it ran alone now (its
-       * deadline is shorter than the model's time): answer it like an expired item (504), not as
-       * overload (503).
+       * deadline is shorter than the model's time): answer it 400 DEADLINE_TOO_SHORT naming
+       * {@link aloneMs}, not as overload (503): retrying with the same deadline cannot help.
        */
       infeasible?: boolean
+      /** `'late'` only: the model's upper estimate of the item's run time alone, ms (the limit an infeasible deadline is under). */
+      aloneMs?: number
       /** `'full'` only: true when the item's tenant is at its own bound `maxTenantQueue`. */
       tenant?: boolean
     }

@@ -12,6 +12,10 @@ export const ERROR_CODES = {
   INVALID_INPUT: { status: 400, doc: 'An item does not match the model: wrong input names, datatype, shape, or schema.' },
   UNAUTHORIZED: { status: 401, doc: 'Credentials are missing or wrong.' },
   FORBIDDEN: { status: 403, doc: 'Credentials are valid but not allowed to do this.' },
+  DEADLINE_TOO_SHORT: {
+    status: 400,
+    doc: "The request's deadline is shorter than the model needs to run it even alone on an idle worker (its learned time for the item); the message names both. Retrying with the same deadline cannot help: send a longer one.",
+  },
   MODEL_NOT_FOUND: { status: 404, doc: 'No model of that name is known.' },
   MODEL_LOAD_FAILED: {
     status: 400,

@@ -464,14 +464,14 @@ function* tenantsOf(reqs: readonly ({ tenant?: string } | { error: unknown })[])
   }
 }
 
-/** The answer to an item the engine would not queue: 503 OVERLOADED (or SHUTTING_DOWN after close). */
+/** The answer to an item the engine would not queue: 503 OVERLOADED, 400 DEADLINE_TOO_SHORT when it cannot finish even alone (or SHUTTING_DOWN after close). */
 function refusal(model: string, offer: Offer, maxQueue: number, leftMs: number, items = 1): WireError {
   switch (offer.status) {
     case 'late':
       if (offer.infeasible) {
         return {
-          code: 'DEADLINE_EXCEEDED',
-          message: `model "${model}" cannot finish this item within its deadline even alone (estimated ${Math.round(offer.estimatedFinishMs ?? 0)} ms, ${Math.round(leftMs)} ms left); it was not run`,
+          code: 'DEADLINE_TOO_SHORT',
+          message: `model "${model}" needs about ${Math.ceil(offer.aloneMs ?? offer.estimatedFinishMs ?? 0)} ms to run this item even alone on an idle worker, and its deadline left ${Math.floor(leftMs)} ms; it was not run: send a deadline of at least ${Math.ceil(offer.aloneMs ?? offer.estimatedFinishMs ?? 0)} ms`,
         }
       }
       return {
