@@ -207,7 +207,7 @@ describe('per-request budgets: embedded (in-process transport, what cohort serve
     expectWithin('embedded ONNX infer', c, {
       timers: 0.5,
       immediates: 3.5,
-      promises: 90,
+      promises: 91, // 90.0 measured here, 90.4 on a loaded CI run (work the clock triggers on a request's path): 1 of headroom
       socketWrites: 0.2,
       postMessages: 0.5,
       jsonParses: 1,
@@ -410,7 +410,7 @@ describe('per-request budgets: distributed (gateway and worker on their own NATS
     expectWithin('distributed ONNX infer', c, {
       timers: 0.5,
       immediates: 3.5,
-      promises: 178, // 174.2 measured here, 176.4 on a loaded CI run (liveness work under load adds a few): 2 of headroom
+      promises: 176, // 170.2 measured with the background (heartbeats, liveness) taken off; 174-176 counted it in: 6 of headroom
       socketWrites: 3.1,
       postMessages: 0.5,
       jsonParses: 1,
