@@ -89,6 +89,33 @@ describe('the door checks in the HTTP app', () => {
     await transport.close()
   })
 
+  it('failures by the deadline write no warn line each: 20 worker answers of 504 DEADLINE_EXCEEDED and 400 DEADLINE_TOO_SHORT are one aggregated line', async () => {
+    const { logger, lines } = keptLogger()
+    const transport = new InProcessTransport()
+    const app = createApp({ transport, registry: new Registry(), logger, workerWait: false })
+    const sub = transport.subscribe(subj.infer('m'))
+    let n = 0
+    void (async () => {
+      for await (const m of sub) {
+        const req = decodeRequest(m.data)
+        const code = n++ % 2 === 0 ? 'DEADLINE_EXCEEDED' : 'DEADLINE_TOO_SHORT'
+        m.respond(encodeReply({ v: 1, id: req.id, error: { code, message: `${code} on purpose` } }))
+      }
+    })()
+    const body = JSON.stringify({ inputs: [{ name: 'x', datatype: 'FP32', shape: [1], data: [1] }] })
+    const statuses: number[] = []
+    for (let i = 0; i < 20; i++) {
+      statuses.push((await app.request('/v2/models/m/infer', { method: 'POST', headers: { 'content-type': 'application/json' }, body })).status)
+    }
+    expect(statuses.filter((s) => s === 504)).toHaveLength(10)
+    expect(statuses.filter((s) => s === 400)).toHaveLength(10)
+    expect(lines.filter((l) => l.level === 'warn').map((l) => l.msg)).toEqual([
+      'requests failed by their deadline: 504 DEADLINE_EXCEEDED, 400 DEADLINE_TOO_SHORT, counted in cohort_requests_total',
+    ])
+    await app.close()
+    await transport.close()
+  })
+
   it('refusalLogIntervalMs: 0 logs every refusal (for debugging); the option reaches the door', async () => {
     const { logger, count } = keptLogger()
     const { transport, post } = await setup({ logger, workerWait: { probeIntervalMs: 1e9 }, refusalLogIntervalMs: 0 })

@@ -34,7 +34,7 @@ import { Authenticator } from './middleware/auth/credentials.ts'
 import { ModelSlos, SLO_TTL_MS } from './slo.ts'
 import { DOOR_CHECKS, WorkerWaitCheck, type DoorCheck, type WorkerWaitOptions } from './wait-check.ts'
 import type { AdmissionTicket } from './admission-control.ts'
-import { RefusalLog } from './refusal.ts'
+import { DEADLINE_CODES, DEADLINE_SUMMARY, RefusalLog } from './refusal.ts'
 import { ADMISSION, checkModelPath, inflightOverloaded, inflightTooLarge, type Origin } from './admission.ts'
 import { TokenBuckets } from './middleware/rate-limit/index.ts'
 
@@ -80,8 +80,9 @@ export interface DoorOptions extends ObservationOptions {
    */
   inflight?: InflightLimits | false | undefined
   /**
-   * Refusals (503 OVERLOADED) are not logged one by one: they are counted, and one aggregated
-   * `warn` line is written at most every this many ms (refusal.ts). @default 10000
+   * Refusals (503 OVERLOADED) and failures by the deadline (504 DEADLINE_EXCEEDED, 400
+   * DEADLINE_TOO_SHORT) are not logged one by one: they are counted, and one aggregated `warn`
+   * line of each is written at most every this many ms (refusal.ts). @default 10000
    */
   refusalLogIntervalMs?: number | undefined
 }
@@ -516,12 +517,18 @@ export class Passage {
   /**
    * Record a failure; answers what to throw (see {@link RequestObservation.fail}). A refusal for
    * load (503 OVERLOADED: a door check, the in-flight bound, a worker's full queue) is not logged
-   * on its own: it is counted, and the door's {@link RefusalLog} writes one aggregated line.
+   * on its own: it is counted, and the door's {@link RefusalLog} writes one aggregated line; so is a
+   * failure by the deadline (504 DEADLINE_EXCEEDED, 400 DEADLINE_TOO_SHORT), in its own summary line.
    */
   fail(e: unknown, status?: number): CohortError {
     if (e instanceof CohortError && e.code === 'OVERLOADED' && status === undefined) {
       this.#code = e.code
       this.door.refusals.note(this.#check ?? (this.#sentDeadline === undefined ? 'door' : 'worker'), this.model)
+      return this.obs.refused(e)
+    }
+    if (e instanceof CohortError && DEADLINE_CODES.has(e.code) && status === undefined) {
+      this.#code = e.code
+      this.door.deadlineFailures.note(e.code, this.model)
       return this.obs.refused(e)
     }
     const ce = this.obs.fail(e, status)
@@ -587,9 +594,12 @@ export class InferenceDoor {
   readonly inflight: InflightBudget | undefined
   /** The aggregated log of this door's refusals (no line per refusal). */
   readonly refusals: RefusalLog
+  /** Failures by the deadline (504 DEADLINE_EXCEEDED, 400 DEADLINE_TOO_SHORT), logged aggregated like refusals. */
+  readonly deadlineFailures: RefusalLog
 
   constructor(readonly o: DoorOptions) {
     this.refusals = new RefusalLog(o.logger, o.refusalLogIntervalMs !== undefined ? { intervalMs: o.refusalLogIntervalMs } : {})
+    this.deadlineFailures = new RefusalLog(o.logger, { ...(o.refusalLogIntervalMs !== undefined ? { intervalMs: o.refusalLogIntervalMs } : {}), message: DEADLINE_SUMMARY })
     this.slos = o.serverSlo === false ? undefined : new ModelSlos<number, Pick<ModelMeta, 'slo'>>((m) => o.upstream.heldMeta(m))
     this.generationSlos =
       o.serverSlo === false

@@ -25,7 +25,22 @@ export interface RefusalLogOptions {
   intervalMs?: number
   /** Clock, ms. @default Date.now */
   now?: () => number
+  /** The summary line's message. @default the refusals' ({@link REFUSAL_SUMMARY}) */
+  message?: string
 }
+
+/** The message of the refusals' summary line. */
+export const REFUSAL_SUMMARY = 'requests refused (overload): 503 OVERLOADED, counted in cohort_door_refusals_total'
+
+/**
+ * The message of the deadline failures' summary line: a request admitted that then ran out of time
+ * (504 DEADLINE_EXCEEDED) or whose deadline the model can never meet (400 DEADLINE_TOO_SHORT). Under
+ * overload these come by the thousand, like refusals, so they are aggregated the same way.
+ */
+export const DEADLINE_SUMMARY = 'requests failed by their deadline: 504 DEADLINE_EXCEEDED, 400 DEADLINE_TOO_SHORT, counted in cohort_requests_total'
+
+/** The codes aggregated in the deadline failures' summary line instead of a line each. */
+export const DEADLINE_CODES: ReadonlySet<string> = new Set(['DEADLINE_EXCEEDED', 'DEADLINE_TOO_SHORT'])
 
 /**
  * Aggregated logging of refusals: each refusal is counted (by check); a `warn` line
@@ -37,6 +52,7 @@ export interface RefusalLogOptions {
 export class RefusalLog {
   readonly intervalMs: number
   readonly #now: () => number
+  readonly #message: string
   #last = -Infinity
   #byCheck: Record<string, number> = {}
   #total = 0
@@ -47,6 +63,7 @@ export class RefusalLog {
   ) {
     this.intervalMs = o.intervalMs ?? DEFAULT_REFUSAL_LOG_INTERVAL_MS
     this.#now = o.now ?? Date.now
+    this.#message = o.message ?? REFUSAL_SUMMARY
     if (!(this.intervalMs >= 0)) {
       throw new RangeError('refusalLogIntervalMs must be >= 0')
     }
@@ -57,7 +74,7 @@ export class RefusalLog {
     return this.#total
   }
 
-  /** Count one refusal by `check` (a door check, or `worker` for a worker's own); log when due. */
+  /** Count one refusal by `check` (a door check, `worker` for a worker's own, or an error code); log when due. */
   note(check: string, model: string): void {
     this.#total++
     this.#byCheck[check] = (this.#byCheck[check] ?? 0) + 1
@@ -70,7 +87,7 @@ export class RefusalLog {
     const byCheck = this.#byCheck
     const refused = Object.values(byCheck).reduce((a, b) => a + b, 0)
     this.#byCheck = {}
-    this.logger.warn({ refused, byCheck, windowMs, lastModel: model }, 'requests refused (overload): 503 OVERLOADED, counted in cohort_door_refusals_total')
+    this.logger.warn({ refused, byCheck, windowMs, lastModel: model }, this.#message)
   }
 }
 
