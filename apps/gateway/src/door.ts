@@ -390,7 +390,7 @@ export class Passage {
     const a = this.arrival
     const deadlineAt = ADMISSION[a.origin].budget === 'own' ? a.deadlineAt : undefined
     const left = deadlineAt !== undefined ? deadlineAt - Date.now() : this.timeoutMs(a.timeoutParamUs)
-    const v = ww.judge(this.model, a.tenant?.slice(0, 128) ?? '', left - this.#lag, this.#loopLag)
+    const v = ww.judge(this.model, a.tenant?.slice(0, 128) ?? '', left - this.#lag, this.#loopLag, left)
     if (!v.admit) {
       this.#refused(v.error, DOOR_CHECKS.workerWait)
       throw v.error

@@ -53,6 +53,27 @@ describe('WorkerWaitCheck (the door refuses what no worker can finish in time)',
     expect(kind(check.judge('m', '', 100))).toBe('OVERLOADED')
   })
 
+  it('refuses 400 DEADLINE_TOO_SHORT, naming the time, a budget below what every fresh worker needs to run the item alone; admits one that fits or when a worker did not say', () => {
+    const { waits, check } = setup()
+    waits.heartbeat('w1', 1000, { m: { queued: 0, waitMs: 0, serviceMs: 30, aloneMs: 12 } })
+    waits.heartbeat('w2', 1000, { m: { queued: 0, waitMs: 0, serviceMs: 30, aloneMs: 9.5 } })
+    const v = check.judge('m', '', 9)
+    expect(kind(v)).toBe('DEADLINE_TOO_SHORT')
+    if (!v.admit) {
+      expect(v.error.status).toBe(400)
+      expect(v.error.retryAfterS).toBeUndefined()
+      expect(v.error.message).toBe(
+        'model "m" needs about 10 ms to run this item even alone on an idle worker, and its deadline left 9 ms; it was not sent: send a deadline of at least 10 ms',
+      )
+    }
+    // The whole budget counts, not what the gateway's own delay left of it (that is overload).
+    expect(kind(check.judge('m', '', 5, 0, 50))).not.toBe('DEADLINE_TOO_SHORT')
+    expect(kind(check.judge('m', '', 10))).toBe('admit')
+    // A worker that does not say (an older one): the worker judges it.
+    waits.heartbeat('w3', 1000, { m: { queued: 0, waitMs: 0, serviceMs: 30 } })
+    expect(kind(check.judge('m', '', 9))).not.toBe('DEADLINE_TOO_SHORT')
+  })
+
   it('lets one probe through per probeIntervalMs while every estimate says late (never a permanent lockout)', () => {
     const { clock, waits, check } = setup({ probeIntervalMs: 100 })
     const verdicts: string[] = []

@@ -70,10 +70,15 @@ export class WorkerWaitCheck {
    * request admitted because it fits is added to the waits (one item; {@link WorkerWaits.admitted}),
    * so a burst between two estimates is refused once the work this door let in would make it
    * late. An admitted request judged by estimates carries a ticket: its outcome goes back to the
-   * controller ({@link AdmissionControl.outcome}).
+   * controller ({@link AdmissionControl.outcome}). A `budgetMs` (the call's whole budget, before
+   * the gateway's own delay) below what every fresh worker needs to run the item alone is refused
+   * 400 DEADLINE_TOO_SHORT: no retry with that deadline can be served.
    */
-  judge(model: string, tenant: string, leftMs: number, delayMs = 0): WaitVerdict {
+  judge(model: string, tenant: string, leftMs: number, delayMs = 0, budgetMs = leftMs): WaitVerdict {
     const best = this.waits.best(model, tenant, this.staleHeartbeats)
+    if (best?.aloneMs !== undefined && budgetMs < best.aloneMs) {
+      return { admit: false, error: tooShort(model, best.aloneMs, budgetMs) }
+    }
     if (best === undefined || leftMs < best.serviceMs) {
       return { admit: true }
     }
@@ -101,4 +106,13 @@ export class WorkerWaitCheck {
       ),
     }
   }
+}
+
+/** 400 DEADLINE_TOO_SHORT: `model` needs `aloneMs` to run an item alone, the call's budget is `budgetMs`. */
+function tooShort(model: string, aloneMs: number, budgetMs: number): CohortError {
+  const need = Math.ceil(aloneMs)
+  return new CohortError(
+    'DEADLINE_TOO_SHORT',
+    `model "${model}" needs about ${need} ms to run this item even alone on an idle worker, and its deadline left ${Math.floor(budgetMs)} ms; it was not sent: send a deadline of at least ${need} ms`,
+  )
 }

@@ -34,6 +34,8 @@ interface Entry {
   serviceMs: number
   /** Ms each more queued item adds (0: the worker did not say; nothing is added). */
   itemMs: number
+  /** Ms a new item would run alone (0: the worker did not say). */
+  aloneMs: number
   /** Per tenant: its wait, from the estimate or grown by what this gateway admitted since. */
   tenants: Map<string, Wait>
 }
@@ -46,6 +48,11 @@ export interface BestWait {
   serviceMs: number
   /** Workers with a fresh estimate for the model. */
   workers: number
+  /**
+   * The least time any of them needs to run a new item alone, ms; undefined when one did not say
+   * (an older worker): a deadline shorter can never be met.
+   */
+  aloneMs: number | undefined
 }
 
 /** Per model and worker, the last queue-wait estimate heard, aged by the time since it came. */
@@ -69,7 +76,7 @@ export class WorkerWaits {
       }
     }
     for (const [model, w] of Object.entries(models ?? {})) {
-      this.#set(model, worker, { at: now, waitMs: w.waitMs, serviceMs: w.serviceMs, itemMs: w.itemMs ?? 0, tenants: tenantMap(w.tenants, now) })
+      this.#set(model, worker, { at: now, waitMs: w.waitMs, serviceMs: w.serviceMs, itemMs: w.itemMs ?? 0, aloneMs: w.aloneMs ?? 0, tenants: tenantMap(w.tenants, now) })
     }
   }
 
@@ -81,7 +88,7 @@ export class WorkerWaits {
   accepted(
     model: string,
     worker: string,
-    n: { waitMs?: number | undefined; serviceMs?: number | undefined; itemMs?: number | undefined; tenants?: Record<string, number> | undefined },
+    n: { waitMs?: number | undefined; serviceMs?: number | undefined; itemMs?: number | undefined; aloneMs?: number | undefined; tenants?: Record<string, number> | undefined },
   ): void {
     const now = this.now()
     const old = this.#models.get(model)?.get(worker)
@@ -93,7 +100,7 @@ export class WorkerWaits {
     while (tenants.size > WAIT_MAX_TENANTS) {
       tenants.delete(tenants.keys().next().value as string)
     }
-    this.#set(model, worker, { at: now, waitMs: n.waitMs, serviceMs: n.serviceMs ?? 0, itemMs: n.itemMs ?? 0, tenants })
+    this.#set(model, worker, { at: now, waitMs: n.waitMs, serviceMs: n.serviceMs ?? 0, itemMs: n.itemMs ?? 0, aloneMs: n.aloneMs ?? 0, tenants })
   }
 
   /**
@@ -151,6 +158,7 @@ export class WorkerWaits {
     let best: BestWait | undefined
     let workers = 0
     let unjudged = false
+    let alone = Infinity
     for (const [worker, e] of byWorker) {
       const age = now - e.at
       if (age > staleHeartbeats * (this.#intervals.get(worker) ?? ASSUMED_INTERVAL_MS)) {
@@ -162,16 +170,17 @@ export class WorkerWaits {
         unjudged = true
         continue
       }
+      alone = Math.min(alone, e.aloneMs > 0 ? e.aloneMs : 0)
       const t = e.tenants.get(tenant)
       const waitMs = t !== undefined ? waitAt(t, now) : Math.max(0, e.waitMs - age)
       if (best === undefined || waitMs + e.serviceMs < best.waitMs + best.serviceMs) {
-        best = { waitMs, serviceMs: e.serviceMs, workers: 0 }
+        best = { waitMs, serviceMs: e.serviceMs, workers: 0, aloneMs: undefined }
       }
     }
     if (byWorker.size === 0) {
       this.#models.delete(model)
     }
-    return best === undefined || unjudged ? undefined : { ...best, workers }
+    return best === undefined || unjudged ? undefined : { ...best, workers, aloneMs: alone > 0 && Number.isFinite(alone) ? alone : undefined }
   }
 
   #set(model: string, worker: string, e: Entry): void {

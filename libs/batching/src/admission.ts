@@ -63,6 +63,12 @@ export interface QueueWait {
    * adds it per request it admitted since the estimate came (docs/batching.md#admission-at-the-door).
    */
   itemMs: number
+  /**
+   * Ms a new item (cost 1) would run alone (the cost model's upper estimate of `t(1)`): a deadline
+   * shorter than this can never be met, however idle the worker (the door answers it 400
+   * DEADLINE_TOO_SHORT without sending it).
+   */
+  aloneMs: number
   /** `waitMs` of a new item of each asked-for tenant (fair shares queue it behind its own items; `waitMs` when it has none). */
   tenants: Map<string, number>
 }

@@ -308,7 +308,7 @@ export class BatchEngine<T> {
     }
     const cap = Math.max(1, Math.min(this.#eff.maxBatchSize, Math.floor(this.#eff.maxBatchCost)))
     const itemMs = this.costModel.upper(cap) / cap / this.#concurrency
-    return { queued: this.#queue.size, ...fresh, itemMs, tenants: byTenant }
+    return { queued: this.#queue.size, ...fresh, itemMs, aloneMs: this.costModel.upper(1), tenants: byTenant }
   }
 
   /** Rough time (ms) to work off the whole queue: a hint for `Retry-After`. */

@@ -392,6 +392,7 @@ function waitEstimateFrom(e: unknown): WaitEstimate | undefined {
   }
   const w: WaitEstimate = { queued: e.queued, waitMs: e.waitMs, serviceMs: e.serviceMs }
   if (isNum(e.itemMs)) w.itemMs = e.itemMs
+  if (isNum(e.aloneMs)) w.aloneMs = e.aloneMs
   const t = tenantWaits(e.tenants)
   if (t) w.tenants = t
   return w
@@ -519,6 +520,7 @@ export function noticeFrom(o: unknown): GatewayNotice {
     if (isNum(o.waitMs)) n.waitMs = o.waitMs
     if (isNum(o.serviceMs)) n.serviceMs = o.serviceMs
     if (isNum(o.itemMs)) n.itemMs = o.itemMs
+    if (isNum(o.aloneMs)) n.aloneMs = o.aloneMs
     const t = tenantWaits(o.tenants)
     if (t) n.tenants = t
     return n

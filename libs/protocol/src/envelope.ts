@@ -200,6 +200,12 @@ export interface WaitEstimate {
    */
   itemMs?: number
   /**
+   * Ms a new item would run alone (the upper estimate of t(1)): the gateway answers a request whose
+   * deadline is shorter 400 DEADLINE_TOO_SHORT without sending it. Absent (older workers): the
+   * worker judges it.
+   */
+  aloneMs?: number
+  /**
    * `waitMs` per tenant (fair shares put a tenant's new item behind its own queued items): in a
    * heartbeat the tenants with the most items queued, in an accept notice the pack's tenants; at
    * most {@link MAX_WAIT_TENANTS}. A tenant not listed: `waitMs`.
@@ -248,6 +254,8 @@ export type GatewayNotice =
       serviceMs?: number
       /** {@link WaitEstimate.itemMs}; sent with `waitMs`. */
       itemMs?: number
+      /** {@link WaitEstimate.aloneMs}; sent with `waitMs`. */
+      aloneMs?: number
       /** {@link WaitEstimate.tenants}, for the tenants of the pack. */
       tenants?: Record<string, number>
     }

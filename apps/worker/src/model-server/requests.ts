@@ -165,7 +165,13 @@ export class Requests {
       ids,
       queued: this.#o.engine.queued,
       ...(wait
-        ? { waitMs: wait.waitMs, serviceMs: wait.serviceMs, ...(wait.itemMs !== undefined ? { itemMs: wait.itemMs } : {}), ...(wait.tenants ? { tenants: wait.tenants } : {}) }
+        ? {
+            waitMs: wait.waitMs,
+            serviceMs: wait.serviceMs,
+            ...(wait.itemMs !== undefined ? { itemMs: wait.itemMs } : {}),
+            ...(wait.aloneMs !== undefined ? { aloneMs: wait.aloneMs } : {}),
+            ...(wait.tenants ? { tenants: wait.tenants } : {}),
+          }
         : {}),
     })
   }

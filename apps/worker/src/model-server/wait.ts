@@ -30,6 +30,9 @@ export function wireWait(engine: Pick<BatchEngine<unknown>, 'waitEstimate'>, ten
   if (Number.isFinite(w.itemMs)) {
     out.itemMs = fine(w.itemMs)
   }
+  if (Number.isFinite(w.aloneMs) && w.aloneMs > 0) {
+    out.aloneMs = fine(w.aloneMs)
+  }
   if (w.tenants.size > 0) {
     out.tenants = Object.fromEntries([...w.tenants].map(([t, v]) => [t, ms(v)]))
   }
