@@ -296,11 +296,15 @@ export function defineServingSuite(label: string, setup: (f: ModelFixtures) => P
       expect((await postJson(url('/models/nope/predictions/bulk'), { inputs: [{ x: 1 }] })).status).toBe(404)
     })
 
-    it('answers 504 when the deadline is shorter than the model time, and nothing hangs', async () => {
+    it('answers 504 when the deadline is shorter than the model time (400 DEADLINE_TOO_SHORT once the learned time says so), and nothing hangs', async () => {
       const t0 = Date.now()
       const header = await postJson(url('/models/sleepy/predictions'), { input: { x: 1, sleepMs: 400 } }, { 'x-cohort-timeout-ms': '60' })
-      expect(header.status).toBe(504)
-      expect(header.body.code).toBe('DEADLINE_EXCEEDED')
+      // 504 when it ran out of time; 400 when the model's learned time for an item alone (earlier
+      // tests' slow items, or a loaded machine) is already above 60 ms: refused before it ran.
+      expect([
+        [504, 'DEADLINE_EXCEEDED'],
+        [400, 'DEADLINE_TOO_SHORT'],
+      ]).toContainEqual([header.status, header.body.code])
       const param = await postJson(url('/v2/models/sleepy/infer'), {
         parameters: { timeout: 60_000 },
         inputs: [
@@ -308,7 +312,7 @@ export function defineServingSuite(label: string, setup: (f: ModelFixtures) => P
           { name: 'sleepMs', datatype: 'FP64', shape: [1], data: [400] },
         ],
       })
-      expect(param.status).toBe(504)
+      expect([504, 400]).toContain(param.status)
       expect(Date.now() - t0).toBeLessThan(3000)
       expect((await postJson(url('/models/sleepy/predictions'), { input: { x: 2 } })).status).toBe(200)
     })

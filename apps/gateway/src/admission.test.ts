@@ -112,8 +112,8 @@ describe('admission at the door, per origin', () => {
     expect(refusals()).toBeGreaterThanOrEqual(1)
   })
 
-  it('in-memory jobs: a job no worker can finish before its deadline fails OVERLOADED by the door, never published', async () => {
-    const { app, published, refusals } = await setup(1_000_000, { predictions: { timeoutMs: 60_000 } })
+  it('in-memory jobs: a job no worker can finish before its deadline is refused by the door, waited out and tried again (never published), and fails OVERLOADED at its deadline', async () => {
+    const { app, published, refusals } = await setup(1_000_000, { predictions: { timeoutMs: 1_500, deferDelayMs: 100, deferMaxDelayMs: 200 } })
     // The probe: a sync prediction (nothing answers; its 1 s header deadline ends it).
     expect((await post(app, '/models/m/predictions', { input: { x: 0 } })).status).not.toBe(503)
     const before = published.length
@@ -121,10 +121,11 @@ describe('admission at the door, per origin', () => {
     expect(r.status).toBe(202)
     const { id } = (await r.json()) as { id: string }
     await expect.poll(async () => ((await (await app.request(`/predictions/${id}`)).json()) as { status: string }).status, { timeout: 5_000, interval: 20 }).toBe('failed')
-    const done = (await (await app.request(`/predictions/${id}`)).json()) as { error: string }
+    const done = (await (await app.request(`/predictions/${id}`)).json()) as { error: string; deferrals?: number }
     expect(done.error).toMatch(/worker-wait check/)
+    expect(done.deferrals).toBeGreaterThanOrEqual(1)
     expect(published.length).toBe(before)
-    expect(refusals()).toBe(1)
+    expect(refusals()).toBe((done.deferrals ?? 0) + 1)
   })
 
   it('bridge and job origins through door.predict: admitted by their own deadline, refused as an outcome (not thrown)', async () => {

@@ -34,7 +34,7 @@ interface Entry {
   serviceMs: number
   /** Ms each more queued item adds (0: the worker did not say; nothing is added). */
   itemMs: number
-  /** Ms a new item would run alone (0: the worker did not say). */
+  /** Ms a new item would run alone, the learned t(1) (0: the worker did not say). */
   aloneMs: number
   /** Per tenant: its wait, from the estimate or grown by what this gateway admitted since. */
   tenants: Map<string, Wait>

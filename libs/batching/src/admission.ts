@@ -64,7 +64,7 @@ export interface QueueWait {
    */
   itemMs: number
   /**
-   * Ms a new item (cost 1) would run alone (the cost model's upper estimate of `t(1)`): a deadline
+   * Ms a new item (cost 1) would run alone (the cost model's estimate of `t(1)`, not its upper bound): a deadline
    * shorter than this can never be met, however idle the worker (the door answers it 400
    * DEADLINE_TOO_SHORT without sending it).
    */

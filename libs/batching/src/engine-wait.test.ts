@@ -88,11 +88,11 @@ describe('BatchEngine.waitEstimate (the queue wait the gateway door judges by)',
     expect(costly.engine.waitEstimate()!.itemMs).toBeCloseTo(2) // the cost budget caps a batch at 2 items
   })
 
-  it('aloneMs: the upper estimate of one item run alone, whatever is queued (the door refuses a shorter deadline 400)', () => {
+  it('aloneMs: the estimate of one item run alone, whatever is queued (the door refuses a shorter deadline 400)', () => {
     const h = harness({ maxBatchSize: 2 })
     teach(h.engine)
     const idle = h.engine.waitEstimate()!.aloneMs
-    expect(idle).toBeCloseTo(h.engine.costModel.upper(1))
+    expect(idle).toBeCloseTo(h.engine.costModel.estimate(1))
     expect(idle).toBeGreaterThan(0)
     pushAll(h, 'busy')
     h.clock.flushDefers()

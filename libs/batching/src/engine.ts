@@ -176,7 +176,9 @@ export class BatchEngine<T> {
         const est = estimateFinish(state, arrival)
         if (est.finish > entry.deadline) {
           this.#stats.refused.late++
-          const alone = this.costModel.upper(cost)
+          // "Can never" judged by the learned estimate, not its upper bound: a 400 must not come from
+          // a pessimistic margin (a predictor whose items vary in time inflates the upper bound).
+          const alone = this.costModel.estimate(cost)
           return {
             status: 'late',
             retryAfterMs: est.finish - now,
@@ -308,7 +310,7 @@ export class BatchEngine<T> {
     }
     const cap = Math.max(1, Math.min(this.#eff.maxBatchSize, Math.floor(this.#eff.maxBatchCost)))
     const itemMs = this.costModel.upper(cap) / cap / this.#concurrency
-    return { queued: this.#queue.size, ...fresh, itemMs, aloneMs: this.costModel.upper(1), tenants: byTenant }
+    return { queued: this.#queue.size, ...fresh, itemMs, aloneMs: this.costModel.estimate(1), tenants: byTenant }
   }
 
   /** Rough time (ms) to work off the whole queue: a hint for `Retry-After`. */

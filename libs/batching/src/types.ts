@@ -62,7 +62,7 @@ export type Offer =
        * {@link aloneMs}, not as overload (503): retrying with the same deadline cannot help.
        */
       infeasible?: boolean
-      /** `'late'` only: the model's upper estimate of the item's run time alone, ms (the limit an infeasible deadline is under). */
+      /** `'late'` only: the model's estimate of the item's run time alone, ms (the limit an infeasible deadline is under). */
       aloneMs?: number
       /** `'full'` only: true when the item's tenant is at its own bound `maxTenantQueue`. */
       tenant?: boolean

@@ -200,7 +200,7 @@ export interface WaitEstimate {
    */
   itemMs?: number
   /**
-   * Ms a new item would run alone (the upper estimate of t(1)): the gateway answers a request whose
+   * Ms a new item would run alone (the learned estimate of t(1), not its upper bound): the gateway answers a request whose
    * deadline is shorter 400 DEADLINE_TOO_SHORT without sending it. Absent (older workers): the
    * worker judges it.
    */
