@@ -38,7 +38,7 @@ gateway, each its own process. Capacity: wrk -c128, closed loop. Open-loop load:
 vegeta (Go; built once into the CI cache's bin with go install when missing) at 2x and 4x capacity
 with client deadlines (X-Cohort-Timeout-Ms) and 2x with none (the server SLO), then two tenants (one
 API key at 3x, the other at 15%). Two phases measure the gateway's CPU directly: answers only (0.5x,
-no deadline) and refusals only (8x capacity at a 50 ms deadline: the queue is past the deadline, so
+no deadline) and refusals only (4x capacity at a 50 ms deadline: the queue is past the deadline, so
 the door refuses nearly every request 503). Per step: goodput, 503 (refusal) p50/p99 beside answer p50/p99, latency
 by outcome (200 / 503 / 504 / no answer) and by the error body's code, requests with no answer,
 gateway CPU per request, the worker's busy fraction, log lines; then the targets, met or missed
@@ -60,7 +60,8 @@ gateway CPU per request, the worker's busy fraction, log lines; then the targets
   --deadline-ms MS   client deadline of the deadline steps and of both tenants (default 250)
   --refusal-deadline-ms MS  client deadline of the refusal phase (default 50; keep it above t(1):
                      a deadline no idle worker could meet is admitted, for the worker's 504)
-  --refusal-multiple X      offered rate of the refusal phase, x capacity (default 8)
+  --refusal-multiple X      offered rate of the refusal phase, x capacity (default 4; at 8x the
+                     gateway itself saturated here: socket errors and 504s, no longer refusals)
   --connections N    wrk connections of the capacity run (default 128)
   --out FILE         also write the results as JSON`
 
@@ -134,8 +135,8 @@ function options(v: BenchValues) {
      * below it is admitted on purpose, for the worker to answer 504: wait-check.ts). @default 50
      */
     refusalDeadlineMs: numFlag('refusal-deadline-ms', v['refusal-deadline-ms']) ?? 50,
-    /** Offered rate of the refusal-only phase, a multiple of capacity: the queue past the deadline refuses nearly all. @default 8 */
-    refusalMultiple: numFlag('refusal-multiple', v['refusal-multiple']) ?? 8,
+    /** Offered rate of the refusal-only phase, a multiple of capacity: the queue past the deadline refuses nearly all. @default 4 */
+    refusalMultiple: numFlag('refusal-multiple', v['refusal-multiple']) ?? 4,
     out: v['out'] as string | undefined,
   }
 }
