@@ -26,7 +26,7 @@ import { table } from './report.ts'
 import { gitCommit, machineInfo } from './run-info.ts'
 import { metricTotals } from './step-stats.ts'
 import { cpuMicros, identityModel, start, startNats, stopAll, type Proc } from './tax.ts'
-import { attack, ensureVegeta, killAttacks, vegetaRecords, writeVegetaTargets, type VegetaHit } from './vegeta.ts'
+import { attack, ensureVegeta, killAttacks, vegetaRecords, writeVegetaTargets, type RunningAttack, type VegetaHit } from './vegeta.ts'
 import { hasWrk, runWrk, writeWrkScript } from './wrk.ts'
 import { defineBenchCommand, type BenchCommand, type BenchValues } from './skeleton.ts'
 
@@ -369,7 +369,7 @@ async function measureCapacity(x: LayoutRun, r: LayoutResult): Promise<number> {
   return capacity.rate
 }
 
-/** The three open-loop steps (2x and 4x with the client deadline, 2x with none) and the two tenants, at multiples of capacity C. */
+/** The three open-loop steps (2x and 4x with the client deadline, 2x with none), the two tenants, then the answer-only and refusal-only phases, at multiples of capacity C. */
 async function overloadSteps(x: LayoutRun, r: LayoutResult, vegeta: string, C: number, sloMs: number): Promise<void> {
   const { layout, o, dir, st, url, body, pids, gwLog } = x
   const target = (name: string, key: string, deadline: number | undefined) =>
@@ -397,16 +397,26 @@ async function overloadSteps(x: LayoutRun, r: LayoutResult, vegeta: string, C: n
     return s
   }
   r.steps.push(await step('2x', 2, o.deadlineMs))
-  // The answer-only and refusal-only phases: the CPU of one open-loop answer and of one refusal, each measured alone.
+  if (o.fullSteps) {
+    r.steps.push(await step('4x', 4, o.deadlineMs))
+    r.steps.push(await step('2x', 2, undefined))
+    r.tenants = await twoTenants(x, go, spec)
+    await settle(`${st.base}/metrics`, o.model)
+  }
+  // Last, the answer-only and refusal-only phases (the CPU of one open-loop answer, of one refusal):
+  // the refusal flood's late outcomes raise the admission margin, which would lower the goodput of a step after it.
   r.answerPhase = await step('answers 0.5x', 0.5, undefined)
   r.refusalPhase = await step(`refusals ${o.refusalMultiple}x`, o.refusalMultiple, o.refusalDeadlineMs)
-  if (!o.fullSteps) {
-    return
-  }
-  r.steps.push(await step('4x', 4, o.deadlineMs))
-  r.steps.push(await step('2x', 2, undefined))
+}
 
-  // Two tenants at once: key A at 3x, key B at 15 %, both with the client deadline.
+/** Two tenants at once: key A at 3x, key B at 15 %, both with the client deadline (one CPU window). */
+async function twoTenants(
+  x: LayoutRun,
+  go: (name: string, key: string, rate: number, deadline: number | undefined) => RunningAttack,
+  spec: (label: string, multiple: number, deadline: number | undefined) => StepSpec,
+): Promise<{ flood: LayoutStep; quiet: LayoutStep }> {
+  const { o, pids, gwLog } = x
+  const C = spec('', 1, undefined).capacity
   const tm = meter(pids, gwLog)
   const fa = go('flood', KEYS[0], 3 * C, o.deadlineMs)
   const qa = go('quiet', KEYS[1], 0.15 * C, o.deadlineMs)
@@ -416,11 +426,12 @@ async function overloadSteps(x: LayoutRun, r: LayoutResult, vegeta: string, C: n
   const t0 = Math.min(fh[0]?.atMs ?? Infinity, qh[0]?.atMs ?? Infinity)
   const w = tm.stop()
   const rec = (h: VegetaHit[]) => vegetaRecords(h, o.seconds, t0)
-  r.tenants = {
+  const tenants = {
     flood: { ...summariseOverloadStep(spec('tenant A 3x', 3, o.deadlineMs), rec(fh)), ...w },
     quiet: { ...summariseOverloadStep(spec('tenant B 15%', 0.15, o.deadlineMs), rec(qh)), ...w },
   }
-  x.log(`[${layout}] quiet tenant: ${r.tenants.quiet.goodShare.toFixed(2)} of ${r.tenants.quiet.sent} on time`)
+  x.log(`[${x.layout}] quiet tenant: ${tenants.quiet.goodShare.toFixed(2)} of ${tenants.quiet.sent} on time`)
+  return tenants
 }
 
 /** Run one layout: t(1), the Identity ceiling, capacity, the three steps, the two tenants. */
