@@ -1,12 +1,14 @@
 // `cohort bench overload`'s per-layout arithmetic (issue 27): vegeta's results read into step
-// records (no answer told apart from refusals), gateway CPU per answer and per refusal attributed
-// from /proc deltas, the worker's busy fraction, and the target table's met / MISSED / n/a.
+// records (no answer told apart from refusals, the error body's code read), gateway CPU per answer
+// and per refusal measured in phases of their own from /proc deltas, the worker's busy fraction, and the target table's met / MISSED / n/a.
 import { describe, expect, it } from 'vitest'
 import { summariseOverloadStep, type StepSpec } from './overload-stats.ts'
 import {
   busyFraction,
   cpuPerAnswerUs,
+  cpuPerOpenAnswerUs,
   cpuPerRefusalUs,
+  layoutOutcomeTable,
   layoutStepTable,
   layoutTargets,
   layoutTargetTable,
@@ -21,7 +23,7 @@ import { mkdtempSync, readFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 
-const line = (o: { ts: string; code: number; latencyNs: number; error?: string }) =>
+const line = (o: { ts: string; code: number; latencyNs: number; error?: string; body?: unknown }) =>
   JSON.stringify({
     attack: '',
     seq: 0,
@@ -31,7 +33,7 @@ const line = (o: { ts: string; code: number; latencyNs: number; error?: string }
     bytes_out: 1,
     bytes_in: 1,
     error: o.error ?? '',
-    body: null,
+    body: o.body === undefined ? null : Buffer.from(JSON.stringify(o.body)).toString('base64'),
     method: 'POST',
     url: 'http://x/',
     headers: null,
@@ -69,6 +71,25 @@ describe('vegeta results', () => {
     expect(noAnswer(s)).toBe(2)
   })
 
+  it("reads the error body's code of non-200 answers ({ code } or { error: { code } }), and none of 200s or no answer", () => {
+    const hits = parseVegetaJson(
+      [
+        line({ ts: '2026-12-02T00:00:00Z', code: 200, latencyNs: 5e6, body: { code: 'IGNORED' } }),
+        line({ ts: '2026-12-02T00:00:00.1Z', code: 503, latencyNs: 1e6, body: { code: 'OVERLOADED', error: 'no worker can finish' } }),
+        line({ ts: '2026-12-02T00:00:00.2Z', code: 504, latencyNs: 2e8, body: { error: { code: 'DEADLINE_EXCEEDED', message: 'late' } } }),
+        line({ ts: '2026-12-02T00:00:00.3Z', code: 502, latencyNs: 1e6, body: 'not json' }),
+        line({ ts: '2026-12-02T00:00:00.4Z', code: 0, latencyNs: 10e9, error: 'context deadline exceeded' }),
+      ].join('\n'),
+    )
+    expect(hits.map((h) => h.errorCode)).toEqual(['', 'OVERLOADED', 'DEADLINE_EXCEEDED', '', ''])
+    const s = summariseOverloadStep({ label: '2x', multiple: 2, rate: 5, clientDeadlineMs: 250, sloMs: 1000, capacity: 1 }, vegetaRecords(hits, 1))
+    expect(Object.keys(s.byCode).sort()).toEqual(['(none)', 'DEADLINE_EXCEEDED', 'OVERLOADED'])
+    expect(s.byCode['DEADLINE_EXCEEDED']).toEqual({ n: 1, p50Ms: 200, p99Ms: 200 })
+    // No answer: how long the client waited (its timeout).
+    expect(s.byOutcome['no answer']).toEqual({ n: 1, p50Ms: 10_000, p99Ms: 10_000 })
+    expect(s.refusalP99).toBe(1)
+  })
+
   it("writes a targets file in vegeta's HTTP format: the request line, headers, then @body", () => {
     const dir = mkdtempSync(join(tmpdir(), 'vegeta-test-'))
     const path = writeVegetaTargets(dir, 't', 'http://127.0.0.1:1/v2/models/m/infer', '{"inputs":[]}', { 'X-Cohort-Timeout-Ms': '250' })
@@ -99,13 +120,14 @@ function step(o: { label?: string; deadline?: number; sent: number; ok: number; 
 }
 
 describe('CPU per answer and per refusal, busy fraction', () => {
-  it('attributes the gateway CPU of a step: per answer from the capacity run, the rest over the requests not answered 200', () => {
+  it('measures CPU per refusal in the refusal phase (its CPU over its 503s) and per answer at capacity and in the answer phase', () => {
     const cap = capacity({ answers: 1000, cpuS: { gateway: 0.8, worker: 0.9 } })
     expect(cpuPerAnswerUs(cap, 'gateway')).toBeCloseTo(800)
-    // 100 answers (80 ms of CPU at 800 us each) + 900 refusals with 0.17 s left: 189 us per refusal.
-    const s = step({ sent: 1000, ok: 100, cpuS: { gateway: 0.25, worker: 0.9 } })
-    expect(cpuPerRefusalUs(s, 'gateway', 800)).toBeCloseTo(170_000 / 900)
-    expect(cpuPerRefusalUs(step({ sent: 10, ok: 10, cpuS: { gateway: 0.1 } }), 'gateway', 800), 'no refusals').toBeNaN()
+    // 1000 sent, 990 refused 503, 10 answered 200: the phase's 0.099 s over the 990 refusals.
+    const p = step({ sent: 1000, ok: 10, deadline: 2, cpuS: { gateway: 0.099 } })
+    expect(cpuPerRefusalUs(p, 'gateway')).toBeCloseTo(100)
+    expect(cpuPerRefusalUs(step({ sent: 10, ok: 10, cpuS: { gateway: 0.1 } }), 'gateway'), 'no refusals').toBeNaN()
+    expect(cpuPerOpenAnswerUs(step({ sent: 100, ok: 100, cpuS: { gateway: 0.1 } }), 'gateway')).toBeCloseTo(1000)
   })
 
   it('gives the busy fraction as the worker CPU s/s of the step over the same at capacity, NaN without a worker process', () => {
@@ -126,6 +148,8 @@ function layout(o: Partial<LayoutResult> = {}): LayoutResult {
     capacity: capacity({ answers: 100, cpuS: { gateway: 0.1, worker: 0.8 } }),
     steps: [],
     tenants: undefined,
+    refusalPhase: undefined,
+    answerPhase: undefined,
     errors: [],
     ...o,
   }
@@ -137,7 +161,9 @@ describe('layoutTargets', () => {
     // refusal CPU 0.1 of an answer's (1 ms per answer), worker at 0.76 s/s vs 0.8 (0.95).
     const good = step({ sent: 180, ok: 90, refusalMs: 10, cpuS: { gateway: 0.09 + 0.009, worker: 0.76 } })
     const quiet = step({ label: 'tenant B 15%', sent: 15, ok: 15, cpuS: { gateway: 0.1, worker: 0.76 } })
-    const rows = layoutTargets([layout({ steps: [good], tenants: { flood: good, quiet } })])
+    // Refusal phase: 1000 refused at 100 us each against 1 ms per answer at capacity (0.1).
+    const refusalPhase = step({ label: 'refusals 4x', deadline: 2, sent: 1000, ok: 0, cpuS: { gateway: 0.1, worker: 0.1 } })
+    const rows = layoutTargets([layout({ steps: [good], tenants: { flood: good, quiet }, refusalPhase })])
     expect(rows.map((r) => [r.target.split(' ')[0], r.met])).toEqual([
       ['goodput', true],
       ['refusal', true],
@@ -153,22 +179,33 @@ describe('layoutTargets', () => {
     const bad = step({ sent: 200, ok: 50, refusalMs: 80, lost: 3, cpuS: { gateway: 0.05 + 0.147 * 0.5, worker: 0.4 } })
     const none = step({ sent: 50, ok: 50, deadline: undefined, cpuS: { gateway: 0.05, worker: 0.4 } })
     const quiet = step({ label: 'tenant B 15%', sent: 20, ok: 10, cpuS: {} })
-    const rows = layoutTargets([layout({ steps: [bad, none], tenants: { flood: bad, quiet } })])
+    const refusalPhase = step({ label: 'refusals 4x', deadline: 2, sent: 100, ok: 0, cpuS: { gateway: 0.05 } })
+    const rows = layoutTargets([layout({ steps: [bad, none], tenants: { flood: bad, quiet }, refusalPhase })])
     const by = (t: string) => rows.filter((r) => r.target.startsWith(t)).map((r) => r.met)
     expect(by('goodput')).toEqual([false, false])
-    expect(by('refusal p99')).toEqual([false, undefined])
+    expect(by('refusal (503) p99')).toEqual([false, undefined])
     expect(rows.find((r) => r.target.startsWith('no request'))).toMatchObject({ met: false, measured: '6 without an answer' })
     expect(by('quiet')).toEqual([false])
-    expect(by('gateway CPU')).toEqual([false, undefined])
+    expect(by('gateway CPU')).toEqual([false])
+    expect(layoutTargets([layout({ steps: [none] })]).find((r) => r.target.startsWith('gateway CPU'))).toMatchObject({ met: undefined, measured: 'not run' })
     expect(by('worker busy')).toEqual([false, undefined])
     expect(layoutTargetTable(rows)).toContain('MISSED')
   })
 
   it("judges cohort serve's process as the gateway and leaves the busy fraction to layouts with a worker process", () => {
     const s = step({ sent: 180, ok: 90, refusalMs: 10, cpuS: { serve: 0.9 } })
-    const rows = layoutTargets([layout({ layout: 'serve', gatewayProc: 'serve', workerProc: undefined, capacity: capacity({ cpuS: { serve: 0.5 } }), steps: [s] })])
+    const refusalPhase = step({ label: 'refusals 4x', deadline: 2, sent: 100, ok: 0, cpuS: { serve: 0.2 } })
+    const rows = layoutTargets([layout({ layout: 'serve', gatewayProc: 'serve', workerProc: undefined, capacity: capacity({ cpuS: { serve: 0.5 } }), steps: [s], refusalPhase })])
     expect(rows.find((r) => r.target.startsWith('serve CPU'))?.met).toBe(false)
     expect(rows.find((r) => r.target.startsWith('worker busy'))).toMatchObject({ met: undefined, measured: 'n/a (one process)' })
-    expect(layoutStepTable(layout({ layout: 'serve', gatewayProc: 'serve', workerProc: undefined, steps: [s] }))).toContain('serve us/answer | /refusal')
+    expect(layoutStepTable(layout({ layout: 'serve', gatewayProc: 'serve', workerProc: undefined, steps: [s] }))).toContain('serve us/request')
+  })
+
+  it('tabulates latency by outcome and by error code for every step and phase', () => {
+    const t = layoutOutcomeTable(
+      layout({ steps: [step({ sent: 10, ok: 5, refusalMs: 3, cpuS: {} })], refusalPhase: step({ label: 'refusals 4x', deadline: 2, sent: 4, ok: 0, cpuS: {} }) }),
+    )
+    expect(t).toContain('200 5: 100.0 / 100.0; 503 5: 3.0 / 3.0')
+    expect(t).toContain('refusals 4x')
   })
 })

@@ -22,8 +22,46 @@ export interface StepRecords {
   lagMs?: number[]
   /** The `request()` call until the client's agent gave it a socket, ms (NaN: never got one); absent: 0. */
   queuedMs?: number[]
+  /** The error body's `code` of each non-200 answer ('' where none: 200s, no answer, a body without one); absent: none read. */
+  errorCode?: string[]
+  /** How long the client waited for each request, answered or not (a timeout's wait is the client's timeout), ms; absent: `latencyMs`. */
+  waitedMs?: number[]
   /** The schedule's length, s. */
   durationS: number
+}
+
+/** How many requests had one outcome, and their latency at the client (ms; for `no answer`, how long the client waited). */
+export interface OutcomeLatency {
+  n: number
+  p50Ms: number
+  p99Ms: number
+}
+
+/** The outcome of a status: `200`, `503`, `504`, another status as its number, or `no answer` (timeout, socket error, never sent). */
+export function outcomeOf(status: number): string {
+  return status <= 0 ? 'no answer' : String(status)
+}
+
+/** Latency by outcome (`200`, `503`, `504`, ..., `no answer`) and by the error body's `code` of non-200 answers (`(none)` without one). */
+export function latencyByOutcome(r: StepRecords): { byOutcome: Record<string, OutcomeLatency>; byCode: Record<string, OutcomeLatency> } {
+  const outcome = new Map<string, number[]>()
+  const code = new Map<string, number[]>()
+  const push = (m: Map<string, number[]>, k: string, v: number) => {
+    const a = m.get(k) ?? []
+    a.push(v)
+    m.set(k, a)
+  }
+  for (let i = 0; i < r.status.length; i++) {
+    const s = r.status[i] as number
+    const waited = r.waitedMs?.[i] ?? r.latencyMs[i] ?? Number.NaN
+    push(outcome, outcomeOf(s), waited)
+    if (s > 0 && s !== 200) {
+      push(code, r.errorCode?.[i] || '(none)', waited)
+    }
+  }
+  const summary = (m: Map<string, number[]>) =>
+    Object.fromEntries([...m].map(([k, v]) => [k, { n: v.length, p50Ms: percentile(v.filter(Number.isFinite), 50), p99Ms: percentile(v.filter(Number.isFinite), 99) }]))
+  return { byOutcome: summary(outcome), byCode: summary(code) }
 }
 
 /** What one step was. */
@@ -67,9 +105,13 @@ export interface OverloadStep {
   /** Admitted (200) latency. */
   okP50: number
   okP99: number
-  /** Refusal latency: answers with any status other than 200 (503, 504, 429, 4xx). */
+  /** Refusal latency: 503s only (the door's and the worker's refusals); 504s and other statuses are in `byOutcome`. */
   refusalP50: number
   refusalP99: number
+  /** Latency p50/p99 and count by outcome: `200`, `503`, `504`, any other status, `no answer`. */
+  byOutcome: Record<string, OutcomeLatency>
+  /** The same by the error body's `code` of non-200 answers (`OVERLOADED`, `DEADLINE_EXCEEDED`, ...; `(none)` without one). */
+  byCode: Record<string, OutcomeLatency>
   /**
    * Longest wait past the budget of any answered request, from the scheduled send, and from the
    * actual send (generator lag and the wait for a client socket taken off); <= 0: none late.
@@ -137,7 +179,7 @@ export function summariseOverloadStep(spec: StepSpec, r: StepRecords): OverloadS
         good++
         goodInWindow += (r.scheduledMs[i] as number) + l <= windowMs ? 1 : 0
       }
-    } else if (s > 0) {
+    } else if (s === 503) {
       refused.push(l)
     }
   }
@@ -166,6 +208,7 @@ export function summariseOverloadStep(spec: StepSpec, r: StepRecords): OverloadS
     lagMaxMs: lag.length ? Math.max(...lag) : Number.NaN,
     socketWaitP99Ms: percentile(socketWait, 99),
     meanAnsweredMs: answered > 0 ? answeredSum / answered : Number.NaN,
+    ...latencyByOutcome(r),
   }
 }
 

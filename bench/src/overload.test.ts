@@ -49,7 +49,7 @@ describe('summariseOverloadStep', () => {
     expect(s.overMaxMs).toBe(200)
   })
 
-  it('reports refusal latency (every non-200 answer) apart from answer latency, and counts by status', () => {
+  it('reports refusal latency (503s only) apart from answer latency, latency by outcome, and counts by status', () => {
     const rows: [number, number, number][] = []
     for (let i = 0; i < 100; i++) {
       rows.push([i, 10 + i, 200]) // answers 10..109 ms
@@ -60,10 +60,13 @@ describe('summariseOverloadStep', () => {
     expect(s.byStatus).toEqual({ '200': 100, '503': 50, '504': 50, '429': 1, lost: 1, socket: 1 })
     expect(s.okP50).toBe(59)
     expect(s.okP99).toBe(108)
-    // 101 refusals: 100 from 1 to 10.9 ms and the 500 ms 429 (nearest rank: the 51st and the 100th);
-    // socket errors and lost requests are not refusals.
-    expect(s.refusalP50).toBeCloseTo(6)
+    // 50 refusals (the odd i: 1.1, 1.3, ..., 10.9 ms); 504s, the 429, socket errors and lost requests are not refusals.
+    expect(s.refusalP50).toBeCloseTo(5.9)
     expect(s.refusalP99).toBeCloseTo(10.9)
+    expect(s.byOutcome['504']).toMatchObject({ n: 50, p99Ms: 10.8 })
+    expect(s.byOutcome['429']).toEqual({ n: 1, p50Ms: 500, p99Ms: 500 })
+    expect(s.byOutcome['no answer']?.n).toBe(2)
+    expect(s.byCode).toEqual({ '(none)': expect.objectContaining({ n: 101 }) })
   })
 
   it('measures the wait past the deadline from the scheduled send and, generator lag taken off, from the actual send', () => {

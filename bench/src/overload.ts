@@ -11,12 +11,22 @@ import { ensureHeavyModel } from '@cohort/cli/demo-model'
 import { deepMacs, ensureDeepModel } from './overload-model.ts'
 import { demoBody } from './bodies.ts'
 import { summariseOverloadStep, type StepSpec } from './overload-stats.ts'
-import { layoutStepTable, layoutTargets, layoutTargetTable, type CapacityRun, type CpuSeconds, type LayoutResult, type LayoutStep, type Metered } from './overload-layout-stats.ts'
+import {
+  layoutOutcomeTable,
+  layoutStepTable,
+  layoutTargets,
+  layoutTargetTable,
+  type CapacityRun,
+  type CpuSeconds,
+  type LayoutResult,
+  type LayoutStep,
+  type Metered,
+} from './overload-layout-stats.ts'
 import { table } from './report.ts'
 import { gitCommit, machineInfo } from './run-info.ts'
 import { metricTotals } from './step-stats.ts'
 import { cpuMicros, identityModel, start, startNats, stopAll, type Proc } from './tax.ts'
-import { attack, ensureVegeta, killAttacks, vegetaRecords, writeVegetaTargets, type VegetaHit } from './vegeta.ts'
+import { attack, ensureVegeta, killAttacks, vegetaRecords, writeVegetaTargets, type RunningAttack, type VegetaHit } from './vegeta.ts'
 import { hasWrk, runWrk, writeWrkScript } from './wrk.ts'
 import { defineBenchCommand, type BenchCommand, type BenchValues } from './skeleton.ts'
 
@@ -27,30 +37,44 @@ a deep model (--threads 1: model-bound) and an Identity model (the stack's own c
 gateway, each its own process. Capacity: wrk -c128, closed loop. Open-loop load:
 vegeta (Go; built once into the CI cache's bin with go install when missing) at 2x and 4x capacity
 with client deadlines (X-Cohort-Timeout-Ms) and 2x with none (the server SLO), then two tenants (one
-API key at 3x, the other at 15%). Per step: goodput, refusal p99 beside answer p99, requests with no
-answer, gateway CPU per answer and per refusal, the worker's busy fraction, log lines; then the
-targets, met or missed. Layouts:
+API key at 3x, the other at 15%). Two phases measure the gateway's CPU directly: answers only (0.5x,
+no deadline) and refusals only (4x capacity at a 50 ms deadline: the queue is past the deadline, so
+the door refuses nearly every request 503). Per step: goodput, 503 (refusal) p50/p99 beside answer p50/p99, latency
+by outcome (200 / 503 / 504 / no answer) and by the error body's code, requests with no answer,
+gateway CPU per request, the worker's busy fraction, log lines; then the targets, met or missed
+(CPU per refusal: the refusal phase's CPU over its 503s / CPU per answer at capacity). Layouts:
   shared   every process on both cores
   pinned   the worker on core 1 (taskset); gateway, nats-server, vegeta and wrk on core 0
   serve    cohort serve (gateway and worker in one process) on both cores
-  --layouts LIST     comma-separated (default shared,pinned,serve)
+  --quick            check that the bench runs, in about a minute: layout shared, 2 s steps and
+                     capacity runs, the 2x step with the client deadline only (no 4x, no 2x without
+                     a deadline, no tenants), then the two phases; explicit flags override it
+  --layouts LIST     comma-separated (default shared,pinned,serve; --quick: shared)
   --model deep|heavy deep (default): the 512 FP32 as 8 tokens of 64, each through one MLP
                      64->2560x4->2 (~159 M multiply-adds per item, 80 MB, built once into the
                      model cache); heavy: the MLP 512->2560x3->16 (~14.5 M)
-  --seconds S        seconds of each open-loop step (default 6); --seconds 3 --capacity-s 3 runs
-                     the three layouts in about 4 minutes
-  --capacity-s S     seconds of the measured capacity run, after a warm-up as long (default 5)
+  --seconds S        seconds of each open-loop step and phase (default 6; --quick: 2); --seconds 3
+                     --capacity-s 3 runs the three layouts in about 5 minutes
+  --capacity-s S     seconds of the measured capacity run, after a warm-up as long (default 5;
+                     --quick: 2)
   --deadline-ms MS   client deadline of the deadline steps and of both tenants (default 250)
+  --refusal-deadline-ms MS  client deadline of the refusal phase (default 50; keep it above t(1):
+                     a deadline no idle worker could meet is admitted, for the worker's 504)
+  --refusal-multiple X      offered rate of the refusal phase, x capacity (default 4; at 8x the
+                     gateway itself saturated here: socket errors and 504s, no longer refusals)
   --connections N    wrk connections of the capacity run (default 128)
   --out FILE         also write the results as JSON`
 
 const OVERLOAD_OPTIONS = {
+  quick: { type: 'boolean' },
   layouts: { type: 'string' },
   model: { type: 'string' },
   seconds: { type: 'string' },
   'capacity-s': { type: 'string' },
   'deadline-ms': { type: 'string' },
   connections: { type: 'string' },
+  'refusal-deadline-ms': { type: 'string' },
+  'refusal-multiple': { type: 'string' },
   out: { type: 'string' },
 } satisfies BenchCommand['options']
 
@@ -71,8 +95,18 @@ const MODELS = {
 } as const
 type ModelName = keyof typeof MODELS
 
-function options(v: BenchValues) {
-  const layouts = String(v['layouts'] ?? LAYOUTS.join(','))
+/**
+ * `--quick`: one layout (`shared`), 2 s steps and capacity runs, only the 2x step with the client
+ * deadline and no tenants, then the two phases: a check that the bench runs (about a minute),
+ * not a result. Explicit flags override it.
+ */
+export const QUICK = { layouts: ['shared'], seconds: 2, capacityS: 2, fullSteps: false } as const
+
+/** Defaults without `--quick`. */
+export const FULL = { layouts: LAYOUTS, seconds: 6, capacityS: 5, fullSteps: true } as const
+
+function layoutsFlag(v: unknown, dflt: readonly LayoutName[]): LayoutName[] {
+  const layouts = (typeof v === 'string' ? v : dflt.join(','))
     .split(',')
     .map((s) => s.trim())
     .filter(Boolean)
@@ -81,13 +115,28 @@ function options(v: BenchValues) {
       throw new CliError(`--layouts: unknown layout "${l}" (use ${LAYOUTS.join(', ')})`)
     }
   }
+  return layouts as LayoutName[]
+}
+
+function options(v: BenchValues) {
+  const preset = v['quick'] === true ? QUICK : FULL
   return {
-    layouts: layouts as LayoutName[],
+    quick: v['quick'] === true,
+    layouts: layoutsFlag(v['layouts'], preset.layouts),
     model: modelFlag(v['model']),
-    seconds: numFlag('seconds', v['seconds']) ?? 6,
-    capacityS: intFlag('capacity-s', v['capacity-s']) ?? 5,
+    seconds: numFlag('seconds', v['seconds']) ?? preset.seconds,
+    capacityS: intFlag('capacity-s', v['capacity-s']) ?? preset.capacityS,
+    /** The three steps and the two tenants (false: the 2x step with the client deadline alone). */
+    fullSteps: preset.fullSteps,
     deadlineMs: numFlag('deadline-ms', v['deadline-ms']) ?? 250,
     connections: intFlag('connections', v['connections']) ?? 128,
+    /**
+     * Client deadline of the refusal-only phase: short, yet above the service estimate (a deadline
+     * below it is admitted on purpose, for the worker to answer 504: wait-check.ts). @default 50
+     */
+    refusalDeadlineMs: numFlag('refusal-deadline-ms', v['refusal-deadline-ms']) ?? 50,
+    /** Offered rate of the refusal-only phase, a multiple of capacity: the queue past the deadline refuses nearly all. @default 4 */
+    refusalMultiple: numFlag('refusal-multiple', v['refusal-multiple']) ?? 4,
     out: v['out'] as string | undefined,
   }
 }
@@ -320,7 +369,7 @@ async function measureCapacity(x: LayoutRun, r: LayoutResult): Promise<number> {
   return capacity.rate
 }
 
-/** The three open-loop steps (2x and 4x with the client deadline, 2x with none) and the two tenants, at multiples of capacity C. */
+/** The three open-loop steps (2x and 4x with the client deadline, 2x with none), the two tenants, then the answer-only and refusal-only phases, at multiples of capacity C. */
 async function overloadSteps(x: LayoutRun, r: LayoutResult, vegeta: string, C: number, sloMs: number): Promise<void> {
   const { layout, o, dir, st, url, body, pids, gwLog } = x
   const target = (name: string, key: string, deadline: number | undefined) =>
@@ -342,16 +391,32 @@ async function overloadSteps(x: LayoutRun, r: LayoutResult, vegeta: string, C: n
     const hits = await a.done
     const s = { ...summariseOverloadStep(spec(label, multiple, deadline), vegetaRecords(hits, o.seconds)), ...mm.stop() }
     x.log(
-      `[${layout}] ${label} ${deadline !== undefined ? `deadline ${deadline} ms` : `no deadline (SLO ${sloMs} ms)`}: goodput ${s.goodputFraction.toFixed(2)}, ok p99 ${s.okP99.toFixed(1)} ms, refusal p99 ${s.refusalP99.toFixed(1)} ms, ${JSON.stringify(s.byStatus)}`,
+      `[${layout}] ${label} ${deadline !== undefined ? `deadline ${deadline} ms` : `no deadline (SLO ${sloMs} ms)`}: goodput ${s.goodputFraction.toFixed(2)}, ok p99 ${s.okP99.toFixed(1)} ms, 503 p99 ${s.refusalP99.toFixed(1)} ms, ${JSON.stringify(s.byStatus)}`,
     )
     await settle(`${st.base}/metrics`, o.model)
     return s
   }
   r.steps.push(await step('2x', 2, o.deadlineMs))
-  r.steps.push(await step('4x', 4, o.deadlineMs))
-  r.steps.push(await step('2x', 2, undefined))
+  if (o.fullSteps) {
+    r.steps.push(await step('4x', 4, o.deadlineMs))
+    r.steps.push(await step('2x', 2, undefined))
+    r.tenants = await twoTenants(x, go, spec)
+    await settle(`${st.base}/metrics`, o.model)
+  }
+  // Last, the answer-only and refusal-only phases (the CPU of one open-loop answer, of one refusal):
+  // the refusal flood's late outcomes raise the admission margin, which would lower the goodput of a step after it.
+  r.answerPhase = await step('answers 0.5x', 0.5, undefined)
+  r.refusalPhase = await step(`refusals ${o.refusalMultiple}x`, o.refusalMultiple, o.refusalDeadlineMs)
+}
 
-  // Two tenants at once: key A at 3x, key B at 15 %, both with the client deadline.
+/** Two tenants at once: key A at 3x, key B at 15 %, both with the client deadline (one CPU window). */
+async function twoTenants(
+  x: LayoutRun,
+  go: (name: string, key: string, rate: number, deadline: number | undefined) => RunningAttack,
+  spec: (label: string, multiple: number, deadline: number | undefined) => StepSpec,
+): Promise<{ flood: LayoutStep; quiet: LayoutStep }> {
+  const { o, pids, gwLog } = x
+  const C = spec('', 1, undefined).capacity
   const tm = meter(pids, gwLog)
   const fa = go('flood', KEYS[0], 3 * C, o.deadlineMs)
   const qa = go('quiet', KEYS[1], 0.15 * C, o.deadlineMs)
@@ -361,11 +426,12 @@ async function overloadSteps(x: LayoutRun, r: LayoutResult, vegeta: string, C: n
   const t0 = Math.min(fh[0]?.atMs ?? Infinity, qh[0]?.atMs ?? Infinity)
   const w = tm.stop()
   const rec = (h: VegetaHit[]) => vegetaRecords(h, o.seconds, t0)
-  r.tenants = {
+  const tenants = {
     flood: { ...summariseOverloadStep(spec('tenant A 3x', 3, o.deadlineMs), rec(fh)), ...w },
     quiet: { ...summariseOverloadStep(spec('tenant B 15%', 0.15, o.deadlineMs), rec(qh)), ...w },
   }
-  x.log(`[${layout}] quiet tenant: ${r.tenants.quiet.goodShare.toFixed(2)} of ${r.tenants.quiet.sent} on time`)
+  x.log(`[${x.layout}] quiet tenant: ${tenants.quiet.goodShare.toFixed(2)} of ${tenants.quiet.sent} on time`)
+  return tenants
 }
 
 /** Run one layout: t(1), the Identity ceiling, capacity, the three steps, the two tenants. */
@@ -384,6 +450,8 @@ async function runLayout(layout: LayoutName, o: Options, dir: string, vegeta: st
     capacity: { rate: Number.NaN, answers: 0, non2xx: 0, p99Ms: Number.NaN, wallS: Number.NaN, cpuS: {}, logLines: 0, logBytes: 0 },
     steps: [],
     tenants: undefined,
+    refusalPhase: undefined,
+    answerPhase: undefined,
     errors: [],
   }
   try {
@@ -464,10 +532,12 @@ export function formatOverload(r: OverloadResult): string {
       out.push(`FAILED ${e}`)
     }
     out.push(layoutStepTable(l))
+    out.push(layoutOutcomeTable(l))
   }
   out.push(
-    '\nCPU per refusal is attributed: (gateway CPU in the step - CPU per answer at capacity x its 200s) / its other requests. ' +
-      'Worker busy = worker CPU s/s in the step / the same at capacity.',
+    `\nCPU per refusal is measured in the refusal-only phase (${r.options.refusalMultiple}x capacity at a ${r.options.refusalDeadlineMs} ms client deadline): ` +
+      'gateway CPU over the phase (/proc) / its 503s; per answer: gateway CPU / 200s of the capacity run (and of the answer-only phase, 0.5x, open loop). ' +
+      'Worker busy = worker CPU s/s in the step / the same at capacity. "503 p50/p99" is the refusals\' latency; every outcome and error code is in the second table.',
   )
   out.push('\nTargets (issue 27)')
   out.push(layoutTargetTable(layoutTargets(r.layouts)))

@@ -70,6 +70,22 @@ export interface VegetaHit {
   code: number
   latencyMs: number
   error: string
+  /** The error body's `code` (e.g. `OVERLOADED`, `DEADLINE_EXCEEDED`) of a non-200 answer; '' for 200s, no answer, or a body without one. */
+  errorCode: string
+}
+
+/** The `code` of a JSON error body (`{ code }` or `{ error: { code } }`), read only for non-200 answers; '' when absent. */
+export function bodyErrorCode(status: number, base64Body: string | undefined): string {
+  if (status === 200 || status === 0 || !base64Body) {
+    return ''
+  }
+  try {
+    const b = JSON.parse(Buffer.from(base64Body, 'base64').toString('utf8')) as { code?: unknown; error?: { code?: unknown } }
+    const c = b.code ?? b.error?.code
+    return typeof c === 'string' ? c : ''
+  } catch {
+    return ''
+  }
 }
 
 /** RFC 3339 with up to nanoseconds, to fractional epoch ms (Date.parse keeps only ms). */
@@ -89,8 +105,8 @@ export function parseVegetaJson(text: string): VegetaHit[] {
     if (line.trim() === '') {
       continue
     }
-    const r = JSON.parse(line) as { timestamp: string; code: number; latency: number; error?: string }
-    out.push({ atMs: epochMs(r.timestamp), code: r.code, latencyMs: r.latency / 1e6, error: r.error ?? '' })
+    const r = JSON.parse(line) as { timestamp: string; code: number; latency: number; error?: string; body?: string }
+    out.push({ atMs: epochMs(r.timestamp), code: r.code, latencyMs: r.latency / 1e6, error: r.error ?? '', errorCode: bodyErrorCode(r.code, r.body) })
   }
   return out.sort((a, b) => a.atMs - b.atMs)
 }
@@ -107,6 +123,8 @@ export function vegetaRecords(hits: VegetaHit[], durationS: number, t0Ms = hits[
     scheduledMs: hits.map((h) => h.atMs - t0Ms),
     latencyMs: hits.map((h) => (h.code === 0 ? Number.NaN : h.latencyMs)),
     status: hits.map((h) => (h.code !== 0 ? h.code : timeout(h) ? 0 : -1)),
+    errorCode: hits.map((h) => h.errorCode),
+    waitedMs: hits.map((h) => h.latencyMs),
     durationS,
   }
 }
