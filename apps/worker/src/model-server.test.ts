@@ -20,6 +20,7 @@ import type { BatchingConfig } from '@cohort/batching'
 import { CohortWorker } from './worker.ts'
 import { ModelServer } from './model-server.ts'
 import { PredictorRunner } from './runners/predictor-runner.ts'
+import type { ItemResult, RunBatchOptions } from './runners/types.ts'
 
 const subj = subjects()
 
@@ -71,6 +72,15 @@ function calcPredictor(gate: Gate) {
   return { predictor, calls, life }
 }
 
+/** A predictor runner that records the `behind` of every batch it is given. */
+class BehindRecorder extends PredictorRunner {
+  readonly behind: (number | undefined)[] = []
+  override runBatch(payloads: unknown[], signal?: AbortSignal, opts: RunBatchOptions = {}): Promise<ItemResult[]> {
+    this.behind.push(opts.behind)
+    return super.runBatch(payloads, signal, opts)
+  }
+}
+
 interface Env {
   transport: InProcessTransport
   worker: CohortWorker
@@ -78,6 +88,8 @@ interface Env {
   gate: Gate
   calls: number[][]
   life: string[]
+  /** `behind` of each batch run, in order. */
+  behind: (number | undefined)[]
 }
 
 const envs: Env[] = []
@@ -86,15 +98,16 @@ async function start(o: { batching?: Partial<BatchingConfig>; maxMessageBytes?: 
   const transport = new InProcessTransport(o.maxMessageBytes ? { maxMessageBytes: o.maxMessageBytes } : {})
   const gate = new Gate()
   const { predictor, calls, life } = calcPredictor(gate)
+  const runner = new BehindRecorder(predictor)
   const worker = new CohortWorker({
     transport,
     id: 'w-test',
-    runners: [new PredictorRunner(predictor)],
+    runners: [runner],
     outputSchemas: { calc: predictor.output },
     ...(o.batching ? { batching: o.batching } : {}),
   })
   await worker.start()
-  const env = { transport, worker, server: worker.servers[0]!, gate, calls, life }
+  const env = { transport, worker, server: worker.servers[0]!, gate, calls, life, behind: runner.behind }
   envs.push(env)
   return env
 }
@@ -254,6 +267,20 @@ describe('ModelServer over the in-process transport', () => {
     expect(calls.flat()).not.toContain(4)
     expect(calls.flat()).not.toContain(5)
     expect(worker.metrics.items.get({ model: 'calc', code: 'OVERLOADED' })).toBe(2)
+  })
+
+  it('tells the runner what waits behind each batch (items queued, other batches running): 0 alone, 1 with an item queued', async () => {
+    const { transport, gate, server, behind } = await start({ batching: { maxBatchSize: 1 } })
+    gate.close()
+    const first = send(transport, request([{ x: 1 }]))
+    await waitFor(() => expect(server.engine.running).toBe(1))
+    const second = send(transport, request([{ x: 2 }]))
+    const third = send(transport, request([{ x: 3 }]))
+    await waitFor(() => expect(server.engine.queued).toBe(2))
+    gate.open()
+    await Promise.all([first, second, third])
+    // The first ran alone; the second left the third queued behind it; the third ran alone.
+    expect(behind).toEqual([0, 1, 0])
   })
 
   it('refuses at once (503 OVERLOADED, shed reason admission) an item estimated to finish after its deadline', async () => {

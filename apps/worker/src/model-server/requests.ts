@@ -202,7 +202,11 @@ export class Requests {
       results = await runner.runBatch(
         batch.items.map((i) => i.payload),
         this.#o.signal,
-        { timeoutMs: batchTimeLimitMs(this.#o.batchTimeoutMs, engine.costModel.upper(batch.cost ?? batch.items.length)) },
+        {
+          timeoutMs: batchTimeLimitMs(this.#o.batchTimeoutMs, engine.costModel.upper(batch.cost ?? batch.items.length)),
+          // Items still queued and the other batches running (this one is counted in `running`).
+          behind: engine.queued + engine.running - 1,
+        },
       )
     } catch (e) {
       const err = toWireError(e, 'PREDICTOR_FAILED')

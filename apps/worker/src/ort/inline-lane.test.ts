@@ -86,6 +86,15 @@ describe('the inline lane of an ONNX runner', () => {
     expect({ postMessages: c.postMessages, pool: r.lanes.pool }).toEqual({ postMessages: 1, pool: 2 })
   })
 
+  it('hands a batch with work waiting behind it to the pool (one postMessage each) and runs a lone batch inline', async () => {
+    const r = await started()
+    const signal = new AbortController().signal
+    const waiting = await countPerRequest(() => r.runBatch(rows(1), signal, { behind: 3 }), 4, 0)
+    expect({ postMessages: waiting.postMessages, inline: r.lanes.inline, pool: r.lanes.pool }).toEqual({ postMessages: 1, inline: 0, pool: 5 /* 1 warm-up */ })
+    const lone = await countPerRequest(() => r.runBatch(rows(1), signal, { behind: 0 }), 4, 0)
+    expect({ postMessages: lone.postMessages, inline: r.lanes.inline, pool: r.lanes.pool }).toEqual({ postMessages: 0, inline: 4, pool: 5 })
+  })
+
   it('keeps no inline lane for a model whose one-row run is over inlineRunMs', async () => {
     // No run takes a nanosecond: the model is "heavy" against this limit.
     const r = await started({ inlineRunMs: 1e-6 })

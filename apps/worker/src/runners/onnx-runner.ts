@@ -241,13 +241,17 @@ export class OnnxRunner implements ModelRunner {
   /** Told about each inline run (metrics; set by instrument()). */
   #onInlineRun: ((busyMs: number, ok: boolean) => void) | undefined
 
-  /** Run a batch of `rows` rows on the inline lane when its predicted time allows, else on the pool. */
-  async #run(feeds: Record<string, HostTensor>, rows: number, timeoutMs: number | undefined): Promise<RunResult> {
-    const lane = this.#inline
+  /**
+   * Run a batch of `rows` rows on the inline lane when nothing waits behind it (`opts.behind`) and
+   * its predicted time allows, else on the pool: with a backlog, the main thread decodes and
+   * encodes the next requests while an ORT thread runs this batch.
+   */
+  async #run(feeds: Record<string, HostTensor>, rows: number, opts: RunBatchOptions): Promise<RunResult> {
+    const lane = (opts.behind ?? 0) > 0 ? undefined : this.#inline
     const predicted = lane ? this.#runTimes.predict(rows) : undefined
     if (!lane || predicted === undefined || predicted > this.#inlineRunMs) {
       this.lanes.pool++
-      const r = await this.#pool.run(feeds, timeoutMs !== undefined ? { timeoutMs } : {})
+      const r = await this.#pool.run(feeds, opts.timeoutMs !== undefined ? { timeoutMs: opts.timeoutMs } : {})
       this.#runTimes.observe(rows, r.computeMs)
       return r
     }
@@ -370,7 +374,7 @@ export class OnnxRunner implements ModelRunner {
         feeds[this.#mask.name] = buildMask(this.#mask, real, n)
       }
     }
-    const { outputs } = await this.#run(feeds, n, opts.timeoutMs)
+    const { outputs } = await this.#run(feeds, n, opts)
     const outMeta = new Map(this.#pool.outputs.map((m) => [m.name, m]))
     const results: ItemResult[] = items.map(() => ({ tensors: {} }))
     for (const [name, out] of Object.entries(outputs)) {

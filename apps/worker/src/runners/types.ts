@@ -62,6 +62,14 @@ export interface ModelRunner {
 export interface RunBatchOptions {
   /** Time limit of the batch in ms (0 or absent: none). */
   timeoutMs?: number
+  /**
+   * Work waiting behind this batch when it was dispatched: items left in the batcher's queue plus
+   * the other batches running. An ONNX runner runs a batch on its inline lane only when this is 0,
+   * so that a backlog keeps the main thread free for the next requests while the pool runs this
+   * one (docs/architecture.md#the-inline-lane).
+   * @default 0
+   */
+  behind?: number
 }
 
 /** Why a runner (or one of its instances) was replaced. */
