@@ -111,7 +111,7 @@ describe('admission at enqueue', () => {
 })
 
 describe('admission: infeasible even alone', () => {
-  it('flags an arrival whose deadline is shorter than its own batch time, with that time (answer 400 DEADLINE_TOO_SHORT, not 503)', () => {
+  it('flags an arrival whose deadline is shorter than its own batch time, with that time (answer 504, not 503)', () => {
     const h = harness({ maxBatchSize: 2 })
     teach(h.engine)
     pushAll(h, 'busy')

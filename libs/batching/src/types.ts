@@ -58,8 +58,9 @@ export type Offer =
       estimatedFinishMs?: number
       /**
        * `'late'` only: true when the item could not finish in time even if it ran alone now (its
-       * deadline is shorter than the model's time): answer it 400 DEADLINE_TOO_SHORT naming
-       * {@link aloneMs}, not as overload (503): retrying with the same deadline cannot help.
+       * deadline is shorter than the model's time): answer it 504 DEADLINE_EXCEEDED naming
+       * {@link aloneMs}, not as overload (503) (the worker cannot tell a short deadline from one
+       * spent on the way; the gateway's door, which can, answers the short ones 400 DEADLINE_TOO_SHORT).
        */
       infeasible?: boolean
       /** `'late'` only: the model's estimate of the item's run time alone, ms (the limit an infeasible deadline is under). */

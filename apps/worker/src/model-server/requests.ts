@@ -474,14 +474,17 @@ function* tenantsOf(reqs: readonly ({ tenant?: string } | { error: unknown })[])
   }
 }
 
-/** The answer to an item the engine would not queue: 503 OVERLOADED, 400 DEADLINE_TOO_SHORT when it cannot finish even alone (or SHUTTING_DOWN after close). */
+/** The answer to an item the engine would not queue: 503 OVERLOADED, 504 DEADLINE_EXCEEDED when it cannot finish even alone (or SHUTTING_DOWN after close). */
 function refusal(model: string, offer: Offer, maxQueue: number, leftMs: number, items = 1): WireError {
   switch (offer.status) {
     case 'late':
       if (offer.infeasible) {
+        // 504, not 400 DEADLINE_TOO_SHORT: the worker sees only what is left of the deadline, not
+        // whether the client sent it short or it was spent waiting on the way (overload). The
+        // gateway's door, which knows the whole budget, answers the too-short ones (wait-check.ts).
         return {
-          code: 'DEADLINE_TOO_SHORT',
-          message: `model "${model}" needs about ${Math.ceil(offer.aloneMs ?? offer.estimatedFinishMs ?? 0)} ms to run this item even alone on an idle worker, and its deadline left ${Math.floor(leftMs)} ms; it was not run: send a deadline of at least ${Math.ceil(offer.aloneMs ?? offer.estimatedFinishMs ?? 0)} ms`,
+          code: 'DEADLINE_EXCEEDED',
+          message: `model "${model}" cannot finish this item within its deadline even alone (estimated ${Math.ceil(offer.aloneMs ?? offer.estimatedFinishMs ?? 0)} ms, ${Math.round(leftMs)} ms left); it was not run`,
         }
       }
       return {
