@@ -122,10 +122,13 @@ describe('admission at the door, per origin', () => {
     const { id } = (await r.json()) as { id: string }
     await expect.poll(async () => ((await (await app.request(`/predictions/${id}`)).json()) as { status: string }).status, { timeout: 5_000, interval: 20 }).toBe('failed')
     const done = (await (await app.request(`/predictions/${id}`)).json()) as { error: string; deferrals?: number }
-    expect(done.error).toMatch(/worker-wait check/)
+    // Each deferral followed a worker-wait refusal, none of them published. The last try may reach
+    // the door with less time left than the model's run (a loaded machine): the door then lets the
+    // worker answer it exactly, so it is published once and fails on its deadline instead.
     expect(done.deferrals).toBeGreaterThanOrEqual(1)
-    expect(published.length).toBe(before)
-    expect(refusals()).toBe((done.deferrals ?? 0) + 1)
+    expect(refusals()).toBeGreaterThanOrEqual(done.deferrals ?? 0)
+    expect(published.length - before).toBeLessThanOrEqual(1)
+    expect(done.error).toMatch(published.length === before ? /worker-wait check/ : /worker-wait check|no reply|deadline/i)
   })
 
   it('bridge and job origins through door.predict: admitted by their own deadline, refused as an outcome (not thrown)', async () => {
