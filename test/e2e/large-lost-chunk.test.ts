@@ -74,25 +74,26 @@ function lossy(nc: NatsConnection, lost: number, seen: Seen): NatsConnection {
   })
 }
 
-async function pair(lossySide: 'worker' | 'gateway', seen: Seen): Promise<{ worker: Transport; gateway: Transport; raw: NatsConnection }> {
+async function pair(lossySide: 'worker' | 'gateway', seen: Seen): Promise<{ worker: Transport; gateway: Transport; raw: NatsConnection; workerNc: NatsConnection }> {
   const a = await connect({ servers: nats.url })
   const b = await connect({ servers: nats.url })
   const raw = await connect({ servers: nats.url })
   conns.push(a, b, raw)
   const worker = createNatsTransport(lossySide === 'worker' ? lossy(a, 1, seen) : a)
   const gateway = createNatsTransport(lossySide === 'gateway' ? lossy(b, 1, seen) : b)
-  return { worker, gateway, raw }
+  return { worker, gateway, raw, workerNc: a }
 }
 
 describe('a chunk transfer survives a lost chunk answer (issue 25, finding 8)', () => {
   it('a large reply: the receiver asks for the lost chunk again, gets the exact bytes, then the sender forgets the blob', async () => {
     const seen: Seen = { asked: new Map(), done: [] }
-    const { worker, gateway, raw } = await pair('worker', seen)
+    const { worker, gateway, raw, workerNc } = await pair('worker', seen)
     const reply = bytes(300_000) // 5 chunks of 61,440 bytes
     const sub = worker.subscribe('svc.big-reply')
     void (async () => {
       for await (const m of sub) m.respond(reply)
     })()
+    await workerNc.flush() // the subscription is at the server before the request (else: no responders)
     const got = await gateway.request('svc.big-reply', new Uint8Array([1]), { timeoutMs: 20_000 })
     expect(Buffer.from(got).equals(Buffer.from(reply)), 'the exact bytes').toBe(true)
     const retried = [...seen.asked].filter(([k, n]) => k.endsWith(' 1') && n === 2)
