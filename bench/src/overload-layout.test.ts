@@ -126,6 +126,8 @@ describe('CPU per answer and per refusal, busy fraction', () => {
     // 1000 sent, 990 refused 503, 10 answered 200: the phase's 0.099 s over the 990 refusals.
     const p = step({ sent: 1000, ok: 10, deadline: 2, cpuS: { gateway: 0.099 } })
     expect(cpuPerRefusalUs(p, 'gateway')).toBeCloseTo(100)
+    // Net of the 10 others at 900 us each: (0.099 s - 0.009 s) / 990.
+    expect(cpuPerRefusalUs(p, 'gateway', 900)).toBeCloseTo(90.909, 2)
     expect(cpuPerRefusalUs(step({ sent: 10, ok: 10, cpuS: { gateway: 0.1 } }), 'gateway'), 'no refusals').toBeNaN()
     expect(cpuPerOpenAnswerUs(step({ sent: 100, ok: 100, cpuS: { gateway: 0.1 } }), 'gateway')).toBeCloseTo(1000)
   })
