@@ -1,11 +1,13 @@
-import { createAdaptorServer } from '@hono/node-server'
+import { getRequestListener } from '@hono/node-server'
 import type { Hono } from 'hono'
-import type { IncomingMessage, Server } from 'node:http'
+import type { EarlyDoor } from '@cohort/gateway'
+import { createServer as createHttpServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import type { Socket } from 'node:net'
 import { createServer as createHttpsServer } from 'node:https'
 import type { AddressInfo } from 'node:net'
 import { CliError } from './cli-error.ts'
 import { DEFAULT_LISTEN_BACKLOG, boundListener, type ListenerBounds } from './listener-bounds.ts'
+import { answerEarly } from './node-adapter.ts'
 
 /** A started HTTP server. */
 export interface HttpServer {
@@ -67,16 +69,34 @@ export interface TlsFiles {
 }
 
 /**
+ * The request listener of `app`: its door at the listener first when it has one (a gateway app's
+ * `early`, early.ts: an inference request refused from its head alone is answered there, with no
+ * Request, Response or middleware built for it), then the app through @hono/node-server.
+ */
+function requestListener(app: Hono & { early?: EarlyDoor }): (req: IncomingMessage, res: ServerResponse) => void {
+  const fetch = getRequestListener(app.fetch)
+  const early = app.early
+  if (early === undefined) {
+    return (req, res) => void fetch(req, res)
+  }
+  return (req, res) => {
+    if (!answerEarly(early, req, res)) {
+      void fetch(req, res)
+    }
+  }
+}
+
+/**
  * Serve a Hono app on host:port (port 0 = any free port); over HTTPS when `tls` is given, within
  * `bounds` (the listen backlog and the open connections; listener-bounds.ts).
  */
-export function listen(app: Hono, host: string, port: number, tls?: TlsFiles, bounds: ListenerBounds = {}): Promise<HttpServer> {
+export function listen(app: Hono & { early?: EarlyDoor }, host: string, port: number, tls?: TlsFiles, bounds: ListenerBounds = {}): Promise<HttpServer> {
   return new Promise((resolve, reject) => {
-    const https = tls ? { createServer: createHttpsServer, serverOptions: { cert: tls.cert, key: tls.key } } : {}
-    let server: ReturnType<typeof createAdaptorServer>
+    let server: Server
     try {
-      server = createAdaptorServer({ fetch: app.fetch, ...https })
-      boundListener(server as Server, bounds)
+      const handler = requestListener(app)
+      server = tls ? createHttpsServer({ cert: tls.cert, key: tls.key }, handler) : createHttpServer(handler)
+      boundListener(server, bounds)
       server.listen({ port, host, backlog: bounds.backlog ?? DEFAULT_LISTEN_BACKLOG }, () => onListening(server.address() as AddressInfo))
     } catch (e) {
       // A certificate that does not parse, or a key that does not match it.
@@ -85,7 +105,7 @@ export function listen(app: Hono, host: string, port: number, tls?: TlsFiles, bo
     }
     function onListening(info: AddressInfo) {
       let closing: Promise<void> | undefined
-      const http = server as Server
+      const http = server
       const requests = new Set<IncomingMessage>()
       http.on('request', (req: IncomingMessage) => {
         requests.add(req)

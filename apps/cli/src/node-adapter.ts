@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Context } from 'hono'
-import { declaredLength, readBody, type GatewayAdapter } from '@cohort/gateway'
+import { declaredLength, readBody, type Admission, type EarlyDoor, type GatewayAdapter } from '@cohort/gateway'
 import { CohortError } from '@cohort/protocol'
 import type { AbortSignalLike } from '@cohort/transport'
 import { LoopLag } from './loop-lag.ts'
@@ -96,6 +96,39 @@ function readIncoming(inc: IncomingMessage, max: number, onChunk?: (n: number) =
   })
 }
 
+/** Admissions judged at the listener ({@link answerEarly}), for the route ({@link GatewayAdapter.admission}). */
+const admissions = new WeakMap<IncomingMessage, Admission>()
+
+/**
+ * Judge `req` with the gateway's door at the listener (early.ts) before the app runs: a refusal is
+ * written here in one `writeHead` + `end` (true: answered; Node drains the small unread body, so
+ * the connection stays open), an admission is kept for the route. False: the app serves it.
+ */
+export function answerEarly(early: EarlyDoor, req: IncomingMessage, res: ServerResponse): boolean {
+  const h = req.headers
+  const at = arrivedAt(req)
+  const d = early.judge({
+    method: req.method ?? '',
+    url: req.url ?? '',
+    header: (name) => {
+      const v = h[name]
+      return typeof v === 'string' ? v : undefined
+    },
+    waitedMs: at === undefined ? undefined : performance.now() - at,
+  })
+  if (d === undefined) {
+    return false
+  }
+  if (d.admission) {
+    admissions.set(req, d.admission)
+    return false
+  }
+  const { status, headers, body } = d.answer
+  res.writeHead(status, { ...headers, 'content-length': Buffer.byteLength(body) })
+  res.end(body)
+  return true
+}
+
 /**
  * The Node fast paths of the gateway: read the body straight from `IncomingMessage` and watch the
  * `ServerResponse` for a client that went away, instead of building Web streams and AbortSignals.
@@ -117,6 +150,10 @@ export const nodeAdapter: GatewayAdapter = {
   arrivedAt(c: Context) {
     const inc = (c.env as NodeBindings | undefined)?.incoming
     return inc ? arrivedAt(inc) : undefined
+  },
+  admission(c: Context) {
+    const inc = (c.env as NodeBindings | undefined)?.incoming
+    return inc ? admissions.get(inc) : undefined
   },
 }
 

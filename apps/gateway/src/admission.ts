@@ -6,8 +6,10 @@
  * send). Codecs choose their origin, never the steps.
  * @module
  */
-import { CohortError, isValidModelName, isValidVersion } from '@cohort/protocol'
+import { answerError, CohortError, isValidModelName, isValidVersion } from '@cohort/protocol'
 import type { InflightBudget } from '@cohort/transport'
+import type { AdmissionTicket } from './admission-control.ts'
+import type { DoorCheck } from './wait-check.ts'
 
 /** Where a call comes from: its codec, or the in-gateway producer of the work. */
 export type Origin = 'infer' | 'generate' | 'openai' | 'predictions' | 'bulk' | 'grpc' | 'job' | 'bridge' | 'submit'
@@ -59,7 +61,7 @@ export function checkModelPath(model: string, version: string | undefined): void
 
 /** 503 OVERLOADED of the in-flight bound (retrying can help: room comes back). */
 export function inflightOverloaded(budget: InflightBudget): CohortError {
-  return new CohortError('OVERLOADED', `the gateway is at its in-flight bound: ${budget.describe()}; retry later`, { retryAfterS: 1 })
+  return answerError('OVERLOADED', `the gateway is at its in-flight bound: ${budget.describe()}; retry later`, { retryAfterS: 1 })
 }
 
 /** 413 of a body larger than the whole bytes bound: it can never be served. */
@@ -67,3 +69,22 @@ export function inflightTooLarge(budget: InflightBudget, bytes: number | undefin
   const size = bytes === undefined ? `more than ${over} bytes` : `${bytes} bytes`
   return new CohortError('PAYLOAD_TOO_LARGE', `request body of ${size} exceeds the gateway's in-flight bytes bound (maxBytes) of ${budget.maxBytes} bytes${why}`)
 }
+
+/**
+ * The door's judgement of a call before its body is read (`InferenceDoor.admit`, door.ts): admitted,
+ * with the delay to take off its deadline and the admission controller's ticket, or refused by one
+ * check (503 OVERLOADED for load, 400 DEADLINE_TOO_SHORT).
+ */
+export type Admission =
+  | {
+      refused?: undefined
+      /** The delay taken off the deadline: the larger of the event-loop lag and the arrival wait, ms. */
+      lag: number
+      /** The event loop's lag at entry, ms. */
+      loopLag: number
+      /** The worker-wait check ran (or does not apply): false while the model is not known. */
+      judged: boolean
+      ticket?: AdmissionTicket | undefined
+      probe?: boolean | undefined
+    }
+  | { refused: CohortError; check: DoorCheck }

@@ -6,6 +6,7 @@ import { closeIfBodyUnread } from './body.ts'
 import type { GatewayOptions, ResolvedGatewayOptions } from './options.ts'
 import { createGatewayCore, isGatewayCore, type GatewayCore } from './core.ts'
 import type { InferenceDoor } from './door.ts'
+import { EarlyDoor } from './early.ts'
 import type { Upstream } from './upstream.ts'
 import { checkModelPath, inferHandler } from './routes/infer.ts'
 import { registerPredictions } from './routes/predictions-routes.ts'
@@ -35,6 +36,8 @@ function oipMeta(m: ModelMeta) {
 export type GatewayApp = Hono & {
   /** The core it serves (shared with gRPC when the app was made from one). */
   readonly core: GatewayCore
+  /** The door at the listener (early.ts): a runtime adapter judges inference requests with it before the app runs. */
+  readonly early: EarlyDoor
   /**
    * Stop what the app started: its in-memory async jobs' webhook retries, and the core's liveness
    * detector when the app built its core from options (a core passed in is its owner's to close).
@@ -83,7 +86,7 @@ export function createApp(from: GatewayOptions | GatewayCore): GatewayApp {
         await core.close()
       }
     })())
-  return Object.assign(app, { core, close })
+  return Object.assign(app, { core, early: new EarlyDoor(door, o), close })
 }
 
 /** What every request passes first: the error and not-found answers, its arrival time, ids, the gateway middleware, draining. */
@@ -95,9 +98,13 @@ function useEntrySteps(app: Hono, o: ResolvedGatewayOptions, door: InferenceDoor
   app.notFound((c) => errorResponse(c, new CohortError('NOT_FOUND', `no route ${c.req.method} ${c.req.path}`)))
 
   const adapter = o.adapter
-  if (adapter?.arrivedAt) {
+  if (adapter?.arrivedAt || adapter?.admission) {
     app.use('*', (c: Context, next) => {
       c.set('cohortArrivedAt', adapter.arrivedAt?.(c))
+      const adm = adapter.admission?.(c)
+      if (adm !== undefined) {
+        c.set('cohortAdmission', adm)
+      }
       return next()
     })
   }

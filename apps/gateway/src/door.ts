@@ -11,6 +11,7 @@
  * @module
  */
 import {
+  answerError,
   CohortError,
   fromWire,
   isValidModelName,
@@ -35,7 +36,7 @@ import { ModelSlos, SLO_TTL_MS } from './slo.ts'
 import { DOOR_CHECKS, WorkerWaitCheck, type DoorCheck, type WorkerWaitOptions } from './wait-check.ts'
 import type { AdmissionTicket } from './admission-control.ts'
 import { DEADLINE_CODES, DEADLINE_SUMMARY, RefusalLog } from './refusal.ts'
-import { ADMISSION, checkModelPath, inflightOverloaded, inflightTooLarge, type Origin } from './admission.ts'
+import { ADMISSION, checkModelPath, inflightOverloaded, inflightTooLarge, type Admission, type Origin } from './admission.ts'
 import { TokenBuckets } from './middleware/rate-limit/index.ts'
 
 /** Grace after the deadline before the gateway stops waiting: the worker's own 504 usually wins. */
@@ -241,6 +242,11 @@ export interface Arrival extends ObservedCall {
   waitedMs?: number | undefined
   /** Called with the passage once made (HTTP: to answer its `traceparent`). */
   entered?: ((p: Passage) => void) | undefined
+  /**
+   * The door's admission of this call, already judged at the listener ({@link InferenceDoor.admit},
+   * early.ts): {@link Passage.enter} uses it instead of judging the call again.
+   */
+  admission?: Admission | undefined
 }
 
 /** A prediction produced inside the gateway ({@link InferenceDoor.predict}). */
@@ -320,46 +326,28 @@ export class Passage {
    */
   enter(): void {
     const a = this.arrival
-    const policy = ADMISSION[a.origin]
     if (a.model !== '') {
       checkModelPath(a.model, a.version)
     }
-    if (policy.inflight === 'door') {
+    if (ADMISSION[a.origin].inflight === 'door') {
       this.#hold(a.holdBytes ?? 0)
     }
-    if (!policy.checks) {
-      this.#judged = true
-      return
+    const adm = a.admission ?? this.door.admit(a)
+    if (adm.refused) {
+      this.#refused(adm.refused, adm.check)
+      throw adm.refused
     }
-    try {
-      this.#loopLag = this.#lag = admitAtDoor(this.door.o.requestTimeoutMs, a.timeoutHeader, this.door.o.queueDelayMs)
-    } catch (e) {
-      this.#refused(e, DOOR_CHECKS.eventLoopLag)
-      throw e
-    }
-    const waited = a.waitedMs ?? 0
-    if (waited > this.#lag) {
-      this.#arrivalWait(waited)
-    }
-    this.#judge()
+    this.#lag = adm.lag
+    this.#loopLag = adm.loopLag
+    this.#judged = adm.judged
+    this.#admitted(adm)
   }
 
-  /** The arrival-wait check: a call that already waited its budget is refused at once; else the wait is taken off its deadline. */
-  #arrivalWait(waited: number): void {
-    const deadlineAt = ADMISSION[this.arrival.origin].budget === 'own' ? this.arrival.deadlineAt : undefined
-    const budget = deadlineAt !== undefined ? deadlineAt - Date.now() + waited : this.timeoutMs(this.arrival.timeoutParamUs)
-    if (waited >= budget) {
-      const e = new CohortError(
-        'OVERLOADED',
-        `the request waited ${Math.ceil(waited)} ms before the gateway could judge it, not less than its ${Math.round(budget)} ms budget (arrival-wait check)`,
-        {
-          retryAfterS: 1,
-        },
-      )
-      this.#refused(e, DOOR_CHECKS.arrivalWait)
-      throw e
+  #admitted(adm: { ticket?: AdmissionTicket | undefined; probe?: boolean | undefined }): void {
+    this.#ticket = adm.ticket
+    if (adm.probe === true) {
+      this.door.o.metrics.doorProbes.inc({ model: metricModel(this.model, 'OK') })
     }
-    this.#lag = waited
   }
 
   /** Room for the call in the door's in-flight bound, until {@link Passage.end}. */
@@ -377,28 +365,18 @@ export class Passage {
     this.#held = bytes
   }
 
-  /** The worker-wait check, once, as soon as the model is known. */
+  /** The worker-wait check, once, as soon as the model is known (a call that named it late). */
   #judge(): void {
-    const ww = this.door.workerWait
     if (this.#judged || !isValidModelName(this.model)) {
       return // not known yet, or not a model: the send answers it
     }
     this.#judged = true
-    if (ww === undefined) {
-      return
+    const v = this.door.judgeWait(this.arrival, this.model, this.#lag, this.#loopLag)
+    if (v.refused) {
+      this.#refused(v.refused, v.check)
+      throw v.refused
     }
-    const a = this.arrival
-    const deadlineAt = ADMISSION[a.origin].budget === 'own' ? a.deadlineAt : undefined
-    const left = deadlineAt !== undefined ? deadlineAt - Date.now() : this.timeoutMs(a.timeoutParamUs)
-    const v = ww.judge(this.model, a.tenant?.slice(0, 128) ?? '', left - this.#lag, this.#loopLag, left)
-    if (!v.admit) {
-      this.#refused(v.error, DOOR_CHECKS.workerWait)
-      throw v.error
-    }
-    this.#ticket = v.ticket
-    if (v.probe) {
-      this.door.o.metrics.doorProbes.inc({ model: metricModel(this.model, 'OK') })
-    }
+    this.#admitted(v)
   }
 
   #refused(e: unknown, check: DoorCheck): void {
@@ -415,18 +393,11 @@ export class Passage {
    * seen; {@link Passage.infer} waits for it the first time), else `requestTimeoutMs`.
    */
   timeoutMs(paramUs?: unknown): number {
-    const server = this.door.o.requestTimeoutMs
-    let t = effectiveTimeoutMs(server, this.arrival.timeoutHeader, paramUs)
-    const at = this.arrival.deadlineAt
-    if (at !== undefined && Number.isFinite(at)) {
-      t = Math.min(t, Math.max(1, at - Date.now()))
-    }
-    if (t < server || (this.arrival.timeoutHeader ?? '') !== '' || (typeof paramUs === 'number' && paramUs > 0) || at !== undefined) {
+    const b = this.door.budgetOf(this.arrival, this.model, paramUs)
+    if (b.client) {
       this.#clientTimed = true
-      return t
     }
-    const slo = this.model !== '' ? this.door.slos?.peek(this.model) : undefined
-    return slo !== undefined ? Math.min(t, slo) : t
+    return b.ms
   }
 
   /** {@link Passage.timeoutMs}, after learning the model's SLO when the client sent no deadline. */
@@ -615,6 +586,93 @@ export class InferenceDoor {
     this.inflight = o.inflight === false ? undefined : new InflightBudget(o.inflight)
     this.#auth = Authenticator.of(o)
     this.#buckets = o.rateLimit ? new TokenBuckets(o.rateLimit) : undefined
+  }
+
+  /**
+   * Judge a call before its body is read (the steps of {@link Passage.enter} after the model name
+   * and the in-flight room; early.ts calls it at the listener): for origins with checks
+   * ({@link ADMISSION}), the event-loop-lag check (refused when the runtime's queueing delay
+   * already exceeds the call's budget; otherwise the delay is taken off its deadline), the
+   * arrival-wait check (a call that already waited its budget is refused; else the wait is taken
+   * off), then the worker-wait check when the model is known ({@link WorkerWaitCheck}). A bad
+   * timeout header throws (400 BAD_REQUEST). Over HTTP the budget is the header's (a
+   * `parameters.timeout` in the body is not seen yet).
+   */
+  admit(a: Arrival): Admission {
+    if (!ADMISSION[a.origin].checks) {
+      return { lag: 0, loopLag: 0, judged: true }
+    }
+    let loopLag: number
+    try {
+      loopLag = admitAtDoor(this.o.requestTimeoutMs, a.timeoutHeader, this.o.queueDelayMs)
+    } catch (e) {
+      if (e instanceof CohortError && e.code === 'OVERLOADED') {
+        return { refused: e, check: DOOR_CHECKS.eventLoopLag }
+      }
+      throw e
+    }
+    let lag = loopLag
+    const waited = a.waitedMs ?? 0
+    if (waited > lag) {
+      const deadlineAt = ADMISSION[a.origin].budget === 'own' ? a.deadlineAt : undefined
+      const budget = deadlineAt !== undefined ? deadlineAt - Date.now() + waited : this.budgetOf(a, a.model, a.timeoutParamUs).ms
+      if (waited >= budget) {
+        const e = answerError(
+          'OVERLOADED',
+          `the request waited ${Math.ceil(waited)} ms before the gateway could judge it, not less than its ${Math.round(budget)} ms budget (arrival-wait check)`,
+          { retryAfterS: 1 },
+        )
+        return { refused: e, check: DOOR_CHECKS.arrivalWait }
+      }
+      lag = waited
+    }
+    if (!isValidModelName(a.model)) {
+      return { lag, loopLag, judged: false } // not known yet, or not a model: the send answers it
+    }
+    const v = this.judgeWait(a, a.model, lag, loopLag)
+    return v.refused ? v : { lag, loopLag, judged: true, ticket: v.ticket, probe: v.probe }
+  }
+
+  /**
+   * The worker-wait check of a call for `model` after a delay of `lagMs` (of which `loopLagMs` is
+   * the event loop's): refused by it, or admitted with the controller's ticket (none without the check).
+   */
+  judgeWait(
+    a: Arrival,
+    model: string,
+    lagMs: number,
+    loopLagMs: number,
+  ): { refused: CohortError; check: DoorCheck } | { refused?: undefined; ticket?: AdmissionTicket | undefined; probe?: boolean | undefined } {
+    const ww = this.workerWait
+    if (ww === undefined) {
+      return {}
+    }
+    const deadlineAt = ADMISSION[a.origin].budget === 'own' ? a.deadlineAt : undefined
+    const left = deadlineAt !== undefined ? deadlineAt - Date.now() : this.budgetOf(a, model, a.timeoutParamUs).ms
+    const v = ww.judge(model, a.tenant?.slice(0, 128) ?? '', left - lagMs, loopLagMs, left)
+    if (!v.admit) {
+      return { refused: v.error, check: DOOR_CHECKS.workerWait }
+    }
+    return { ticket: v.ticket, probe: v.probe }
+  }
+
+  /**
+   * A call's budget, ms ({@link Passage.timeoutMs}), and whether the client set it. A client
+   * deadline (the timeout header, `paramUs` µs, a transport deadline) is used as sent, up to
+   * `requestTimeoutMs`; without one: the model's announced SLO as last seen, else `requestTimeoutMs`.
+   */
+  budgetOf(a: Arrival, model: string, paramUs?: unknown): { ms: number; client: boolean } {
+    const server = this.o.requestTimeoutMs
+    let t = effectiveTimeoutMs(server, a.timeoutHeader, paramUs)
+    const at = a.deadlineAt
+    if (at !== undefined && Number.isFinite(at)) {
+      t = Math.min(t, Math.max(1, at - Date.now()))
+    }
+    if (t < server || (a.timeoutHeader ?? '') !== '' || (typeof paramUs === 'number' && paramUs > 0) || at !== undefined) {
+      return { ms: t, client: true }
+    }
+    const slo = model !== '' ? this.slos?.peek(model) : undefined
+    return { ms: slo !== undefined ? Math.min(t, slo) : t, client: false }
   }
 
   /**

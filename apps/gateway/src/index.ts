@@ -42,7 +42,8 @@ export {
   type PredictionCall,
   type SendOptions,
 } from './door.ts'
-export { ADMISSION, checkModelPath, type AdmissionPolicy, type Origin } from './admission.ts'
+export { EarlyDoor, type EarlyAnswer, type EarlyDecision, type RequestHead } from './early.ts'
+export { ADMISSION, checkModelPath, type Admission, type AdmissionPolicy, type Origin } from './admission.ts'
 export { DEFAULT_PROBE_INTERVAL_MS, DEFAULT_STALE_HEARTBEATS, DOOR_CHECKS, type DoorCheck, type WorkerWaitOptions } from './wait-check.ts'
 export { DEFAULT_MAX_BULK_INPUTS } from './routes/bulk.ts'
 export type { PredictionJobOptions } from './jobs/types.ts'

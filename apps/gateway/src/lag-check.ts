@@ -4,7 +4,7 @@
  * delay. (Not `deadlines.ts`: that is the packer's timer heap of many deadlines.)
  * @module
  */
-import { CohortError } from '@cohort/protocol'
+import { answerError, CohortError } from '@cohort/protocol'
 
 /**
  * The request's timeout in ms: the server limit, shortened by `parameters.timeout` (microseconds,
@@ -45,7 +45,7 @@ export function admitAtDoor(requestTimeoutMs: number, header: string | undefined
   }
   const budget = effectiveTimeoutMs(requestTimeoutMs, header, undefined)
   if (lag >= budget) {
-    throw new CohortError(
+    throw answerError(
       'OVERLOADED',
       `the gateway is saturated: requests wait about ${Math.ceil(lag)} ms before they are read, not less than this request's ${Math.round(budget)} ms budget`,
       { retryAfterS: 1 },
@@ -60,7 +60,7 @@ export function admitAtDoor(requestTimeoutMs: number, header: string | undefined
  */
 export function deadlineAfter(timeoutMs: number, lagMs: number): number {
   if (lagMs >= timeoutMs) {
-    throw new CohortError('OVERLOADED', `the request waited about ${Math.ceil(lagMs)} ms before it was read: its ${Math.round(timeoutMs)} ms budget is spent`, {
+    throw answerError('OVERLOADED', `the request waited about ${Math.ceil(lagMs)} ms before it was read: its ${Math.round(timeoutMs)} ms budget is spent`, {
       retryAfterS: 1,
     })
   }

@@ -44,7 +44,7 @@ declare module 'hono' {
 }
 
 /** A client's `x-request-id` worth echoing: 1-128 visible ASCII characters. */
-const REQUEST_ID_RE = /^[\x21-\x7e]{1,128}$/
+export const REQUEST_ID_RE = /^[\x21-\x7e]{1,128}$/
 
 /**
  * `x-request-id` and `traceparent` on every response: the client's `x-request-id` echoed (else the

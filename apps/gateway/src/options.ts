@@ -1,4 +1,5 @@
 import type { Context } from 'hono'
+import type { Admission } from './admission.ts'
 import type { Registry } from '@cohort/metrics'
 import { DEFAULT_MAX_MESSAGE_BYTES, type AbortSignalLike, type InflightLimits, type JobQueue, type Transport } from '@cohort/transport'
 import type { Tracer } from '@opentelemetry/api'
@@ -189,6 +190,11 @@ export interface GatewayAdapter {
    * budget is refused 503 at once (check `arrival_wait`). @default none (not measured)
    */
   arrivedAt?(c: Context): number | undefined
+  /**
+   * The door's admission of the request, when the runtime's listener judged it before the app ran
+   * ({@link EarlyDoor}, early.ts): the infer route uses it instead of judging again. @default none
+   */
+  admission?(c: Context): Admission | undefined
 }
 
 /** Settings of the live dashboard's server-side history (a ring buffer of samples). */

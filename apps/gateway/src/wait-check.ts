@@ -6,7 +6,7 @@
  * stays the exact check: this one refuses only what it would refuse, by estimates it sent.
  * @module
  */
-import { CohortError } from '@cohort/protocol'
+import { answerError, type CohortError } from '@cohort/protocol'
 import type { WorkerWaits } from './wait-table.ts'
 import { AdmissionControl, type AdmissionControlOptions, type AdmissionTicket } from './admission-control.ts'
 
@@ -99,7 +99,7 @@ export class WorkerWaitCheck {
     }
     return {
       admit: false,
-      error: new CohortError(
+      error: answerError(
         'OVERLOADED',
         `model "${model}": no worker can finish this request well within its deadline (best of ${best.workers} worker${best.workers === 1 ? '' : 's'}: about ${Math.ceil(best.waitMs)} ms of queued work and ${Math.ceil(best.serviceMs)} ms to run it, ${Math.floor(leftMs)} ms left, of which admission fills at most ${Math.round(this.control.ceiling(model, tenant) * 100)}%); refused at the door (worker-wait check), retry after Retry-After`,
         { retryAfterS: Math.max(1, Math.ceil(best.waitMs / 1000)) },
@@ -111,7 +111,7 @@ export class WorkerWaitCheck {
 /** 400 DEADLINE_TOO_SHORT: `model` needs `aloneMs` to run an item alone, the call's budget is `budgetMs`. */
 function tooShort(model: string, aloneMs: number, budgetMs: number): CohortError {
   const need = Math.ceil(aloneMs)
-  return new CohortError(
+  return answerError(
     'DEADLINE_TOO_SHORT',
     `model "${model}" needs about ${need} ms to run this item even alone on an idle worker, and its deadline left ${Math.floor(budgetMs)} ms; it was not sent: send a deadline of at least ${need} ms`,
   )

@@ -106,6 +106,21 @@ export function toWireError(e: unknown, fallback: ErrorCode = 'INTERNAL'): WireE
   return { code: fallback, message }
 }
 
+/**
+ * A {@link CohortError} without a stack trace, for an answer the server gives by design and often:
+ * a refusal for load, a deadline too short. Capturing a stack costs microseconds per error (more
+ * under a flood, with deep async frames) and says nothing about such an answer.
+ */
+export function answerError(code: ErrorCode, message: string, options?: CohortErrorOptions): CohortError {
+  const limit = Error.stackTraceLimit
+  Error.stackTraceLimit = 0
+  try {
+    return new CohortError(code, message, options)
+  } finally {
+    Error.stackTraceLimit = limit
+  }
+}
+
 /** Shorthand for `new CohortError(...)`. */
 export function cohortError(code: ErrorCode, message: string, options?: CohortErrorOptions): CohortError {
   return new CohortError(code, message, options)

@@ -67,6 +67,7 @@ export {
 export { type RepositoryAnswer, type RepositoryEntry, type RepositoryRequest, type RepositoryState } from './repository.ts'
 export { DEFAULT_INBOX_PREFIX, isAcceptSubject, isBlobSubject, isInboxSubject } from './subject-guard.ts'
 export {
+  answerError,
   cohortError,
   CohortError,
   type CohortErrorOptions,

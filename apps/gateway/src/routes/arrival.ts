@@ -1,5 +1,6 @@
 import type { Context } from 'hono'
 import type { Arrival } from '../door.ts'
+import type { Admission } from '../admission.ts'
 import type { Origin } from '../admission.ts'
 import { httpCall } from '../observe.ts'
 
@@ -7,6 +8,8 @@ declare module 'hono' {
   interface ContextVariableMap {
     /** When the request arrived (`performance.now()` ms), from the runtime adapter's `arrivedAt`. */
     cohortArrivedAt: number | undefined
+    /** The door's admission of an infer request judged at the listener (early.ts), from the runtime adapter. */
+    cohortAdmission: Admission | undefined
   }
 }
 
@@ -26,5 +29,7 @@ export function httpArrival(c: Context, origin: Origin, model: string, version?:
     tenant: c.get('cohortClient'),
     waitedMs: waitedSince(c.get('cohortArrivedAt')),
     entered: (p) => c.set('cohortTraceparent', p.trace?.traceparent),
+    // Judged at the listener: only the infer route's, which is all early.ts judges.
+    ...(origin === 'infer' ? { admission: c.get('cohortAdmission') } : {}),
   }
 }

@@ -130,6 +130,20 @@ export class Authenticator {
   }
 
   /**
+   * The client id of a credential that is one of the API keys (`key:<index>`), without waiting;
+   * `undefined` for anything else (no key matches, a token, no credential): {@link authenticate}
+   * answers those. The listener's early judgement (early.ts) uses it.
+   */
+  keyClient(header: string | undefined): string | undefined {
+    const cred = bearerToken(header)
+    if (typeof cred !== 'string' || this.#keys.length === 0) {
+      return undefined
+    }
+    const i = keyIndex(this.#keys, cred)
+    return i >= 0 ? `key:${i}` : undefined
+  }
+
+  /**
    * The client id of a request (`key:<index>` for an API key, never the key itself; `jwt:<sub>`
    * for a token). Missing or malformed credentials, unknown key, invalid token: UNAUTHORIZED; a
    * valid token without the required scope: FORBIDDEN.
