@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Gateway CPU per refusal, nothing admitted (issue 27; docs/bench/overload-2026-12-03.md), side by
+# side: for each checkout given (default: this one), nats-server + one cohort worker (the overload
+# bench's deep model, --threads 1; `npm run bench -- overload --quick` builds it into .cache/models)
+# + cohort gateway, then vegeta at RATE/s for SECONDS with a 4 ms deadline, below the model's ~8 ms
+# for one item alone: the door refuses every request (400 DEADLINE_TOO_SHORT, the step a 503 takes),
+# gateway CPU from /proc over the flood. Then a bare node:http server answering the same 503, the
+# floor. Each checkout needs its own `npm ci`.
+#   scripts/bench/refusal-cpu.sh [--rate 2000] [--seconds 8] [CHECKOUT...]
+set -euo pipefail
+RATE=2000 SECS=8 roots=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --rate) RATE=$2; shift 2 ;;
+    --seconds) SECS=$2; shift 2 ;;
+    *) roots+=("$(cd "$1" && pwd)"); shift ;;
+  esac
+done
+here="$(cd "$(dirname "$0")/../.." && pwd)"
+[ ${#roots[@]} -gt 0 ] || roots=("$here")
+export PATH="$HOME/.cache/cohort-ci/bin:$PATH"
+MODEL="$here/.cache/models/bench-deep-8x64-2560x4-2.onnx"
+[ -f "$MODEL" ] || { echo "refusal-cpu: $MODEL is missing: run npm run bench -- overload --quick once" >&2; exit 2; }
+D=$(mktemp -d)
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$D"' EXIT
+python3 -c "
+import json,random
+random.seed(1)
+print(json.dumps({'inputs':[{'name':'input','datatype':'FP32','shape':[1,512],'data':[round(random.random(),3) for _ in range(512)]}]}))" > "$D/body.json"
+ticks() { awk '{print $14+$15}' "/proc/$1/stat"; }
+per_request() { echo $(( ($2 - $1) * 1000000 / $(getconf CLK_TCK) / (RATE * SECS) )); }
+targets() { printf 'POST %s/v2/models/deep/infer\nContent-Type: application/json\nX-Cohort-Timeout-Ms: %s\n@%s\n\n' "$1" "$2" "$D/body.json"; }
+echo "refusal-cpu: $RATE/s for $SECS s, 4 ms deadline; load $(cut -d' ' -f1-3 /proc/loadavg)"
+for root in "${roots[@]}"; do
+  port=$((20000 + RANDOM % 20000))
+  nats-server -a 127.0.0.1 -p $port > "$D/nats.log" 2>&1 & nats=$!
+  sleep 0.5
+  node "$root/apps/cli/bin/cohort.js" worker --nats nats://127.0.0.1:$port --model deep="$MODEL" --threads 1 > "$D/worker.log" 2>&1 & worker=$!
+  for _ in $(seq 200); do grep -q serving "$D/worker.log" && break; sleep 0.3; done
+  node "$root/apps/cli/bin/cohort.js" gateway --nats nats://127.0.0.1:$port --port 0 --drain-ms 0 > "$D/gw.log" 2>&1 & gw=$!
+  for _ in $(seq 200); do grep -q 'gateway on' "$D/gw.log" && break; sleep 0.3; done
+  url=$(grep -o 'gateway on http://[^ ]*' "$D/gw.log" | head -1 | sed 's/gateway on //')
+  # Warm up with answers (the worker learns its time for one item alone), then the refusal flood.
+  targets "$url" 1000 > "$D/warm"
+  vegeta attack -targets "$D/warm" -rate 400 -duration 2s > /dev/null
+  targets "$url" 4 > "$D/flood"
+  a=$(ticks $gw)
+  vegeta attack -targets "$D/flood" -rate "$RATE" -duration "${SECS}s" > "$D/hits.bin"
+  b=$(ticks $gw)
+  codes=$(vegeta report -type=json "$D/hits.bin" | python3 -c 'import json,sys;print(json.load(sys.stdin)["status_codes"])')
+  echo "$(git -C "$root" rev-parse --short HEAD) ($root): $(per_request "$a" "$b") us of gateway CPU per request, $codes"
+  kill -INT $gw; sleep 1; kill $worker $nats 2>/dev/null || true; wait $gw $worker $nats 2>/dev/null || true
+done
+cat > "$D/bare.mjs" <<'JS'
+import { createServer } from 'node:http'
+const body = JSON.stringify({ error: 'the model is overloaded; retry later', code: 'OVERLOADED' })
+const s = createServer((_req, res) => {
+  res.writeHead(503, { 'content-type': 'application/json', 'retry-after': '1', 'content-length': Buffer.byteLength(body) })
+  res.end(body)
+})
+s.listen(0, '127.0.0.1', () => console.log(`bare on http://127.0.0.1:${s.address().port}`))
+JS
+node "$D/bare.mjs" > "$D/bare.log" & bare=$!
+for _ in $(seq 50); do grep -q 'bare on' "$D/bare.log" && break; sleep 0.1; done
+url=$(grep -o 'http://[^ ]*' "$D/bare.log")
+targets "$url" 4 > "$D/bare-flood"
+vegeta attack -targets "$D/bare-flood" -rate 500 -duration 1s > /dev/null
+a=$(ticks $bare)
+vegeta attack -targets "$D/bare-flood" -rate "$RATE" -duration "${SECS}s" > /dev/null
+b=$(ticks $bare)
+echo "bare node:http 503: $(per_request "$a" "$b") us of CPU per request"
+kill $bare
