@@ -89,9 +89,6 @@ export class EarlyDoor {
         return undefined // the route answers 401 (or verifies a token)
       }
     }
-    const theirs = head.header('x-request-id')
-    const own = theirs === undefined || !REQUEST_ID_RE.test(theirs)
-    const requestId = own ? crypto.randomUUID() : theirs
     const a: Arrival = {
       origin: 'infer',
       method: 'POST',
@@ -100,7 +97,6 @@ export class EarlyDoor {
       ...(version !== undefined ? { version } : {}),
       traceparent: head.header(TRACEPARENT),
       tracestate: head.header(TRACESTATE),
-      ...(own ? { requestId } : { clientRequestId: requestId }),
       timeoutHeader: head.header('x-cohort-timeout-ms'),
       tenant,
       waitedMs: head.waitedMs,
@@ -115,11 +111,17 @@ export class EarlyDoor {
     if (!admission.refused) {
       return { admission }
     }
-    return { answer: this.#refuse({ ...a, admission }, requestId) }
+    return { answer: this.#refuse({ ...a, admission }, head.header('x-request-id')) }
   }
 
-  /** Answer a refused call: the door's passage records it (metrics, the aggregated log, the span). */
-  #refuse(a: Arrival, requestId: string): EarlyAnswer {
+  /**
+   * Answer a refused call: the door's passage records it (metrics, the aggregated log, the span).
+   * Its request id is the client's `x-request-id` when worth echoing, else its own (as the app's `responseIds`).
+   */
+  #refuse(arrival: Arrival, theirs: string | undefined): EarlyAnswer {
+    const own = theirs === undefined || !REQUEST_ID_RE.test(theirs)
+    const requestId = own ? crypto.randomUUID() : theirs
+    const a: Arrival = own ? { ...arrival, requestId } : { ...arrival, clientRequestId: requestId }
     const p = new Passage(this.door, a)
     let e: CohortError
     try {
