@@ -112,14 +112,20 @@ export function toWireError(e: unknown, fallback: ErrorCode = 'INTERNAL'): WireE
  * under a flood, with deep async frames) and says nothing about such an answer.
  */
 export function answerError(code: ErrorCode, message: string, options?: CohortErrorOptions): CohortError {
-  const limit = Error.stackTraceLimit
-  Error.stackTraceLimit = 0
+  const limit = StackLimited.stackTraceLimit
+  if (typeof limit !== 'number') {
+    return new CohortError(code, message, options) // a runtime without V8's stack limit
+  }
+  StackLimited.stackTraceLimit = 0
   try {
     return new CohortError(code, message, options)
   } finally {
-    Error.stackTraceLimit = limit
+    StackLimited.stackTraceLimit = limit
   }
 }
+
+/** `Error` with V8's (and JavaScriptCore's) `stackTraceLimit`, which the libraries' types do not declare. */
+const StackLimited = Error as ErrorConstructor & { stackTraceLimit?: number }
 
 /** Shorthand for `new CohortError(...)`. */
 export function cohortError(code: ErrorCode, message: string, options?: CohortErrorOptions): CohortError {
