@@ -1,7 +1,17 @@
 import { describe, expect, it } from 'vitest'
-import { CohortError, ERROR_CODES, cohortError, fromWire, isErrorCode, statusOf, toWireError } from './errors.ts'
+import { answerError, CohortError, ERROR_CODES, cohortError, fromWire, isErrorCode, statusOf, toWireError } from './errors.ts'
 
 describe('errors', () => {
+  it('answerError: a CohortError with no stack frames, the stack limit left as it was', () => {
+    const before = (Error as { stackTraceLimit?: number }).stackTraceLimit
+    const e = answerError('OVERLOADED', 'refused', { retryAfterS: 2 })
+    expect(e).toBeInstanceOf(CohortError)
+    expect([e.code, e.status, e.retryAfterS, e.message]).toEqual(['OVERLOADED', 503, 2, 'refused'])
+    expect(e.stack?.split('\n').filter((l) => l.trim().startsWith('at '))).toEqual([])
+    expect(new CohortError('OVERLOADED', 'with a stack').stack).toMatch(/\n\s+at /)
+    expect((Error as { stackTraceLimit?: number }).stackTraceLimit).toBe(before)
+  })
+
   it('maps codes to HTTP statuses', () => {
     expect(statusOf('BAD_REQUEST')).toBe(400)
     expect(statusOf('PAYLOAD_TOO_LARGE')).toBe(413)
