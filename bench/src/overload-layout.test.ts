@@ -18,7 +18,7 @@ import {
   type LayoutStep,
   type Metered,
 } from './overload-layout-stats.ts'
-import { parseVegetaJson, vegetaRecords, writeVegetaTargets } from './vegeta.ts'
+import { bodyErrorCode, parseVegetaJson, vegetaRecords, writeVegetaTargets } from './vegeta.ts'
 import { mkdtempSync, readFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -75,19 +75,37 @@ describe('vegeta results', () => {
     const hits = parseVegetaJson(
       [
         line({ ts: '2026-12-02T00:00:00Z', code: 200, latencyNs: 5e6, body: { code: 'IGNORED' } }),
-        line({ ts: '2026-12-02T00:00:00.1Z', code: 503, latencyNs: 1e6, body: { code: 'OVERLOADED', error: 'no worker can finish' } }),
+        line({
+          ts: '2026-12-02T00:00:00.1Z',
+          code: 503,
+          latencyNs: 1e6,
+          body: { code: 'OVERLOADED', error: 'no worker can finish it; refused at the door (worker-wait check), retry' },
+        }),
         line({ ts: '2026-12-02T00:00:00.2Z', code: 504, latencyNs: 2e8, body: { error: { code: 'DEADLINE_EXCEEDED', message: 'late' } } }),
         line({ ts: '2026-12-02T00:00:00.3Z', code: 502, latencyNs: 1e6, body: 'not json' }),
         line({ ts: '2026-12-02T00:00:00.4Z', code: 0, latencyNs: 10e9, error: 'context deadline exceeded' }),
       ].join('\n'),
     )
-    expect(hits.map((h) => h.errorCode)).toEqual(['', 'OVERLOADED', 'DEADLINE_EXCEEDED', '', ''])
+    expect(hits.map((h) => h.errorCode)).toEqual(['', 'OVERLOADED worker_wait', 'DEADLINE_EXCEEDED', '', ''])
     const s = summariseOverloadStep({ label: '2x', multiple: 2, rate: 5, clientDeadlineMs: 250, sloMs: 1000, capacity: 1 }, vegetaRecords(hits, 1))
-    expect(Object.keys(s.byCode).sort()).toEqual(['(none)', 'DEADLINE_EXCEEDED', 'OVERLOADED'])
+    expect(Object.keys(s.byCode).sort()).toEqual(['(none)', 'DEADLINE_EXCEEDED', 'OVERLOADED worker_wait'])
     expect(s.byCode['DEADLINE_EXCEEDED']).toEqual({ n: 1, p50Ms: 200, p99Ms: 200 })
     // No answer: how long the client waited (its timeout).
     expect(s.byOutcome['no answer']).toEqual({ n: 1, p50Ms: 10_000, p99Ms: 10_000 })
     expect(s.refusalP99).toBe(1)
+  })
+
+  it('tells a refusal by the step that refused it, from its message', () => {
+    const body = (error: unknown) => Buffer.from(JSON.stringify({ code: 'OVERLOADED', error })).toString('base64')
+    expect(bodyErrorCode(503, body('the request waited 300 ms before the gateway could judge it, not less than its 250 ms budget (arrival-wait check)'))).toBe(
+      'OVERLOADED arrival_wait',
+    )
+    expect(bodyErrorCode(503, body("the gateway is saturated: requests wait about 900 ms before they are read, not less than this request's 250 ms budget"))).toBe(
+      'OVERLOADED event_loop_lag',
+    )
+    expect(bodyErrorCode(503, body('the gateway is at its in-flight bound: 64 requests; retry later'))).toBe('OVERLOADED inflight')
+    expect(bodyErrorCode(503, body({ code: 'OVERLOADED', message: 'model "m" queue is full (4096 items)' }))).toBe('OVERLOADED worker')
+    expect(bodyErrorCode(400, Buffer.from(JSON.stringify({ code: 'DEADLINE_TOO_SHORT', error: 'x' })).toString('base64'))).toBe('DEADLINE_TOO_SHORT')
   })
 
   it("writes a targets file in vegeta's HTTP format: the request line, headers, then @body", () => {

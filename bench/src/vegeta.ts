@@ -74,15 +74,49 @@ export interface VegetaHit {
   errorCode: string
 }
 
-/** The `code` of a JSON error body (`{ code }` or `{ error: { code } }`), read only for non-200 answers; '' when absent. */
+/**
+ * Which step refused a 503 OVERLOADED, from its message: the gateway's door checks name themselves
+ * (apps/gateway/src/wait-check.ts, door.ts, lag-check.ts, admission.ts, the listener's connection
+ * bound); anything else came back from a worker after the door let the request in.
+ */
+export function refusalCheck(message: string): string {
+  if (message.includes('(worker-wait check)')) {
+    return 'worker_wait'
+  }
+  if (message.includes('(arrival-wait check)') || message.includes('before it was read')) {
+    return 'arrival_wait'
+  }
+  if (message.includes('the gateway is saturated')) {
+    return 'event_loop_lag'
+  }
+  if (message.includes('in-flight bound')) {
+    return 'inflight'
+  }
+  if (message.includes('open-connections bound')) {
+    return 'connections'
+  }
+  return 'worker'
+}
+
+/**
+ * The `code` of a JSON error body (`{ code }` or `{ error: { code } }`), read only for non-200
+ * answers; '' when absent. A 503 OVERLOADED is told apart by the step that refused it
+ * (`OVERLOADED worker_wait`, {@link refusalCheck}), so a slow refusal's source shows.
+ */
 export function bodyErrorCode(status: number, base64Body: string | undefined): string {
   if (status === 200 || status === 0 || !base64Body) {
     return ''
   }
   try {
-    const b = JSON.parse(Buffer.from(base64Body, 'base64').toString('utf8')) as { code?: unknown; error?: { code?: unknown } }
-    const c = b.code ?? b.error?.code
-    return typeof c === 'string' ? c : ''
+    const b = JSON.parse(Buffer.from(base64Body, 'base64').toString('utf8')) as { code?: unknown; error?: unknown }
+    const e = b.error
+    const c = b.code ?? (typeof e === 'object' && e !== null ? (e as { code?: unknown }).code : undefined)
+    if (c !== 'OVERLOADED') {
+      return typeof c === 'string' ? c : ''
+    }
+    const inner = typeof e === 'object' && e !== null ? (e as { message?: unknown }).message : undefined
+    const message = typeof e === 'string' ? e : typeof inner === 'string' ? inner : ''
+    return `OVERLOADED ${refusalCheck(message)}`
   } catch {
     return ''
   }
