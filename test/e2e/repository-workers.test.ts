@@ -86,7 +86,8 @@ describe('the repository index over two workers', () => {
     await new Promise((r) => setTimeout(r, 30)) // the request is on its way or being served
     wa.proc.kill('SIGTERM')
     const [r, code] = await Promise.all([load, wa.exited])
-    expect(code).toBe(0)
+    // On failure, how it ended (a signal: the process did not exit by itself) and its last output.
+    expect(code, code === 0 ? '' : `signal ${wa.proc.signalCode}; last output:\n${wa.output().slice(-3000)}`).toBe(0)
     expect([200, 400, 503], JSON.stringify(r)).toContain(r.status)
   })
 })

@@ -172,7 +172,16 @@ export class OnnxRunner implements ModelRunner {
     })
   }
 
-  async start(): Promise<void> {
+  /** start() while it runs: close() waits for it (see close). */
+  #starting: Promise<void> | undefined
+  #closed = false
+
+  start(): Promise<void> {
+    this.#starting ??= this.#start()
+    return this.#starting
+  }
+
+  async #start(): Promise<void> {
     await this.#pool.start()
     const all = this.#pool.inputs.map((m) => specOf(this.name, m))
     const maskName = this.#padding?.maskInput
@@ -188,6 +197,9 @@ export class OnnxRunner implements ModelRunner {
     }
     this.#checkLeadingDims()
     await this.#warmup()
+    if (this.#closed) {
+      throw new CohortError('SHUTTING_DOWN', `model "${this.name}" was closed while it started`)
+    }
     await this.#openInline()
     this.#ready = true
   }
@@ -203,6 +215,10 @@ export class OnnxRunner implements ModelRunner {
     }
     const lane = await InlineLane.open(this.#path)
     if (!lane) {
+      return
+    }
+    if (this.#closed) {
+      await lane.close() // closed while it opened: nothing may run on it now
       return
     }
     const feeds = this.#zeroFeeds(this.#fixedBatch ?? 1)
@@ -410,7 +426,15 @@ export class OnnxRunner implements ModelRunner {
     return results
   }
 
+  /**
+   * Release the sessions. A start() still running is waited for first (it stops at its next step):
+   * ending ONNX Runtime while a session loads or a warm-up run is inside native code aborts the
+   * process at exit (SIGABRT, "terminate called after throwing an instance of 'Napi::Error'";
+   * a worker SIGTERMed during a repository load did).
+   */
   async close(): Promise<void> {
+    this.#closed = true
+    await this.#starting?.catch(() => undefined)
     const lane = this.#inline
     this.#inline = undefined
     await Promise.all([this.#pool.close(), lane?.close().catch(() => undefined)])
