@@ -19,11 +19,11 @@ import { CohortError, isValidModelName } from '@cohort/protocol'
 import { TRACEPARENT, TRACESTATE } from '@cohort/observability'
 import type { ResolvedGatewayOptions } from './options.ts'
 import { Passage, type Arrival, type InferenceDoor } from './door.ts'
-import type { Admission } from './admission.ts'
+import { checkModelPath, type Admission } from './admission.ts'
+import { errorBody, retryAfterOf } from './errors.ts'
 import { Authenticator } from './middleware/auth/credentials.ts'
 import { closesConnection } from './refusal.ts'
 import { REQUEST_ID_RE } from './observe.ts'
-import { checkModelPath } from './admission.ts'
 
 /** What a runtime's server knows of a request before any handler runs. */
 export interface RequestHead {
@@ -133,15 +133,14 @@ export class EarlyDoor {
       p.end()
     }
     const headers: Record<string, string> = { 'content-type': 'application/json', 'x-request-id': requestId }
-    if (e.retryAfterS !== undefined) {
-      headers['retry-after'] = String(Math.max(1, Math.ceil(e.retryAfterS)))
-    } else if (e.code === 'OVERLOADED') {
-      headers['retry-after'] = '1'
+    const retry = retryAfterOf(e)
+    if (retry !== undefined) {
+      headers['retry-after'] = retry
     }
     const tp = p.trace?.traceparent
     if (tp !== undefined) {
       headers['traceparent'] = tp
     }
-    return { status: e.status, headers, body: JSON.stringify({ error: e.message, code: e.code }) }
+    return { status: e.status, headers, body: JSON.stringify(errorBody(e)) }
   }
 }

@@ -1,17 +1,29 @@
 import type { Context } from 'hono'
 import { CohortError } from '@cohort/protocol'
 
-/** The JSON error body: `{"error": message, "code": CODE}` (OIP's `error` plus a stable code). */
-export function errorResponse(c: Context, e: CohortError): Response {
+/** The `Retry-After` of an error answer, seconds: its own, else 1 for OVERLOADED and NO_WORKER (retrying can help), else none. */
+export function retryAfterOf(e: CohortError): string | undefined {
   if (e.retryAfterS !== undefined) {
-    c.header('Retry-After', String(Math.max(1, Math.ceil(e.retryAfterS))))
-  } else if (e.code === 'OVERLOADED' || e.code === 'NO_WORKER') {
-    c.header('Retry-After', '1')
+    return String(Math.max(1, Math.ceil(e.retryAfterS)))
+  }
+  return e.code === 'OVERLOADED' || e.code === 'NO_WORKER' ? '1' : undefined
+}
+
+/** The JSON error body: `{"error": message, "code": CODE}` (OIP's `error` plus a stable code). */
+export function errorBody(e: CohortError): { error: string; code: string } {
+  return { error: e.message, code: e.code }
+}
+
+/** The error answer of the app: {@link errorBody} with {@link retryAfterOf} (and `WWW-Authenticate` for 401). */
+export function errorResponse(c: Context, e: CohortError): Response {
+  const retry = retryAfterOf(e)
+  if (retry !== undefined) {
+    c.header('Retry-After', retry)
   }
   if (e.code === 'UNAUTHORIZED') {
     c.header('WWW-Authenticate', 'Bearer realm="cohort"')
   }
-  return c.json({ error: e.message, code: e.code }, e.status as 400)
+  return c.json(errorBody(e), e.status as 400)
 }
 
 /** Anything thrown to a CohortError; unexpected errors are INTERNAL and reported once. */
