@@ -4,6 +4,9 @@ import type { AbortSignalLike } from '@cohort/transport'
 import type { ResolvedGatewayOptions } from './options.ts'
 import { closesConnection } from './refusal.ts'
 
+/** One decoder for every body (decoding is stateless without `stream`; one per request was an allocation each). */
+export const UTF8 = new TextDecoder()
+
 /** Counts the body bytes of one admitted request as they are read (the in-flight bound). */
 export interface BodyTicket {
   /** True when the request declared its length (already counted in full at admission). */
@@ -165,12 +168,44 @@ export function maybeHugeNumber(text: string): boolean {
 const isDigit = (c: number): boolean => c >= 0x30 && c <= 0x39
 
 /**
+ * Whether a parsed JSON value holds a non-finite number: `JSON.parse` gives one only for a literal
+ * beyond the double range (`1e400` becomes `Infinity`). A walk of the parsed value, without
+ * recursion; on a body of 256 floats it costs about 1 µs where a scan of the text cost 20 µs, as
+ * much as `JSON.parse` itself (issue 28).
+ */
+export function hasNonFinite(value: unknown): boolean {
+  if (typeof value === 'number') {
+    return !Number.isFinite(value)
+  }
+  if (typeof value !== 'object' || value === null) {
+    return false
+  }
+  const stack: object[] = [value]
+  for (let top = stack.pop(); top !== undefined; top = stack.pop()) {
+    const items: unknown[] = Array.isArray(top) ? top : Object.values(top)
+    for (let i = 0; i < items.length; i++) {
+      const v = items[i]
+      if (typeof v === 'number') {
+        if (!Number.isFinite(v)) {
+          return true
+        }
+      } else if (typeof v === 'object' && v !== null) {
+        stack.push(v)
+      }
+    }
+  }
+  return false
+}
+
+/**
  * Refuse JSON text holding a number literal beyond the double range (`1e400`, which `JSON.parse`
- * turns into `Infinity` and JSON cannot write back): 400 naming where it is.
+ * turns into `Infinity` and JSON cannot write back): 400 naming where it is. `parsed`: the text's
+ * value, when the caller parsed it already (then only a body that holds such a number is parsed
+ * again, to name where).
  * @throws CohortError BAD_REQUEST
  */
-export function rejectNonFinite(text: string): void {
-  if (!maybeHugeNumber(text)) {
+export function rejectNonFinite(text: string, parsed?: { value: unknown }): void {
+  if (parsed ? !hasNonFinite(parsed.value) : !maybeHugeNumber(text)) {
     return
   }
   let where: string | undefined
@@ -191,13 +226,13 @@ export function rejectNonFinite(text: string): void {
 
 /** Parse JSON bytes or answer 400 with the parser's message (or for a number beyond the double range). */
 export function parseJson(bytes: Uint8Array): unknown {
-  const text = new TextDecoder().decode(bytes)
+  const text = UTF8.decode(bytes)
   let v: unknown
   try {
     v = JSON.parse(text)
   } catch (e) {
     throw new CohortError('BAD_REQUEST', `body is not valid JSON: ${e instanceof Error ? e.message : String(e)}`)
   }
-  rejectNonFinite(text)
+  rejectNonFinite(text, { value: v })
   return v
 }

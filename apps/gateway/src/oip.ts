@@ -1,5 +1,5 @@
 import { CohortError, checkTensorBytes, isDatatype, jsonToTensor, tensorToJson, toValues, type Datatype, type WireTensor } from '@cohort/protocol'
-import { DECIMAL_LENGTH, rejectNonFinite } from './body.ts'
+import { DECIMAL_LENGTH, UTF8, rejectNonFinite } from './body.ts'
 import { exactData, parseJsonExact } from './json-exact.ts'
 
 /** A parsed Open Inference Protocol inference request. */
@@ -69,16 +69,22 @@ function jsonHeaderLength(body: Uint8Array, headerLength: string): number {
   return n
 }
 
-/** The JSON document (numbers beyond the double range kept exact; non-finite numbers refused). */
+/**
+ * The JSON document (integers beyond 2^53 kept exact in INT64/UINT64 tensors; non-finite numbers
+ * refused). Exactness matters only for those datatypes ({@link exactData} gives every other one
+ * the number `JSON.parse` gives), so only a body that names one takes the exact parse: a float
+ * body's 17-digit fractions no longer send every request through a scan of its text.
+ */
 function parseDocument(jsonPart: Uint8Array): { value: unknown; hasBig: boolean } {
-  const text = new TextDecoder().decode(jsonPart)
+  const text = UTF8.decode(jsonPart)
   let parsed: { value: unknown; hasBig: boolean }
   try {
-    parsed = parseJsonExact(text)
+    parsed = text.includes('INT64') ? parseJsonExact(text) : { value: JSON.parse(text), hasBig: false }
   } catch (e) {
     throw new CohortError('BAD_REQUEST', `body is not valid JSON: ${e instanceof Error ? e.message : String(e)}`)
   }
-  rejectNonFinite(text)
+  // An exact parse keeps long integers as text, which the walk does not see: scan the text then.
+  rejectNonFinite(text, parsed.hasBig ? undefined : parsed)
   return parsed
 }
 
