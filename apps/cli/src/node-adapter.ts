@@ -155,6 +155,9 @@ export const nodeAdapter: GatewayAdapter = {
     const inc = (c.env as NodeBindings | undefined)?.incoming
     return inc ? admissions.get(inc) : undefined
   },
+  headers(c: Context) {
+    return (c.env as NodeBindings | undefined)?.incoming?.headers
+  },
 }
 
 let loopLag: LoopLag | undefined

@@ -98,12 +98,16 @@ function useEntrySteps(app: Hono, o: ResolvedGatewayOptions, door: InferenceDoor
   app.notFound((c) => errorResponse(c, new CohortError('NOT_FOUND', `no route ${c.req.method} ${c.req.path}`)))
 
   const adapter = o.adapter
-  if (adapter?.arrivedAt || adapter?.admission) {
+  if (adapter?.arrivedAt || adapter?.admission || adapter?.headers) {
     app.use('*', (c: Context, next) => {
       c.set('cohortArrivedAt', adapter.arrivedAt?.(c))
       const adm = adapter.admission?.(c)
       if (adm !== undefined) {
         c.set('cohortAdmission', adm)
+      }
+      const h = adapter.headers?.(c)
+      if (h !== undefined) {
+        c.set('cohortHeaders', h)
       }
       return next()
     })

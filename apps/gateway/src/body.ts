@@ -3,6 +3,7 @@ import { CohortError } from '@cohort/protocol'
 import type { AbortSignalLike } from '@cohort/transport'
 import type { ResolvedGatewayOptions } from './options.ts'
 import { closesConnection } from './refusal.ts'
+import { headerOf } from './request-header.ts'
 
 /** One decoder for every body (decoding is stateless without `stream`; one per request was an allocation each). */
 export const UTF8 = new TextDecoder()
@@ -29,7 +30,7 @@ export function bodyWasRead(c: Context): boolean {
  * `Connection: close` for an unread body over 64 KiB or of unknown length, nothing otherwise.
  */
 export function closeIfBodyUnread(c: Context): void {
-  if (!read.has(c.req.raw) && closesConnection(c.req.method, c.req.header('content-length'), c.req.header('transfer-encoding'))) {
+  if (!read.has(c.req.raw) && closesConnection(c.req.method, headerOf(c, 'content-length'), headerOf(c, 'transfer-encoding'))) {
     c.header('connection', 'close')
   }
 }

@@ -19,8 +19,10 @@ export {
   type GatewayOptions,
   type JwtAuthOptions,
   type RateLimitOptions,
+  type RequestHeaders,
   type ResolvedGatewayOptions,
 } from './options.ts'
+export { headerOf } from './request-header.ts'
 export { Upstream } from './upstream.ts'
 export { type WorkerEndpointSummary, type WorkerSummary } from './discovery.ts'
 export { DEFAULT_ACCEPT_TIMEOUT_MS, DEFAULT_MISSED_HEARTBEATS, WorkerLiveness, type WorkerLossOptions } from './liveness.ts'

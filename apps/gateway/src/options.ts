@@ -195,7 +195,16 @@ export interface GatewayAdapter {
    * ({@link EarlyDoor}, early.ts): the infer route uses it instead of judging again. @default none
    */
   admission?(c: Context): Admission | undefined
+  /**
+   * The request's headers as the runtime's server parsed them (lower-case names; on Node
+   * `IncomingMessage.headers`), read by {@link headerOf} instead of the Web `Headers` that a
+   * first `c.req.header()` builds for each request. @default none (`c.req.header`)
+   */
+  headers?(c: Context): RequestHeaders | undefined
 }
+
+/** Request headers by lower-case name, as a runtime's server parsed them (repeated ones: an array, or joined). */
+export type RequestHeaders = Readonly<Record<string, string | string[] | undefined>>
 
 /** Settings of the live dashboard's server-side history (a ring buffer of samples). */
 export interface DashboardSettings {

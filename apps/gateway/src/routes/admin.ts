@@ -6,6 +6,7 @@ import type { ResolvedGatewayOptions } from '../options.ts'
 import type { Upstream } from '../upstream.ts'
 import { checkModelPath } from './infer.ts'
 import { bearerToken, keyIndex } from '../middleware/auth/credentials.ts'
+import { headerOf } from '../request-header.ts'
 
 /** Largest admin patch body, bytes. */
 export const MAX_ADMIN_BODY_BYTES = 64 * 1024
@@ -27,7 +28,7 @@ export function requireAdmin(c: Context, keys: readonly string[] | undefined): s
   if (!keys || keys.length === 0) {
     return 'open (no admin keys)'
   }
-  const cred = bearerToken(c.req.header('authorization'))
+  const cred = bearerToken(headerOf(c, 'authorization'))
   if (typeof cred !== 'string') {
     throw new CohortError('UNAUTHORIZED', 'admin routes need Authorization: Bearer <admin key>')
   }
@@ -104,7 +105,7 @@ export function adminRoutes(o: ResolvedGatewayOptions & { adminKeys?: readonly s
       await o.transport.config.put(model, after)
       // The audit line: who changed what, from what, to what (one per accepted change).
       o.logger.info(
-        { audit: 'admin.batching', who, client: o.adapter?.clientAddress?.(c) ?? c.req.header('x-forwarded-for') ?? null, model, patch, before, after },
+        { audit: 'admin.batching', who, client: o.adapter?.clientAddress?.(c) ?? headerOf(c, 'x-forwarded-for') ?? null, model, patch, before, after },
         'admin: batching configuration changed',
       )
       return c.json({ model, stored: after })
@@ -139,7 +140,7 @@ export function adminRoutes(o: ResolvedGatewayOptions & { adminKeys?: readonly s
         await o.transport.config.put(model, after)
       }
       o.logger.info(
-        { audit: 'admin.batching', who, client: o.adapter?.clientAddress?.(c) ?? c.req.header('x-forwarded-for') ?? null, model, reset: fields ?? 'all', before, after },
+        { audit: 'admin.batching', who, client: o.adapter?.clientAddress?.(c) ?? headerOf(c, 'x-forwarded-for') ?? null, model, reset: fields ?? 'all', before, after },
         'admin: batching override removed',
       )
       return c.json({ model, stored: after })

@@ -2,6 +2,7 @@ import type { Context } from 'hono'
 import type { Arrival } from '../door.ts'
 import type { Admission } from '../admission.ts'
 import type { Origin } from '../admission.ts'
+import { headerOf } from '../request-header.ts'
 import { httpCall } from '../observe.ts'
 
 declare module 'hono' {
@@ -24,8 +25,8 @@ export function httpArrival(c: Context, origin: Origin, model: string, version?:
     origin,
     model,
     ...(version !== undefined ? { version } : {}),
-    timeoutHeader: c.req.header('x-cohort-timeout-ms'),
-    ttftHeader: c.req.header('x-cohort-ttft-timeout-ms'),
+    timeoutHeader: headerOf(c, 'x-cohort-timeout-ms'),
+    ttftHeader: headerOf(c, 'x-cohort-ttft-timeout-ms'),
     tenant: c.get('cohortClient'),
     waitedMs: waitedSince(c.get('cohortArrivedAt')),
     entered: (p) => c.set('cohortTraceparent', p.trace?.traceparent),

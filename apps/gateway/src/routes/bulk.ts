@@ -4,6 +4,7 @@ import { bodyOf, clientGone, parseJson } from '../body.ts'
 import type { InferenceDoor } from '../door.ts'
 import type { ResolvedGatewayOptions } from '../options.ts'
 import { httpArrival } from './arrival.ts'
+import { headerOf } from '../request-header.ts'
 
 /** One bulk result: the prediction at `index` of the request's `inputs`. */
 export interface BulkResult {
@@ -46,7 +47,7 @@ export function bulkHandler(o: ResolvedGatewayOptions & { maxBulkInputs?: number
         const r = await p.item(input, index, { deadline, signal })
         return r.error ? { index, status: 'failed', error: r.error.message, code: r.error.code } : { index, status: 'succeeded', output: r.output }
       }
-      const accept = c.req.header('accept') ?? ''
+      const accept = headerOf(c, 'accept') ?? ''
       const streaming = accept.includes('application/x-ndjson') ? 'ndjson' : accept.includes('text/event-stream') ? 'sse' : undefined
       if (!streaming) {
         const results = await Promise.all(inputs.map(one))

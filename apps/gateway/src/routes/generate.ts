@@ -12,6 +12,7 @@ import type { InferenceDoor } from '../door.ts'
 import { collect, sseResponse, startGeneration, type GenEvent } from '../generation.ts'
 import type { ResolvedGatewayOptions } from '../options.ts'
 import { httpArrival } from './arrival.ts'
+import { headerOf } from '../request-header.ts'
 
 /** Triton/vLLM parameter names -> the sampling field they set. */
 const PARAMS: Readonly<Record<string, string>> = {
@@ -77,7 +78,7 @@ export function registerTritonGenerate(app: Hono, o: ResolvedGatewayOptions, doo
     const model = c.req.param('model') ?? ''
     return door.serve(httpArrival(c, 'generate', model, c.req.param('version')), async (p) => {
       const input = tritonGenerateInput(parseJson(await bodyOf(c, o)), stream)
-      const g = startGeneration(p, input, { signal: clientGone(c, o), retryable: c.req.header('idempotency-key') !== undefined })
+      const g = startGeneration(p, input, { signal: clientGone(c, o), retryable: headerOf(c, 'idempotency-key') !== undefined })
       if (!stream) {
         const r = await collect(g)
         return c.json({ model_name: model, model_version: '1', text_output: r.text, finish_reason: r.finishReason, usage: usageOf(r.usage) })

@@ -5,6 +5,8 @@ import { outputJson, parseInferBody } from '../oip.ts'
 import { stringifyWithRaw } from '../json-exact.ts'
 import { httpArrival } from './arrival.ts'
 import type { ResolvedGatewayOptions } from '../options.ts'
+import { headerOf } from '../request-header.ts'
+import { responseIdHeaders } from '../observe.ts'
 
 export { firstItemError, metricModel } from '../door.ts'
 export { checkModelPath } from '../admission.ts'
@@ -16,10 +18,10 @@ export function inferHandler(o: ResolvedGatewayOptions, door: InferenceDoor) {
     const version = c.req.param('version')
     return door.serve(httpArrival(c, 'infer', model, version), async (p) => {
       const body = await bodyOf(c, o)
-      const oip = parseInferBody(body, c.req.header('inference-header-content-length'))
+      const oip = parseInferBody(body, headerOf(c, 'inference-header-content-length'))
       const priority = oip.parameters['priority']
       // Safe to resend to another worker if the one holding it is lost: the client named the request.
-      const retryable = c.req.header('idempotency-key') !== undefined || oip.id !== undefined
+      const retryable = headerOf(c, 'idempotency-key') !== undefined || oip.id !== undefined
       const reply = await p.infer(
         {
           tensors: oip.tensors,
@@ -57,15 +59,16 @@ export function inferHandler(o: ResolvedGatewayOptions, door: InferenceDoor) {
         }
       }
       const json = stringifyWithRaw(head, raw)
+      // Built here with plain headers, the ids among them: Hono's c.body() makes a Web Headers for more than one.
       if (blobs.length === 0) {
-        return c.body(json, 200, { 'content-type': 'application/json' })
+        return new Response(json, { status: 200, headers: responseIdHeaders(c, { 'content-type': 'application/json' }) })
       }
-      return binaryResponse(json, blobs)
+      return binaryResponse(json, blobs, responseIdHeaders(c, {}))
     })
   }
 }
 
-function binaryResponse(text: string, blobs: Uint8Array[]): Response {
+function binaryResponse(text: string, blobs: Uint8Array[], ids: Record<string, string>): Response {
   const json = new TextEncoder().encode(text)
   const total = json.byteLength + blobs.reduce((a, b) => a + b.byteLength, 0)
   const out = new Uint8Array(total)
@@ -79,6 +82,7 @@ function binaryResponse(text: string, blobs: Uint8Array[]): Response {
     headers: {
       'content-type': 'application/octet-stream',
       'inference-header-content-length': String(json.byteLength),
+      ...ids,
     },
   })
 }

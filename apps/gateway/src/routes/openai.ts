@@ -18,6 +18,7 @@ import { httpArrival } from './arrival.ts'
 import { chatLogprobs, completionLogprobs } from './openai-logprobs.ts'
 import { DEFAULT_MAX_TOKENS } from './generate.ts'
 import { checkModelPath } from './infer.ts'
+import { headerOf } from '../request-header.ts'
 
 type Body = Record<string, unknown>
 
@@ -248,7 +249,7 @@ const CHAT: Shape = {
 
 async function serveGeneration(c: Context, p: Passage, b: Body, input: GenerateInput, shape: Shape, o: ResolvedGatewayOptions): Promise<Response> {
   const model = b['model'] as string
-  const g = startGeneration(p, input, { signal: clientGone(c, o), retryable: c.req.header('idempotency-key') !== undefined })
+  const g = startGeneration(p, input, { signal: clientGone(c, o), retryable: headerOf(c, 'idempotency-key') !== undefined })
   const id = `${shape.idPrefix}${p.requestId}`
   const created = Math.floor(Date.now() / 1000)
   const head = { id, object: shape.object, created, model, system_fingerprint: null }

@@ -10,6 +10,7 @@ import { checkInput } from '../jobs/schema.ts'
 import { httpArrival } from './arrival.ts'
 import { checkModelPath } from './infer.ts'
 import { CogValidationError, detailOf, parsePredictionBody, unprocessable, wantsAsync, type PredictionRequestBody } from './predictions-body.ts'
+import { headerOf } from '../request-header.ts'
 
 /** The model of a Cog route: from the path, else `defaultModel`, else the first a worker reports. */
 export async function predictionModel(c: Context, o: ResolvedGatewayOptions, up: Upstream): Promise<string> {
@@ -53,7 +54,7 @@ export function predictionsHandler(o: ResolvedGatewayOptions, door: InferenceDoo
         const id = b.id ?? crypto.randomUUID()
         const createdAt = new Date().toISOString()
         // Safe to resend if the worker holding it is lost: the client named the prediction.
-        const retryable = c.req.header('idempotency-key') !== undefined || b.id !== undefined
+        const retryable = headerOf(c, 'idempotency-key') !== undefined || b.id !== undefined
         const reply = await p.infer({ items: [b.input] }, { retryable, signal: clientGone(c, o) })
         const predictTime = reply.timing?.[0]?.computeMs
         return c.json({

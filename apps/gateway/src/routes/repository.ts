@@ -5,6 +5,7 @@ import type { ResolvedGatewayOptions } from '../options.ts'
 import type { Upstream } from '../upstream.ts'
 import { requireAdmin } from './admin.ts'
 import { checkModelPath } from './infer.ts'
+import { headerOf } from '../request-header.ts'
 
 /** How long the gateway collects the workers' answers to one repository request, ms. */
 export const REPOSITORY_ANSWER_MS = 300
@@ -144,7 +145,7 @@ export function registerRepository(app: Hono, o: ResolvedGatewayOptions & { admi
       throw new CohortError('MODEL_NOT_FOUND', [...new Set(answers.map((a) => a.error))].join('; '))
     }
     o.logger.info(
-      { audit: `admin.repository.${op}`, who, client: o.adapter?.clientAddress?.(c) ?? c.req.header('x-forwarded-for') ?? null, model, workers: took.map((a) => a.worker) },
+      { audit: `admin.repository.${op}`, who, client: o.adapter?.clientAddress?.(c) ?? headerOf(c, 'x-forwarded-for') ?? null, model, workers: took.map((a) => a.worker) },
       `admin: repository ${op}`,
     )
     const { entries, servedSomewhere, lost } = await settled(up, model, new Set(took.map((a) => a.worker)), REPOSITORY_CHANGE_MS)

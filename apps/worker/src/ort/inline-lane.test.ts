@@ -1,12 +1,12 @@
 import { mkdtempSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { afterEach, describe, expect, it } from 'vitest'
+import { afterEach, describe, expect, it, vi } from 'vitest'
 import { graph, model, node, valueInfo } from '@cohort/onnx-builder'
 import { countPerRequest } from '@cohort/test-support'
 import type { WireTensor } from '@cohort/protocol'
 import { OnnxRunner } from '../runners/onnx-runner.ts'
-import { RunTimes } from './inline-lane.ts'
+import { InlineLane, RunTimes } from './inline-lane.ts'
 
 const FEATURES = 64
 
@@ -51,6 +51,29 @@ describe('RunTimes', () => {
     expect(t.predict(1)).toBeCloseTo(0.1)
     t.observe(1, 0.5)
     expect(t.predict(1)).toBeCloseTo(0.5)
+  })
+})
+
+describe('InlineLane.run', () => {
+  it('reads the process CPU time only around a run after one whose wall time was over cpuCheckMs (no getrusage per run)', async () => {
+    const lane = (await InlineLane.open(tinyModel()))!
+    const feeds = { in: { type: 'float32', dims: [1, FEATURES], data: new Float32Array(FEATURES).fill(0.5) } }
+    const spy = vi.spyOn(process, 'cpuUsage')
+    try {
+      await lane.run(feeds, 1_000) // the first run reads it (nothing seen yet)
+      expect(spy).toHaveBeenCalledTimes(2)
+      for (let i = 0; i < 10; i++) {
+        const r = await lane.run(feeds, 1_000) // microseconds, far under 1 s: not read again
+        expect(r.outputs['out']?.dims).toEqual([1, FEATURES])
+      }
+      expect(spy).toHaveBeenCalledTimes(2)
+      await lane.run(feeds, 0) // over 0 ms: the next run reads it
+      await lane.run(feeds, 1_000)
+      expect(spy).toHaveBeenCalledTimes(4)
+    } finally {
+      spy.mockRestore()
+      await lane.close()
+    }
   })
 })
 

@@ -82,7 +82,8 @@ export class RunTimes {
  * A second ORT session of the model on the calling (main) thread: one intra-op thread, no
  * spinning, so a run costs no thread wake-up. onnxruntime-node runs it in a `setImmediate` on
  * this thread. A run's `computeMs` is the smaller of its wall and process CPU time (so a loaded
- * machine does not push a microsecond model off the lane). Only for CPU; a run here cannot be stopped or timed out, which is why only
+ * machine does not push a microsecond model off the lane), the CPU time read only around a run
+ * that follows one whose wall time was over the caller's `cpuCheckMs`. Only for CPU; a run here cannot be stopped or timed out, which is why only
  * batches predicted to take at most `inlineRunMs` come here.
  */
 export class InlineLane {
@@ -107,22 +108,36 @@ export class InlineLane {
     return new InlineLane(session)
   }
 
-  /** Run one batch here; outputs as the pool returns them. */
-  async run(feeds: Record<string, HostTensor>): Promise<RunResult> {
+  /** Read the process's CPU time around the next run (set by a run whose wall time was over `cpuCheckMs`). */
+  #cpuNext = true
+
+  /**
+   * Run one batch here; outputs as the pool returns them. `cpuCheckMs`: a run whose wall time is
+   * over it has the process CPU time read around the next run (see the class's documentation).
+   */
+  async run(feeds: Record<string, HostTensor>, cpuCheckMs = 0): Promise<RunResult> {
     const input: Record<string, ort.Tensor> = {}
     for (const [name, f] of Object.entries(feeds)) {
       input[name] = Array.isArray(f.data) ? new ort.Tensor('string', f.data, f.dims) : new ort.Tensor(f.type as 'float32', f.data as Float32Array, f.dims)
     }
+    // Two getrusage calls per run were 1.9% of cohort serve's main thread at saturation (issue
+    // 28): read only after a run that a loaded machine may have stretched. A stretched run
+    // reports its wall time; the next one reports the smaller of wall and CPU, and the lane's
+    // prediction is the least of its recent runs (RunTimes), so one corrected run corrects it.
+    const c0 = this.#cpuNext ? process.cpuUsage() : undefined
     const t0 = performance.now()
-    const c0 = process.cpuUsage()
     const out = await this.#session.run(input)
-    const cpu = process.cpuUsage(c0)
-    // The smaller of wall and process CPU time: a loaded machine stretches the wall time (the wait
-    // for onnxruntime-node's setImmediate, preemption), other threads' work the CPU time; the run
-    // itself is in both (a CPU reading of 0, below the clock's resolution, is not trusted).
     const wall = performance.now() - t0
-    const cpuMs = (cpu.user + cpu.system) / 1000
-    const computeMs = cpuMs > 0 ? Math.min(wall, cpuMs) : wall
+    let computeMs = wall
+    if (c0 !== undefined) {
+      // The smaller of wall and process CPU time: a loaded machine stretches the wall time (the
+      // wait for onnxruntime-node's setImmediate, preemption), other threads' work the CPU time;
+      // the run itself is in both (a CPU reading of 0, below the clock's resolution, is not trusted).
+      const cpu = process.cpuUsage(c0)
+      const cpuMs = (cpu.user + cpu.system) / 1000
+      computeMs = cpuMs > 0 ? Math.min(wall, cpuMs) : wall
+    }
+    this.#cpuNext = wall > cpuCheckMs
     const outputs: Record<string, HostTensor> = {}
     for (const [name, t] of Object.entries(out)) {
       outputs[name] = { type: t.type, dims: [...t.dims], data: t.data }

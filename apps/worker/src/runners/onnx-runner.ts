@@ -274,7 +274,7 @@ export class OnnxRunner implements ModelRunner {
     this.lanes.inline++
     const t0 = performance.now()
     try {
-      const r = await lane.run(feeds)
+      const r = await lane.run(feeds, this.#inlineRunMs / 2)
       this.#runTimes.observe(rows, r.computeMs)
       this.#onInlineRun?.(performance.now() - t0, true)
       return r

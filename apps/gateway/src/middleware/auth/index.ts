@@ -2,6 +2,7 @@ import type { Context, MiddlewareHandler } from 'hono'
 import { CohortError } from '@cohort/protocol'
 import type { ResolvedGatewayOptions } from '../../options.ts'
 import { Authenticator } from './credentials.ts'
+import { headerOf } from '../../request-header.ts'
 
 declare module 'hono' {
   interface ContextVariableMap {
@@ -54,7 +55,7 @@ export function authMiddleware(o: ResolvedGatewayOptions): MiddlewareHandler | u
       }
       return next()
     }
-    c.set('cohortClient', await auth.authenticate(c.req.header('authorization')))
+    c.set('cohortClient', await auth.authenticate(headerOf(c, 'authorization')))
     return next()
   }
 }

@@ -5,6 +5,7 @@ import { declaredLength, setBodyTicket } from '../../body.ts'
 import { DRAIN_REFUSED_BYTES } from '../../refusal.ts'
 import { errorResponse } from '../../errors.ts'
 import { inflightOverloaded, inflightTooLarge } from '../../admission.ts'
+import { headerOf } from '../../request-header.ts'
 
 /**
  * How many bytes of the bound one byte of a body that is not binary (JSON) counts for: parsing JSON
@@ -40,8 +41,8 @@ export function inflightMiddleware(budget: InflightBudget | undefined): Middlewa
     if (c.req.method !== 'POST' && c.req.method !== 'PUT') {
       return next()
     }
-    const len = declaredLength(c.req.header('content-length'))
-    const weight = isBinary(c.req.header('content-type'), c.req.header('inference-header-content-length')) ? 1 : JSON_BODY_WEIGHT
+    const len = declaredLength(headerOf(c, 'content-length'))
+    const weight = isBinary(headerOf(c, 'content-type'), headerOf(c, 'inference-header-content-length')) ? 1 : JSON_BODY_WEIGHT
     const counted = len === undefined ? undefined : len * weight
     const as = weight === 1 ? '' : ` (a JSON body counts ${weight} times its length: parsing holds that much)`
     // Refused before the body is read. A small body is read and discarded by the server, so the

@@ -2,6 +2,7 @@ import type { Context, MiddlewareHandler } from 'hono'
 import { CohortError } from '@cohort/protocol'
 import type { RateLimitOptions, ResolvedGatewayOptions } from '../../options.ts'
 import { OPEN_PATHS } from '../auth/index.ts'
+import { headerOf } from '../../request-header.ts'
 
 /** Default bound on the number of clients tracked at once. */
 export const DEFAULT_MAX_CLIENTS = 10_000
@@ -94,7 +95,7 @@ export function clientKey(c: Context, o: ResolvedGatewayOptions): string {
   if (who) {
     return who
   }
-  const fwd = c.req.header('x-forwarded-for')?.split(',')[0]?.trim()
+  const fwd = headerOf(c, 'x-forwarded-for')?.split(',')[0]?.trim()
   if (fwd) {
     return `ip:${fwd}`
   }
