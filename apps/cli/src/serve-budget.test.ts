@@ -63,7 +63,17 @@ let floor: RequestCounts
 
 beforeAll(async () => {
   const path = join(mkdtempSync(join(tmpdir(), 'cohort-serve-budget-')), 'identity.onnx')
-  writeFileSync(path, model(graph({ name: 'id', inputs: [valueInfo('in', 'FP32', ['batch', FEATURES])], outputs: [valueInfo('out', 'FP32', ['batch', FEATURES])], nodes: [node('Identity', ['in'], ['out'])] })))
+  writeFileSync(
+    path,
+    model(
+      graph({
+        name: 'id',
+        inputs: [valueInfo('in', 'FP32', ['batch', FEATURES])],
+        outputs: [valueInfo('out', 'FP32', ['batch', FEATURES])],
+        nodes: [node('Identity', ['in'], ['out'])],
+      }),
+    ),
+  )
   transport = new InProcessTransport()
   const registry = new Registry()
   // inlineRunMs 5: a loaded machine stretches this microsecond run past the 0.25 ms default (the lane's choice is tested in inline-lane.test.ts).

@@ -39,8 +39,8 @@ describe('parseInferBody: the exact parse only for bodies that name INT64/UINT64
     expect(() => parseInferBody(bytes('{"inputs":[{"name":"x","datatype":"FP32","shape":[2],"data":[1,1e400]}]}'), undefined)).toThrow(/beyond the double range/)
     // An exact parse keeps a 400-digit integer as text: the text scan still finds it.
     const huge = '1' + '0'.repeat(400)
-    expect(() => parseInferBody(bytes(`{"inputs":[{"name":"i","datatype":"INT64","shape":[1],"data":[1]},{"name":"x","datatype":"FP32","shape":[1],"data":[${huge}]}]}`), undefined)).toThrow(
-      /beyond the double range/,
-    )
+    expect(() =>
+      parseInferBody(bytes(`{"inputs":[{"name":"i","datatype":"INT64","shape":[1],"data":[1]},{"name":"x","datatype":"FP32","shape":[1],"data":[${huge}]}]}`), undefined),
+    ).toThrow(/beyond the double range/)
   })
 })
