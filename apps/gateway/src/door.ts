@@ -400,14 +400,19 @@ export class Passage {
     return b.ms
   }
 
-  /** {@link Passage.timeoutMs}, after learning the model's SLO when the client sent no deadline. */
-  async #budget(timeoutMs: number | undefined): Promise<number> {
+  /**
+   * {@link Passage.timeoutMs}, with the model's SLO when the client sent no deadline: the cached one
+   * once a worker answered for the model (a stale one is refreshed in the background, never on this
+   * request's path: issue 28), else learnt first (a promise only then).
+   */
+  #budget(timeoutMs: number | undefined): number | Promise<number> {
     const t = timeoutMs ?? this.timeoutMs()
-    if (this.#clientTimed || this.door.slos === undefined || this.model === '') {
+    const slos = this.door.slos
+    if (this.#clientTimed || slos === undefined || this.model === '') {
       return t
     }
-    const slo = await this.door.slos.get(this.model)
-    return slo !== undefined ? Math.min(t, slo) : t
+    const within = (slo: number | undefined) => (slo !== undefined ? Math.min(t, slo) : t)
+    return slos.has(this.model) ? within(slos.peek(this.model)) : slos.get(this.model).then(within)
   }
 
   /**
@@ -445,11 +450,16 @@ export class Passage {
   /** Send the call's envelope and answer the reply; the first failed item is thrown, named by its index. */
   async infer(payload: DoorPayload, o: SendOptions & { timeoutMs?: number } = {}): Promise<InferReply> {
     this.#judge()
+    let deadline = o.deadline
+    if (deadline === undefined) {
+      const b = this.#budget(o.timeoutMs)
+      deadline = this.deadline(typeof b === 'number' ? b : await b)
+    }
     const req: InferRequest = {
       v: 1,
       id: o.id ?? this.requestId,
       model: this.model,
-      deadline: o.deadline ?? this.deadline(await this.#budget(o.timeoutMs)),
+      deadline,
       ...payload,
       ...tenantOf(this.arrival),
       ...this.trace,

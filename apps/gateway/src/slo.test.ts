@@ -97,7 +97,9 @@ describe('ModelSlos', () => {
       () => now,
     )
     expect(slos.peek('m')).toBeUndefined()
+    expect(slos.has('m')).toBe(false)
     expect(await slos.get('m')).toBe(250)
+    expect(slos.has('m')).toBe(true)
     expect(await slos.get('m')).toBe(250)
     expect(calls).toBe(1)
     now = 1500
@@ -107,5 +109,8 @@ describe('ModelSlos', () => {
     answer = () => Promise.resolve({})
     now = 1600
     expect(await slos.get('m')).toBeUndefined()
+    // A worker answered "none": known, so the door takes it from peek() without waiting.
+    expect(slos.has('m')).toBe(true)
+    expect(slos.peek('m')).toBeUndefined()
   })
 })

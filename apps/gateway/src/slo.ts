@@ -34,6 +34,11 @@ export class ModelSlos<T = number, M = Pick<ModelMeta, 'slo'>> {
     readonly pick: (m: M) => T | undefined = predictSlo as unknown as (m: M) => T | undefined,
   ) {}
 
+  /** Whether a worker answered for `model` (its SLO, or that it announces none) since this cache began: {@link peek} has an answer. */
+  has(model: string): boolean {
+    return this.#entries.has(model)
+  }
+
   /** The cached SLO of `model` (ms), stale or not; `undefined` when none was announced yet. A stale entry is refreshed in the background. */
   peek(model: string): T | undefined {
     const e = this.#entries.get(model)
