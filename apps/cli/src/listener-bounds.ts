@@ -31,14 +31,21 @@ const REFUSAL = Buffer.from(
   `HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\nconnection: close\r\ncontent-length: ${Buffer.byteLength(REFUSAL_BODY)}\r\n\r\n${REFUSAL_BODY}`,
 )
 
-/** Arrival of each request (`performance.now()` ms): its connection's accept for the first, its `request` event for later ones. */
-const arrivals = new WeakMap<IncomingMessage, number>()
+/**
+ * Arrival of each request (`performance.now()` ms): its connection's accept for the first, its
+ * `request` event for later ones. A property of the request and of the socket, not a WeakMap: V8's
+ * scavenger treats WeakMap values as strong, and per-request WeakMap entries kept each request's
+ * objects alive into the old generation (docs/bench/gc-2026-12-03.md).
+ */
+const ARRIVED = Symbol('cohort.arrivedAt')
 /** Accept time of a connection whose first request has not come yet. */
-const accepted = new WeakMap<Socket, number>()
+const ACCEPTED = Symbol('cohort.acceptedAt')
+type Arrived = IncomingMessage & { [ARRIVED]?: number }
+type Accepted = Socket & { [ACCEPTED]?: number }
 
 /** When `req` arrived (`performance.now()` ms), if the listener saw it. */
 export function arrivedAt(req: IncomingMessage): number | undefined {
-  return arrivals.get(req)
+  return (req as Arrived)[ARRIVED]
 }
 
 /**
@@ -74,19 +81,20 @@ export function boundListener(server: Server, b: ListenerBounds = {}): void {
     }
     open++
     socket.once('close', () => open--)
-    accepted.set(socket, performance.now())
+    ;(socket as Accepted)[ACCEPTED] = performance.now()
     for (const l of own) {
       l.call(server, socket)
     }
   })
   // Before the app's own listener, which runs the handler at once.
   server.prependListener('request', (req: IncomingMessage) => {
-    const at = accepted.get(req.socket)
+    const socket = req.socket as Accepted
+    const at = socket[ACCEPTED]
     if (at !== undefined) {
-      accepted.delete(req.socket)
-      arrivals.set(req, at)
+      socket[ACCEPTED] = undefined
+      ;(req as Arrived)[ARRIVED] = at
     } else {
-      arrivals.set(req, performance.now())
+      ;(req as Arrived)[ARRIVED] = performance.now()
     }
   })
 }

@@ -96,8 +96,14 @@ function readIncoming(inc: IncomingMessage, max: number, onChunk?: (n: number) =
   })
 }
 
-/** Admissions judged at the listener ({@link answerEarly}), for the route ({@link GatewayAdapter.admission}). */
-const admissions = new WeakMap<IncomingMessage, Admission>()
+/**
+ * The admission judged at the listener ({@link answerEarly}), for the route
+ * ({@link GatewayAdapter.admission}): a property of the request, not a WeakMap entry (V8's young-
+ * generation GC treats WeakMap values as strong, which kept every request's objects alive into the
+ * old generation; listener-bounds.ts).
+ */
+const ADMISSION = Symbol('cohort.admission')
+type Judged = IncomingMessage & { [ADMISSION]?: Admission }
 
 /**
  * Judge `req` with the gateway's door at the listener (early.ts) before the app runs: a refusal is
@@ -120,7 +126,7 @@ export function answerEarly(early: EarlyDoor, req: IncomingMessage, res: ServerR
     return false
   }
   if (d.admission) {
-    admissions.set(req, d.admission)
+    ;(req as Judged)[ADMISSION] = d.admission
     return false
   }
   const { status, headers, body } = d.answer
@@ -153,7 +159,7 @@ export const nodeAdapter: GatewayAdapter = {
   },
   admission(c: Context) {
     const inc = (c.env as NodeBindings | undefined)?.incoming
-    return inc ? admissions.get(inc) : undefined
+    return inc ? (inc as Judged)[ADMISSION] : undefined
   },
   headers(c: Context) {
     return (c.env as NodeBindings | undefined)?.incoming?.headers

@@ -235,6 +235,10 @@ export class Packer {
   #flush(): void {
     this.#scheduled = false
     for (const [model, q] of this.#turn) {
+      // Delete, never `clear()`: V8's Map.clear() links the old table to its replacement, and an old
+      // table that reached the old generation then keeps every later table, and the requests they
+      // held, alive through young-generation GCs (docs/bench/gc-2026-12-03.md).
+      this.#turn.delete(model)
       let pack: Entry[] = []
       let size = 0
       for (const e of q) {
@@ -253,7 +257,6 @@ export class Packer {
         this.#publish(model, pack, false)
       }
     }
-    this.#turn.clear()
   }
 
   #publish(model: string, entries: Entry[], overflow: boolean): void {
