@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url'
 import { describe, expect, it } from 'vitest'
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
-const SKIP = new Set(['node_modules', '.git', 'dist', 'coverage', '.cache'])
+const SKIP = new Set(['node_modules', '.git', 'dist', 'coverage', '.cache', '.venv'])
 
 function files(dir: string, ext: RegExp): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
