@@ -4,18 +4,13 @@
 // Node's parse), counted above a bare node:http server answering the same client. The budgets in
 // test/e2e/budgets.test.ts serve the app through @hono/node-server's `serve` without the adapter
 // (the path of other embedders), which reads the body through Web streams: ~35 promises more.
-import { createServer, request, Agent, type Server } from 'node:http'
-import type { AddressInfo } from 'node:net'
-import { mkdtempSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { request, Agent } from 'node:http'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createApp, type GatewayApp } from '@cohort/gateway'
 import { Registry } from '@cohort/metrics'
-import { graph, model, node, valueInfo } from '@cohort/onnx-builder'
 import { InProcessTransport } from '@cohort/transport'
 import { CohortWorker, OnnxRunner } from '@cohort/worker'
-import { countPerRequest, countsAbove, type RequestCounts } from '@cohort/test-support'
+import { countPerRequest, countsAbove, identityModelFile, startFloorServer, type RequestCounts } from '@cohort/test-support'
 import { listen, type HttpServer } from './http.ts'
 import { gatewayAdapter } from './node-adapter.ts'
 
@@ -58,22 +53,11 @@ let worker: CohortWorker
 let transport: InProcessTransport
 let app: GatewayApp
 let srv: HttpServer
-let floorServer: Server
+let floorServer: Awaited<ReturnType<typeof startFloorServer>>
 let floor: RequestCounts
 
 beforeAll(async () => {
-  const path = join(mkdtempSync(join(tmpdir(), 'cohort-serve-budget-')), 'identity.onnx')
-  writeFileSync(
-    path,
-    model(
-      graph({
-        name: 'id',
-        inputs: [valueInfo('in', 'FP32', ['batch', FEATURES])],
-        outputs: [valueInfo('out', 'FP32', ['batch', FEATURES])],
-        nodes: [node('Identity', ['in'], ['out'])],
-      }),
-    ),
-  )
+  const path = identityModelFile(FEATURES, 'cohort-serve-budget-')
   transport = new InProcessTransport()
   const registry = new Registry()
   // inlineRunMs 5: a loaded machine stretches this microsecond run past the 0.25 ms default (the lane's choice is tested in inline-lane.test.ts).
@@ -85,13 +69,8 @@ beforeAll(async () => {
   const beat = transport.subscribe('cohort.heartbeat')
   await beat[Symbol.asyncIterator]().next()
   beat.unsubscribe()
-  floorServer = createServer((req, res) => {
-    req.resume()
-    req.on('end', () => res.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}'))
-  })
-  await new Promise<void>((r) => floorServer.listen(0, '127.0.0.1', () => r()))
-  const fport = (floorServer.address() as AddressInfo).port
-  floor = await countPerRequest(() => post(fport, '/'), N)
+  floorServer = await startFloorServer()
+  floor = await countPerRequest(() => post(floorServer.port, '/'), N)
 })
 
 afterAll(async () => {
@@ -99,7 +78,7 @@ afterAll(async () => {
   await app.close()
   await worker.close()
   await transport.close()
-  await new Promise<void>((r) => floorServer.close(() => r()))
+  await floorServer.close()
   agent.destroy()
 })
 

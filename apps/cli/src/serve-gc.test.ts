@@ -7,19 +7,15 @@
 // (V8 links the cleared table to its replacement, so one table in the old generation keeps every
 // later one alive) and an arrival object built by spreads (2.3 KB per request). Its own file: the
 // budgets' async_hooks (serve-budget.test.ts) would change what survives.
-import { createServer, request, Agent, type Server } from 'node:http'
-import type { AddressInfo } from 'node:net'
-import { mkdtempSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { request, Agent } from 'node:http'
 import { getHeapSpaceStatistics, setFlagsFromString } from 'node:v8'
 import { runInNewContext } from 'node:vm'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createApp, type GatewayApp } from '@cohort/gateway'
 import { Registry } from '@cohort/metrics'
-import { graph, model, node, valueInfo } from '@cohort/onnx-builder'
 import { InProcessTransport } from '@cohort/transport'
 import { CohortWorker, OnnxRunner } from '@cohort/worker'
+import { identityModelFile, startFloorServer } from '@cohort/test-support'
 import { listen, type HttpServer } from './http.ts'
 import { gatewayAdapter } from './node-adapter.ts'
 
@@ -73,21 +69,10 @@ let worker: CohortWorker
 let transport: InProcessTransport
 let app: GatewayApp
 let srv: HttpServer
-let floorServer: Server
+let floorServer: Awaited<ReturnType<typeof startFloorServer>>
 
 beforeAll(async () => {
-  const path = join(mkdtempSync(join(tmpdir(), 'cohort-serve-gc-')), 'identity.onnx')
-  writeFileSync(
-    path,
-    model(
-      graph({
-        name: 'id',
-        inputs: [valueInfo('in', 'FP32', ['batch', FEATURES])],
-        outputs: [valueInfo('out', 'FP32', ['batch', FEATURES])],
-        nodes: [node('Identity', ['in'], ['out'])],
-      }),
-    ),
-  )
+  const path = identityModelFile(FEATURES, 'cohort-serve-gc-')
   transport = new InProcessTransport()
   const registry = new Registry()
   worker = new CohortWorker({ transport, registry, runners: [new OnnxRunner({ name: 'tensor', path, intraOpNumThreads: 1, inlineRunMs: 5 })] })
@@ -97,11 +82,7 @@ beforeAll(async () => {
   const beat = transport.subscribe('cohort.heartbeat')
   await beat[Symbol.asyncIterator]().next()
   beat.unsubscribe()
-  floorServer = createServer((req, res) => {
-    req.resume()
-    req.on('end', () => res.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}'))
-  })
-  await new Promise<void>((r) => floorServer.listen(0, '127.0.0.1', () => r()))
+  floorServer = await startFloorServer()
 })
 
 afterAll(async () => {
@@ -109,13 +90,13 @@ afterAll(async () => {
   await app.close()
   await worker.close()
   await transport.close()
-  await new Promise<void>((r) => floorServer.close(() => r()))
+  await floorServer.close()
   agent.destroy()
 })
 
 describe('cohort serve: a finished request leaves nothing for the young-generation GC to keep', () => {
   it("OIP infer: bytes surviving a scavenge per request, against a bare node:http server's", async () => {
-    const floor = await survivingBytesPerRequest(() => post((floorServer.address() as AddressInfo).port, '/'))
+    const floor = await survivingBytesPerRequest(() => post(floorServer.port, '/'))
     const serve = await survivingBytesPerRequest(() => post(srv.port, '/v2/models/tensor/infer'))
     console.log(`surviving bytes per request: cohort serve ${Math.round(serve)}, bare node:http ${Math.round(floor)}`)
     // 13.8-14.3 KB measured (2026-12-03; what is left is not found yet: docs/bench/gc-2026-12-03.md);
