@@ -1,8 +1,7 @@
 import type { Context, MiddlewareHandler } from 'hono'
-import { routePath } from 'hono/route'
 import { SpanKind, type Span } from '@opentelemetry/api'
 import { CohortError, statusOf, type InferRequest } from '@cohort/protocol'
-import { ATTR, SPAN, TRACEPARENT, TRACESTATE, carrierOf, setSpanError, startChildSpan, traceIdOf, type LogFields, type TraceCarrier } from '@cohort/observability'
+import { ATTR, SPAN, carrierOf, setSpanError, startChildSpan, traceIdOf, type LogFields, type TraceCarrier } from '@cohort/observability'
 import type { ResolvedGatewayOptions } from './options.ts'
 import { headerOf } from './request-header.ts'
 
@@ -22,18 +21,6 @@ export interface ObservedCall {
 }
 
 const SERVER = { kind: SpanKind.SERVER }
-
-/** The {@link ObservedCall} of an HTTP request. */
-export function httpCall(c: Context): ObservedCall {
-  const id = c.get('cohortRequestId')
-  return {
-    method: c.req.method,
-    route: routePath(c),
-    traceparent: headerOf(c, TRACEPARENT),
-    tracestate: headerOf(c, TRACESTATE),
-    ...(id ? (id.own ? { requestId: id.value } : { clientRequestId: id.value }) : {}),
-  }
-}
 
 declare module 'hono' {
   interface ContextVariableMap {

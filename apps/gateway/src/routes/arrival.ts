@@ -21,8 +21,8 @@ function waitedSince(at: number | undefined): number | undefined {
 
 /** The door's {@link Arrival} of an HTTP request: its origin, method, route, model, trace context and timeout header. */
 export function httpArrival(c: Context, origin: Origin, model: string, version?: string): Arrival {
-  // One literal of one shape (httpCall's fields inlined, no spreads): spreads built it property by
-  // property, 2.3 KB per request (docs/bench/gc-2026-12-03.md).
+  // One literal of one shape (the ObservedCall fields with the rest, no spreads): spreads built it
+  // property by property, 2.3 KB per request (docs/bench/gc-2026-12-03.md).
   const id = c.get('cohortRequestId')
   return {
     method: c.req.method,
