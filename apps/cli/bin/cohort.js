@@ -4,7 +4,10 @@
 // user's .ts file in any other folder (npm init's default), which tsx compiles to CommonJS.
 import { register } from 'tsx/esm/api'
 import { register as registerCommonJs } from 'tsx/cjs/api'
+import { register as registerHooks } from 'node:module'
 
 register()
 registerCommonJs()
+// Cohort's own sources without tsx's keepNames (ts-hooks.mjs says why); registered last, run first.
+registerHooks('./ts-hooks.mjs', import.meta.url)
 await import('../src/main.ts')
