@@ -170,12 +170,15 @@ function registerModelRoutes(app: Hono, o: ResolvedGatewayOptions, up: Upstream,
     checkModelPath(model, version)
     return c.json(tritonConfig(await up.meta(model, version)))
   }
-  // Before `/v2/models/:model`: Triton's statistics of every model.
-  app.get('/v2/models/stats', async (c) => c.json(await modelStats(up)))
+  // `GET /v2/models/stats` (Triton's statistics of every model) is answered by the metadata route,
+  // not a route of its own: Hono's RegExpRouter refuses a static segment where another route of
+  // the method has a parameter, and one such route sends every request through its TrieRouter
+  // (a search and a sort per request). A model named "stats" is shadowed, as it was before.
+  const metaOrStats = async (c: Context) => (c.req.param('model') === 'stats' && c.req.param('version') === undefined ? c.json(await modelStats(up)) : modelMeta(c))
   const infer = inferHandler(o, door)
   for (const base of ['/v2/models/:model', '/v2/models/:model/versions/:version']) {
     app.get(`${base}/stats`, async (c) => c.json(await modelStats(up, c.req.param('model') ?? '', c.req.param('version'))))
-    app.get(base, modelMeta)
+    app.get(base, metaOrStats)
     app.get(`${base}/ready`, modelReady)
     app.get(`${base}/config`, modelConfig)
     app.post(`${base}/infer`, infer)

@@ -193,17 +193,33 @@ export function hasNonFinite(value: unknown): boolean {
   }
   const stack: object[] = [value]
   for (let top = stack.pop(); top !== undefined; top = stack.pop()) {
-    const items: unknown[] = Array.isArray(top) ? top : Object.values(top)
-    for (let i = 0; i < items.length; i++) {
-      const v = items[i]
-      if (typeof v === 'number') {
-        if (!Number.isFinite(v)) {
+    if (Array.isArray(top)) {
+      const items: unknown[] = top
+      for (let i = 0; i < items.length; i++) {
+        if (pending(items[i], stack)) {
           return true
         }
-      } else if (typeof v === 'object' && v !== null) {
-        stack.push(v)
+      }
+    } else {
+      // for-in, not Object.values: no array of values per object (JSON objects own every key).
+      const o = top as Record<string, unknown>
+      for (const k in o) {
+        if (pending(o[k], stack)) {
+          return true
+        }
       }
     }
+  }
+  return false
+}
+
+/** True for a non-finite number; an object or array is pushed for the walk. */
+function pending(v: unknown, stack: object[]): boolean {
+  if (typeof v === 'number') {
+    return !Number.isFinite(v)
+  }
+  if (typeof v === 'object' && v !== null) {
+    stack.push(v)
   }
   return false
 }

@@ -60,12 +60,48 @@ export interface TrackedRequest {
   release(): void
 }
 
-interface Tracked {
-  id: string
-  sentAt: number
-  worker: string | undefined
-  lost: string | undefined
-  ctl: LinkedAbort
+/** One request in flight: the tracker's record and the caller's handle in one object. */
+class Tracked implements TrackedRequest {
+  worker: string | undefined = undefined
+  lost: string | undefined = undefined
+  readonly ctl = new LinkedAbort()
+  #released = false
+  readonly #signal: AbortSignalLike | undefined
+  readonly #onAbort: (() => void) | undefined
+
+  constructor(
+    readonly id: string,
+    public sentAt: number,
+    readonly owner: WorkerLiveness,
+    signal: AbortSignalLike | undefined,
+  ) {
+    if (signal?.aborted) {
+      this.ctl.abort()
+    } else if (signal) {
+      this.#signal = signal
+      this.#onAbort = () => this.ctl.abort()
+      signal.addEventListener('abort', this.#onAbort, { once: true })
+    }
+  }
+
+  get signal(): AbortSignalLike {
+    return this.ctl
+  }
+
+  get unaccepted(): boolean {
+    return this.lost !== undefined && this.worker === undefined
+  }
+
+  release(): void {
+    if (this.#released) {
+      return
+    }
+    this.#released = true
+    if (this.#onAbort) {
+      this.#signal?.removeEventListener('abort', this.#onAbort)
+    }
+    this.owner.forget(this)
+  }
 }
 
 interface WorkerState {
@@ -137,41 +173,15 @@ export class WorkerLiveness {
 
   /** Start tracking a request about to be sent; `signal` is the client's. */
   track(id: string, signal?: AbortSignalLike): TrackedRequest {
-    const t: Tracked = { id, sentAt: this.#now(), worker: undefined, lost: undefined, ctl: new LinkedAbort() }
-    let onAbort: (() => void) | undefined
-    if (signal) {
-      if (signal.aborted) {
-        t.ctl.abort()
-      } else {
-        onAbort = () => t.ctl.abort()
-        signal.addEventListener('abort', onAbort, { once: true })
-      }
-    }
+    const t = new Tracked(id, this.#now(), this, signal)
     this.#requests.set(id, t)
     this.#arm()
-    let released = false
-    return {
-      signal: t.ctl.signal,
-      get worker() {
-        return t.worker
-      },
-      get lost() {
-        return t.lost
-      },
-      get unaccepted() {
-        return t.lost !== undefined && t.worker === undefined
-      },
-      release: () => {
-        if (released) {
-          return
-        }
-        released = true
-        if (onAbort) {
-          signal?.removeEventListener('abort', onAbort)
-        }
-        this.#forget(t)
-      },
-    }
+    return t
+  }
+
+  /** Tracked.release: stop tracking `t`. */
+  forget(t: Tracked): void {
+    this.#forget(t)
   }
 
   /** A worker's acceptance notice: it holds request `id`. */

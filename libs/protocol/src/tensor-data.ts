@@ -464,14 +464,19 @@ export function tensorToJson(t: WireTensor): (number | boolean | string)[] {
     return v
   }
   const n = v.length
-  const out = new Array<number | boolean>(n)
+  // Built by push, not new Array(n): a packed array, which JSON.stringify writes faster than a
+  // holey one (64 floats: 4.7 against 6.6 µs per answer, issue 28).
   if (t.datatype === 'BOOL') {
-    for (let i = 0; i < n; i++) out[i] = v[i] !== 0
-  } else if (t.datatype === 'FP16') {
+    const out: boolean[] = []
+    for (let i = 0; i < n; i++) out.push(v[i] !== 0)
+    return out
+  }
+  const out: number[] = []
+  if (t.datatype === 'FP16') {
     const h = v as Uint16Array
-    for (let i = 0; i < n; i++) out[i] = f16BitsToF32(item(h, i))
+    for (let i = 0; i < n; i++) out.push(f16BitsToF32(item(h, i)))
   } else {
-    for (let i = 0; i < n; i++) out[i] = Number(v[i])
+    for (let i = 0; i < n; i++) out.push(Number(v[i]))
   }
   return out
 }

@@ -5,7 +5,7 @@ export class AsyncQueue<T> implements AsyncIterableIterator<T> {
   #ended = false
   #listener: ((v: T) => void) | undefined
   #onEnd: (() => void) | undefined
-  /** Bumped by end(drop): values handed to the listener's microtasks before then are dropped. */
+  /** Bumped by end(drop): values handed to the listener but not yet given to it are dropped. */
   #gen = 0
 
   /** Add a value; ignored after end(). */
@@ -36,6 +36,7 @@ export class AsyncQueue<T> implements AsyncIterableIterator<T> {
     if (this.#listener) {
       if (drop) {
         this.#gen++
+        this.#handed.length = 0
       }
       const done = this.#onEnd
       this.#onEnd = undefined
@@ -96,14 +97,37 @@ export class AsyncQueue<T> implements AsyncIterableIterator<T> {
     })
   }
 
+  /** Values handed since the last drain: one microtask hands them all, in order. */
+  #handed: T[] = []
+  #draining = false
+
   #hand(v: T): void {
+    this.#handed.push(v)
+    if (!this.#draining) {
+      this.#draining = true
+      // A promise reaction, not queueMicrotask (which Node wraps in an async resource per call).
+      void Promise.resolve().then(this.#drain)
+    }
+  }
+
+  readonly #drain = (): void => {
+    this.#draining = false
+    const vs = this.#handed
+    this.#handed = []
+    const fn = this.#listener // set before any value is handed, never unset
     const gen = this.#gen
-    queueMicrotask(() => {
-      const fn = this.#listener // set before any value is handed, never unset
-      if (gen === this.#gen && fn !== undefined) {
-        fn(v)
+    for (const v of vs) {
+      if (gen !== this.#gen || fn === undefined) {
+        return // ended with drop while handing
       }
-    })
+      try {
+        fn(v)
+      } catch (e) {
+        queueMicrotask(() => {
+          throw e
+        })
+      }
+    }
   }
 
   [Symbol.asyncIterator](): this {

@@ -29,6 +29,8 @@ interface LocalSub {
 export class InProcessTransport implements Transport {
   readonly maxMessageBytes: number
   readonly #subs = new Map<string, LocalSub[]>()
+  /** Subjects' receivers, computed on first delivery; cleared whenever a subscription comes or goes. */
+  readonly #routes = new Map<string, Route>()
   readonly #rr = new Map<string, number>()
   readonly #known = new Set<string>()
   readonly #configs = new Map<string, ModelConfig>()
@@ -207,12 +209,14 @@ export class InProcessTransport implements Transport {
     const list = this.#subs.get(subject) ?? []
     list.push(sub)
     this.#subs.set(subject, list)
+    this.#routes.clear()
     const remove = () => {
       const l = this.#subs.get(subject)
       if (l) {
         const i = l.indexOf(sub)
         if (i >= 0) {
           l.splice(i, 1)
+          this.#routes.clear()
         }
       }
     }
@@ -239,40 +243,73 @@ export class InProcessTransport implements Transport {
       }
     }
     this.#subs.clear()
+    this.#routes.clear()
     return Promise.resolve()
   }
 
   /** Deliver to every plain subscriber and one member per queue group; returns receivers. */
   #deliver(subject: string, msg: TransportMessage, all = false): number {
-    let list = this.#subs.get(subject)
-    // `prefix.>` subscriptions at any depth (the gateway's inbox: `<inbox>.<key id>.<seq>`).
-    for (let dot = subject.lastIndexOf('.'); dot > 0; dot = subject.lastIndexOf('.', dot - 1)) {
-      const wild = this.#subs.get(`${subject.slice(0, dot)}.>`)
-      if (wild && wild.length > 0) {
-        list = list ? [...list, ...wild] : wild
-      }
-    }
-    if (!list || list.length === 0) {
-      return 0
-    }
+    const r = this.#route(subject)
     let n = 0
-    const groups = new Map<string, LocalSub[]>()
-    for (const s of list) {
-      if (s.queue === undefined || all) {
+    if (all) {
+      for (const s of r.all) {
         n += s.q.push(msg) ? 1 : 0
-      } else {
-        const g = groups.get(s.queue) ?? []
-        g.push(s)
-        groups.set(s.queue, g)
       }
+      return n
     }
-    for (const [name, g] of groups) {
+    for (const s of r.plain) {
+      n += s.q.push(msg) ? 1 : 0
+    }
+    for (const [name, g] of r.groups) {
       const i = (this.#rr.get(name) ?? 0) % g.length
       this.#rr.set(name, i + 1)
       n += g[i]?.q.push(msg) ? 1 : 0
     }
     return n
   }
+
+  /**
+   * The subscriptions a subject reaches, exact and `prefix.>` at any depth (the gateway's inbox:
+   * `<inbox>.<key id>.<seq>`), grouped once per subject until the subscriptions change.
+   */
+  #route(subject: string): Route {
+    const hit = this.#routes.get(subject)
+    if (hit !== undefined) {
+      return hit
+    }
+    let list = this.#subs.get(subject) ?? []
+    for (let dot = subject.lastIndexOf('.'); dot > 0; dot = subject.lastIndexOf('.', dot - 1)) {
+      const wild = this.#subs.get(`${subject.slice(0, dot)}.>`)
+      if (wild && wild.length > 0) {
+        list = [...list, ...wild]
+      }
+    }
+    const plain: LocalSub[] = []
+    const groups = new Map<string, LocalSub[]>()
+    for (const s of list) {
+      if (s.queue === undefined) {
+        plain.push(s)
+      } else {
+        const g = groups.get(s.queue) ?? []
+        g.push(s)
+        groups.set(s.queue, g)
+      }
+    }
+    const r: Route = { all: [...list], plain, groups: [...groups] }
+    // Inbox subjects are one per request: only subjects with a subscription of their own (or a
+    // queue group, the model subjects) are kept, so the cache stays as small as the subscriptions.
+    if (this.#subs.has(subject)) {
+      this.#routes.set(subject, r)
+    }
+    return r
+  }
+}
+
+/** Where one subject's messages go (InProcessTransport's route cache). */
+interface Route {
+  all: LocalSub[]
+  plain: LocalSub[]
+  groups: [string, LocalSub[]][]
 }
 
 /** A message carrying a value: `data` is its encoding, made on first read only. */
@@ -283,15 +320,26 @@ function carried(
   respondValue: (b: CarriedValue) => boolean,
   reply: string | undefined,
 ): TransportMessage {
-  let bytes: Uint8Array | undefined
-  return {
-    subject,
-    value: body.value,
-    get data() {
-      return (bytes ??= body.encode())
-    },
-    respond,
-    respondValue,
-    ...(reply !== undefined ? { reply } : {}),
+  return new CarriedMessage(subject, body, respond, respondValue, reply)
+}
+
+/** One class for every carried message: no getter or spread made per message. */
+class CarriedMessage implements TransportMessage {
+  readonly value: unknown
+  readonly #body: CarriedValue
+  #bytes: Uint8Array | undefined
+  constructor(
+    readonly subject: string,
+    body: CarriedValue,
+    readonly respond: (d: Uint8Array) => boolean,
+    readonly respondValue: (b: CarriedValue) => boolean,
+    readonly reply: string | undefined,
+  ) {
+    this.value = body.value
+    this.#body = body
+  }
+
+  get data(): Uint8Array {
+    return (this.#bytes ??= this.#body.encode())
   }
 }

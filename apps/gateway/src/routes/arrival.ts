@@ -19,14 +19,17 @@ function waitedSince(at: number | undefined): number | undefined {
   return at === undefined ? undefined : performance.now() - at
 }
 
-/** The door's {@link Arrival} of an HTTP request: its origin, method, route, model, trace context and timeout header. */
-export function httpArrival(c: Context, origin: Origin, model: string, version?: string): Arrival {
+/**
+ * The door's {@link Arrival} of an HTTP request: its origin, method, route, model, trace context and
+ * timeout header. `route`: the route's pattern when the matched one is not it (bulk, app.ts's router note).
+ */
+export function httpArrival(c: Context, origin: Origin, model: string, version?: string, route?: string): Arrival {
   // One literal of one shape (the ObservedCall fields with the rest, no spreads): spreads built it
   // property by property, 2.3 KB per request (docs/bench/gc-2026-12-03.md).
   const id = c.get('cohortRequestId')
   return {
     method: c.req.method,
-    route: routePath(c),
+    route: route ?? routePath(c),
     traceparent: headerOf(c, TRACEPARENT),
     tracestate: headerOf(c, TRACESTATE),
     requestId: id?.own === true ? id.value : undefined,

@@ -23,12 +23,15 @@ export const DEFAULT_MAX_BULK_INPUTS = 1000
  * (batched with all other traffic by the workers); a bad item fails alone. Results come in input
  * order as JSON, or as they complete with `Accept: application/x-ndjson` or `text/event-stream`.
  */
+/** The bulk route's pattern (registered as `.../predictions/:id`: predictions-routes.ts says why). */
+export const BULK_ROUTE = '/models/:model/predictions/bulk'
+
 export function bulkHandler(o: ResolvedGatewayOptions & { maxBulkInputs?: number }, door: InferenceDoor) {
   const maxInputs = o.maxBulkInputs ?? DEFAULT_MAX_BULK_INPUTS
   return function bulk(c: Context): Promise<Response> {
     const model = c.req.param('model') ?? ''
     // One gateway span for the bulk call; each input's envelope is a child of it. Items are counted, not the call.
-    return door.serve(httpArrival(c, 'bulk', model), async (p) => {
+    return door.serve(httpArrival(c, 'bulk', model, undefined, BULK_ROUTE), async (p) => {
       p.counted = false
       const body = parseJson(await bodyOf(c, o))
       const inputs = (body as { inputs?: unknown } | null)?.inputs
