@@ -55,7 +55,7 @@ describe('RunTimes', () => {
 })
 
 describe('InlineLane.run', () => {
-  it('reads the process CPU time only around a run after one whose wall time was over cpuCheckMs (no getrusage per run)', async () => {
+  it('reads the process CPU time only around a run after one whose wall time was over cpuCheckMs, at most once per 25 ms (no getrusage per run)', async () => {
     const lane = (await InlineLane.open(tinyModel()))!
     const feeds = { in: { type: 'float32', dims: [1, FEATURES], data: new Float32Array(FEATURES).fill(0.5) } }
     const spy = vi.spyOn(process, 'cpuUsage')
@@ -67,9 +67,25 @@ describe('InlineLane.run', () => {
         expect(r.outputs['out']?.dims).toEqual([1, FEATURES])
       }
       expect(spy).toHaveBeenCalledTimes(2)
-      await lane.run(feeds, 0) // over 0 ms: the next run reads it
+      await new Promise((r) => setTimeout(r, 30))
+      await lane.run(feeds, 0) // over 0 ms, 25 ms after the last reading: the next run reads it
       await lane.run(feeds, 1_000)
       expect(spy).toHaveBeenCalledTimes(4)
+    } finally {
+      spy.mockRestore()
+      await lane.close()
+    }
+  })
+
+  it('reads it no more than once per cpuCheckEveryMs however many runs are over cpuCheckMs', async () => {
+    const lane = (await InlineLane.open(tinyModel(), { cpuCheckEveryMs: 600_000 }))!
+    const feeds = { in: { type: 'float32', dims: [1, FEATURES], data: new Float32Array(FEATURES).fill(0.5) } }
+    const spy = vi.spyOn(process, 'cpuUsage')
+    try {
+      for (let i = 0; i < 6; i++) {
+        await lane.run(feeds, 0) // every one over 0 ms
+      }
+      expect(spy).toHaveBeenCalledTimes(2) // the first run's reading only
     } finally {
       spy.mockRestore()
       await lane.close()
