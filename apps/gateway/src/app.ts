@@ -97,34 +97,26 @@ function useEntrySteps(app: Hono, o: ResolvedGatewayOptions, door: InferenceDoor
   })
   app.notFound((c) => errorResponse(c, new CohortError('NOT_FOUND', `no route ${c.req.method} ${c.req.path}`)))
 
+  // One middleware for what every request gets (the adapter's readings, the ids, the draining
+  // rule): each Hono middleware is a dispatch and an async frame per request.
   const adapter = o.adapter
-  if (adapter?.arrivedAt || adapter?.admission || adapter?.headers) {
-    app.use('*', (c: Context, next) => {
-      c.set('cohortArrivedAt', adapter.arrivedAt?.(c))
-      const adm = adapter.admission?.(c)
-      if (adm !== undefined) {
-        c.set('cohortAdmission', adm)
-      }
-      const h = adapter.headers?.(c)
-      if (h !== undefined) {
-        c.set('cohortHeaders', h)
-      }
-      return next()
-    })
-  }
-  app.use('*', responseIds())
+  const arrive =
+    adapter?.arrivedAt || adapter?.admission || adapter?.headers
+      ? (c: Context) => {
+          c.set('cohortArrivedAt', adapter.arrivedAt?.(c))
+          const adm = adapter.admission?.(c)
+          if (adm !== undefined) {
+            c.set('cohortAdmission', adm)
+          }
+          const h = adapter.headers?.(c)
+          if (h !== undefined) {
+            c.set('cohortHeaders', h)
+          }
+        }
+      : undefined
+  app.use('*', responseIds({ ...(arrive ? { arrive } : {}), ...(o.draining ? { draining: o.draining } : {}) }))
   for (const mw of gatewayMiddleware(o, door)) {
     app.use('*', mw)
-  }
-
-  const draining = o.draining
-  if (draining) {
-    app.use('*', async (c, next) => {
-      await next()
-      if (draining()) {
-        c.header('connection', 'close')
-      }
-    })
   }
 }
 

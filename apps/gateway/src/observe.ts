@@ -41,12 +41,17 @@ export const REQUEST_ID_RE = /^[\x21-\x7e]{1,128}$/
  * gateway's own id, the envelope id in its logs), and the gateway span's W3C `traceparent` when
  * the request is traced (an OpenTelemetry SDK is registered, or the caller sent a `traceparent`).
  */
-export function responseIds(): MiddlewareHandler {
+export function responseIds(o: { arrive?: (c: Context) => void; draining?: () => boolean } = {}): MiddlewareHandler {
+  const { arrive, draining } = o
   return async (c, next) => {
+    arrive?.(c)
     const theirs = headerOf(c, 'x-request-id')
     const id = theirs !== undefined && REQUEST_ID_RE.test(theirs) ? { value: theirs, own: false } : { value: crypto.randomUUID(), own: true }
     c.set('cohortRequestId', id)
     await next()
+    if (draining?.() === true) {
+      c.header('connection', 'close')
+    }
     if (c.get('cohortIdsAnswered') === true && c.res.status < 400) {
       return // the route's own response carries them (an error answered since then did not)
     }

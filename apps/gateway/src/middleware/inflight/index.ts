@@ -19,6 +19,9 @@ export const JSON_BODY_WEIGHT = 6
 
 export { DRAIN_REFUSED_BYTES } from '../../refusal.ts'
 
+/** What a refusal of a JSON body says about its weight (made once, not per request). */
+const JSON_AS = ` (a JSON body counts ${JSON_BODY_WEIGHT} times its length: parsing holds that much)`
+
 /** True for a body that is held as bytes (binary), false for one that is parsed as JSON. */
 function isBinary(contentType: string | undefined, inferenceHeader: string | undefined): boolean {
   return inferenceHeader !== undefined || (contentType ?? '').toLowerCase().startsWith('application/octet-stream')
@@ -44,7 +47,7 @@ export function inflightMiddleware(budget: InflightBudget | undefined): Middlewa
     const len = declaredLength(headerOf(c, 'content-length'))
     const weight = isBinary(headerOf(c, 'content-type'), headerOf(c, 'inference-header-content-length')) ? 1 : JSON_BODY_WEIGHT
     const counted = len === undefined ? undefined : len * weight
-    const as = weight === 1 ? '' : ` (a JSON body counts ${weight} times its length: parsing holds that much)`
+    const as = weight === 1 ? '' : JSON_AS
     // Refused before the body is read. A small body is read and discarded by the server, so the
     // connection stays usable; a large one closes the connection (the client may resend).
     const refuse = (e: CohortError) => {
