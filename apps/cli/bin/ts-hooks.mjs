@@ -2,7 +2,7 @@
 // first): the packages' src/**/*.ts compiled by esbuild like tsx does, but without `keepNames`.
 // tsx compiles every file with esbuild's keepNames, which wraps each function and class in a
 // `__name(fn, "name")` call (an Object.defineProperty on every closure made): names that the
-// sources already have, since nothing is minified. On the request path that was 5-9% of `cohort
+// sources already have, since nothing is minified. On the request path that was 6-8% of `cohort
 // serve`'s CPU per request (issue 28; docs/bench/hot-path-6-2026-12-04.md). Every other file
 // (users' predictors, anything in node_modules but Cohort's packages) goes on to tsx unchanged.
 // Output is cached on disk by content hash, as tsx caches its own: without it each start would
