@@ -387,10 +387,18 @@ export class Packer {
     if (p && --p.open === 0 && this.#packs.get(p.seq) === p) {
       this.#packs.delete(p.seq)
     }
+    const { resolve, reject } = e
+    // A settled entry lets go of what it held: its pack (and so its entry) may already be in the
+    // old generation, and a dead old object keeps what it points to alive through scavenges.
+    e.req = undefined
+    e.bytes = undefined
+    e.signal = undefined
+    e.onAbort = undefined
+    e.onDelta = undefined
     if (outcome instanceof CohortError) {
-      e.reject(outcome)
+      reject(outcome)
     } else {
-      e.resolve(outcome)
+      resolve(outcome)
     }
   }
 }
