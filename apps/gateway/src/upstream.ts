@@ -99,7 +99,8 @@ export class Upstream {
       const t = lv.track(id, signal)
       try {
         const left = Math.max(1, timeoutMs - (Date.now() - started))
-        return await this.#inferOnce({ ...req, id }, left, t.signal, onDelta)
+        // The first attempt sends the request as it is: a copy per request only for a retry.
+        return await this.#inferOnce(attempt === 0 ? req : { ...req, id }, left, t.signal, onDelta)
       } catch (e) {
         // REPLY_LOST: the gateway's own connection moved to another NATS server and the reply did
         // not come (@cohort/transport's reconnect guard); as retryable as a lost worker.
@@ -147,10 +148,15 @@ export class Upstream {
    * (docs/protocol.md#subjects-and-who-may-publish-where). A held copy that is out of date costs
    * the other order's fallback, never a wrong answer.
    */
-  async #inferOnce(req: InferRequest, timeoutMs: number, signal: AbortSignalLike | undefined, onDelta?: (s: TokenStep) => void): Promise<InferReply> {
+  #inferOnce(req: InferRequest, timeoutMs: number, signal: AbortSignalLike | undefined, onDelta?: (s: TokenStep) => void): Promise<InferReply> {
+    // Not async: a request without version "1" is the attempt itself, no promise of its own around it.
     if (req.version !== '1') {
       return this.#inferOn(req, req.version, timeoutMs, signal, onDelta)
     }
+    return this.#inferVersionOne(req, timeoutMs, signal, onDelta)
+  }
+
+  async #inferVersionOne(req: InferRequest, timeoutMs: number, signal: AbortSignalLike | undefined, onDelta?: (s: TokenStep) => void): Promise<InferReply> {
     const order: (string | undefined)[] = this.#unversioned(req.model) === true ? [undefined, '1'] : ['1', undefined]
     const started = Date.now()
     try {
@@ -169,11 +175,12 @@ export class Upstream {
     // A generation goes in a pack even before any heartbeat was heard: only workers that speak v2
     // serve generative models, and its deltas need the pack's reply subject.
     // A request whose tensors alone are over the pack size never fits one: it is encoded once, with `ack`.
-    if (pk && lv && (lv.protocol >= 2 || req.generate !== undefined) && tensorBytesOf(req) <= pk.maxBytes) {
+    const tensorBytes = pk && lv ? tensorBytesOf(req) : 0
+    if (pk && lv && (lv.protocol >= 2 || req.generate !== undefined) && tensorBytes <= pk.maxBytes) {
       // A bus that carries values (in-process) takes the request itself: no encode, no decode.
       const carry = this.transport.publishValue !== undefined
       const body = carry ? req : encodeRequest(req)
-      const size = carry ? tensorBytesOf(req) + ENVELOPE_BYTES : (body as Uint8Array).byteLength
+      const size = carry ? tensorBytes + ENVELOPE_BYTES : (body as Uint8Array).byteLength
       // Over the bus bound (a small in-process maxMessageBytes): the encoded path below checks it exactly.
       if (size <= this.transport.maxMessageBytes && pk.accepts(req.id, size)) {
         let reply: InferReply

@@ -1,6 +1,6 @@
 import type { Context } from 'hono'
 import { bodyOf, clientGone } from '../body.ts'
-import type { InferenceDoor } from '../door.ts'
+import type { DoorPayload, InferenceDoor } from '../door.ts'
 import { outputJson, parseInferBody } from '../oip.ts'
 import { stringifyWithRaw } from '../json-exact.ts'
 import { httpArrival } from './arrival.ts'
@@ -22,22 +22,26 @@ export function inferHandler(o: ResolvedGatewayOptions, door: InferenceDoor) {
       const priority = oip.parameters['priority']
       // Safe to resend to another worker if the one holding it is lost: the client named the request.
       const retryable = headerOf(c, 'idempotency-key') !== undefined || oip.id !== undefined
-      const reply = await p.infer(
-        {
-          tensors: oip.tensors,
-          ...(typeof priority === 'number' ? { priority } : {}),
-          ...(oip.outputs ? { outputs: oip.outputs.map((x) => x.name) } : {}),
-          ...(version !== undefined ? { version } : {}),
-        },
-        { timeoutMs: p.timeoutMs(oip.parameters['timeout']), retryable, signal: clientGone(c, o) },
-      )
+      // Built field by field, not by spreading optional literals (a temporary object for each).
+      const call: DoorPayload = { tensors: oip.tensors }
+      if (typeof priority === 'number') {
+        call.priority = priority
+      }
+      if (oip.outputs) {
+        call.outputs = oip.outputs.map((x) => x.name)
+      }
+      if (version !== undefined) {
+        call.version = version
+      }
+      const reply = await p.infer(call, { timeoutMs: p.timeoutMs(oip.parameters['timeout']), retryable, signal: clientGone(c, o) })
       const requestId = p.requestId
       const tensors = reply.tensors ?? {}
       const order = oip.outputs?.map((x) => x.name) ?? Object.keys(tensors)
-      const binaryNames = new Set(
-        // An output's own binary_data wins over the request's binary_data_output (as in Triton).
-        oip.outputs ? oip.outputs.filter((x) => x.binary ?? oip.binaryOutput).map((x) => x.name) : oip.binaryOutput ? order : [],
-      )
+      // An output's own binary_data wins over the request's binary_data_output (as in Triton). None asked: no set.
+      const binaryNames =
+        oip.outputs || oip.binaryOutput
+          ? new Set(oip.outputs ? oip.outputs.filter((x) => x.binary ?? oip.binaryOutput).map((x) => x.name) : order)
+          : undefined
       const head = {
         model_name: model,
         model_version: reply.version ?? version ?? '1',
@@ -45,20 +49,23 @@ export function inferHandler(o: ResolvedGatewayOptions, door: InferenceDoor) {
         outputs: [] as Record<string, unknown>[],
       }
       const blobs: Uint8Array[] = []
-      const raw = new Map<string, string>()
+      let raw: Map<string, string> | undefined // INT64/UINT64 outputs' exact text (outputJson)
       for (const name of order) {
         const t = tensors[name]
         if (!t) {
           continue
         }
-        if (binaryNames.has(name)) {
+        if (t.datatype === 'INT64' || t.datatype === 'UINT64') {
+          raw ??= new Map()
+        }
+        if (binaryNames?.has(name) === true) {
           head.outputs.push({ name, datatype: t.datatype, shape: t.shape, parameters: { binary_data_size: t.bytes.byteLength } })
           blobs.push(t.bytes)
         } else {
           head.outputs.push(outputJson(name, t, raw))
         }
       }
-      const json = stringifyWithRaw(head, raw)
+      const json = raw === undefined ? JSON.stringify(head) : stringifyWithRaw(head, raw)
       // Built here with plain headers, the ids among them: Hono's c.body() makes a Web Headers for more than one.
       if (blobs.length === 0) {
         return new Response(json, { status: 200, headers: responseIdHeaders(c, { 'content-type': 'application/json' }) })
