@@ -186,14 +186,24 @@ export class WorkerLiveness {
 
   /** A worker's acceptance notice: it holds request `id`. */
   accepted(a: { id: string; worker: string }): void {
-    const t = this.#requests.get(a.id)
-    if (!t || t.lost !== undefined || t.worker !== undefined) {
-      return
+    this.acceptedAll([a.id], a.worker)
+  }
+
+  /** A pack's acceptance notice: `worker` holds every request of `ids` (one clock read, one lookup of the worker). */
+  acceptedAll(ids: readonly string[], worker: string): void {
+    let w: WorkerState | undefined
+    for (const id of ids) {
+      const t = this.#requests.get(id)
+      if (!t || t.lost !== undefined || t.worker !== undefined) {
+        continue
+      }
+      t.worker = worker
+      w ??= this.#worker(worker)
+      w.requests.add(t)
     }
-    t.worker = a.worker
-    const w = this.#worker(a.worker)
-    w.lastSeen = Math.max(w.lastSeen, this.#now())
-    w.requests.add(t)
+    if (w !== undefined) {
+      w.lastSeen = Math.max(w.lastSeen, this.#now())
+    }
   }
 
   /** A worker's heartbeat; `bye` (drained) forgets it without failing anything. */

@@ -346,9 +346,7 @@ export class Packer {
       return
     }
     if (n.t === 'accept') {
-      for (const id of n.ids) {
-        this.#lv.accepted({ id, worker: n.worker })
-      }
+      this.#lv.acceptedAll(n.ids, n.worker)
       this.#lv.waits.accepted(p.model, n.worker, n) // the door's worker-wait check (wait-check.ts)
       return
     }
