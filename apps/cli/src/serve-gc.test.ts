@@ -99,8 +99,8 @@ describe('cohort serve: a finished request leaves nothing for the young-generati
     const floor = await survivingBytesPerRequest(() => post(floorServer.port, '/'))
     const serve = await survivingBytesPerRequest(() => post(srv.port, '/v2/models/tensor/infer'))
     console.log(`surviving bytes per request: cohort serve ${Math.round(serve)}, bare node:http ${Math.round(floor)}`)
-    // 13.8-14.3 KB measured (2026-12-03; what is left is not found yet: docs/bench/gc-2026-12-03.md);
-    // 33.6 KB with the WeakMaps, Map.clear() and the spread-built arrival restored.
-    expect(serve).toBeLessThan(20_480 + floor)
+    // 7.7-8.4 KB measured (2026-12-04, after docs/bench/hot-path-6-2026-12-04.md's changes; 13.8-14.3
+    // KB on 2026-12-03); 33.6 KB with the WeakMaps, Map.clear() and the spread-built arrival restored.
+    expect(serve).toBeLessThan(12_288 + floor)
   })
 })
