@@ -33,7 +33,11 @@ describe('gateway router', () => {
   })
 
   it('serves bulk on POST /models/{m}/predictions/bulk and 404s any other id there', async () => {
-    const bulk = await app.request('/models/echo/predictions/bulk', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ inputs: [{ x: 1 }, { x: 2 }] }) })
+    const bulk = await app.request('/models/echo/predictions/bulk', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ inputs: [{ x: 1 }, { x: 2 }] }),
+    })
     expect(bulk.status).toBe(200)
     const b = (await bulk.json()) as { succeeded: number; results: { output: unknown }[] }
     expect(b.succeeded).toBe(2)

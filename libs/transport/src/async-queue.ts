@@ -128,7 +128,7 @@ export class AsyncQueue<T> implements AsyncIterableIterator<T> {
         })
       }
     }
-  }
+  };
 
   [Symbol.asyncIterator](): this {
     return this

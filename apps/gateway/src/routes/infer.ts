@@ -38,10 +38,7 @@ export function inferHandler(o: ResolvedGatewayOptions, door: InferenceDoor) {
       const tensors = reply.tensors ?? {}
       const order = oip.outputs?.map((x) => x.name) ?? Object.keys(tensors)
       // An output's own binary_data wins over the request's binary_data_output (as in Triton). None asked: no set.
-      const binaryNames =
-        oip.outputs || oip.binaryOutput
-          ? new Set(oip.outputs ? oip.outputs.filter((x) => x.binary ?? oip.binaryOutput).map((x) => x.name) : order)
-          : undefined
+      const binaryNames = oip.outputs || oip.binaryOutput ? new Set(oip.outputs ? oip.outputs.filter((x) => x.binary ?? oip.binaryOutput).map((x) => x.name) : order) : undefined
       const head = {
         model_name: model,
         model_version: reply.version ?? version ?? '1',
