@@ -24,7 +24,7 @@ import {
   type WireError,
   type WireTensor,
 } from '@cohort/protocol'
-import type { GatewayMetrics, Labels } from '@cohort/metrics'
+import { frozenLabels, type GatewayMetrics, type Labels } from '@cohort/metrics'
 import { InflightBudget, type AbortSignalLike, type InflightLimits } from '@cohort/transport'
 import type { TraceCarrier } from '@cohort/observability'
 import { admitAtDoor, deadlineAfter, effectiveTimeoutMs } from './lag-check.ts'
@@ -748,25 +748,21 @@ export class InferenceDoor {
 
   /** Count one request (or bulk item) in `cohort_requests_total` and its duration. */
   count(model: string, code: string, t0: number): void {
-    const l = this.#countLabels(metricModel(model, code), code)
-    this.o.metrics.requests.inc(l.requests)
+    const l = this.#countLabels(metricModel(model, code))
+    this.o.metrics.requests.inc(l.requests(code))
     this.o.metrics.duration.observe(l.duration, (performance.now() - t0) / 1000)
   }
 
-  /** Frozen label sets per (model label, code), made once each: no object or series key per count. */
-  readonly #labels = new Map<string, Map<string, { requests: Labels; duration: Labels }>>()
+  /** Frozen label sets per model label ({model}, and {model, code} by code), made once each: no object or series key per count. */
+  readonly #labels = new Map<string, { requests: (code: string) => Labels; duration: Labels }>()
 
-  #countLabels(model: string, code: string): { requests: Labels; duration: Labels } {
-    let byCode = this.#labels.get(model)
-    if (byCode === undefined) {
-      byCode = new Map()
-      this.#labels.set(model, byCode)
-    }
-    let l = byCode.get(code)
+  #countLabels(model: string): { requests: (code: string) => Labels; duration: Labels } {
+    let l = this.#labels.get(model)
     if (l === undefined) {
       // As many as the series they name (the registry keeps one per label set anyway).
-      l = { requests: Object.freeze({ model, code }), duration: Object.freeze({ model }) }
-      byCode.set(code, l)
+      const duration = Object.freeze({ model })
+      l = { requests: frozenLabels(duration, 'code'), duration }
+      this.#labels.set(model, l)
     }
     return l
   }

@@ -179,11 +179,6 @@ export class WorkerLiveness {
     return t
   }
 
-  /** Tracked.release: stop tracking `t`. */
-  forget(t: Tracked): void {
-    this.#forget(t)
-  }
-
   /** A worker's acceptance notice: it holds request `id`. */
   accepted(a: { id: string; worker: string }): void {
     this.acceptedAll([a.id], a.worker)
@@ -353,10 +348,11 @@ export class WorkerLiveness {
     t.lost = why
     this.lostCount++
     t.ctl.abort()
-    this.#forget(t)
+    this.forget(t)
   }
 
-  #forget(t: Tracked): void {
+  /** Stop tracking `t` (its release, or its loss). */
+  forget(t: Tracked): void {
     if (this.#requests.get(t.id) === t) {
       this.#requests.delete(t.id)
     }

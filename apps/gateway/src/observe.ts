@@ -40,6 +40,9 @@ export const REQUEST_ID_RE = /^[\x21-\x7e]{1,128}$/
  * `x-request-id` and `traceparent` on every response: the client's `x-request-id` echoed (else the
  * gateway's own id, the envelope id in its logs), and the gateway span's W3C `traceparent` when
  * the request is traced (an OpenTelemetry SDK is registered, or the caller sent a `traceparent`).
+ * The app's one entry middleware, so it also runs `arrive` (the runtime adapter's readings) first
+ * and closes the connection of an answer given while `draining()`: each Hono middleware is a
+ * dispatch and an async frame per request.
  */
 export function responseIds(o: { arrive?: (c: Context) => void; draining?: () => boolean } = {}): MiddlewareHandler {
   const { arrive, draining } = o

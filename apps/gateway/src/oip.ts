@@ -169,12 +169,17 @@ function binaryTensor(name: string, datatype: Datatype, shape: number[], binary:
   return { datatype, shape, bytes }
 }
 
+/** True for an output whose JSON is exact text (INT64/UINT64: {@link outputJson} needs a `raw` map for it). */
+export function hasRawJson(t: WireTensor): boolean {
+  return t.datatype === 'INT64' || t.datatype === 'UINT64'
+}
+
 /**
  * One output tensor in the OIP JSON response (data as a flat row-major array). INT64/UINT64 data
  * is a marker string recorded in `raw` with the exact JSON text, for {@link stringifyWithRaw}.
  */
 export function outputJson(name: string, t: WireTensor, raw?: Map<string, string>): Record<string, unknown> {
-  if (raw && (t.datatype === 'INT64' || t.datatype === 'UINT64')) {
+  if (raw && hasRawJson(t)) {
     const marker = `\u0000cohort-raw-${raw.size}`
     raw.set(marker, `[${Array.from(toValues(t) as BigInt64Array | BigUint64Array, String).join(',')}]`)
     return { name, datatype: t.datatype, shape: t.shape, data: marker }

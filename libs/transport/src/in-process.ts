@@ -270,18 +270,35 @@ export class InProcessTransport implements Transport {
 
   /**
    * The subscriptions a subject reaches, exact and `prefix.>` at any depth (the gateway's inbox:
-   * `<inbox>.<key id>.<seq>`), grouped once per subject until the subscriptions change.
+   * `<inbox>.<key id>.<seq>`), grouped once until the subscriptions change: per subject for a
+   * subject with a subscription of its own (the model subjects), per wildcard for one that only a
+   * single `prefix.>` reaches (reply subjects, one per pack: the cache stays as small as the
+   * subscriptions, and a reply costs the lookups, not a new route).
    */
   #route(subject: string): Route {
     const hit = this.#routes.get(subject)
     if (hit !== undefined) {
       return hit
     }
-    let list = this.#subs.get(subject) ?? []
+    const own = this.#subs.get(subject)
+    let list = own ?? []
+    let onlyWild: string | undefined
+    let wilds = 0
     for (let dot = subject.lastIndexOf('.'); dot > 0; dot = subject.lastIndexOf('.', dot - 1)) {
-      const wild = this.#subs.get(`${subject.slice(0, dot)}.>`)
+      const key = `${subject.slice(0, dot)}.>`
+      const wild = this.#subs.get(key)
       if (wild && wild.length > 0) {
         list = [...list, ...wild]
+        onlyWild = key
+        wilds++
+      }
+    }
+    // Keyed apart from subjects (a NUL never occurs in one), so a subject named `a.>` is not confused with it.
+    const key = own !== undefined ? subject : wilds === 1 ? `\u0000${onlyWild}` : undefined
+    if (key !== undefined && key !== subject) {
+      const wildHit = this.#routes.get(key)
+      if (wildHit !== undefined) {
+        return wildHit
       }
     }
     const plain: LocalSub[] = []
@@ -296,10 +313,8 @@ export class InProcessTransport implements Transport {
       }
     }
     const r: Route = { all: [...list], plain, groups: [...groups] }
-    // Inbox subjects are one per request: only subjects with a subscription of their own (or a
-    // queue group, the model subjects) are kept, so the cache stays as small as the subscriptions.
-    if (this.#subs.has(subject)) {
-      this.#routes.set(subject, r)
+    if (key !== undefined) {
+      this.#routes.set(key, r)
     }
     return r
   }

@@ -1,7 +1,7 @@
 import type { Context } from 'hono'
 import { bodyOf, clientGone } from '../body.ts'
 import type { DoorPayload, InferenceDoor } from '../door.ts'
-import { outputJson, parseInferBody } from '../oip.ts'
+import { hasRawJson, outputJson, parseInferBody } from '../oip.ts'
 import { stringifyWithRaw } from '../json-exact.ts'
 import { httpArrival } from './arrival.ts'
 import type { ResolvedGatewayOptions } from '../options.ts'
@@ -52,7 +52,7 @@ export function inferHandler(o: ResolvedGatewayOptions, door: InferenceDoor) {
         if (!t) {
           continue
         }
-        if (t.datatype === 'INT64' || t.datatype === 'UINT64') {
+        if (hasRawJson(t)) {
           raw ??= new Map()
         }
         if (binaryNames?.has(name) === true) {
