@@ -102,9 +102,12 @@ function executorRunner(ex: PipelineExecutor): Runner {
 }
 
 /**
- * Median per-call ms of `b`-item calls, one at a time, per mode. The modes take turns call by
- * call, in an order reversed every round (so a load change on a shared machine hits them alike,
- * and no mode always follows the same one), for at least `minMs` per mode.
+ * Median per-call ms of `b`-item calls, one at a time, per mode. The modes take turns, in an order
+ * reversed every round (so a load change on a shared machine hits them alike), for at least
+ * `minMs` per mode. Each turn is two calls and only the second is timed: a timed call always
+ * follows a call of its own mode. (Timing every call made a fused call follow a remote one in
+ * every other round, after 2-3 ms with the local ORT thread asleep and its caches cold, and never
+ * a single call: fused/single read 2.41 at batch 1 with all three modes, 1.04 with two.)
  */
 async function perCall(rs: Map<Mode, Runner>, inputs: unknown[], minMs: number): Promise<Map<Mode, number>> {
   const t0 = performance.now()
@@ -114,9 +117,8 @@ async function perCall(rs: Map<Mode, Runner>, inputs: unknown[], minMs: number):
   })
   const reversed = [...order].reverse()
   for (let round = 0; round < 4 || performance.now() - t0 < minMs * rs.size; round++) {
-    // A B C, C B A, ...: no mode always runs right after the same other mode (after a slow
-    // remote call, the next call finds the ORT thread asleep and the caches cold).
     for (const { r, ts } of round % 2 === 0 ? order : reversed) {
+      await r.call(inputs)
       const s = performance.now()
       await r.call(inputs)
       ts.push(performance.now() - s)
@@ -347,8 +349,24 @@ async function measureModes(runners: Map<Mode, Runner>, all: unknown[], sizes: n
   for (const b of sizes) {
     const inputs = all.slice(0, b)
     for (let t = 0; t < o.trials; t++) {
-      for (const [m, ms] of await perCall(runners, inputs, o.minMs)) {
-        add(lat, `${m}:${b}`, ms)
+      // Each mode takes turns with single alone, a pair at a time: a remote call (2-10 ms, two
+      // other processes woken) changed the timing of the in-process call after it.
+      // The first pair's single is the table's single column; each ratio uses its own pair's.
+      const single = runners.get('single')
+      const others = order.filter(([m]) => m !== 'single')
+      const pairs = single === undefined ? others.map((e) => [e]) : others.length === 0 ? [[['single', single] as const]] : others.map((e) => [['single', single] as const, e])
+      for (const [k, pair] of pairs.entries()) {
+        const other = pair[pair.length - 1]?.[0]
+        for (const [pm, ms] of await perCall(new Map(pair), inputs, o.minMs)) {
+          if (pm !== 'single') {
+            add(lat, `${pm}:${b}`, ms)
+            continue
+          }
+          if (k === 0) {
+            add(lat, `single:${b}`, ms)
+          }
+          add(lat, `single/${other}:${b}`, ms)
+        }
       }
       for (const [m, r] of t % 2 === 0 ? order : [...order].reverse()) {
         add(thr, `${m}:${b}`, await throughput(r, inputs, o.minMs, o.inflight, m === 'single'))
@@ -371,7 +389,7 @@ function printTables(p: Pipeline, o: PipelineBenchOptions, sizes: number[], ms: 
   /** Median over trials of the per-trial ratio mode / single, with its min-max spread. */
   const ratio = (m: Map<string, number[]>, mode: Mode, b: number) => {
     const a = m.get(`${mode}:${b}`)
-    const base = m.get(`single:${b}`)
+    const base = m.get(`single/${mode}:${b}`) ?? m.get(`single:${b}`)
     if (!a || !base) {
       return '-'
     }
