@@ -1,17 +1,18 @@
+import { execFileSync } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
-import { availableParallelism, tmpdir } from 'node:os'
+import { availableParallelism, cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { intFlag, numFlag } from '@cohort/cli/args'
 import { CliError } from '@cohort/cli/cli-error'
 import { demoBinaryBody, demoBody, FLOOR_BODY } from './bodies.ts'
 import { ensureDemoModel, ensureHeavyModel } from '@cohort/cli/demo-model'
 import { runNodeLoad, sequential } from './client.ts'
-import { hasWrk, runWrk, writeWrkBinaryScript, writeWrkScript } from './wrk.ts'
+import { hasWrk, runWrk, writeWrkBinaryScript, writeWrkScript, type SaturationResult } from './wrk.ts'
 import { batchSizes, offlineBest, offlineCpuPerItemAt, offlineCurve, offlineItemsPerSecAt, type OfflinePoint } from './offline.ts'
 import { printProfiles, summariseProfiles } from './profile.ts'
 import { gitCommit, machineInfo } from './run-info.ts'
 import { formatReport, type BenchResult, type ModeResult } from './report.ts'
-import { batchSizeTotals, modelGauge, processCpuSeconds, startStack, writeFloorModel, type Mode } from './served.ts'
+import { batchSizeTotals, modelGauge, mainAndBusiest, processCpuSeconds, startStack, threadCpuSeconds, writeFloorModel, type Mode, type ServedStack } from './served.ts'
 import { defineBenchCommand, type BenchCommand, type BenchScope, type BenchValues } from './skeleton.ts'
 
 /** The worker's default batch limit for ONNX models (`DEFAULT_ONNX_BATCH_LIMIT` in apps/worker). */
@@ -39,8 +40,12 @@ Flags of the default benchmark:
                          (default: not passed, so the worker self-tunes its cap up to 256, and the
                          offline curve goes up to 256)
   --duration S           seconds of the wrk saturation run (default 10)
-  --connections N        wrk connections (default 64)
+  --connections N        wrk connections (default 2 x the batch limit, 512 with the default 256:
+                         a full batch can queue while the answers of the one before are in flight;
+                         with 64, batches never passed 32 and served/offline read 0.49 for 0.66)
   --modes LIST           served modes, comma-separated: nats, embedded (default nats,embedded)
+  --pin                  nats mode: the worker alone on the last core (taskset), the gateway,
+                         nats-server, wrk and this process on the others (embedded runs unpinned)
   --embedded             same as --modes embedded
   --offline-seconds S    timed seconds per offline batch size (default 1)
   --low-rate N           requests/s of the sequential low-load client (default 20)
@@ -63,6 +68,8 @@ type Config = BenchResult['config'] & {
   model: 'demo' | 'heavy'
   /** wrk sends binary tensor-extension bodies. */
   binary: boolean
+  /** nats mode: the worker alone on the last core. */
+  pin: boolean
 }
 
 /** Input features of each benchmarkable MLP. */
@@ -84,6 +91,7 @@ const BENCH_OPTIONS = {
   profile: { type: 'boolean' },
   model: { type: 'string' },
   binary: { type: 'boolean' },
+  pin: { type: 'boolean' },
 } satisfies BenchCommand['options']
 
 function config(v: BenchValues): Config {
@@ -104,7 +112,7 @@ function config(v: BenchValues): Config {
     maxBatchSize: intFlag('max-batch-size', v['max-batch-size']) ?? DEFAULT_LIMIT,
     userMaxBatch: v['max-batch-size'] !== undefined,
     durationS: intFlag('duration', v['duration']) ?? 10,
-    connections: intFlag('connections', v['connections']) ?? 64,
+    connections: intFlag('connections', v['connections']) ?? 2 * (intFlag('max-batch-size', v['max-batch-size']) ?? DEFAULT_LIMIT),
     modes: modes as Mode[],
     offlineSeconds: numFlag('offline-seconds', v['offline-seconds']) ?? 1,
     lowLoadRate: intFlag('low-rate', v['low-rate']) ?? 20,
@@ -114,6 +122,7 @@ function config(v: BenchValues): Config {
     profile: Boolean(v['profile']),
     model: benchModel(v['model']),
     binary: Boolean(v['binary']),
+    pin: Boolean(v['pin']),
   }
 }
 
@@ -125,6 +134,45 @@ function benchModel(v: BenchValues[string]): 'demo' | 'heavy' {
     return v
   }
   throw new CliError(`--model must be demo or heavy, got "${String(v)}"`)
+}
+
+/**
+ * A closed-loop run (wrk, else the Node client), under taskset when pinned. Past the server's SLO
+ * a loop this deep gets 503s (admission): counted in `non2xx`, not in `requestsPerSec`.
+ */
+async function closedLoop(url: string, body: string, script: string | undefined, connections: number, s: number, pinned: { others: string } | undefined): Promise<SaturationResult> {
+  const prefix = pinned ? ['taskset', '-c', pinned.others] : []
+  const r = script ? await runWrk(url, script, connections, s, { prefix, allowNon2xx: true }) : await runNodeLoad(url, body, connections, s)
+  return { ...r, requestsPerSec: (r.requests - r.non2xx) / r.seconds }
+}
+
+/**
+ * One saturation run with its meters around it: the model's batches (from its metrics), and the CPU
+ * seconds (/proc) of the model's process, of its main thread and busiest other thread, and of the
+ * path's other processes, over the run's wall seconds.
+ */
+async function meterSaturation(stack: ServedStack, run: () => Promise<SaturationResult>) {
+  const before = await batchSizeTotals(stack.metricsUrl, 'demo')
+  const othersCpu = () => stack.otherPids.reduce((a, pid) => a + processCpuSeconds(pid), 0)
+  const model0 = processCpuSeconds(stack.modelPid)
+  const threads0 = threadCpuSeconds(stack.modelPid)
+  const others0 = othersCpu()
+  const t0 = performance.now()
+  const saturation = await run()
+  const model = processCpuSeconds(stack.modelPid) - model0
+  const threads = mainAndBusiest(stack.modelPid, threads0, threadCpuSeconds(stack.modelPid))
+  const others = othersCpu() - others0
+  const wallS = (performance.now() - t0) / 1000
+  const after = await batchSizeTotals(stack.metricsUrl, 'demo')
+  const batches = after.count - before.count
+  return {
+    saturation,
+    batches,
+    meanBatch: batches > 0 ? (after.sum - before.sum) / batches : Number.NaN,
+    items: after.sum - before.sum,
+    batchCap: await modelGauge(stack.metricsUrl, 'cohort_batch_cap', 'demo'),
+    cpu: { model, main: threads.main, busiest: threads.busiest, others, wallS },
+  }
 }
 
 async function measureMode(
@@ -148,6 +196,7 @@ async function measureMode(
   const demoUrl = `${stack.base}/v2/models/demo/infer`
   const floorUrl = `${stack.base}/v2/models/floor/infer`
   const body = demoBody(FEATURES[c.model])
+  const pinned = c.pin && mode === 'nats' ? pinStack(stack) : undefined
   try {
     await sequential(demoUrl, body, { count: 50 })
     await sequential(floorUrl, FLOOR_BODY, { count: 50 })
@@ -157,17 +206,10 @@ async function measureMode(
     const floorWrk = o.wrk ? await runWrk(floorUrl, o.wrk.floor, 1, 2) : undefined
     console.error(`bench: [${mode}] low load: ${c.lowLoadRate} req/s for ${c.lowLoadSeconds} s`)
     const lowLoad = await sequential(demoUrl, body, { rate: c.lowLoadRate, seconds: c.lowLoadSeconds })
-    const load = (s: number) => (o.wrk ? runWrk(demoUrl, o.wrk.demo, c.connections, s) : runNodeLoad(demoUrl, body, c.connections, s))
+    const load = (s: number) => closedLoop(demoUrl, body, o.wrk?.demo, c.connections, s, pinned)
     console.error(`bench: [${mode}] saturation: 2 s warm-up, then ${c.durationS} s with ${c.connections} connections`)
     await load(2)
-    const before = await batchSizeTotals(stack.metricsUrl, 'demo')
-    const cpu0 = processCpuSeconds(stack.modelPid)
-    const saturation = await load(c.durationS)
-    const cpu1 = processCpuSeconds(stack.modelPid)
-    const after = await batchSizeTotals(stack.metricsUrl, 'demo')
-    const batchCap = await modelGauge(stack.metricsUrl, 'cohort_batch_cap', 'demo')
-    const batches = after.count - before.count
-    const meanBatch = batches > 0 ? (after.sum - before.sum) / batches : Number.NaN
+    const { saturation, meanBatch, batches, batchCap, items, cpu } = await meterSaturation(stack, () => load(c.durationS))
     if (saturation.socketErrors > 0) {
       console.error(`bench: [${mode}] warning: ${saturation.socketErrors} socket errors during saturation`)
     }
@@ -176,8 +218,7 @@ async function measureMode(
     const offlineAtMax = o.offline.find((p) => p.batch === c.maxBatchSize)?.itemsPerSec ?? Number.NaN
     const offlineAtMean = offlineItemsPerSecAt(o.offline, meanBatch)
     const best = offlineBest(o.offline)
-    const items = after.sum - before.sum
-    const cpuPerItemMs = items > 0 ? ((cpu1 - cpu0) * 1000) / items : Number.NaN
+    const cpuPerItemMs = items > 0 ? (cpu.model * 1000) / items : Number.NaN
     const offlineCpuAtMean = offlineCpuPerItemAt(o.offline, meanBatch)
     return {
       batchCap,
@@ -187,6 +228,10 @@ async function measureMode(
       cpuPerItemMs,
       offlineCpuAtMean,
       cpuRatio: cpuPerItemMs / offlineCpuAtMean,
+      modelCpuPerSec: cpu.model / cpu.wallS,
+      modelThreadsCpuPerSec: { main: cpu.main / cpu.wallS, busiest: cpu.busiest / cpu.wallS },
+      otherCpuPerItemMs: stack.otherPids.length > 0 && items > 0 ? (cpu.others * 1000) / items : Number.NaN,
+      ...(pinned ? { pinned } : {}),
       mode,
       saturation,
       meanBatch,
@@ -202,12 +247,40 @@ async function measureMode(
       ratioP50: lowLoad.p50Ms / (t1Ms + floor.p50Ms),
     }
   } finally {
+    if (pinned) {
+      // This process back on every core (the next mode runs unpinned).
+      taskset(process.pid, `0-${cpus().length - 1}`)
+    }
     await stack.stop()
     o.scope.untrack(stack.stop)
     if (profileDir) {
       profiles.push(() => printProfiles(`CPU profile of the ${mode} processes (${profileDir}), top self time per thread:`, summariseProfiles(profileDir)))
     }
   }
+}
+
+/** Pin every thread of `pid` to `cores` (a taskset list). */
+function taskset(pid: number | undefined, cores: string): void {
+  if (pid !== undefined) {
+    execFileSync('taskset', ['-a', '-p', '-c', cores, String(pid)], { stdio: 'ignore' })
+  }
+}
+
+/**
+ * `--pin`: the model's process alone on the last core, the stack's other processes and this one
+ * (its clients; wrk is started under taskset) on the others.
+ */
+function pinStack(stack: ServedStack): { model: string; others: string } {
+  const n = cpus().length
+  if (n < 2) {
+    throw new CliError('--pin needs at least 2 cores')
+  }
+  const pinned = { model: String(n - 1), others: n === 2 ? '0' : `0-${n - 2}` }
+  taskset(stack.modelPid, pinned.model)
+  for (const pid of [...stack.otherPids, process.pid]) {
+    taskset(pid, pinned.others)
+  }
+  return pinned
 }
 
 /**

@@ -6,7 +6,7 @@ import type { LatencySummary } from './stats.ts'
 /** The served measurements of one mode, with their ratios against the offline baseline. */
 export interface ModeResult {
   mode: Mode
-  /** Saturation run (1 item per request, so requests/s = items/s). */
+  /** Saturation run (1 item per request; requestsPerSec counts 2xx answers only, `non2xx` the refused). */
   saturation: SaturationResult
   /** Mean `cohort_batch_size` of the demo model during the saturation run. */
   meanBatch: number
@@ -33,6 +33,14 @@ export interface ModeResult {
   offlineCpuAtMean: number
   /** cpuPerItemMs / offlineCpuAtMean. */
   cpuRatio: number
+  /** CPU s/s of the model's process during saturation (/proc): how busy its cores were. */
+  modelCpuPerSec?: number
+  /** Of modelCpuPerSec: the main thread's and the busiest other thread's (the ORT host thread). */
+  modelThreadsCpuPerSec?: { main: number; busiest: number }
+  /** CPU ms per item of the path's other processes (nats: gateway + nats-server) during saturation; NaN embedded. */
+  otherCpuPerItemMs?: number
+  /** With `--pin`: the cores of the model's process and of everything else (taskset lists). */
+  pinned?: { model: string; others: string }
   /** Sequential paced demo requests. */
   lowLoad: LatencySummary
   /** Sequential `floor` (Identity) requests: the transport floor. */
@@ -109,8 +117,10 @@ export function formatReport(r: BenchResult): string {
   }
   const cols = r.served.map((s) => s.mode)
   const rows: [string, (s: ModeResult) => string][] = [
-    ['load generator', (s) => `${s.saturation.tool} -c${c.connections}`],
-    ['served items/s (saturation)', (s) => k(s.saturation.requestsPerSec)],
+    ['load generator', (s) => `${s.saturation.tool} -c${c.connections}${s.pinned ? ` (cpu ${s.pinned.others})` : ''}`],
+    ['model process cores', (s) => (s.pinned ? `cpu ${s.pinned.model} alone` : 'shared')],
+    ['served items/s (saturation, 2xx)', (s) => k(s.saturation.requestsPerSec)],
+    ['  refused (non-2xx) at saturation', (s) => `${k(s.saturation.non2xx)} of ${k(s.saturation.requests)}`],
     ['  latency p50 / p99 at saturation (ms)', (s) => `${f(s.saturation.p50Ms)} / ${f(s.saturation.p99Ms)}`],
     ['mean batch size (saturation)', (s) => `${f(s.meanBatch)} (${k(s.batches)} batches)`],
     [`offline items/s at max batch ${c.maxBatchSize}`, (s) => k(s.offlineAtMax)],
@@ -121,6 +131,9 @@ export function formatReport(r: BenchResult): string {
     ['offline best items/s (batch)', (s) => `${k(s.offlineBest)} (${f(s.offlineBestBatch, 0)})`],
     ['served / offline best', (s) => f(s.ratioBest)],
     ['model process CPU ms/item (saturation)', (s) => f(s.cpuPerItemMs, 3)],
+    ['  model process CPU s/s (saturation)', (s) => f(s.modelCpuPerSec ?? Number.NaN)],
+    ['    main thread / busiest other (ORT) s/s', (s) => (s.modelThreadsCpuPerSec ? `${f(s.modelThreadsCpuPerSec.main)} / ${f(s.modelThreadsCpuPerSec.busiest)}` : 'n/a')],
+    ['gateway + nats-server CPU ms/item', (s) => f(s.otherCpuPerItemMs ?? Number.NaN, 3)],
     ['offline CPU ms/item at mean batch', (s) => f(s.offlineCpuAtMean, 3)],
     ['CPU/item served / offline', (s) => f(s.cpuRatio)],
     [`low-load p50 / p99 (ms, ${c.lowLoadRate} req/s)`, (s) => `${f(s.lowLoad.p50Ms)} / ${f(s.lowLoad.p99Ms)}`],

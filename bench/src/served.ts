@@ -1,4 +1,4 @@
-import { readFileSync, writeFileSync } from 'node:fs'
+import { readFileSync, readdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { graph, model, node, valueInfo } from '@cohort/onnx-builder'
 import { parsePrometheus } from '@cohort/metrics'
@@ -18,6 +18,8 @@ export interface ServedStack {
   stop: () => Promise<void>
   /** Process id of the process that runs the model: `cohort worker` (nats) or `cohort serve` (embedded). */
   modelPid: number | undefined
+  /** Process ids of the other processes of the path (nats mode: the gateway and nats-server). */
+  otherPids: number[]
 }
 
 /** Options of {@link startStack}. */
@@ -82,6 +84,7 @@ export async function startStack(o: StackOptions): Promise<ServedStack> {
     let base: string
     let metricsUrl: string
     let modelPid: number | undefined
+    const otherPids: number[] = []
     if (o.mode === 'embedded') {
       const serve = spawnCohort(['serve', '--port', '0', ...models, ...tuning], {}, flags)
       stops.push(stopper(serve))
@@ -92,6 +95,7 @@ export async function startStack(o: StackOptions): Promise<ServedStack> {
     } else {
       const nats = await startNatsServer({ jetstream: false })
       stops.push(() => nats.stop())
+      otherPids.push(...[nats.pid()].filter((x) => x !== undefined))
       const worker = spawnCohort(['worker', '--nats', nats.url, '--metrics-port', '0', ...models, ...tuning], {}, flags)
       stops.push(stopper(worker))
       modelPid = worker.proc.pid
@@ -99,10 +103,11 @@ export async function startStack(o: StackOptions): Promise<ServedStack> {
       await worker.waitFor(/worker \S+ serving/, 60_000)
       const gateway = spawnCohort(['gateway', '--nats', nats.url, '--port', '0', '--drain-ms', '0'], {}, flags)
       stops.push(stopper(gateway))
+      otherPids.push(...[gateway.proc.pid].filter((x) => x !== undefined))
       base = (await gateway.waitFor(/gateway on (http:\/\/\S+) ->/, 60_000))[1] as string
     }
     await waitReady(`${base}/v2/models/demo`)
-    return { mode: o.mode, base, metricsUrl, stop, modelPid }
+    return { mode: o.mode, base, metricsUrl, stop, modelPid, otherPids }
   } catch (e) {
     await stop()
     throw e
@@ -128,19 +133,55 @@ export async function waitReady(url: string): Promise<void> {
   throw new Error(`${url} did not become ready: ${last}`)
 }
 
-/** CPU seconds (user + system, every thread) a process has used, from `/proc/<pid>/stat`; NaN where unreadable. */
-export function processCpuSeconds(pid: number | undefined, ticksPerSecond = 100): number {
-  if (pid === undefined) {
-    return Number.NaN
-  }
+/** User + system seconds of a `/proc/.../stat` file; NaN where unreadable. */
+function statCpuSeconds(file: string, ticksPerSecond: number): number {
   try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+    const stat = readFileSync(file, 'utf8')
     // Fields after the parenthesised command name: state is field 3, utime 14, stime 15.
     const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
     return (Number(rest[11]) + Number(rest[12])) / ticksPerSecond
   } catch {
     return Number.NaN
   }
+}
+
+/** CPU seconds (user + system, every thread) a process has used, from `/proc/<pid>/stat`; NaN where unreadable. */
+export function processCpuSeconds(pid: number | undefined, ticksPerSecond = 100): number {
+  return pid === undefined ? Number.NaN : statCpuSeconds(`/proc/${pid}/stat`, ticksPerSecond)
+}
+
+/** CPU seconds of each thread of a process by thread id (`/proc/<pid>/task`); empty where unreadable. */
+export function threadCpuSeconds(pid: number | undefined, ticksPerSecond = 100): Map<number, number> {
+  const out = new Map<number, number>()
+  if (pid === undefined) {
+    return out
+  }
+  try {
+    for (const tid of readdirSync(`/proc/${pid}/task`)) {
+      out.set(Number(tid), statCpuSeconds(`/proc/${pid}/task/${tid}/stat`, ticksPerSecond))
+    }
+  } catch {
+    // The process is gone.
+  }
+  return out
+}
+
+/**
+ * Of two {@link threadCpuSeconds} readings of process `pid`: its main thread's CPU seconds and
+ * the busiest other thread's (the ORT host thread of a CPU model), between them.
+ */
+export function mainAndBusiest(pid: number | undefined, before: Map<number, number>, after: Map<number, number>): { main: number; busiest: number } {
+  let main = Number.NaN
+  let busiest = 0
+  for (const [tid, s] of after) {
+    const d = s - (before.get(tid) ?? 0)
+    if (tid === pid) {
+      main = d
+    } else if (d > busiest) {
+      busiest = d
+    }
+  }
+  return { main, busiest }
 }
 
 /** A gauge of one model (e.g. `cohort_batch_cap`) from a /metrics URL; NaN when absent. */

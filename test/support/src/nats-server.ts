@@ -16,6 +16,8 @@ export interface NatsServerHandle {
    * JetStream store: what clients see of a restarted server. Resolves once it listens again.
    */
   restart(downMs?: number): Promise<void>
+  /** The process id of the server now running (a restart starts a new one). */
+  pid(): number | undefined
   [Symbol.asyncDispose](): Promise<void>
 }
 
@@ -78,7 +80,8 @@ export async function startNatsServer(opts: NatsServerOptions = {}): Promise<Nat
     proc = spawnServer(dir)
     await proc.ready
   }
-  return { url: `nats://127.0.0.1:${port}`, port, ...(monitorUrl ? { monitorUrl } : {}), stop, restart, [Symbol.asyncDispose]: stop }
+  const pid = () => proc.proc.pid
+  return { url: `nats://127.0.0.1:${port}`, port, ...(monitorUrl ? { monitorUrl } : {}), stop, restart, pid, [Symbol.asyncDispose]: stop }
 }
 
 /** Spawn nats-server on `dir`'s config; `ready` resolves with its ports once it listens. */
