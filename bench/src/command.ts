@@ -44,8 +44,10 @@ Flags of the default benchmark:
                          a full batch can queue while the answers of the one before are in flight;
                          with 64, batches never passed 32 and served/offline read 0.49 for 0.66)
   --modes LIST           served modes, comma-separated: nats, embedded (default nats,embedded)
-  --pin                  nats mode: the worker alone on the last core (taskset), the gateway,
-                         nats-server, wrk and this process on the others (embedded runs unpinned)
+  --pin worker|ort       worker (nats mode only; embedded runs unpinned): the worker process alone on
+                         the last core (taskset), the gateway, nats-server, wrk and this process on
+                         the others. ort (both modes): only the model's ORT host thread (the model
+                         process's busiest thread over the 2 s warm-up) alone on the last core
   --embedded             same as --modes embedded
   --offline-seconds S    timed seconds per offline batch size (default 1)
   --low-rate N           requests/s of the sequential low-load client (default 20)
@@ -68,8 +70,8 @@ type Config = BenchResult['config'] & {
   model: 'demo' | 'heavy'
   /** wrk sends binary tensor-extension bodies. */
   binary: boolean
-  /** nats mode: the worker alone on the last core. */
-  pin: boolean
+  /** What runs alone on the last core: the worker process (nats mode), or the ORT host thread. */
+  pin: 'worker' | 'ort' | undefined
 }
 
 /** Input features of each benchmarkable MLP. */
@@ -91,7 +93,7 @@ const BENCH_OPTIONS = {
   profile: { type: 'boolean' },
   model: { type: 'string' },
   binary: { type: 'boolean' },
-  pin: { type: 'boolean' },
+  pin: { type: 'string' },
 } satisfies BenchCommand['options']
 
 function config(v: BenchValues): Config {
@@ -122,8 +124,15 @@ function config(v: BenchValues): Config {
     profile: Boolean(v['profile']),
     model: benchModel(v['model']),
     binary: Boolean(v['binary']),
-    pin: Boolean(v['pin']),
+    pin: pinFlag(v['pin']),
   }
+}
+
+function pinFlag(v: BenchValues[string]): 'worker' | 'ort' | undefined {
+  if (v === undefined || v === 'worker' || v === 'ort') {
+    return v
+  }
+  throw new CliError(`--pin takes worker or ort, got "${String(v)}"`)
 }
 
 function benchModel(v: BenchValues[string]): 'demo' | 'heavy' {
@@ -140,7 +149,14 @@ function benchModel(v: BenchValues[string]): 'demo' | 'heavy' {
  * A closed-loop run (wrk, else the Node client), under taskset when pinned. Past the server's SLO
  * a loop this deep gets 503s (admission): counted in `non2xx`, not in `requestsPerSec`.
  */
-async function closedLoop(url: string, body: string, script: string | undefined, connections: number, s: number, pinned: { others: string } | undefined): Promise<SaturationResult> {
+async function closedLoop(
+  url: string,
+  body: string,
+  script: string | undefined,
+  connections: number,
+  s: number,
+  pinned: { others: string } | undefined,
+): Promise<SaturationResult> {
   const prefix = pinned ? ['taskset', '-c', pinned.others] : []
   const r = script ? await runWrk(url, script, connections, s, { prefix, allowNon2xx: true }) : await runNodeLoad(url, body, connections, s)
   return { ...r, requestsPerSec: (r.requests - r.non2xx) / r.seconds }
@@ -183,20 +199,12 @@ async function measureMode(
   const profileDir = c.profile ? join(o.dir, `profile-${mode}`) : undefined
   const nodeFlags = profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : []
   console.error(`bench: [${mode}] starting ${mode === 'nats' ? 'nats-server + worker + gateway' : 'cohort serve'}...`)
-  const stack = await startStack({
-    mode,
-    demoPath: o.demoPath,
-    floorPath: o.floorPath,
-    threads: c.threads,
-    maxBatchSize: c.userMaxBatch ? c.maxBatchSize : undefined,
-    ep: c.ep,
-    nodeFlags,
-    track: o.scope.track,
-  })
+  const maxBatchSize = c.userMaxBatch ? c.maxBatchSize : undefined
+  const stack = await startStack({ mode, demoPath: o.demoPath, floorPath: o.floorPath, threads: c.threads, maxBatchSize, ep: c.ep, nodeFlags, track: o.scope.track })
   const demoUrl = `${stack.base}/v2/models/demo/infer`
   const floorUrl = `${stack.base}/v2/models/floor/infer`
   const body = demoBody(FEATURES[c.model])
-  const pinned = c.pin && mode === 'nats' ? pinStack(stack) : undefined
+  let pinned = c.pin === 'worker' && mode === 'nats' ? pinStack(stack, stack.modelPid) : undefined
   try {
     await sequential(demoUrl, body, { count: 50 })
     await sequential(floorUrl, FLOOR_BODY, { count: 50 })
@@ -206,9 +214,10 @@ async function measureMode(
     const floorWrk = o.wrk ? await runWrk(floorUrl, o.wrk.floor, 1, 2) : undefined
     console.error(`bench: [${mode}] low load: ${c.lowLoadRate} req/s for ${c.lowLoadSeconds} s`)
     const lowLoad = await sequential(demoUrl, body, { rate: c.lowLoadRate, seconds: c.lowLoadSeconds })
-    const load = (s: number) => closedLoop(demoUrl, body, o.wrk?.demo, c.connections, s, pinned)
+    const loadPinned = (s: number, p: typeof pinned) => closedLoop(demoUrl, body, o.wrk?.demo, c.connections, s, p)
     console.error(`bench: [${mode}] saturation: 2 s warm-up, then ${c.durationS} s with ${c.connections} connections`)
-    await load(2)
+    pinned = await warmUp(stack, mode, c.pin, pinned, loadPinned)
+    const load = (s: number) => loadPinned(s, pinned)
     const { saturation, meanBatch, batches, batchCap, items, cpu } = await meterSaturation(stack, () => load(c.durationS))
     if (saturation.socketErrors > 0) {
       console.error(`bench: [${mode}] warning: ${saturation.socketErrors} socket errors during saturation`)
@@ -267,20 +276,56 @@ function taskset(pid: number | undefined, cores: string): void {
 }
 
 /**
- * `--pin`: the model's process alone on the last core, the stack's other processes and this one
- * (its clients; wrk is started under taskset) on the others.
+ * `--pin`: `alone` (the model's process, or one thread of it) on the last core; the stack's other
+ * processes, the rest of the model's process (`rest`, when `alone` is a thread) and this one (its
+ * clients; wrk is started under taskset) on the others.
  */
-function pinStack(stack: ServedStack): { model: string; others: string } {
+function pinStack(stack: ServedStack, alone: number | undefined, rest?: number): { model: string; others: string; thread?: true } {
   const n = cpus().length
-  if (n < 2) {
-    throw new CliError('--pin needs at least 2 cores')
+  if (n < 2 || alone === undefined) {
+    throw new CliError('--pin needs at least 2 cores and a model process')
   }
-  const pinned = { model: String(n - 1), others: n === 2 ? '0' : `0-${n - 2}` }
-  taskset(stack.modelPid, pinned.model)
-  for (const pid of [...stack.otherPids, process.pid]) {
+  const pinned = { model: String(n - 1), others: n === 2 ? '0' : `0-${n - 2}`, ...(rest !== undefined ? { thread: true as const } : {}) }
+  for (const pid of [...stack.otherPids, process.pid, ...(rest !== undefined ? [rest] : [])]) {
     taskset(pid, pinned.others)
   }
+  // A thread id pinned without -a: that thread only (after its process, which -a moved whole).
+  execFileSync('taskset', [...(rest === undefined ? ['-a'] : []), '-p', '-c', pinned.model, String(alone)], { stdio: 'ignore' })
   return pinned
+}
+
+/** The saturation warm-up (2 s); with `--pin ort`, then the ORT host thread pinned and 1 s more. The pinning in force after it. */
+async function warmUp(
+  stack: ServedStack,
+  mode: Mode,
+  pin: Config['pin'],
+  pinned: ReturnType<typeof pinStack> | undefined,
+  load: (s: number, p: ReturnType<typeof pinStack> | undefined) => Promise<unknown>,
+): Promise<ReturnType<typeof pinStack> | undefined> {
+  const warm0 = threadCpuSeconds(stack.modelPid)
+  await load(2, pinned)
+  if (pin !== 'ort') {
+    return pinned
+  }
+  const ort = busiestThread(stack.modelPid, warm0, threadCpuSeconds(stack.modelPid))
+  const p = pinStack(stack, ort, stack.modelPid)
+  console.error(`bench: [${mode}] thread ${ort} (the busiest over the warm-up) alone on cpu ${p.model}; 1 s more warm-up`)
+  await load(1, p)
+  return p
+}
+
+/** The thread of `pid` other than its main one that used the most CPU between two readings. */
+function busiestThread(pid: number | undefined, before: Map<number, number>, after: Map<number, number>): number | undefined {
+  let best: number | undefined
+  let most = -1
+  for (const [tid, s] of after) {
+    const d = s - (before.get(tid) ?? 0)
+    if (tid !== pid && d > most) {
+      best = tid
+      most = d
+    }
+  }
+  return best
 }
 
 /**

@@ -39,8 +39,8 @@ export interface ModeResult {
   modelThreadsCpuPerSec?: { main: number; busiest: number }
   /** CPU ms per item of the path's other processes (nats: gateway + nats-server) during saturation; NaN embedded. */
   otherCpuPerItemMs?: number
-  /** With `--pin`: the cores of the model's process and of everything else (taskset lists). */
-  pinned?: { model: string; others: string }
+  /** With `--pin`: the cores of the model's process (or, `thread`, of its ORT host thread only) and of everything else (taskset lists). */
+  pinned?: { model: string; others: string; thread?: true }
   /** Sequential paced demo requests. */
   lowLoad: LatencySummary
   /** Sequential `floor` (Identity) requests: the transport floor. */
@@ -118,7 +118,7 @@ export function formatReport(r: BenchResult): string {
   const cols = r.served.map((s) => s.mode)
   const rows: [string, (s: ModeResult) => string][] = [
     ['load generator', (s) => `${s.saturation.tool} -c${c.connections}${s.pinned ? ` (cpu ${s.pinned.others})` : ''}`],
-    ['model process cores', (s) => (s.pinned ? `cpu ${s.pinned.model} alone` : 'shared')],
+    ['model process cores', (s) => (s.pinned ? (s.pinned.thread ? `ORT thread alone on cpu ${s.pinned.model}` : `cpu ${s.pinned.model} alone`) : 'shared')],
     ['served items/s (saturation, 2xx)', (s) => k(s.saturation.requestsPerSec)],
     ['  refused (non-2xx) at saturation', (s) => `${k(s.saturation.non2xx)} of ${k(s.saturation.requests)}`],
     ['  latency p50 / p99 at saturation (ms)', (s) => `${f(s.saturation.p50Ms)} / ${f(s.saturation.p99Ms)}`],
