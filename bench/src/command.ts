@@ -1,4 +1,3 @@
-import { execFileSync } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { availableParallelism, cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -9,6 +8,7 @@ import { ensureDemoModel, ensureHeavyModel } from '@cohort/cli/demo-model'
 import { runNodeLoad, sequential } from './client.ts'
 import { hasWrk, runWrk, writeWrkBinaryScript, writeWrkScript, type SaturationResult } from './wrk.ts'
 import { batchSizes, offlineBest, offlineCpuPerItemAt, offlineCurve, offlineItemsPerSecAt, type OfflinePoint } from './offline.ts'
+import { pin } from './pin.ts'
 import { printProfiles, summariseProfiles } from './profile.ts'
 import { gitCommit, machineInfo } from './run-info.ts'
 import { formatReport, type BenchResult, type ModeResult } from './report.ts'
@@ -258,20 +258,13 @@ async function measureMode(
   } finally {
     if (pinned) {
       // This process back on every core (the next mode runs unpinned).
-      taskset(process.pid, `0-${cpus().length - 1}`)
+      pin(process.pid, `0-${cpus().length - 1}`)
     }
     await stack.stop()
     o.scope.untrack(stack.stop)
     if (profileDir) {
       profiles.push(() => printProfiles(`CPU profile of the ${mode} processes (${profileDir}), top self time per thread:`, summariseProfiles(profileDir)))
     }
-  }
-}
-
-/** Pin every thread of `pid` to `cores` (a taskset list). */
-function taskset(pid: number | undefined, cores: string): void {
-  if (pid !== undefined) {
-    execFileSync('taskset', ['-a', '-p', '-c', cores, String(pid)], { stdio: 'ignore' })
   }
 }
 
@@ -287,10 +280,10 @@ function pinStack(stack: ServedStack, alone: number | undefined, rest?: number):
   }
   const pinned = { model: String(n - 1), others: n === 2 ? '0' : `0-${n - 2}`, ...(rest !== undefined ? { thread: true as const } : {}) }
   for (const pid of [...stack.otherPids, process.pid, ...(rest !== undefined ? [rest] : [])]) {
-    taskset(pid, pinned.others)
+    pin(pid, pinned.others)
   }
-  // A thread id pinned without -a: that thread only (after its process, which -a moved whole).
-  execFileSync('taskset', [...(rest === undefined ? ['-a'] : []), '-p', '-c', pinned.model, String(alone)], { stdio: 'ignore' })
+  // A thread alone: pinned after its process, which the loop moved whole.
+  pin(alone, pinned.model, { thread: rest !== undefined })
   return pinned
 }
 
@@ -307,25 +300,11 @@ async function warmUp(
   if (pin !== 'ort') {
     return pinned
   }
-  const ort = busiestThread(stack.modelPid, warm0, threadCpuSeconds(stack.modelPid))
+  const ort = mainAndBusiest(stack.modelPid, warm0, threadCpuSeconds(stack.modelPid)).busiestTid
   const p = pinStack(stack, ort, stack.modelPid)
   console.error(`bench: [${mode}] thread ${ort} (the busiest over the warm-up) alone on cpu ${p.model}; 1 s more warm-up`)
   await load(1, p)
   return p
-}
-
-/** The thread of `pid` other than its main one that used the most CPU between two readings. */
-function busiestThread(pid: number | undefined, before: Map<number, number>, after: Map<number, number>): number | undefined {
-  let best: number | undefined
-  let most = -1
-  for (const [tid, s] of after) {
-    const d = s - (before.get(tid) ?? 0)
-    if (tid !== pid && d > most) {
-      best = tid
-      most = d
-    }
-  }
-  return best
 }
 
 /**

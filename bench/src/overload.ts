@@ -29,6 +29,7 @@ import { cpuMicros, identityModel, start, startNats, stopAll, type Proc } from '
 import { attack, ensureVegeta, killAttacks, vegetaRecords, writeVegetaTargets, type RunningAttack, type VegetaHit } from './vegeta.ts'
 import { hasWrk, runWrk, writeWrkScript } from './wrk.ts'
 import { defineBenchCommand, type BenchCommand, type BenchValues } from './skeleton.ts'
+import { pin } from './pin.ts'
 
 /** Help of `cohort bench overload`. */
 export const OVERLOAD_HELP = `cohort bench overload [options]
@@ -210,13 +211,6 @@ function countLines(s: string): number {
     n++
   }
   return n
-}
-
-/** Pin every thread of `pid` to `cores` (taskset -a -p). */
-function pin(pid: number | undefined, cores: string): void {
-  if (pid !== undefined) {
-    execFileSync('taskset', ['-a', '-p', '-c', cores, String(pid)], { stdio: 'ignore' })
-  }
 }
 
 async function waitReady(url: string, key: string): Promise<void> {

@@ -1,4 +1,3 @@
-import { execFileSync } from 'node:child_process'
 import { existsSync } from 'node:fs'
 import { availableParallelism, cpus, loadavg } from 'node:os'
 import { join } from 'node:path'
@@ -13,6 +12,7 @@ import { RemoteStageRunner, loadConfig, localStageRunner, type LoadedConfig } fr
 import { intFlag, numFlag } from '@cohort/cli/args'
 import { CliError } from '@cohort/cli/cli-error'
 import { connectNats } from '@cohort/cli/connect'
+import { pin } from './pin.ts'
 import { percentile } from './stats.ts'
 import { defineBenchCommand, type BenchScope, type BenchValues } from './skeleton.ts'
 
@@ -290,7 +290,7 @@ async function startRemote(
       '--no-admission',
     ])
     // Pin every thread of the stage worker (threads made later inherit the mask).
-    execFileSync('taskset', ['-a', '-p', '-c', pinOf(i), String(w.proc.pid)], { stdio: 'ignore' })
+    pin(w.proc.pid, pinOf(i))
     return w
   })
   track(() => Promise.all(procs.map((w) => w.stop('SIGKILL'))))
@@ -354,7 +354,7 @@ async function measureModes(runners: Map<Mode, Runner>, all: unknown[], sizes: n
       // The first pair's single is the table's single column; each ratio uses its own pair's.
       const single = runners.get('single')
       const others = order.filter(([m]) => m !== 'single')
-      const pairs = single === undefined ? others.map((e) => [e]) : others.length === 0 ? [[['single', single] as const]] : others.map((e) => [['single', single] as const, e])
+      const pairs = others.length === 0 ? [order] : others.map((e) => (single ? [['single', single] as const, e] : [e]))
       for (const [k, pair] of pairs.entries()) {
         const other = pair[pair.length - 1]?.[0]
         for (const [pm, ms] of await perCall(new Map(pair), inputs, o.minMs)) {

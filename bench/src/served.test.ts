@@ -28,6 +28,6 @@ describe('per-thread CPU of a served process (/proc/<pid>/task)', () => {
       [102, 2.75],
       [103, 0.5],
     ])
-    expect(mainAndBusiest(pid, before, after)).toEqual({ main: 0.25, busiest: 0.75 })
+    expect(mainAndBusiest(pid, before, after)).toEqual({ main: 0.25, busiest: 0.75, busiestTid: 102 })
   })
 })

@@ -168,20 +168,26 @@ export function threadCpuSeconds(pid: number | undefined, ticksPerSecond = 100):
 
 /**
  * Of two {@link threadCpuSeconds} readings of process `pid`: its main thread's CPU seconds and
- * the busiest other thread's (the ORT host thread of a CPU model), between them.
+ * the busiest other thread's (the ORT host thread of a CPU model) between them, and that thread's id.
  */
-export function mainAndBusiest(pid: number | undefined, before: Map<number, number>, after: Map<number, number>): { main: number; busiest: number } {
+export function mainAndBusiest(
+  pid: number | undefined,
+  before: Map<number, number>,
+  after: Map<number, number>,
+): { main: number; busiest: number; busiestTid: number | undefined } {
   let main = Number.NaN
   let busiest = 0
+  let busiestTid: number | undefined
   for (const [tid, s] of after) {
     const d = s - (before.get(tid) ?? 0)
     if (tid === pid) {
       main = d
-    } else if (d > busiest) {
+    } else if (busiestTid === undefined || d > busiest) {
       busiest = d
+      busiestTid = tid
     }
   }
-  return { main, busiest }
+  return { main, busiest, busiestTid }
 }
 
 /** A gauge of one model (e.g. `cohort_batch_cap`) from a /metrics URL; NaN when absent. */
