@@ -9,7 +9,8 @@
  * Why the batch cap changed.
  * - `'explore'`: batches kept filling the cap, so the next size up is tried.
  * - `'throughput'`: the size tried served fewer than `1 + minGain` times the items per second of
- *   the size below, so the cap went back down (and the larger size is left alone for `holdBatches`).
+ *   the size below, so the cap went back down (and the larger size is left alone for a hold that
+ *   doubles with each rejection in a row, up to `holdBatches`).
  * - `'budget'`: twice the upper estimate of a batch at the cap exceeded the tightest latency budget
  *   (`deadline − arrival`) among recent items, so the cap went down.
  * - `'limit'`: `maxBatchSize` (the limit) changed and the cap was clamped or reset.
@@ -54,7 +55,11 @@ export interface BatchTunerOptions {
    */
   minGain?: number
   /**
-   * Batches after a `'throughput'` step down before the size above is tried again. An integer >= 0.
+   * Most batches after a `'throughput'` step down before the size above is tried again. An integer
+   * >= 0. The first rejection of a size holds it for `min(4 · samples, holdBatches)` batches and
+   * each further rejection in a row doubles that, up to `holdBatches`: a judgment made on noisy
+   * batches (a cold process, a busy machine) costs a few dozen batches, not minutes, while a size
+   * that keeps losing is soon tried only every `holdBatches` batches.
    * @default 512
    */
   holdBatches?: number
@@ -74,6 +79,8 @@ interface Level {
   n: number
   /** Batch count before which a size up from here may not be tried (after a step down). */
   heldUntil: number
+  /** `'throughput'` rejections of this level in a row (reset once it is kept). */
+  rejected: number
 }
 
 /** Weight of the newest sample once a level has this many: an EWMA with alpha 1/20. */
@@ -111,7 +118,9 @@ export function capLevels(limit: number): number[] {
  *   budget and is not held.
  * - **Judge** a level after `samples` full batches: if it serves fewer than `(1 + minGain)` times
  *   the items per second of the level below, go back down and hold the level above for
- *   `holdBatches` batches. Otherwise stay, and explore further once batches keep filling it.
+ *   `4 · samples` batches, doubling with each rejection of it in a row up to `holdBatches`
+ *   (the first judgments run on a cold process). Otherwise stay, and explore further once
+ *   batches keep filling it.
  *
  * Without load (batches smaller than the cap) nothing changes: the cap does not bind.
  */
@@ -237,14 +246,21 @@ export class BatchTuner {
     }
     const below = i > 0 ? (this.#levels[i - 1] as Level) : undefined
     if (below !== undefined && below.n >= this.#samples && rate(here) < rate(below) * (1 + this.#minGain)) {
-      below.heldUntil = this.#batches + this.#hold
+      below.heldUntil = this.#batches + this.#holdFor(here.rejected)
+      here.rejected++
       return this.#move(i - 1, 'throughput', now)
     }
+    here.rejected = 0 // judged and kept (or nothing to judge it against)
     const next = i + 1 < this.#levels.length ? i + 1 : undefined
     if (next !== undefined && this.#batches >= here.heldUntil && 2 * this.#upper(next, ratio) <= budget) {
       return this.#move(next, 'explore', now)
     }
     return undefined
+  }
+
+  /** The hold after a level's rejection number `k` (0 = first): 4 · samples, doubling, at most `holdBatches`. */
+  #holdFor(k: number): number {
+    return Math.min(this.#hold, 4 * this.#samples * 2 ** Math.min(k, 30))
   }
 
   /** Upper estimate (ms) of a batch at level `i`: measured, or scaled from the largest measured level below. */
@@ -288,7 +304,7 @@ export class BatchTuner {
     }
     const old = new Map(this.#levels.map((l) => [l.size, l]))
     this.#limit = limit
-    this.#levels = capLevels(limit).map((size) => old.get(size) ?? { size, ms: 0, n: 0, heldUntil: 0 })
+    this.#levels = capLevels(limit).map((size) => old.get(size) ?? { size, ms: 0, n: 0, heldUntil: 0, rejected: 0 })
     const want = Math.min(limit, keep ?? this.#startCap)
     // The largest level not above the wanted cap.
     let index = 0

@@ -56,18 +56,50 @@ describe('BatchEngine, self-tuned batch cap (autoBatchSize)', () => {
     expect(changes[2]?.fromRate).toBeCloseTo(128 / affine(128), 9)
   })
 
-  it('settles on the best size when the per-item cost rises past it, and does not retry it at once', async () => {
+  it('settles on the best size when the per-item cost rises past it, and retries it ever less often (hold 32, 64, 128 batches)', async () => {
     const changes: CapChange[] = []
     const h = tuned(512, changes)
-    const sizes = await saturate(h, cacheBound, 120)
+    const sizes = await saturate(h, cacheBound, 400)
     expect(h.engine.batchCap).toBe(128)
-    expect(changes.map((c) => [c.from, c.to, c.reason])).toEqual([
+    const moves = changes.map((c) => [c.from, c.to, c.reason])
+    expect(moves.slice(0, 4)).toEqual([
       [32, 64, 'explore'],
       [64, 128, 'explore'],
       [128, 256, 'explore'],
       [256, 128, 'throughput'],
     ])
+    // Every later move is a retry of 256 (8 batches) and its rejection.
+    expect(moves.slice(4)).toEqual(Array.from({ length: moves.length - 4 }, (_, k) => (k % 2 === 0 ? [128, 256, 'explore'] : [256, 128, 'throughput'])))
+    // Batches run at 128 between a rejection and the next retry: the hold doubles each time.
+    const runs: number[] = []
+    let n = 0
+    for (const s of sizes.slice(32)) {
+      if (s === 128) {
+        n++
+      } else if (n > 0) {
+        runs.push(n)
+        n = 0
+      }
+    }
+    expect(runs).toEqual([32, 64, 128])
     expect(sizes.slice(-20).every((s) => s === 128)).toBe(true)
+  })
+
+  it('recovers soon from a size judged on noisy batches: it is tried again after 32 batches, not holdBatches', async () => {
+    const changes: CapChange[] = []
+    const h = tuned(256, changes)
+    // The first 40 batches run on a cold process: 64 serves more than 32 (0.4 against 0.6 ms per
+    // item), 128 looks no better than 64; then the model's own affine curve, where 128 and 256 serve more.
+    let batches = 0
+    const cold = (b: number) => (batches++ < 40 ? (b <= 32 ? 0.6 : 0.4) * b : affine(b))
+    await saturate(h, cold, 120)
+    expect(changes.map((c) => [c.from, c.to, c.reason]).slice(0, 3)).toEqual([
+      [32, 64, 'explore'],
+      [64, 128, 'explore'],
+      [128, 64, 'throughput'],
+    ])
+    expect(h.engine.batchCap).toBe(256)
+    expect(h.engine.tuner?.changes.throughput).toBe(1)
   })
 
   it('treats a user-set maxBatchSize as a hard cap', async () => {

@@ -109,7 +109,8 @@ export class ServerStats {
   /** Count and log a change of the self-tuned batch cap with the figures behind it (`limit`: the configured maxBatchSize). */
   capChange(c: CapChange, logger: Logger, workerId: string, limit: number): void {
     this.#mx.capChanges.inc(this.#reason(c.reason))
-    const perItem = (rate: number) => (Number.isFinite(rate) && rate > 0 ? Math.round((1000 / rate) * 1000) / 1000 : null)
+    // ms per item (rate: items per ms), to the µs. It read µs under this name before 2026-12-06.
+    const perItem = (rate: number) => (Number.isFinite(rate) && rate > 0 ? Math.round(1000 / rate) / 1000 : null)
     logger.info(
       {
         model: this.#labels.model,
