@@ -4,7 +4,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { intFlag } from '@cohort/cli/args'
 import { CliError } from '@cohort/cli/cli-error'
-import { COHORT_BIN } from '@cohort/test-support'
+import { COHORT_BIN, cohortArgs } from '@cohort/test-support'
 import { BENCH_BIN } from './bin-path.ts'
 import { gitCommit } from './run-info.ts'
 import { defineBenchCommand, type BenchCommand } from './skeleton.ts'
@@ -127,10 +127,10 @@ async function runTarget(t: string, dir: string, model: string, s: Scripts, seco
     if (t === 'dist') {
       const nats = await startNats(dir)
       procs.push(nats.p)
-      const worker = start('worker', process.execPath, [bin, 'worker', '--nats', nats.url, ...modelArgs])
+      const worker = start('worker', process.execPath, [...cohortArgs(bin), 'worker', '--nats', nats.url, ...modelArgs])
       procs.push(worker)
       await worker.waitFor(/worker \S+ serving/)
-      const gw = start('gateway', process.execPath, [bin, 'gateway', '--nats', nats.url, '--port', '0', '--drain-ms', '0'])
+      const gw = start('gateway', process.execPath, [...cohortArgs(bin), 'gateway', '--nats', nats.url, '--port', '0', '--drain-ms', '0'])
       procs.push(gw)
       const base = matched(await gw.waitFor(/gateway on (http:\/\/\S+) ->/))
       await waitReady(`${base}/v2/models/m`)
@@ -139,7 +139,7 @@ async function runTarget(t: string, dir: string, model: string, s: Scripts, seco
     const predictor = t === 'predictions' || t === 'oip'
     // The floor predictor alone: POST /predictions names no model, so the gateway picks the one served.
     const args = predictor ? ['--predictor', FLOOR_PREDICTOR] : modelArgs
-    const p = start('cohort serve', process.execPath, [bin, 'serve', '--port', '0', ...args], false, predictor ? { AFFINE_A_MS: '0', AFFINE_C_MS: '0' } : undefined)
+    const p = start('cohort serve', process.execPath, [...cohortArgs(bin), 'serve', '--port', '0', ...args], false, predictor ? { AFFINE_A_MS: '0', AFFINE_C_MS: '0' } : undefined)
     procs.push(p)
     const base = matched(await p.waitFor(/serving .* on (http:\/\/\S+) \(embedded\)/))
     await waitReady(`${base}/v2/models/${predictor ? 'affine' : 'm'}`)

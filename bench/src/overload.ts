@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { connect, type NatsConnection } from '@nats-io/transport-node'
 import { decodeValue, subjects } from '@cohort/protocol'
-import { COHORT_BIN } from '@cohort/test-support'
+import { cohortArgs } from '@cohort/test-support'
 import { intFlag, numFlag } from '@cohort/cli/args'
 import { CliError } from '@cohort/cli/cli-error'
 import { ensureHeavyModel } from '@cohort/cli/demo-model'
@@ -285,7 +285,7 @@ async function startStack(layout: LayoutName, dir: string, models: string[], pro
   const keys = KEYS.flatMap((k) => ['--api-key', k])
   if (layout === 'serve') {
     log(`[serve] starting cohort serve`)
-    const s = start('serve', process.execPath, [COHORT_BIN, 'serve', '--port', '0', '--drain-ms', '0', '--metrics-open', ...models, ...keys])
+    const s = start('serve', process.execPath, [...cohortArgs(), 'serve', '--port', '0', '--drain-ms', '0', '--metrics-open', ...models, ...keys])
     procs.push(s)
     const base = group1(await s.waitFor(/serving .* on (http:\/\/\S+) \(/, 180_000))
     return { base, gateway: s, worker: undefined, nats: undefined, nc: undefined, genPrefix: [] }
@@ -293,10 +293,10 @@ async function startStack(layout: LayoutName, dir: string, models: string[], pro
   log(`[${layout}] starting nats-server + cohort worker + cohort gateway`)
   const nats = await startNats(dir)
   procs.push(nats.p)
-  const worker = start('worker', process.execPath, [COHORT_BIN, 'worker', '--nats', nats.url, ...models])
+  const worker = start('worker', process.execPath, [...cohortArgs(), 'worker', '--nats', nats.url, ...models])
   procs.push(worker)
   await worker.waitFor(/worker \S+ serving/, 180_000)
-  const gateway = start('gateway', process.execPath, [COHORT_BIN, 'gateway', '--nats', nats.url, '--port', '0', '--drain-ms', '0', '--metrics-open', ...keys])
+  const gateway = start('gateway', process.execPath, [...cohortArgs(), 'gateway', '--nats', nats.url, '--port', '0', '--drain-ms', '0', '--metrics-open', ...keys])
   procs.push(gateway)
   const base = group1(await gateway.waitFor(/gateway on (http:\/\/\S+) ->/, 180_000))
   let genPrefix: string[] = []

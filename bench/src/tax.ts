@@ -7,7 +7,7 @@ import { graph, mulberry32, model, node, valueInfo } from '@cohort/onnx-builder'
 import { intFlag } from '@cohort/cli/args'
 import { CliError } from '@cohort/cli/cli-error'
 import { ensureHeavyModel } from '@cohort/cli/demo-model'
-import { COHORT_BIN } from '@cohort/test-support'
+import { COHORT_BIN, cohortArgs } from '@cohort/test-support'
 import { BENCH_BIN } from './bin-path.ts'
 import { gitCommit } from './run-info.ts'
 import { categoriseProfile, printProfiles, summariseProfiles } from './profile.ts'
@@ -453,10 +453,10 @@ async function freePort(): Promise<number> {
 async function startDist(c: Cfg, dir: string, t: string, tag: string, bin: string, models: string[], gwArgs: string[], procs: Proc[]) {
   const nats = await startNats(dir)
   procs.push(nats.p)
-  const worker = start('worker', process.execPath, [...nodeFlags(c, dir, t + tag), bin, 'worker', '--nats', nats.url, ...models])
+  const worker = start('worker', process.execPath, [...nodeFlags(c, dir, t + tag), ...cohortArgs(bin), 'worker', '--nats', nats.url, ...models])
   procs.push(worker)
   await worker.waitFor(/worker \S+ serving/)
-  const gw = start('gateway', process.execPath, [...nodeFlags(c, dir, t + tag), bin, 'gateway', '--nats', nats.url, '--port', '0', '--drain-ms', '0', ...gwArgs])
+  const gw = start('gateway', process.execPath, [...nodeFlags(c, dir, t + tag), ...cohortArgs(bin), 'gateway', '--nats', nats.url, '--port', '0', '--drain-ms', '0', ...gwArgs])
   procs.push(gw)
   const base = matched(await gw.waitFor(/gateway on (http:\/\/\S+) ->/))
   await waitReady(`${base}/v2/models/m`)
@@ -505,7 +505,7 @@ async function runTarget(t: string, c: Cfg, dir: string, m: { path: string; inpu
     const models = ['--model', `m=${m.path}`, '--threads', '1', '--slo-ms', '30000']
     if (t === 'serve') {
       const b = bodies(dir, t, m.input, m.features, c.bulk, c.binary)
-      const s = start('cohort serve', process.execPath, [...nodeFlags(c, dir, t + tag), bin, 'serve', '--port', '0', ...models])
+      const s = start('cohort serve', process.execPath, [...nodeFlags(c, dir, t + tag), ...cohortArgs(bin), 'serve', '--port', '0', ...models])
       procs.push(s)
       const base = matched(await s.waitFor(/serving .* on (http:\/\/\S+) \(embedded\)/))
       await waitReady(`${base}/v2/models/m`)

@@ -5,7 +5,7 @@ cd "$(dirname "$0")/../.."
 trap 'kill 0' EXIT
 nats-server -c infra/nats/single.conf &
 sleep 0.5
-node apps/cli/bin/cohort.js worker --nats nats://127.0.0.1:4222 --model demo --threads 1 &
-node apps/cli/bin/cohort.js worker --nats nats://127.0.0.1:4222 --model demo --threads 1 &
-node apps/cli/bin/cohort.js gateway --nats nats://127.0.0.1:4222 --port "${PORT:-8080}" &
+apps/cli/bin/cohort.js worker --nats nats://127.0.0.1:4222 --model demo --threads 1 &
+apps/cli/bin/cohort.js worker --nats nats://127.0.0.1:4222 --model demo --threads 1 &
+apps/cli/bin/cohort.js gateway --nats nats://127.0.0.1:4222 --port "${PORT:-8080}" &
 wait

@@ -51,9 +51,9 @@ for root in "${roots[@]}"; do
   port=$((20000 + RANDOM % 20000))
   nats-server -a 127.0.0.1 -p $port > "$D/nats.log" 2>&1 & nats=$!
   sleep 0.5
-  node "$root/apps/cli/bin/cohort.js" worker --nats nats://127.0.0.1:$port --model deep="$MODEL" --threads 1 > "$D/worker.log" 2>&1 & worker=$!
+  "$root/apps/cli/bin/cohort.js" worker --nats nats://127.0.0.1:$port --model deep="$MODEL" --threads 1 > "$D/worker.log" 2>&1 & worker=$!
   for _ in $(seq 200); do grep -q serving "$D/worker.log" && break; sleep 0.3; done
-  node "$root/apps/cli/bin/cohort.js" gateway --nats nats://127.0.0.1:$port --port 0 --drain-ms 0 > "$D/gw.log" 2>&1 & gw=$!
+  "$root/apps/cli/bin/cohort.js" gateway --nats nats://127.0.0.1:$port --port 0 --drain-ms 0 > "$D/gw.log" 2>&1 & gw=$!
   for _ in $(seq 200); do grep -q 'gateway on' "$D/gw.log" && break; sleep 0.3; done
   url=$(grep -o 'gateway on http://[^ ]*' "$D/gw.log" | head -1 | sed 's/gateway on //')
   # Warm up with answers (the worker learns its time for one item alone), then the refusal flood.

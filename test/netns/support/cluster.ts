@@ -2,7 +2,7 @@
 // workers and gateways, each started with `ip netns exec <host> ...`; a Lab owns them all and its
 // close() kills every process and removes every namespace (idempotent, also after a failure).
 import type { ChildProcess } from 'node:child_process'
-import { spawnProcess } from '@cohort/test-support'
+import { spawnProcess, cohortArgs } from '@cohort/test-support'
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -127,10 +127,15 @@ export class Lab {
 
   /** A `cohort worker` serving the sleepy predictor; resolves once it serves. */
   async worker(hostName: string, urls: string[], id: string, o: { sleepMs?: number; args?: string[]; env?: Record<string, string> } = {}): Promise<HostProcess> {
-    const p = this.start(hostName, [process.execPath, COHORT_BIN, 'worker', '--nats', urls.join(','), '--id', id, '--predictor', SLEEPY, ...(o.args ?? [])], `worker-${id}`, {
-      SLEEPY_MS: String(o.sleepMs ?? 25),
-      ...o.env,
-    })
+    const p = this.start(
+      hostName,
+      [process.execPath, ...cohortArgs(COHORT_BIN), 'worker', '--nats', urls.join(','), '--id', id, '--predictor', SLEEPY, ...(o.args ?? [])],
+      `worker-${id}`,
+      {
+        SLEEPY_MS: String(o.sleepMs ?? 25),
+        ...o.env,
+      },
+    )
     await p.waitFor(/serving sleepy/, 60_000)
     return p
   }
@@ -138,7 +143,7 @@ export class Lab {
   /** A `cohort gateway` on a host, listening on its address; resolves with its base URL. */
   async gateway(hostName: string, urls: string[], args: string[] = []): Promise<{ url: string; proc: HostProcess }> {
     const host = this.net.host(hostName)
-    const p = this.start(hostName, [process.execPath, COHORT_BIN, 'gateway', '--nats', urls.join(','), '--host', host.ip, '--port', '8080', ...args], 'gateway')
+    const p = this.start(hostName, [process.execPath, ...cohortArgs(COHORT_BIN), 'gateway', '--nats', urls.join(','), '--host', host.ip, '--port', '8080', ...args], 'gateway')
     await p.waitFor(/gateway on http/, 60_000)
     return { url: `http://${host.ip}:8080`, proc: p }
   }

@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process'
+import { readFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { recordChild } from './process-guard.ts'
 
@@ -7,6 +8,22 @@ const STDIO_WAIT_MS = 2_000
 
 /** Path of the `cohort` entry script. */
 export const COHORT_BIN = fileURLToPath(new URL('../../../apps/cli/bin/cohort.js', import.meta.url))
+
+/**
+ * The node flags of the `cohort` command: those its entry's shebang gives node
+ * (`#!/usr/bin/env -S node <flags>`), so that `node <flags> <bin>` runs as `npx cohort` does. Read
+ * from `bin` itself: another checkout's entry (a bench's `--base`) gives its own.
+ */
+export function cohortNodeFlags(bin: string = COHORT_BIN): string[] {
+  const first = readFileSync(bin, 'utf8').split('\n', 1)[0] ?? ''
+  const m = /^#!\S*env\s+-S\s+node\s+(.+)$/.exec(first)
+  return m?.[1] === undefined ? [] : m[1].trim().split(/\s+/)
+}
+
+/** The node arguments that run `bin` as its command does: `[...cohortNodeFlags(bin), bin]`. */
+export function cohortArgs(bin: string = COHORT_BIN): string[] {
+  return [...cohortNodeFlags(bin), bin]
+}
 
 /** A subprocess under test (a `cohort` command, `npm start`, a process in a network namespace). */
 export interface CliProcess {
@@ -111,9 +128,10 @@ export function spawnProcess(command: string, args: string[], o: SpawnOptions = 
 }
 
 /**
- * Spawn `node [nodeFlags] apps/cli/bin/cohort.js ...args` (node flags such as `--cpu-prof`, which
- * NODE_OPTIONS does not accept, go to node itself).
+ * Spawn `node [nodeFlags] <the command's own flags> apps/cli/bin/cohort.js ...args`, as `npx cohort`
+ * runs ({@link cohortArgs}; node flags such as `--cpu-prof`, which NODE_OPTIONS does not accept, go
+ * to node itself).
  */
 export function spawnCohort(args: string[], env: Record<string, string> = {}, nodeFlags: string[] = []): CliProcess {
-  return spawnProcess(process.execPath, [...nodeFlags, COHORT_BIN, ...args], { env, label: `cohort ${args[0] ?? ''}` })
+  return spawnProcess(process.execPath, [...nodeFlags, ...cohortArgs(), ...args], { env, label: `cohort ${args[0] ?? ''}` })
 }

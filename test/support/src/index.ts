@@ -4,7 +4,7 @@
  */
 export { type NatsServerHandle, type NatsServerOptions, startNatsServer } from './nats-server.ts'
 export { type NatsClusterHandle, type NatsClusterNode, type NatsClusterOptions, startNatsCluster } from './nats-cluster.ts'
-export { type CliProcess, COHORT_BIN, spawnCohort, type SpawnOptions, spawnProcess } from './cli-process.ts'
+export { type CliProcess, COHORT_BIN, cohortArgs, cohortNodeFlags, spawnCohort, type SpawnOptions, spawnProcess } from './cli-process.ts'
 export { BUSY_PREDICTOR, type ModelFixtures, SLEEPY_PREDICTOR, writeModelFixtures } from './fixtures.ts'
 export { getJson, type JsonBody, pool, postJson } from './http.ts'
 export { memoryTracing, type MemoryTracing, newTraceparent } from './tracing.ts'
