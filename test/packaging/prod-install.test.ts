@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { buildDemoMlp } from '@cohort/onnx-builder'
-import { cohortNodeFlags, spawnProcess, startNatsServer, type CliProcess, type NatsServerHandle } from '@cohort/test-support'
+import { cohortArgs, spawnProcess, startNatsServer, type CliProcess, type NatsServerHandle } from '@cohort/test-support'
 
 const REPO = resolve(import.meta.dirname, '../..')
 const root = mkdtempSync(join(tmpdir(), 'cohort-prod-'))
@@ -63,7 +63,7 @@ let nats: NatsServerHandle | undefined
 
 function cohort(role: 'cpu' | 'gateway', args: string[], env: Record<string, string>): CliProcess {
   // The images' ENTRYPOINT: apps/cli/bin/cohort.js, in /app (node with its shebang's flags).
-  const p = spawnProcess(process.execPath, [...cohortNodeFlags(join(apps[role], 'apps/cli/bin/cohort.js')), 'apps/cli/bin/cohort.js', ...args], {
+  const p = spawnProcess(process.execPath, [...cohortArgs(join(apps[role], 'apps/cli/bin/cohort.js')), ...args], {
     cwd: apps[role],
     env: { ...baseEnv, ...env },
     label: `${role} ${args[0]}`,

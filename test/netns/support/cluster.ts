@@ -10,7 +10,6 @@ import { fileURLToPath } from 'node:url'
 import { Network, type Host } from './netns.ts'
 
 export const ROOT = fileURLToPath(new URL('../../../', import.meta.url))
-const COHORT_BIN = join(ROOT, 'apps/cli/bin/cohort.js')
 /** The sleep-based synthetic predictor: a batch costs SLEEPY_MS (+ the largest `sleepMs`); y = 2x. */
 export const SLEEPY = join(ROOT, 'test/fixtures/sleepy-predictor.ts')
 
@@ -127,15 +126,10 @@ export class Lab {
 
   /** A `cohort worker` serving the sleepy predictor; resolves once it serves. */
   async worker(hostName: string, urls: string[], id: string, o: { sleepMs?: number; args?: string[]; env?: Record<string, string> } = {}): Promise<HostProcess> {
-    const p = this.start(
-      hostName,
-      [process.execPath, ...cohortArgs(COHORT_BIN), 'worker', '--nats', urls.join(','), '--id', id, '--predictor', SLEEPY, ...(o.args ?? [])],
-      `worker-${id}`,
-      {
-        SLEEPY_MS: String(o.sleepMs ?? 25),
-        ...o.env,
-      },
-    )
+    const p = this.start(hostName, [process.execPath, ...cohortArgs(), 'worker', '--nats', urls.join(','), '--id', id, '--predictor', SLEEPY, ...(o.args ?? [])], `worker-${id}`, {
+      SLEEPY_MS: String(o.sleepMs ?? 25),
+      ...o.env,
+    })
     await p.waitFor(/serving sleepy/, 60_000)
     return p
   }
@@ -143,7 +137,7 @@ export class Lab {
   /** A `cohort gateway` on a host, listening on its address; resolves with its base URL. */
   async gateway(hostName: string, urls: string[], args: string[] = []): Promise<{ url: string; proc: HostProcess }> {
     const host = this.net.host(hostName)
-    const p = this.start(hostName, [process.execPath, ...cohortArgs(COHORT_BIN), 'gateway', '--nats', urls.join(','), '--host', host.ip, '--port', '8080', ...args], 'gateway')
+    const p = this.start(hostName, [process.execPath, ...cohortArgs(), 'gateway', '--nats', urls.join(','), '--host', host.ip, '--port', '8080', ...args], 'gateway')
     await p.waitFor(/gateway on http/, 60_000)
     return { url: `http://${host.ip}:8080`, proc: p }
   }
