@@ -102,8 +102,8 @@ async function startStack(transport: Transport, identity: string, gateway: Trans
     transport,
     registry,
     runners: [
-      // The inline lane at 5 ms, not the 0.5 ms default: a loaded machine stretches this microsecond
-      // run's wall time past the default at start, and the budgets count the lane's work, not its choice
+      // The inline lane at 5 ms, not the 0.25 ms default: a loaded machine stretches this microsecond
+      // run's wall time past 0.25 ms at start, and the budgets count the lane's work, not its choice
       // (apps/worker/src/ort/inline-lane.test.ts checks the choice).
       new OnnxRunner({ name: 'tensor', path: identity, intraOpNumThreads: 1, inlineRunMs: 5 }),
       // 'wide' keeps every batch on the pool (inlineRunMs 0): its hand-off stays counted, one postMessage.

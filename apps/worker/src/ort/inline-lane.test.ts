@@ -6,7 +6,7 @@ import { graph, model, node, valueInfo } from '@cohort/onnx-builder'
 import { countPerRequest } from '@cohort/test-support'
 import type { WireTensor } from '@cohort/protocol'
 import { OnnxRunner } from '../runners/onnx-runner.ts'
-import { ArrivalRate, INLINE_MAX_ARRIVALS, InlineLane, inlineFits, RunTimes } from './inline-lane.ts'
+import { InlineLane, RunTimes } from './inline-lane.ts'
 
 const FEATURES = 64
 
@@ -51,45 +51,6 @@ describe('RunTimes', () => {
     expect(t.predict(1)).toBeCloseTo(0.1)
     t.observe(1, 0.5)
     expect(t.predict(1)).toBeCloseTo(0.5)
-  })
-})
-
-describe('ArrivalRate', () => {
-  it('is 0 before two batches, then rows per ms from the averages of rows and gaps', () => {
-    const a = new ArrivalRate()
-    expect(a.perMs(0)).toBe(0)
-    a.observe(1, 0)
-    expect(a.perMs(0)).toBe(0)
-    a.observe(2, 1) // 2 rows 1 ms later: 2 per ms
-    expect(a.perMs(1)).toBeCloseTo(2)
-    for (let t = 2; t <= 40; t++) {
-      a.observe(3, t) // 3 rows every ms: the averages move to 3 rows per 1 ms
-    }
-    expect(a.perMs(40)).toBeGreaterThan(2.9)
-    expect(a.perMs(40)).toBeLessThanOrEqual(3)
-  })
-
-  it('reads a burst after a long pause as a low rate, and decays while nothing comes', () => {
-    const a = new ArrivalRate()
-    for (let t = 0; t <= 10; t++) {
-      a.observe(1, t) // 1 row per ms
-    }
-    expect(a.perMs(10)).toBeCloseTo(1)
-    // Nothing for 1 s: the open gap counts once it is longer than the average.
-    expect(a.perMs(1010)).toBeCloseTo(1 / 1000)
-    a.observe(4, 1010) // a burst of 4 rows after the pause
-    expect(a.perMs(1010)).toBeLessThan(0.01)
-  })
-})
-
-describe('inlineFits', () => {
-  it('takes a batch predicted within inlineRunMs whose run few requests would wait on', () => {
-    expect(inlineFits(undefined, 0.5, 0)).toBe(false) // nothing seen yet: the pool
-    expect(inlineFits(0.6, 0.5, 0)).toBe(false) // predicted over inlineRunMs
-    expect(inlineFits(0.3, 0.5, 0.3)).toBe(true) // 300/s: 0.09 expected during the run
-    expect(inlineFits(0.3, 0.5, 3)).toBe(false) // 3,000/s: 0.9 expected, over INLINE_MAX_ARRIVALS
-    expect(inlineFits(0.3, 0.5, INLINE_MAX_ARRIVALS / 0.3)).toBe(true) // at the bound
-    expect(inlineFits(0.02, 0.5, 3)).toBe(true) // a 20 us Identity at 3,000/s: 0.06
   })
 })
 
@@ -140,7 +101,7 @@ describe('the inline lane of an ONNX runner', () => {
     }
   })
   // inlineRunMs 5 unless a test sets it: a loaded machine stretches a microsecond run's wall time
-  // past the default (0.5 ms), and these tests check the lanes, not the machine's speed.
+  // past the 0.25 ms default, and these tests check the lanes, not the machine's speed.
   async function started(opts: { inlineRunMs?: number } = {}): Promise<OnnxRunner> {
     const r = new OnnxRunner({ name: 'id', path: tinyModel(), intraOpNumThreads: 1, inlineRunMs: 5, ...opts })
     runners.push(r)

@@ -5,13 +5,10 @@ import type { HostTensor, RunResult } from './ort-pool.ts'
 /**
  * Default `inlineRunMs` of an ONNX runner: a batch predicted to run in at most this many ms runs
  * on the calling thread (docs/architecture.md#the-inline-lane). A hand-off to an ORT thread and
- * back wakes two sleeping threads (docs/bench/hot-path-4-2026-12-02.md); on a 2-core VM it cost a
- * lone request of a 0.3 ms MLP 0.15 ms of latency and 0.27 ms of CPU, and the woken thread ran the
- * model slower than the warm main thread (docs/bench/moderate-load-2026-12-07.md): next to a run of
- * half a millisecond that is most of the run. Half a millisecond is also the longest the lane
- * holds the event loop (a run here cannot be stopped).
+ * back wakes two sleeping threads (docs/bench/hot-path-4-2026-12-02.md): next to a run of a quarter
+ * of a millisecond or more that is cheap, below it it is most of the run.
  */
-export const DEFAULT_INLINE_RUN_MS = 0.5
+export const DEFAULT_INLINE_RUN_MS = 0.25
 
 /**
  * Models bigger than this file size never get an inline session (a second copy of the weights
@@ -79,67 +76,6 @@ export class RunTimes {
     below.ms.forEach((ms, i) => (perRow = Math.min(perRow, ms / Math.max(1, below.rows[i] ?? 1))))
     return perRow * rows
   }
-}
-
-/**
- * Most requests expected to arrive while a batch runs on the inline lane: the run holds the event
- * loop, so each of them waits for it before its body is even read. Over it, the batch goes to the
- * pool and the main thread stays free for them. At 3,000 requests/s to a 0.3 ms MLP (0.9 expected)
- * the lane put the p50 at 1.2x the pool's; at 300/s (0.09) it took the hand-off's cost off every
- * request (docs/bench/moderate-load-2026-12-07.md). A lone client waiting for each answer (c=1)
- * reads as run / (run + its round trip), under 1: at 0.75 it stays inline unless its round trip
- * outside the run is under a third of the run.
- */
-export const INLINE_MAX_ARRIVALS = 0.75
-
-/** Weight of the newest gap in {@link ArrivalRate}'s averages. */
-const ARRIVAL_ALPHA = 0.25
-
-/**
- * The rate at which rows reach the runner, from the batches it is given: the moving averages of the
- * rows per batch and of the time between consecutive batches (their ratio, so a burst after a
- * long pause is not read as a high rate). Times in ms, from the caller (a clock it chooses).
- */
-export class ArrivalRate {
-  #last: number | undefined
-  #rows = 0
-  #gapMs = 0
-
-  /** A batch of `rows` rows was dispatched at `nowMs`. */
-  observe(rows: number, nowMs: number): void {
-    if (this.#last !== undefined) {
-      const gap = Math.max(0, nowMs - this.#last)
-      if (this.#gapMs === 0 && this.#rows === 0) {
-        this.#rows = rows
-        this.#gapMs = gap
-      } else {
-        this.#rows += ARRIVAL_ALPHA * (rows - this.#rows)
-        this.#gapMs += ARRIVAL_ALPHA * (gap - this.#gapMs)
-      }
-    }
-    this.#last = nowMs
-  }
-
-  /**
-   * Rows per ms; 0 before two batches. The time since the last batch counts as a gap in progress
-   * once it is longer than the average one, so a rate decays while nothing comes.
-   */
-  perMs(nowMs: number): number {
-    if (this.#last === undefined || this.#rows === 0) {
-      return 0
-    }
-    const gap = Math.max(this.#gapMs, nowMs - this.#last)
-    return gap > 0 ? this.#rows / gap : Number.POSITIVE_INFINITY
-  }
-}
-
-/**
- * Whether a batch predicted to take `predictedMs` goes to the inline lane: its prediction within
- * `inlineRunMs`, and fewer than {@link INLINE_MAX_ARRIVALS} requests expected to arrive while it
- * runs at `perMs` rows per ms. (The caller checks first that nothing waits behind it.)
- */
-export function inlineFits(predictedMs: number | undefined, inlineRunMs: number, perMs: number): boolean {
-  return predictedMs !== undefined && predictedMs <= inlineRunMs && predictedMs * perMs <= INLINE_MAX_ARRIVALS
 }
 
 /**

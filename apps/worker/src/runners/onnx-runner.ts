@@ -15,7 +15,7 @@ import {
 } from '@cohort/protocol'
 import { ortMetrics, type Registry } from '@cohort/metrics'
 import { OrtPool, type ExecutionProvider, type HostTensor, type HostValueMeta, type RunResult } from '../ort/ort-pool.ts'
-import { ArrivalRate, DEFAULT_INLINE_RUN_MS, InlineLane, inlineFits, RunTimes } from '../ort/inline-lane.ts'
+import { DEFAULT_INLINE_RUN_MS, InlineLane, RunTimes } from '../ort/inline-lane.ts'
 import { datatypeOfOrt, ortType, viewOf } from './ort-types.ts'
 import { elementAt } from '../element-at.ts'
 import { DEFAULT_PAD_VALUE, bucketOf, copyCorner, filledBuffer, type PaddingOptions } from './padding.ts'
@@ -50,7 +50,7 @@ export interface OnnxRunnerOptions {
    * instead of being handed to the pool (two thread wake-ups saved); bigger batches go to the
    * pool. The lane is kept only for CPU, in worker threads (not `processes`), when a one-row run
    * at start takes at most this. 0 disables it.
-   * @default DEFAULT_INLINE_RUN_MS (0.5)
+   * @default DEFAULT_INLINE_RUN_MS (0.25)
    */
   inlineRunMs?: number
   /**
@@ -111,8 +111,6 @@ export class OnnxRunner implements ModelRunner {
   readonly #path: string
   /** Compute time of past batches by size, both lanes: what decides the lane. */
   #runTimes = new RunTimes()
-  /** How fast rows come (both lanes): what a run on the inline lane would make wait. */
-  readonly #arrivals = new ArrivalRate()
   /** Runs taken by each lane (for tests and operators). */
   readonly lanes = { inline: 0, pool: 0 }
   readonly #padding: PaddingOptions | undefined
@@ -260,18 +258,14 @@ export class OnnxRunner implements ModelRunner {
   #onInlineRun: ((busyMs: number, ok: boolean) => void) | undefined
 
   /**
-   * Run a batch of `rows` rows on the inline lane when nothing waits behind it (`opts.behind`), its
-   * predicted time allows and few requests are expected to arrive while it runs (`inlineFits`),
-   * else on the pool: with a backlog or a steady stream, the main thread decodes and encodes the
-   * next requests while an ORT thread runs this batch.
+   * Run a batch of `rows` rows on the inline lane when nothing waits behind it (`opts.behind`) and
+   * its predicted time allows, else on the pool: with a backlog, the main thread decodes and
+   * encodes the next requests while an ORT thread runs this batch.
    */
   async #run(feeds: Record<string, HostTensor>, rows: number, opts: RunBatchOptions): Promise<RunResult> {
-    const now = performance.now()
     const lane = (opts.behind ?? 0) > 0 ? undefined : this.#inline
     const predicted = lane ? this.#runTimes.predict(rows) : undefined
-    const perMs = lane ? this.#arrivals.perMs(now) : 0
-    this.#arrivals.observe(rows, now)
-    if (!lane || !inlineFits(predicted, this.#inlineRunMs, perMs)) {
+    if (!lane || predicted === undefined || predicted > this.#inlineRunMs) {
       this.lanes.pool++
       const r = await this.#pool.run(feeds, opts.timeoutMs !== undefined ? { timeoutMs: opts.timeoutMs } : {})
       this.#runTimes.observe(rows, r.computeMs)
