@@ -78,6 +78,7 @@ function modelFlags(v: Values, defaultDemo: boolean, hasConfig = false): ModelFl
     instances,
     ortProcesses: k['ort-processes'],
     threads: k.threads ?? defaultIntraOpThreads(instances),
+    inlineRunMs: k['inline-run-ms'],
     maxBatchSize: k['max-batch-size'],
     maxDelayMs: k['max-delay-ms'],
     batchTimeoutMs: k['batch-timeout-ms'],

@@ -7,7 +7,14 @@
  * @module
  */
 import { BATCHING_FIELDS, DEFAULT_BATCHING, DEFAULT_START_CAP, POLICIES, type BatchingKey } from '@cohort/batching'
-import { DEFAULT_BATCH_TIMEOUT_FLOOR_MS, DEFAULT_BATCH_TIMEOUT_MULTIPLE, DEFAULT_ONNX_BATCH_LIMIT, DEFAULT_PAD_VALUE, DEFAULT_TTFT_SLO_MS } from '@cohort/worker'
+import {
+  DEFAULT_BATCH_TIMEOUT_FLOOR_MS,
+  DEFAULT_BATCH_TIMEOUT_MULTIPLE,
+  DEFAULT_INLINE_RUN_MS,
+  DEFAULT_ONNX_BATCH_LIMIT,
+  DEFAULT_PAD_VALUE,
+  DEFAULT_TTFT_SLO_MS,
+} from '@cohort/worker'
 import { knobGiven, knobHelp, knobOptions, type Knob, type KnobTable, type KnobValues } from './knobs.ts'
 
 /** ORT sessions per model when --instances is not given. */
@@ -54,6 +61,12 @@ export const MODEL_KNOBS = Object.freeze({
     kind: 'int',
     arg: 'N',
     help: ['ORT intra-op threads per instance (default: (cores - 1) / instances, at', 'least 1: one core is left to the serving path; pool threads never spin)'],
+  },
+  'inline-run-ms': {
+    kind: 'number',
+    arg: 'MS',
+    default: DEFAULT_INLINE_RUN_MS,
+    help: ['--model ONNX models on cpu: a batch predicted to run in at most MS runs on', 'the main thread when nothing waits behind it, no hand-off to an ORT thread (0: never)'],
   },
 } as const satisfies KnobTable)
 

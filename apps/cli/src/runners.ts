@@ -18,6 +18,8 @@ export interface ModelFlags {
   /** ORT instances in child processes (--ort-processes). */
   ortProcesses?: boolean | undefined
   threads: number | undefined
+  /** `--inline-run-ms`: the ONNX runners' inline lane threshold (undefined: the runner's default). */
+  inlineRunMs?: number | undefined
   maxBatchSize: number | undefined
   maxDelayMs: number | undefined
   /** Per-batch time limit in ms (0: none); undefined: the worker's default. */
@@ -52,6 +54,7 @@ export async function buildRunners(
         instances: f.instances,
         ...(f.ortProcesses ? { processes: true } : {}),
         ...(f.threads !== undefined ? { intraOpNumThreads: f.threads } : {}),
+        ...(f.inlineRunMs !== undefined ? { inlineRunMs: f.inlineRunMs } : {}),
         ...(f.padding ? { padding: f.padding } : {}),
         ...(m.warmup !== undefined ? { warmup: m.warmup } : {}),
       }),

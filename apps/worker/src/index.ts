@@ -11,6 +11,7 @@ export { WORKER_SERVICE_VERSION, WorkerServices, type WorkerServicesOptions } fr
 export { loadPredictors } from './load.ts'
 export { TimeLimits, type ItemResult, type ModelRunner, type PreparedItem, type RestartReason, type RunBatchOptions, type RunnerEvents } from './runners/types.ts'
 export { DEFAULT_ONNX_BATCH_LIMIT, OnnxRunner, type OnnxRunnerOptions } from './runners/onnx-runner.ts'
+export { DEFAULT_INLINE_RUN_MS } from './ort/inline-lane.ts'
 export { PredictorRunner, requestItems, type PredictorRunnerOptions } from './runners/predictor-runner.ts'
 export {
   OrtPool,
