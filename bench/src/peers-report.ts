@@ -39,7 +39,8 @@ const mark = (ok: boolean) => (ok ? '✓' : '✗')
  */
 export function peerTargets(r: Pick<PeersResult, 'targets'>): { capacity: PeerTarget; lowP50: PeerTarget } | undefined {
   const cohort = r.targets.find((t) => t.name === 'cohort')
-  const peers = r.targets.filter((t) => t.name !== 'cohort')
+  // cohort-tuned is Cohort too, not a peer.
+  const peers = r.targets.filter((t) => !t.name.startsWith('cohort'))
   if (!cohort || peers.length === 0) {
     return undefined
   }

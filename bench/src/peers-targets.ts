@@ -258,18 +258,27 @@ async function peerTotals(statsUrl: string): Promise<MetricTotals | undefined> {
 
 const EMPTY_TOTALS: MetricTotals = { batchSum: 0, batchCount: 0, computeSum: 0, computeCount: 0, requestSum: 0, requestCount: 0, costA: Number.NaN, costC: Number.NaN, shed: {} }
 
-/** Cohort at its defaults (`cohort serve --threads 1`), serving the demo MLP and the Identity floor model. */
-export function cohortTarget(o: { modelPath: string; floorPath: string }): Target {
+/**
+ * Cohort at its defaults (`cohort serve --threads 1`), serving the demo MLP and the Identity floor
+ * model; with `sloMs`, "cohort-tuned": the same with the bench's SLO as the server-side SLO
+ * (`--slo-ms`, the deadline of a request whose client sends none), as tuned BentoML gets it as its
+ * `max_latency_ms`. The tuned one runs no floor (the SLO is fixed by then).
+ */
+export function cohortTarget(o: { modelPath: string; floorPath: string; sloMs?: number }): Target {
+  const tuned = o.sloMs !== undefined
   return {
-    name: 'cohort',
-    description: 'Cohort `cohort serve --threads 1` defaults (OIP JSON)',
+    name: tuned ? 'cohort-tuned' : 'cohort',
+    description: tuned
+      ? `Cohort tuned: --slo-ms ${(o.sloMs as number).toFixed(1)} (the bench's SLO as the server-side SLO)`
+      : 'Cohort `cohort serve --threads 1` defaults (OIP JSON)',
     batching: true,
     oip: true,
     path: '/v2/models/demo/infer',
     body: demoBody(),
-    floor: { path: '/v2/models/floor/infer', body: FLOOR_BODY },
+    ...(tuned ? {} : { floor: { path: '/v2/models/floor/infer', body: FLOOR_BODY } }),
     async start() {
-      const p = spawnCohort(['serve', '--port', '0', '--model', `demo=${o.modelPath}`, '--model', `floor=${o.floorPath}`, '--threads', '1'])
+      const slo = tuned ? ['--slo-ms', String(o.sloMs)] : []
+      const p = spawnCohort(['serve', '--port', '0', '--model', `demo=${o.modelPath}`, '--model', `floor=${o.floorPath}`, '--threads', '1', ...slo])
       let stopping: Promise<void> | undefined
       const stop = () => (stopping ??= p.stop('SIGTERM', 5000).then(() => undefined))
       try {

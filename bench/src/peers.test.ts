@@ -95,6 +95,14 @@ describe('issue 8 targets', () => {
     expect(t?.lowP50.text).toContain('triton')
   })
 
+  it('do not count cohort-tuned as a peer (a tuned Cohort faster than Cohort at its defaults is not a rival)', () => {
+    const t = peerTargets({ targets: [result('cohort', 1500, 2), result('cohort-tuned', 3000, 1), result('triton', 1000, 3)] })
+    expect(t?.capacity.met).toBe(true)
+    expect(t?.capacity.text).toContain('triton')
+    expect(t?.lowP50.text).toContain('triton')
+    expect(peerTargets({ targets: [result('cohort', 1, 1), result('cohort-tuned', 1, 1)] })).toBeUndefined()
+  })
+
   it('are undefined without Cohort or without peers', () => {
     expect(peerTargets({ targets: [result('triton', 1, 1)] })).toBeUndefined()
     expect(peerTargets({ targets: [result('cohort', 1, 1)] })).toBeUndefined()

@@ -22,7 +22,8 @@ Cohort beside Triton (PyTriton), Ray Serve, LitServe and BentoML on the same ONN
 open-loop Poisson load, one server after another (docs/benchmarks.md, "Side by side"). Needs wrk and
 test/peers/setup.sh (the peers' Python venv). Not part of any test suite.
   --peers LIST           triton, ray, litserve, bentoml (default: all; Cohort always runs first)
-  --variants LIST        default, tuned (default: both)
+  --variants LIST        default, tuned (default: both; tuned also runs cohort-tuned: Cohort with
+                         the bench's SLO as its server-side SLO, --slo-ms)
   --duration S           seconds per sweep/search/overload step (default 2; --quick 0.5)
   --quick                smoke run: short steps, one search probe, a 3-point sweep
   --slo-ms MS            SLO instead of the policies bench's (10 x t(1), or 10 x (t(1) + floor))
@@ -141,7 +142,11 @@ export const benchPeersCommand = defineBenchCommand({
         errors.push(msg.split('\n')[0] as string)
       }
     }
-    await run(() => cohortTarget({ modelPath, floorPath: writeFloorModel(dir) }))
+    const floorPath = writeFloorModel(dir)
+    await run(() => cohortTarget({ modelPath, floorPath }))
+    if (o.variants.includes('tuned') && Number.isFinite(sloMs)) {
+      await run(() => cohortTarget({ modelPath, floorPath, sloMs }))
+    }
     for (const peer of o.peers) {
       for (const variant of o.variants) {
         // Built after Cohort's run: tuned BentoML's max_latency_ms defaults to the SLO.

@@ -101,3 +101,30 @@ describe('BatchEngine, per-item cost and maxBatchCost', () => {
     expect(h.engine.config.maxBatchCost).toBe(Infinity)
   })
 })
+
+describe("BatchEngine, the executor's own time (Batch.serviceMs)", () => {
+  it('learns the serviceMs a run reports instead of the wall time until it settled', async () => {
+    const h = harness()
+    for (let i = 0; i < 6; i++) {
+      h.engine.push({ value: `x${i}`, deadline: Infinity })
+      h.clock.flushDefers()
+      const run = h.pending()[0]!
+      run.batch.serviceMs = 0.5 // the executor's time; the answer waited 40 ms for the calling thread
+      h.clock.advance(40)
+      await h.complete()
+    }
+    expect(h.engine.costModel.samples).toBe(6)
+    expect(h.engine.costModel.estimate(1)).toBeCloseTo(0.5)
+  })
+
+  it('learns the wall time when a run reports none', async () => {
+    const h = harness()
+    for (let i = 0; i < 6; i++) {
+      h.engine.push({ value: `x${i}`, deadline: Infinity })
+      h.clock.flushDefers()
+      h.clock.advance(40)
+      await h.complete()
+    }
+    expect(h.engine.costModel.estimate(1)).toBeCloseTo(40)
+  })
+})

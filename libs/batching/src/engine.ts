@@ -474,8 +474,9 @@ export class BatchEngine<T> {
     const onDone = () => {
       this.#runningEnds.delete(expected)
       const end = this.#clock.now()
-      this.costModel.observe(cost, end - now)
-      this.#tune(this.#tuner?.observe(items.length, end - now, budget, this.costModel.ratio, end))
+      const ms = batch.serviceMs !== undefined && batch.serviceMs >= 0 ? batch.serviceMs : end - now
+      this.costModel.observe(cost, ms)
+      this.#tune(this.#tuner?.observe(items.length, ms, budget, this.costModel.ratio, end))
       this.#settled()
     }
     const onError = (err: unknown) => {

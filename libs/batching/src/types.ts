@@ -117,6 +117,15 @@ export interface Batch<T> {
   queuedMs: number[]
   /** Summed `QueueEntry.cost` of the items (the item count when no costs are given). */
   cost?: number
+  /**
+   * Set by `run` when it knows how long the executor itself took (an ONNX Runtime thread's time in
+   * `session.run`, ms): the cost model and the self-tuned cap then learn that instead of the wall
+   * time from dispatch until `run` settled. That wall time also holds the calling thread's own
+   * queue: under a flood of refusals the answer of a 0.3 ms batch waited milliseconds for the event
+   * loop, the model looked 10x slower, the door refused what the worker could have served and the
+   * tuner shrank the batch cap to 1 (docs/bench/moderate-load-2026-12-07.md). Unset, the wall time.
+   */
+  serviceMs?: number
 }
 
 /** Options of `new BatchEngine()`: the batching knobs plus the executor callbacks. */

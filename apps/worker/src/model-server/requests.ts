@@ -198,6 +198,7 @@ export class Requests {
       upper,
     )
     let results: ItemResult[]
+    const measured: { computeMs?: number } = {}
     try {
       results = await runner.runBatch(
         batch.items.map((i) => i.payload),
@@ -206,8 +207,12 @@ export class Requests {
           timeoutMs: batchTimeLimitMs(this.#o.batchTimeoutMs, engine.costModel.upper(batch.cost ?? batch.items.length)),
           // Items still queued and the other batches running (this one is counted in `running`).
           behind: engine.queued + engine.running - 1,
+          measured,
         },
       )
+      if (measured.computeMs !== undefined) {
+        batch.serviceMs = measured.computeMs
+      }
     } catch (e) {
       const err = toWireError(e, 'PREDICTOR_FAILED')
       failure = { err: e, code: err.code, message: err.message }

@@ -141,6 +141,16 @@ describe('the inline lane of an ONNX runner', () => {
     expect({ postMessages: c.postMessages, inline: r.lanes.inline }).toEqual({ postMessages: 1, inline: 0 })
   })
 
+  it("reports each batch's time inside onnxruntime in opts.measured, on either lane (what the engine learns)", async () => {
+    for (const inlineRunMs of [5, 0]) {
+      const r = await started({ inlineRunMs })
+      const measured: { computeMs?: number } = {}
+      await r.runBatch(rows(4), new AbortController().signal, { measured })
+      expect(measured.computeMs).toBeGreaterThanOrEqual(0)
+      expect(measured.computeMs).toBeLessThan(1_000)
+    }
+  })
+
   it('inlineRunMs 0 disables the lane: every batch goes to the pool', async () => {
     const r = await started({ inlineRunMs: 0 })
     const c = await countPerRequest(() => r.runBatch(rows(1)), 5, 0)

@@ -390,7 +390,10 @@ export class OnnxRunner implements ModelRunner {
         feeds[this.#mask.name] = buildMask(this.#mask, real, n)
       }
     }
-    const { outputs } = await this.#run(feeds, n, opts)
+    const { outputs, computeMs } = await this.#run(feeds, n, opts)
+    if (opts.measured) {
+      opts.measured.computeMs = computeMs
+    }
     const outMeta = new Map(this.#pool.outputs.map((m) => [m.name, m]))
     const results: ItemResult[] = items.map(() => ({ tensors: {} }))
     for (const [name, out] of Object.entries(outputs)) {

@@ -70,6 +70,12 @@ export interface RunBatchOptions {
    * @default 0
    */
   behind?: number
+  /**
+   * Filled by a runner that times the executor itself: `computeMs`, the batch's time inside the
+   * model (an ONNX Runtime thread's `session.run`), without the calling thread's queueing
+   * (`Batch.serviceMs` of @cohort/batching).
+   */
+  measured?: { computeMs?: number }
 }
 
 /** Why a runner (or one of its instances) was replaced. */
