@@ -32,25 +32,11 @@ MODEL="$here/.cache/models/demo-mlp-seed42.onnx"
 [ -f "$MODEL" ] || { echo "moderate-load: $MODEL is missing: run npm start once (it builds the demo model)" >&2; exit 2; }
 D=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$D"' EXIT
-python3 - "$D" <<'PY'
-import json, struct, sys
-# bench/src/bodies.ts demoBody(): mulberry32(7), 256 floats in [-1, 1) rounded to float32.
-def mulberry32(a):
-    def r():
-        nonlocal a
-        a = (a + 0x6D2B79F5) & 0xFFFFFFFF
-        t = a
-        t = ((t ^ (t >> 15)) * (t | 1)) & 0xFFFFFFFF
-        t ^= (t + (((t ^ (t >> 7)) * (t | 61)) & 0xFFFFFFFF)) & 0xFFFFFFFF
-        return ((t ^ (t >> 14)) & 0xFFFFFFFF) / 4294967296
-    return r
-r = mulberry32(7)
-data = [struct.unpack('f', struct.pack('f', r() * 2 - 1))[0] for _ in range(256)]
-body = json.dumps({'inputs': [{'name': 'input', 'datatype': 'FP32', 'shape': [1, 256], 'data': data}]}, separators=(',', ':'))
-open(sys.argv[1] + '/body.json', 'w').write(body)
-open(sys.argv[1] + '/post.lua', 'w').write('wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\n'
-  f'local f = io.open("{sys.argv[1]}/body.json"); wrk.body = f:read("*a"); f:close()\n')
-PY
+# The request: bench/src/bodies.ts's demoBody(), the one every bench sends.
+(cd "$here" && node --import tsx -e "import('./bench/src/bodies.ts').then((m) => process.stdout.write(m.demoBody()))") > "$D/body.json"
+printf 'wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\nlocal f = io.open("%s/body.json"); wrk.body = f:read("*a"); f:close()\n' "$D" > "$D/post.lua"
+# A bare node:http server on PORT (the floor), in the background.
+FLOOR_JS="require('node:http').createServer((q,s)=>{q.resume();q.on('end',()=>{s.writeHead(200,{'content-type':'application/json'});s.end('{\"ok\":1}')})}).listen(Number(process.argv[1]),'127.0.0.1')"
 ticks() { awk '{print $14+$15}' "$1"; }
 HZ=$(getconf CLK_TCK)
 # vegeta at a rate against URL: "p50 p99" in ms.
@@ -113,7 +99,7 @@ PY
 }
 floor_round() {
   local port=$((20000 + RANDOM % 20000))
-  node -e "require('node:http').createServer((q,s)=>{q.resume();q.on('end',()=>{s.writeHead(200,{'content-type':'application/json'});s.end('{\"ok\":1}')})}).listen($port,'127.0.0.1')" & local pid=$!
+  node -e "$FLOOR_JS" $port & local pid=$!
   sleep 0.5
   attack "http://127.0.0.1:$port/" 1000 1 > /dev/null
   local out="  floor (bare node:http):"
@@ -127,7 +113,7 @@ floor_round() {
 }
 generators() {
   local port=$((20000 + RANDOM % 20000)) g0 g1 lat
-  taskset -c 1 node -e "require('node:http').createServer((q,s)=>{q.resume();q.on('end',()=>{s.writeHead(200,{'content-type':'application/json'});s.end('{\"ok\":1}')})}).listen($port,'127.0.0.1')" & local pid=$!
+  taskset -c 1 node -e "$FLOOR_JS" $port & local pid=$!
   sleep 0.5
   echo "generators at 3,000/s for ${SECS} s (generator on core 0, bare node:http on core 1):"
   printf 'POST http://127.0.0.1:%s/\nContent-Type: application/json\n@%s/body.json\n' $port "$D" > "$D/targets.txt"
